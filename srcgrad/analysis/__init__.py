@@ -1,0 +1,1 @@
+"""Pure analyses over the core program; results live in side tables, not on nodes."""

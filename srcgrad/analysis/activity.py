@@ -1,0 +1,62 @@
+"""Activity analysis: which values need an adjoint.
+
+A value is *varied* if it depends differentiably on a ``wrt`` parameter and
+*useful* if the output depends differentiably on it; it is *active* if both
+(Hascoët & Pascual, "The Tapenade automatic differentiation tool", TOMS 2013,
+§3.1).  Only active values get adjoints: no ``x_bar`` for data ``x``.
+
+Requires: a :class:`~srcgrad.transforms.anf.Core` program (single assignment).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import gast
+
+from .. import anno, nodes
+
+
+@dataclasses.dataclass(frozen=True)
+class Activity:
+    varied: frozenset
+    useful: frozenset
+
+    def active(self, name: str) -> bool:
+        return name in self.varied and name in self.useful
+
+
+def _target(stmt):
+    return stmt.targets[0].id if isinstance(stmt, gast.Assign) else None
+
+
+def derivative_inputs(stmt) -> list[str]:
+    """Names whose adjoints a statement's adjoint feeds."""
+    kind = anno.get(stmt, "kind")
+    if kind == "copy":
+        return nodes.loaded_names(stmt.value)
+    if kind == "op":
+        rule, bound = anno.get(stmt, "rule"), anno.get(stmt, "bound")
+        names = []
+        for param in rule.diff_params:
+            names += nodes.loaded_names(bound[param]) if param in bound else []
+        return names
+    if kind == "unknown":
+        return nodes.loaded_names(stmt.value)
+    return []
+
+
+def analyze(body, wrt) -> Activity:
+    varied = set(wrt)
+    for stmt in body:
+        target = _target(stmt)
+        if target and any(n in varied for n in derivative_inputs(stmt)):
+            varied.add(target)
+    useful = set()
+    for stmt in reversed(body):
+        if isinstance(stmt, gast.Return):
+            useful.update(nodes.loaded_names(stmt.value))
+            continue
+        target = _target(stmt)
+        if target in useful:
+            useful.update(derivative_inputs(stmt))
+    return Activity(frozenset(varied), frozenset(useful))

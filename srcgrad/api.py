@@ -1,0 +1,228 @@
+"""The public entry points: ``grad``, ``value_and_grad``, ``vjp``, ``source``, ``show``.
+
+Compiled code is cached per function, options and argument ranks; calling a
+gradient function costs one dictionary lookup on top of the generated code.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import linecache
+
+import numpy as np
+
+from . import anno, errors
+from .pipeline import Compiled, Options, compile_function, rank_of_argument
+
+
+def _origin_of(fn):
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    line = linecache.getline(code.co_filename, code.co_firstlineno).rstrip("\n")
+    return anno.Origin(code.co_filename, code.co_firstlineno, len(line) - len(line.lstrip()), line)
+
+
+class GradientFunction:
+    """A function transformed by srcgrad; call it like the original.
+
+    Attributes:
+        fn: the user's function.
+        options: what is generated (mode, wrt, backend).
+    """
+
+    def __init__(self, fn, mode: str, wrt, backend: str = "numpy", optimize: bool = True):
+        if isinstance(fn, GradientFunction):
+            raise errors.UnsupportedSyntaxError(
+                "srcgrad cannot differentiate a gradient function yet (higher-order derivatives)",
+                _origin_of(fn.fn), "differentiate the original function")
+        if not callable(fn):
+            raise TypeError(f"srcgrad.{mode} expects a function, got {type(fn).__name__}")
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+        self._signature = inspect.signature(fn)
+        self._params = [p.name for p in self._signature.parameters.values()
+                        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        names, as_tuple = self._wrt_names(wrt)
+        self.options = Options(mode, names, as_tuple, backend, optimize)
+        self._wrt_index = tuple(self._params.index(n) for n in names)
+        self._cache: dict[tuple, Compiled] = {}
+        self._last: Compiled | None = None
+
+    def _wrt_names(self, wrt):
+        as_tuple = isinstance(wrt, (tuple, list))
+        items = tuple(wrt) if as_tuple else (wrt,)
+        if not items:
+            raise self._wrt_error("`wrt` is empty")
+        names = []
+        for item in items:
+            if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+                if not 0 <= item < len(self._params):
+                    raise self._wrt_error(f"wrt={item} is out of range: {self.fn.__name__} has "
+                                          f"{len(self._params)} parameters")
+                names.append(self._params[item])
+            elif isinstance(item, str):
+                if item not in self._params:
+                    raise self._wrt_error(f"wrt={item!r} names no parameter of {self.fn.__name__}")
+                names.append(item)
+            else:
+                raise self._wrt_error(f"wrt must be a parameter index or name, got {item!r}")
+        if len(set(names)) != len(names):
+            raise self._wrt_error(f"wrt names a parameter twice: {names}")
+        return tuple(names), as_tuple
+
+    def _wrt_error(self, problem):
+        return errors.WrtError(problem, _origin_of(self.fn),
+                               f"the parameters are ({', '.join(self._params)}); pass "
+                               "wrt=<index or name> or a tuple of them")
+
+    # ---- calling ----------------------------------------------------------
+    def _arguments(self, args, kwargs):
+        if not kwargs and len(args) == len(self._params):
+            return args
+        bound = self._signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return tuple(bound.arguments[p] for p in self._params)
+
+    def compiled(self, args) -> Compiled:
+        """The compiled program for these (positional) arguments, from the cache if there."""
+        key = tuple(rank_of_argument(a) for a in args)
+        program = self._cache.get(key)
+        if program is None:
+            program = self._cache[key] = compile_function(self.fn, self.options, key)
+        self._last = program
+        return program
+
+    def _check_wrt_types(self, args):
+        for i in self._wrt_index:
+            value = args[i]
+            dtype = getattr(value, "dtype", None)
+            kind = dtype.kind if dtype is not None else (
+                "b" if isinstance(value, bool) else "i" if isinstance(value, int) else "f"
+                if isinstance(value, float) else None)
+            if kind in ("i", "u", "b"):
+                raise errors.WrtError(
+                    f"cannot differentiate with respect to `{self._params[i]}`: it is an integer "
+                    f"value ({type(value).__name__}{'' if dtype is None else ' of ' + str(dtype)})",
+                    _origin_of(self.fn),
+                    f"pass a floating-point value, e.g. {self._params[i]}.astype(np.float64) "
+                    f"or float({self._params[i]})")
+
+    def __call__(self, *args, **kwargs):
+        args = self._arguments(args, kwargs)
+        self._check_wrt_types(args)
+        program = self.compiled(args)
+        mode = self.options.mode
+        if mode == "vjp":
+            value, pullback = program(*args)
+            return value, self._finalizing(pullback, args)
+        out = program(*args)
+        if mode == "grad":
+            return self._finalize(out, args)
+        value, grads = out
+        return value, self._finalize(grads, args)
+
+    def _finalizing(self, pullback, args):
+        @functools.wraps(pullback)
+        def finalized_pullback(ans_bar):
+            return self._finalize(pullback(ans_bar), args)
+        return finalized_pullback
+
+    def _finalize(self, grads, args):
+        if not self.options.wrt_tuple:
+            return _match(grads, args[self._wrt_index[0]])
+        return tuple(_match(g, args[i]) for g, i in zip(grads, self._wrt_index))
+
+    @property
+    def source(self) -> str:
+        """The generated source last run (or compiled without rank information)."""
+        if self._last is None:
+            self._last = compile_function(self.fn, self.options, (None,) * len(self._params))
+        return self._last.source
+
+    def __repr__(self):
+        return f"<srcgrad.{self.options.mode} of {self.fn.__qualname__} wrt {self.options.wrt}>"
+
+
+def _match(g, x):
+    """Give a gradient its primal's type, shape and dtype (float32 in, float32 out)."""
+    if isinstance(x, np.ndarray):
+        if type(g) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape and g.flags.writeable:
+            return g
+        return np.array(np.broadcast_to(g, x.shape), dtype=x.dtype)
+    if isinstance(x, float):
+        return float(g)
+    if isinstance(x, np.generic):
+        return x.dtype.type(g)
+    return g
+
+
+def _transform(mode, f, wrt, backend, optimize):
+    if f is None:
+        return functools.partial(_transform, mode, wrt=wrt, backend=backend, optimize=optimize)
+    return GradientFunction(f, mode, wrt, backend, optimize)
+
+
+def grad(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True):
+    """Reverse-mode gradient of a scalar-valued function, by source transformation.
+
+    Usable as ``grad(f)``, ``@grad`` and ``@grad(wrt=(0, 1))``.
+
+    Args:
+        f: a Python function whose output is a scalar (0-d array or Python float).
+        wrt: the parameter(s) to differentiate with respect to: an index, a
+            name, or a tuple of them (then a tuple of gradients is returned).
+        backend: the array library of the generated code (``"numpy"``).
+        optimize: run the optimization passes (turn off to read the raw sweeps).
+
+    Returns:
+        A function with ``f``'s parameters that returns the gradient(s).  Each
+        gradient has its input's shape and floating dtype (float32 in, float32
+        out; a Python float in, a Python float out).
+
+    Raises:
+        srcgrad.errors.WrtError: ``wrt`` names no parameter, or (at call time)
+            an integer-typed argument.
+        srcgrad.errors.NonScalarOutputError: the output is not a scalar (use ``vjp``).
+        srcgrad.errors.UnsupportedSyntaxError, NoDerivativeRuleError,
+            NoSourceError: at the first call, naming the user's file and line.
+    """
+    return _transform("grad", f, wrt, backend, optimize)
+
+
+def value_and_grad(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True):
+    """Like :func:`grad`, but the function returns ``(value, gradient)``."""
+    return _transform("value_and_grad", f, wrt, backend, optimize)
+
+
+def vjp(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True):
+    """Vector-Jacobian product for outputs of any shape.
+
+    Returns:
+        A function with ``f``'s parameters that returns ``(value, pullback)``;
+        ``pullback(value_bar)`` takes an adjoint of ``value``'s shape and returns
+        the adjoint(s) of the ``wrt`` inputs (a tuple when ``wrt`` is a tuple).
+    """
+    return _transform("vjp", f, wrt, backend, optimize)
+
+
+def source(fn, *example_args, **example_kwargs) -> str:
+    """The generated Python source of a function made by ``grad``/``value_and_grad``/``vjp``.
+
+    With example arguments, the code specialised for their ranks; without, the
+    code last run (or a version compiled without rank information).
+
+    Raises:
+        TypeError: ``fn`` is not a srcgrad-transformed function.
+    """
+    if not isinstance(fn, GradientFunction):
+        raise TypeError("srcgrad.source expects a function made by srcgrad.grad, "
+                        f"value_and_grad or vjp; got {fn!r}")
+    if example_args or example_kwargs:
+        return fn.compiled(fn._arguments(example_args, example_kwargs)).source
+    return fn.source
+
+
+def show(fn, *example_args, **example_kwargs) -> None:
+    """Print :func:`source`."""
+    print(source(fn, *example_args, **example_kwargs), end="")

@@ -1,0 +1,118 @@
+"""The only module that builds gast nodes by hand.
+
+Passes either parse code templates (``expr("a + b")``) or call these small
+constructors, so a change in gast's node classes touches this file alone
+(pinning to one gast's node layout is what stopped Tangent working).
+"""
+from __future__ import annotations
+
+import ast
+import copy as _copy
+
+import gast
+
+from . import anno
+
+COMMENT_MARK = "#srcgrad-comment#"
+
+
+def name(id_: str, ctx: str = "load") -> gast.Name:
+    ctx_node = {"load": gast.Load, "store": gast.Store, "param": gast.Param}[ctx]()
+    return gast.Name(id=id_, ctx=ctx_node, annotation=None, type_comment=None)
+
+
+def const(value) -> gast.Constant:
+    return gast.Constant(value=value, kind=None)
+
+
+def dotted(path: str) -> gast.expr:
+    """``"np.linalg.norm"`` as a chain of Attribute nodes."""
+    head, *rest = path.split(".")
+    node = name(head)
+    for part in rest:
+        node = gast.Attribute(value=node, attr=part, ctx=gast.Load())
+    return node
+
+
+def call(func, args=(), keywords=()) -> gast.Call:
+    if isinstance(func, str):
+        func = dotted(func)
+    kws = [gast.keyword(arg=k, value=v) for k, v in keywords]
+    return gast.Call(func=func, args=list(args), keywords=kws)
+
+
+def assign(target: str | gast.expr, value: gast.expr) -> gast.Assign:
+    if isinstance(target, str):
+        target = name(target, "store")
+    return gast.Assign(targets=[target], value=value, type_comment=None)
+
+
+def ret(value: gast.expr | None) -> gast.Return:
+    return gast.Return(value=value)
+
+
+def tuple_(elts, ctx: str = "load") -> gast.Tuple:
+    ctx_node = gast.Store() if ctx == "store" else gast.Load()
+    return gast.Tuple(elts=list(elts), ctx=ctx_node)
+
+
+def binop(left, op: str, right) -> gast.BinOp:
+    ops = {"+": gast.Add, "-": gast.Sub, "*": gast.Mult, "/": gast.Div}
+    return gast.BinOp(left=left, op=ops[op](), right=right)
+
+
+def comment(text: str) -> gast.Expr:
+    """A statement that ``emit`` turns into a ``# text`` comment line."""
+    return gast.Expr(value=const(COMMENT_MARK + text))
+
+
+def if_(test, body, orelse=()) -> gast.If:
+    return gast.If(test=test, body=list(body), orelse=list(orelse))
+
+
+def function(fn_name: str, params, body, defaults=()) -> gast.FunctionDef:
+    args = gast.arguments(
+        args=[name(p, "param") for p in params], posonlyargs=[], vararg=None,
+        kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=list(defaults),
+    )
+    return gast.FunctionDef(name=fn_name, args=args, body=list(body), decorator_list=[],
+                            returns=None, type_comment=None, type_params=[])
+
+
+def module(body) -> gast.Module:
+    return gast.Module(body=list(body), type_ignores=[])
+
+
+def expr(source: str) -> gast.expr:
+    """Parse one expression (a template); Load contexts throughout."""
+    return gast.parse(source, mode="eval").body
+
+
+def copy(node):
+    """Deep copy that keeps annotations (a node is never shared by two parents)."""
+    return _copy.deepcopy(node)
+
+
+def with_store_ctx(node):
+    node = copy(node)
+    node.ctx = gast.Store()
+    return node
+
+
+def to_source(node) -> str:
+    """Python source of a gast node (via the stdlib's ``ast.unparse``)."""
+    tree = gast.gast_to_ast(node)
+    ast.fix_missing_locations(tree)
+    return ast.unparse(tree)
+
+
+def names_in(node) -> set[str]:
+    return {n.id for n in gast.walk(node) if isinstance(n, gast.Name)}
+
+
+def loaded_names(node) -> list[str]:
+    return [n.id for n in gast.walk(node) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)]
+
+
+def is_atom(node) -> bool:
+    return isinstance(node, (gast.Name, gast.Constant)) or anno.has(node, "static")

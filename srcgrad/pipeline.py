@@ -1,0 +1,150 @@
+"""The compiler, top to bottom.  Each step is one pass in ``transforms/`` or
+one analysis in ``analysis/``; read this file to see the whole of srcgrad.
+
+    source → resolve → validate → normalize (ANF) → analyze (activity, ranks)
+           → reverse → optimize → emit and load
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import gast
+import numpy as np
+
+from . import anno, backends, errors, nodes, runtime
+from .analysis import activity, ranks
+from .transforms import anf, emit, optimize, parse, resolve, reverse, validate
+
+MODES = ("grad", "value_and_grad", "vjp")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """What to generate (part of the cache key, with the argument ranks).
+
+    Attributes:
+        mode: ``"grad"`` (gradients only), ``"value_and_grad"``, or ``"vjp"``
+            (value and pullback closure).
+        wrt: names of the parameters to differentiate with respect to.
+        wrt_tuple: return a tuple of gradients (``wrt`` was given as a tuple).
+        backend: array backend name (``"numpy"``).
+        optimize: run the optimization passes.
+    """
+
+    mode: str
+    wrt: tuple
+    wrt_tuple: bool
+    backend: str = "numpy"
+    optimize: bool = True
+
+
+@dataclasses.dataclass
+class Compiled:
+    """A loaded gradient program."""
+
+    source: str
+    function: object
+    free: resolve.FreeNames
+    namespace: dict
+
+    def __call__(self, *args):
+        self.free.refresh(self.namespace)
+        return self.function(*args)
+
+
+def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
+    backend = backends.get(options.backend)
+    # 1. source: gast tree with every node's user origin.
+    fdef = parse.transform(fn)
+    # 2. resolve before validate: validation messages may name resolved callees.
+    free = resolve.transform(fdef, fn)
+    # 3. validate: unsupported syntax is reported here, never mis-differentiated later.
+    validate.transform(fdef)
+    # 4. normalize: one primitive per statement, single assignment, NumPy's own names.
+    core = anf.transform(fdef, free.names, backend, reserved=(backend.MODULE_NAME, "rt"))
+    # 5. analyze: activity (who needs an adjoint) and ranks (which rule form applies).
+    body_activity = activity.analyze(core.body, options.wrt)
+    rank_env = ranks.infer(core.body, dict(zip(core.params, param_ranks)))
+    # 6. reverse: forward sweep + backward sweep from the rules.
+    sweeps = reverse.transform(core, body_activity, rank_env, options.wrt, backend)
+    live_out = set(sweeps.adjoints.values())
+    if options.mode != "grad":
+        live_out |= set(nodes.loaded_names(core.result))
+    else:
+        check = _scalar_output_check(core, rank_env)
+        if check is not None:
+            sweeps.backward.insert(0, check)
+    # 7. optimize: dead code, copies, shapes (each pass tested on and off).
+    forward, backward = sweeps.forward, sweeps.backward
+    if options.optimize:
+        forward, backward = optimize.transform(forward, backward, live_out, sweeps.primal_of)
+    # 8. emit and load.
+    module = _assemble(fn, core, forward, backward, sweeps, options, backend)
+    text = emit.render(module)
+    signature = ",".join("?" if r is None else str(r) for r in param_ranks)
+    filename = f"<srcgrad {fn.__module__}.{fn.__qualname__} {options.mode} ndim=({signature})>"
+    namespace = {"__name__": "srcgrad.generated", backend.MODULE_NAME: backend.MODULE, "rt": runtime}
+    free.refresh(namespace)
+    emit.load(text, filename, namespace)
+    return Compiled(text, namespace[_function_name(core, options)], free, namespace)
+
+
+def _function_name(core, options) -> str:
+    return f"{core.name}_{options.mode}"
+
+
+def _scalar_output_check(core, rank_env):
+    """``grad`` needs a scalar output: check it now if the rank is known, else in the code."""
+    result = core.result
+    rank = ranks.rank_of(result, rank_env)
+    if rank == 0:
+        return None
+    return_stmt = core.body[-1]
+    origin = anno.get(return_stmt, "origin")
+    if rank is not None:
+        raise errors.NonScalarOutputError(
+            f"grad needs a scalar output, but this returns an array of {rank} dimensions",
+            origin,
+            "reduce it to a scalar (np.sum, np.mean), or use srcgrad.vjp(f) to pull back "
+            "an adjoint of the output's shape",
+        )
+    where = origin.where if origin else core.name
+    check = gast.Expr(value=nodes.call("rt.check_scalar_output",
+                                       [nodes.copy(result), nodes.const(where)]))
+    anno.set(check, "group", anno.get(return_stmt, "group"))
+    anno.set(check, "impure", True)
+    return check
+
+
+def _assemble(fn, core, forward, backward, sweeps, options, backend):
+    grads = [nodes.name(sweeps.adjoints[p]) for p in options.wrt]
+    grads_value = nodes.tuple_(grads) if options.wrt_tuple else grads[0]
+    origin = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"
+    header = [
+        nodes.comment(f"srcgrad: reverse mode of {core.name} ({origin}) | wrt: "
+                      f"{', '.join(options.wrt)} | backend: {options.backend}"),
+    ]
+    imports = [gast.parse(line).body[0] for line in backend.IMPORTS]
+    fwd = [nodes.comment("---- forward sweep ----")] + emit.with_group_comments(forward)
+    bwd = [nodes.comment("---- backward sweep ----")] + emit.with_group_comments(backward)
+    name = _function_name(core, options)
+    if options.mode == "vjp":
+        pullback = nodes.function(f"{core.name}_pullback", [sweeps.seed], bwd + [nodes.ret(grads_value)])
+        body = fwd + [pullback, nodes.ret(nodes.tuple_([nodes.copy(core.result),
+                                                        nodes.name(pullback.name)]))]
+        fdef = nodes.function(name, core.params, body)
+    else:
+        value = grads_value if options.mode == "grad" else \
+            nodes.tuple_([nodes.copy(core.result), grads_value])
+        fdef = nodes.function(name, core.params + [sweeps.seed], fwd + bwd + [nodes.ret(value)],
+                              defaults=[nodes.const(1.0)])
+    return nodes.module(header + imports + [fdef])
+
+
+def rank_of_argument(value):
+    """The rank used to specialise compiled code on an argument (None: not an array)."""
+    if isinstance(value, np.ndarray):
+        return value.ndim
+    if isinstance(value, (float, int, np.generic)):
+        return 0
+    return None

@@ -1,0 +1,147 @@
+"""NumPy's elementwise functions (ufuncs and friends).
+
+Each entry states its convention at non-smooth points next to the rule.
+"""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from ..runtime import is_constant, unbroadcast
+from .registry import defadjoint
+
+
+@defadjoint(np.exp, elementwise=True)
+def exp(ans_bar, ans, x):
+    return ans_bar * ans
+
+
+@defadjoint(np.log, elementwise=True)
+def log(ans_bar, ans, x):
+    return ans_bar / x
+
+
+@defadjoint(np.log1p, elementwise=True)
+def log1p(ans_bar, ans, x):
+    return ans_bar / (1 + x)
+
+
+@defadjoint(np.expm1, elementwise=True)
+def expm1(ans_bar, ans, x):
+    return ans_bar * (ans + 1)
+
+
+@defadjoint(np.sqrt, elementwise=True)
+def sqrt(ans_bar, ans, x):
+    return ans_bar / (2 * ans)
+
+
+@defadjoint(np.square, elementwise=True)
+def square(ans_bar, ans, x):
+    return ans_bar * (2 * x)
+
+
+@defadjoint(np.reciprocal, elementwise=True)
+def reciprocal(ans_bar, ans, x):
+    return -ans_bar * ans**2
+
+
+@defadjoint(np.sin, elementwise=True)
+def sin(ans_bar, ans, x):
+    return ans_bar * np.cos(x)
+
+
+@defadjoint(np.cos, elementwise=True)
+def cos(ans_bar, ans, x):
+    return -ans_bar * np.sin(x)
+
+
+@defadjoint(np.tan, elementwise=True)
+def tan(ans_bar, ans, x):
+    return ans_bar * (1 + ans**2)
+
+
+@defadjoint(np.tanh, elementwise=True)
+def tanh(ans_bar, ans, x):
+    return ans_bar * (1 - ans**2)
+
+
+@defadjoint(np.sinh, elementwise=True)
+def sinh(ans_bar, ans, x):
+    return ans_bar * np.cosh(x)
+
+
+@defadjoint(np.cosh, elementwise=True)
+def cosh(ans_bar, ans, x):
+    return ans_bar * np.sinh(x)
+
+
+@defadjoint(np.arcsin, elementwise=True)
+def arcsin(ans_bar, ans, x):
+    return ans_bar / np.sqrt(1 - x**2)
+
+
+@defadjoint(np.arccos, elementwise=True)
+def arccos(ans_bar, ans, x):
+    return -ans_bar / np.sqrt(1 - x**2)
+
+
+@defadjoint(np.arctan, elementwise=True)
+def arctan(ans_bar, ans, x):
+    return ans_bar / (1 + x**2)
+
+
+@defadjoint(np.abs, builtins.abs, elementwise=True)
+def absolute(ans_bar, ans, x):
+    """Convention: derivative 0 at 0 (``sign(0) == 0``), as PyTorch and JAX."""
+    return ans_bar * np.sign(x)
+
+
+@defadjoint(np.logaddexp, elementwise=True)
+def logaddexp(ans_bar, ans, x1, x2):
+    return unbroadcast(ans_bar * np.exp(x1 - ans), x1), unbroadcast(ans_bar * np.exp(x2 - ans), x2)
+
+
+@defadjoint(np.maximum, elementwise=True)
+def maximum(ans_bar, ans, x1, x2):
+    """Ties split the adjoint 0.5/0.5 (PyTorch and JAX do the same).
+
+    Against a literal constant — ``np.maximum(h, 0)``, the ReLU — the tie goes
+    to the constant: ReLU has derivative 0 at 0.
+    """
+    if is_constant(x2):
+        return ans_bar * (x1 > x2), None
+    if is_constant(x1):
+        return None, ans_bar * (x2 > x1)
+    return (unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * (x1 > x2)), x1),
+            unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * (x2 > x1)), x2))
+
+
+@defadjoint(np.minimum, elementwise=True)
+def minimum(ans_bar, ans, x1, x2):
+    """Ties split 0.5/0.5; against a literal constant the tie goes to the constant."""
+    if is_constant(x2):
+        return ans_bar * (x1 < x2), None
+    if is_constant(x1):
+        return None, ans_bar * (x2 < x1)
+    return (unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * (x1 < x2)), x1),
+            unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * (x2 < x1)), x2))
+
+
+@defadjoint(np.where, elementwise=True, diff=("x", "y"))
+def where(ans_bar, ans, condition, x, y):
+    return (unbroadcast(np.where(condition, ans_bar, 0), x),
+            unbroadcast(np.where(condition, 0, ans_bar), y))
+
+
+@defadjoint(np.clip, elementwise=True, diff=("a", "a_min", "a_max"))
+def clip(ans_bar, ans, a, a_min=None, a_max=None):
+    """Convention: at a bound the adjoint goes to ``a`` (inside is inclusive), as PyTorch's clamp."""
+    if a_min is None:
+        return unbroadcast(ans_bar * (a <= a_max), a), None, unbroadcast(ans_bar * (a > a_max), a_max)
+    if a_max is None:
+        return unbroadcast(ans_bar * (a >= a_min), a), unbroadcast(ans_bar * (a < a_min), a_min), None
+    return (unbroadcast(ans_bar * ((a >= a_min) & (a <= a_max)), a),
+            unbroadcast(ans_bar * (a < a_min), a_min),
+            unbroadcast(ans_bar * (a > a_max), a_max))

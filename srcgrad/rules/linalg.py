@@ -1,0 +1,54 @@
+"""Linear algebra: ``dot matmul outer tensordot einsum linalg.norm``.
+
+Matrix-product adjoints follow Giles (2008), "Collected matrix derivative
+results for forward and reverse mode AD": for ``C = A B``,
+``A_bar = C_bar B^T`` and ``B_bar = A^T C_bar``.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..runtime import (dot_lhs, dot_rhs, einsum_adjoint, einsum_adjoint_subscripts,
+                       is_constant, norm_adjoint, tensordot_adjoint)
+from . import _ndim
+from .registry import defadjoint
+
+
+@defadjoint(np.dot, ndim=_ndim.dot)
+def dot(ans_bar, ans, a, b):
+    if np.ndim(a) == 2 and np.ndim(b) == 2:
+        return ans_bar @ b.T, a.T @ ans_bar
+    return dot_lhs(ans_bar, a, b), dot_rhs(ans_bar, a, b)
+
+
+@defadjoint(np.outer, ndim=_ndim.fixed(2))
+def outer(ans_bar, ans, a, b):
+    if np.ndim(a) == 1 and np.ndim(b) == 1:
+        return ans_bar @ b, a @ ans_bar
+    return (np.reshape(ans_bar @ np.ravel(b), np.shape(a)),
+            np.reshape(np.ravel(a) @ ans_bar, np.shape(b)))
+
+
+@defadjoint(np.tensordot)
+def tensordot(ans_bar, ans, a, b, axes=2):
+    return tensordot_adjoint(ans_bar, a, b, axes, 0), tensordot_adjoint(ans_bar, a, b, axes, 1)
+
+
+@defadjoint(np.einsum, diff=("x", "y"))
+def einsum(ans_bar, ans, subscripts, x, y):
+    """Two operands.  With literal subscripts the adjoint is itself one einsum."""
+    if is_constant(subscripts) and einsum_adjoint_subscripts(subscripts, 0) is not None \
+            and einsum_adjoint_subscripts(subscripts, 1) is not None:
+        return (np.einsum(einsum_adjoint_subscripts(subscripts, 0), ans_bar, y),
+                np.einsum(einsum_adjoint_subscripts(subscripts, 1), x, ans_bar))
+    return einsum_adjoint(subscripts, 0, ans_bar, x, y), einsum_adjoint(subscripts, 1, ans_bar, x, y)
+
+
+@defadjoint(np.linalg.norm, ndim=functools.partial(_ndim.reduced, array="x"))
+def norm(ans_bar, ans, x, ord=None, axis=None, keepdims=False):  # noqa: A002
+    """2-norm/Frobenius by default: ``x_bar = ans_bar * x / ans``; 0 at a zero norm."""
+    if ord is None and axis is None and is_constant(keepdims) and not keepdims:
+        return x * (ans_bar / np.where(ans == 0, 1, ans))
+    return norm_adjoint(ans_bar, ans, x, ord, axis, keepdims)

@@ -1,0 +1,25 @@
+"""Functions whose outputs carry no derivative: constructors, shape queries,
+integer-valued and boolean functions, random draws (by module, in the
+registry).  One line each.
+"""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from . import _ndim
+from .registry import nondifferentiable
+
+nondifferentiable(np.zeros, np.ones, np.empty, ndim=_ndim.shape_length("shape"))
+nondifferentiable(np.full, ndim=_ndim.shape_length("shape"))
+nondifferentiable(np.zeros_like, np.ones_like, np.empty_like, np.full_like)
+nondifferentiable(np.arange, np.linspace, np.eye, np.identity, np.array, ndim=None)
+nondifferentiable(np.shape, np.ndim, np.size, np.argmax, np.argmin, np.argsort, np.nonzero)
+nondifferentiable(np.floor, np.ceil, np.round, np.rint, np.trunc, np.sign, np.isnan,
+                  np.isinf, np.isfinite, np.all, np.any, np.count_nonzero)
+nondifferentiable(np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal,
+                  np.logical_and, np.logical_or, np.logical_not, np.logical_xor)
+nondifferentiable(np.dtype, np.float32, np.float64, np.int32, np.int64, np.result_type)
+nondifferentiable(builtins.len, builtins.range, builtins.print, builtins.int, builtins.bool,
+                  builtins.isinstance, builtins.type, builtins.round)

@@ -1,0 +1,72 @@
+"""Python's arithmetic operators and their NumPy ufuncs: ``+ - * / ** @``, unary ``-``.
+
+Broadcasting: every binary rule sums its adjoint back to each input's shape
+with ``unbroadcast`` (the compiler drops the call where the shapes provably
+agree).  Dtype: Python scalars are "weak" under NEP 50, so ``ans_bar * 2``
+keeps float32 float32.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ..runtime import is_constant, matmul_lhs, matmul_rhs, unbroadcast
+from . import _ndim
+from .registry import defadjoint
+
+
+@defadjoint(operator.add, np.add, elementwise=True)
+def add(ans_bar, ans, x1, x2):
+    return unbroadcast(ans_bar, x1), unbroadcast(ans_bar, x2)
+
+
+@defadjoint(operator.sub, np.subtract, elementwise=True)
+def subtract(ans_bar, ans, x1, x2):
+    return unbroadcast(ans_bar, x1), unbroadcast(-ans_bar, x2)
+
+
+@defadjoint(operator.mul, np.multiply, elementwise=True)
+def multiply(ans_bar, ans, x1, x2):
+    return unbroadcast(ans_bar * x2, x1), unbroadcast(ans_bar * x1, x2)
+
+
+@defadjoint(operator.truediv, np.divide, elementwise=True)
+def divide(ans_bar, ans, x1, x2):
+    return unbroadcast(ans_bar / x2, x1), unbroadcast(-ans_bar * ans / x2, x2)
+
+
+@defadjoint(operator.neg, np.negative, elementwise=True)
+def negative(ans_bar, ans, x):
+    return -ans_bar
+
+
+@defadjoint(operator.pos, np.positive, elementwise=True)
+def positive(ans_bar, ans, x):
+    return ans_bar
+
+
+@defadjoint(operator.pow, np.power, elementwise=True)
+def power(ans_bar, ans, x1, x2):
+    """d(x1**x2) = x2 x1**(x2-1) dx1 + log(x1) x1**x2 dx2.
+
+    Conventions: a literal exponent ``n`` gives ``n * x1**(n-1)`` (and no
+    contribution for ``n == 0``), so ``x**2`` at 0 is 0, not NaN.  Where
+    ``x1 == 0`` the ``x2`` adjoint is 0 (the limit along ``x1 -> 0+`` for
+    ``x2 > 0``), as in PyTorch and JAX, never NaN.
+    """
+    if is_constant(x2) and x2 == 0:
+        return None, None
+    if is_constant(x2):
+        return unbroadcast(ans_bar * (x2 * x1 ** (x2 - 1)), x1), None
+    safe_x1 = np.where(x1 == 0, 1, x1)
+    return (unbroadcast(ans_bar * np.where(x2 == 0, 0, x2 * x1 ** (x2 - 1)), x1),
+            unbroadcast(np.where(x1 == 0, 0, ans_bar * ans * np.log(safe_x1)), x2))
+
+
+@defadjoint(operator.matmul, np.matmul, ndim=_ndim.matmul)
+def matmul(ans_bar, ans, x1, x2):
+    """Adjoint of the matrix product (Giles 2008, "Collected matrix derivative results")."""
+    if np.ndim(x1) == 2 and np.ndim(x2) == 2:
+        return ans_bar @ x2.T, x1.T @ ans_bar
+    return matmul_lhs(ans_bar, x1, x2), matmul_rhs(ans_bar, x1, x2)

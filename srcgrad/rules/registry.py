@@ -1,0 +1,140 @@
+"""The derivative-rule registry: one entry per primitive.
+
+A rule is an ordinary Python function ``(ans_bar, ans, *primal_params) ->
+adjoints``: ``ans`` is the primal output, ``ans_bar`` its adjoint, and the
+primal parameters carry NumPy's own names and order so that a user's call
+binds to them exactly as it binds to NumPy.  It returns one adjoint per
+differentiable parameter (a tuple when there are several; ``None`` for "no
+contribution").  The same function is
+
+* run directly on arrays by the tests (dot-product and finite-difference
+  checks, no compiler involved), and
+* the template the compiler inlines: ``srcgrad.templates`` substitutes the
+  call's variables for the parameters and partially evaluates it, so an
+  ``if`` whose test is known at compile time (``axis is None``,
+  ``is_constant(x2)``, ``np.ndim(x1) == 2``) keeps just one branch.  A test
+  that is *not* known at compile time is taken as false: such an ``if`` only
+  ever guards a specialisation, and the code after it must be general.
+
+Registering a rule::
+
+    @defadjoint(np.arctan, elementwise=True)
+    def arctan(ans_bar, ans, x):
+        return ans_bar / (1 + x**2)
+
+Functions whose output carries no derivative (``np.argmax``, ``len``,
+``np.random.randn``) are one line: ``nondifferentiable(np.argmax, len)``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+from typing import Callable
+
+import numpy as np
+
+
+@dataclasses.dataclass(eq=False)
+class Rule:
+    """Everything srcgrad knows about one primitive.
+
+    Attributes:
+        name: a label for messages (``numpy.exp``).
+        adjoint: the rule function, or None for non-differentiable primitives.
+        signature: the primal parameters, for binding a call's arguments.
+        diff_params: names of the differentiable parameters, in the order the
+            rule returns their adjoints.
+        elementwise: the output has the broadcast shape of the inputs and each
+            output element depends only on the matching input elements.
+        ndim: ``(ndims, statics) -> int | None``: the output's rank, given the
+            bound parameters' ranks and compile-time values (None: unknown).
+        sequence_params: parameters that take a list of arrays (``concatenate``).
+    """
+
+    name: str
+    adjoint: Callable | None
+    signature: inspect.Signature | None
+    diff_params: tuple = ()
+    elementwise: bool = False
+    ndim: Callable | None = None
+    sequence_params: frozenset = frozenset()
+
+    @property
+    def differentiable(self) -> bool:
+        return self.adjoint is not None
+
+
+_RULES: dict[int, tuple[object, Rule]] = {}  # id(primal) -> (primal, rule); ufuncs are not all hashable alike
+
+
+def _label(obj) -> str:
+    mod = getattr(obj, "__module__", None) or ("numpy" if isinstance(obj, np.ufunc) else "")
+    return f"{mod}.{getattr(obj, '__name__', repr(obj))}".lstrip(".")
+
+
+def elementwise_ndim(ndims, statics):
+    ranks = list(ndims.values())
+    return None if any(r is None for r in ranks) else max(ranks, default=0)
+
+
+def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | None = None,
+               sequence: tuple = ()):
+    """Register ``fn`` as the adjoint rule of each of ``primals``.
+
+    Args:
+        *primals: the functions (``np.exp``, ``operator.mul``) the rule covers.
+        elementwise: see :class:`Rule`; elementwise rules get rank inference
+            for free and ``unbroadcast`` removed where shapes provably agree.
+        ndim: output-rank function, see :class:`Rule`.
+        diff: names of the differentiable parameters; default: those without
+            a default value.
+        sequence: parameters that take a list of arrays.
+
+    Returns:
+        The decorator; it returns ``fn`` unchanged so the rule stays callable.
+    """
+
+    def register(fn):
+        sig = inspect.signature(fn)
+        params = list(sig.parameters.values())[2:]  # drop ans_bar, ans
+        primal_sig = sig.replace(parameters=params)
+        diff_params = tuple(diff) if diff is not None else tuple(
+            p.name for p in params if p.default is inspect.Parameter.empty)
+        rule_ndim = ndim if ndim is not None else (elementwise_ndim if elementwise else None)
+        for primal in primals:
+            _RULES[id(primal)] = (primal, Rule(_label(primal), fn, primal_sig, diff_params,
+                                               elementwise, rule_ndim, frozenset(sequence)))
+        return fn
+
+    return register
+
+
+def nondifferentiable(*primals, ndim=None) -> None:
+    """Declare that the outputs of ``primals`` carry no derivative."""
+    for primal in primals:
+        _RULES[id(primal)] = (primal, Rule(_label(primal), None, None, ndim=ndim))
+
+
+def is_random(obj) -> bool:
+    """Random draws: no derivative, and never dropped or repeated by the optimizer."""
+    mod = getattr(obj, "__module__", "") or ""
+    owner = getattr(obj, "__self__", None)
+    if isinstance(owner, (np.random.Generator, np.random.RandomState)):
+        return True
+    return mod in ("random", "numpy.random", "numpy.random.mtrand") or mod.startswith("numpy.random.")
+
+
+def lookup(obj) -> Rule | None:
+    """The rule for ``obj``, or None when srcgrad has none."""
+    found = _RULES.get(id(obj))
+    if found is not None and found[0] is obj:
+        return found[1]
+    if is_random(obj) or isinstance(obj, (type, types.ModuleType)):
+        return Rule(_label(obj), None, None)
+    return None
+
+
+def is_numpy(obj) -> bool:
+    mod = getattr(obj, "__module__", None)
+    return isinstance(obj, np.ufunc) or (isinstance(mod, str) and mod.split(".")[0] == "numpy")

@@ -1,0 +1,91 @@
+"""Shapes and indexing: ``reshape ravel expand_dims squeeze broadcast_to
+transpose concatenate stack``, ``x[index]``, ``copy``.
+
+Reads ``x[index]`` scatter the adjoint back into zeros: with a compile-time
+basic index (ints, slices, ``np.newaxis``) by assignment; otherwise with
+``np.add.at``, so that repeated integer indices accumulate.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ..runtime import (inverse_permutation, is_basic_index, is_constant, unbroadcast,
+                       unconcatenate)
+from . import _ndim
+from .registry import defadjoint
+
+
+@defadjoint(np.reshape, ndim=_ndim.shape_length("shape"))
+def reshape(ans_bar, ans, a, shape=None, order="C"):
+    return np.reshape(ans_bar, np.shape(a))
+
+
+@defadjoint(np.ravel, ndim=_ndim.fixed(1))
+def ravel(ans_bar, ans, a, order="C"):
+    return np.reshape(ans_bar, np.shape(a))
+
+
+@defadjoint(np.expand_dims)
+def expand_dims(ans_bar, ans, a, axis):
+    return np.reshape(ans_bar, np.shape(a))
+
+
+@defadjoint(np.squeeze)
+def squeeze(ans_bar, ans, a, axis=None):
+    return np.reshape(ans_bar, np.shape(a))
+
+
+@defadjoint(np.broadcast_to, ndim=_ndim.shape_length("shape"))
+def broadcast_to(ans_bar, ans, array, shape):
+    return unbroadcast(ans_bar, array)
+
+
+@defadjoint(np.transpose, ndim=_ndim.same_as("a"))
+def transpose(ans_bar, ans, a, axes=None):
+    if axes is None:
+        return ans_bar.T
+    return np.transpose(ans_bar, inverse_permutation(axes))
+
+
+@defadjoint(np.copy, np.asarray, elementwise=True)
+def copy(ans_bar, ans, a):
+    return ans_bar
+
+
+@defadjoint(np.concatenate, sequence=("arrays",))
+def concatenate(ans_bar, ans, arrays, axis=0):
+    """Returns one adjoint per array in ``arrays``."""
+    return unconcatenate(ans_bar, arrays, axis)
+
+
+@defadjoint(np.stack, sequence=("arrays",))
+def stack(ans_bar, ans, arrays, axis=0):
+    """Returns one adjoint per array in ``arrays``: the slices along ``axis``."""
+    if is_constant(axis) and axis == 0:
+        return ans_bar
+    return np.moveaxis(ans_bar, axis, 0)
+
+
+def _getitem_ndim(ndims, statics):
+    rank, index = ndims.get("a"), statics.get("index", _ndim.UNKNOWN)
+    if rank is None or index is _ndim.UNKNOWN:
+        return None
+    parts = index if isinstance(index, tuple) else (index,)
+    if not is_basic_index(parts):
+        return None
+    return rank - builtins_sum(isinstance(p, int) for p in parts) + builtins_sum(p is None for p in parts)
+
+
+builtins_sum = sum
+
+
+@defadjoint(operator.getitem, diff=("a",), ndim=_getitem_ndim)
+def getitem(ans_bar, ans, a, index):
+    a_bar = np.zeros_like(a)
+    if is_constant(index) and is_basic_index(index):
+        a_bar[index] = ans_bar
+        return a_bar
+    np.add.at(a_bar, index, ans_bar)
+    return a_bar

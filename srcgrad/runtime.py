@@ -1,0 +1,287 @@
+"""What generated code calls (imported there as ``rt``).
+
+Kept small and fast: generated code spends its time in NumPy, not here.  The
+helpers marked :func:`static` are also evaluated by the compiler when all
+their arguments are known at compile time (``einsum`` subscripts, axes).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import errors
+
+
+def static(fn):
+    """Mark a pure helper the compiler may evaluate on compile-time constants."""
+    fn.__srcgrad_static__ = True
+    return fn
+
+
+def is_constant(value) -> bool:
+    """True for a Python number, None or a tuple of them.
+
+    In a rule template this is decided at compile time: ``x2`` is constant
+    when the user wrote a literal there (``x ** 2``).
+    """
+    return value is None or isinstance(value, (int, float, str, tuple))
+
+
+def unbroadcast(g, x):
+    """Sum ``g`` down to ``np.shape(x)``: the adjoint of NumPy broadcasting.
+
+    Args:
+        g: an adjoint of the broadcast result, any shape that ``x`` broadcasts to.
+        x: the primal input (only its shape and dtype are read).
+
+    Returns:
+        ``g`` summed over the broadcast axes, with ``x``'s shape.
+
+    Source: NumPy's broadcasting rules (numpy.org/doc/stable/user/basics.broadcasting.html).
+    """
+    shape = np.shape(x)
+    if np.shape(g) == shape:
+        return g
+    g = np.asarray(g)
+    lead = g.ndim - len(shape)
+    if lead:
+        g = g.sum(axis=tuple(range(lead)))
+    keep = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+    if keep:
+        g = g.sum(axis=keep, keepdims=True)
+    return g.reshape(shape)
+
+
+def _axes(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    return tuple(sorted(a % ndim for a in axes))
+
+
+def broadcast_reduced(g, x, axis=None, keepdims=False):
+    """Broadcast the adjoint ``g`` of a reduction of ``x`` over ``axis`` back to ``x``'s shape."""
+    ndim = np.ndim(x)
+    if not keepdims:
+        g = np.expand_dims(g, _axes(axis, ndim)) if ndim else g
+    return np.broadcast_to(g, np.shape(x))
+
+
+def count_reduced(x, axis=None) -> int:
+    """How many elements of ``x`` each output of a reduction over ``axis`` combines."""
+    shape = np.shape(x)
+    return int(np.prod([shape[a] for a in _axes(axis, len(shape))], dtype=np.int64))
+
+
+def max_adjoint(ans_bar, ans, x, axis=None, keepdims=False):
+    """Adjoint of ``np.max``/``np.min``: the adjoint is split evenly among ties.
+
+    Convention as PyTorch's ``amax``/``amin`` and JAX: every element equal to
+    the extremum receives ``ans_bar / (number of ties)``.
+    """
+    full_ans = broadcast_reduced(ans, x, axis, keepdims)
+    mask = x == full_ans
+    counts = np.sum(mask, axis=axis, keepdims=True)
+    return mask * broadcast_reduced(ans_bar, x, axis, keepdims) / counts
+
+
+def prod_adjoint(ans_bar, x, axis=None, keepdims=False):
+    """Adjoint of ``np.prod``: the product of all *other* elements, exact at zeros.
+
+    Computed from exclusive cumulative products from the left and the right,
+    so no division by ``x`` (which would fail where ``x`` is 0).
+    """
+    x = np.asarray(x)
+    axes = _axes(axis, x.ndim)
+    rest = [a for a in range(x.ndim) if a not in axes]
+    moved = np.transpose(x, rest + list(axes))
+    flat = moved.reshape(moved.shape[: len(rest)] + (-1,))
+    ones = np.ones_like(flat[..., :1])
+    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    right = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+    others = (left * right).reshape(moved.shape)
+    others = np.transpose(others, np.argsort(rest + list(axes)))
+    return others * broadcast_reduced(ans_bar, x, axis, keepdims)
+
+
+def var_adjoint(ans_bar, x, axis=None, ddof=0, keepdims=False):
+    """Adjoint of ``np.var``: ``2 (x - mean) / (N - ddof)`` times the broadcast adjoint."""
+    centred = x - np.mean(x, axis=axis, keepdims=True)
+    scale = 2.0 / (count_reduced(x, axis) - ddof)
+    return broadcast_reduced(ans_bar, x, axis, keepdims) * centred * scale
+
+
+def std_adjoint(ans_bar, ans, x, axis=None, ddof=0, keepdims=False):
+    """Adjoint of ``np.std = sqrt(var)``: ``var_bar = ans_bar / (2 ans)``; 0 where ``ans`` is 0."""
+    var_bar = np.where(ans == 0, 0, ans_bar / np.where(ans == 0, 1, 2 * ans))
+    return var_adjoint(var_bar, x, axis, ddof, keepdims)
+
+
+def norm_adjoint(ans_bar, ans, x, ord=None, axis=None, keepdims=False):
+    """Adjoint of ``np.linalg.norm`` for the 2-norm/Frobenius (default), 1 and inf norms.
+
+    At a zero norm the 2-norm's adjoint is 0 (a subgradient). Raises
+    ``NotImplementedError`` for matrix norms other than Frobenius.
+    """
+    x = np.asarray(x)
+    vector = axis is not None and not isinstance(axis, tuple) or (axis is None and x.ndim == 1)
+    g = broadcast_reduced(ans_bar, x, axis if axis is not None else None, keepdims)
+    full = broadcast_reduced(ans, x, axis, keepdims)
+    if ord is None or ord == "fro" or (ord == 2 and vector):
+        return g * x / np.where(full == 0, 1, full)
+    if ord == 1 and vector:
+        return g * np.sign(x)
+    if ord == np.inf and vector:
+        mask = np.abs(x) == full
+        return g * np.sign(x) * mask / np.sum(mask, axis=axis, keepdims=True)
+    raise NotImplementedError(f"srcgrad has no adjoint for np.linalg.norm(ord={ord!r}) of this input")
+
+
+def matmul_lhs(ans_bar, x1, x2):
+    """Adjoint of ``x1 @ x2`` with respect to ``x1``, for any ranks (NumPy matmul semantics)."""
+    if np.ndim(x2) == 1:
+        g = np.multiply.outer(ans_bar, x2) if np.ndim(x1) > 1 else ans_bar * x2
+    elif np.ndim(x1) == 1:
+        g = (x2 @ ans_bar[..., None])[..., 0]
+    else:
+        g = ans_bar @ np.swapaxes(x2, -1, -2)
+    return unbroadcast(g, x1)
+
+
+def matmul_rhs(ans_bar, x1, x2):
+    """Adjoint of ``x1 @ x2`` with respect to ``x2``, for any ranks (NumPy matmul semantics)."""
+    if np.ndim(x1) == 1:
+        g = x1[:, None] * ans_bar[..., None, :] if np.ndim(x2) > 1 else ans_bar * x1
+    elif np.ndim(x2) == 1:
+        g = (np.swapaxes(x1, -1, -2) @ ans_bar[..., None])[..., 0]
+    else:
+        g = np.swapaxes(x1, -1, -2) @ ans_bar
+    return unbroadcast(g, x2)
+
+
+def dot_lhs(ans_bar, a, b):
+    """Adjoint of ``np.dot(a, b)`` with respect to ``a``."""
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return unbroadcast(ans_bar * b, a) if np.ndim(a) == 0 else ans_bar * b
+    if np.ndim(b) <= 2:
+        return matmul_lhs(ans_bar, a, b)
+    # dot sums over a's last axis and b's second-to-last: ans = tensordot(a, b, ([-1], [-2])).
+    return tensordot_adjoint(ans_bar, a, b, ([-1], [np.ndim(b) - 2]), 0)
+
+
+def dot_rhs(ans_bar, a, b):
+    """Adjoint of ``np.dot(a, b)`` with respect to ``b``."""
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return unbroadcast(ans_bar * a, b) if np.ndim(b) == 0 else ans_bar * a
+    if np.ndim(b) <= 2:
+        return matmul_rhs(ans_bar, a, b)
+    return tensordot_adjoint(ans_bar, a, b, ([-1], [np.ndim(b) - 2]), 1)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _tensordot_subscripts(ndim_a, ndim_b, axes):
+    if isinstance(axes, int):
+        axes = (list(range(ndim_a - axes, ndim_a)), list(range(axes)))
+    axes_a, axes_b = ([axes[0]] if isinstance(axes[0], int) else list(axes[0]),
+                      [axes[1]] if isinstance(axes[1], int) else list(axes[1]))
+    axes_a = [a % ndim_a for a in axes_a]
+    axes_b = [b % ndim_b for b in axes_b]
+    sub_a = list(_LETTERS[:ndim_a])
+    sub_b = list(_LETTERS[ndim_a: ndim_a + ndim_b])
+    for i, j in zip(axes_a, axes_b):
+        sub_b[j] = sub_a[i]
+    out = [c for i, c in enumerate(sub_a) if i not in axes_a] + \
+          [c for j, c in enumerate(sub_b) if j not in axes_b]
+    return f"{''.join(sub_a)},{''.join(sub_b)}->{''.join(out)}"
+
+
+def tensordot_adjoint(ans_bar, a, b, axes, which):
+    """Adjoint of ``np.tensordot(a, b, axes)`` w.r.t. operand ``which`` (0 or 1)."""
+    spec = _tensordot_subscripts(np.ndim(a), np.ndim(b), axes)
+    return einsum_adjoint(spec, which, ans_bar, a, b)
+
+
+def _parse_einsum(subscripts: str):
+    subscripts = subscripts.replace(" ", "")
+    if "->" in subscripts:
+        inputs, out = subscripts.split("->")
+    else:
+        inputs = subscripts
+        letters = inputs.replace(",", "")
+        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    return inputs.split(","), out
+
+
+@static
+def einsum_adjoint_subscripts(subscripts: str, which: int):
+    """Subscripts of the adjoint einsum of a two-operand einsum, or None.
+
+    For ``"ij,jk->ik"`` and operand 0: ``"ik,jk->ij"`` (``ans_bar``, the other
+    operand → this operand).  None when a plain einsum cannot express it
+    (ellipsis, a letter repeated within one operand, or a letter of this
+    operand that appears nowhere else): then :func:`einsum_adjoint` does it.
+    """
+    ins, out = _parse_einsum(subscripts)
+    if "." in subscripts or len(ins) != 2:
+        return None
+    mine, other = ins[which], ins[1 - which]
+    if any(s.count(c) > 1 for s in (mine, other, out) for c in s):
+        return None
+    if any(c not in out and c not in other for c in mine):
+        return None
+    return f"{out},{other}->{mine}" if which == 0 else f"{other},{out}->{mine}"
+
+
+def einsum_adjoint(subscripts, which, ans_bar, x, y):
+    """Adjoint of ``np.einsum(subscripts, x, y)`` w.r.t. operand ``which`` (0 or 1).
+
+    Handles letters summed out of one operand alone by broadcasting. Raises
+    NotImplementedError for ellipses and repeated letters within an operand.
+    """
+    ins, out = _parse_einsum(subscripts)
+    if "." in subscripts or any(s.count(c) > 1 for s in ins + [out] for c in s):
+        raise NotImplementedError(f"srcgrad has no adjoint for einsum {subscripts!r}")
+    mine, other = ins[which], ins[1 - which]
+    operand, other_operand = (x, y) if which == 0 else (y, x)
+    known = "".join(c for c in mine if c in out or c in other)
+    g = np.einsum(f"{out},{other}->{known}", ans_bar, other_operand)
+    shape = np.shape(operand)
+    expanded = np.reshape(g, [shape[i] if c in known else 1 for i, c in enumerate(mine)])
+    return np.broadcast_to(expanded, shape)
+
+
+@static
+def inverse_permutation(axes):
+    """The axes that undo ``np.transpose(x, axes)``."""
+    return tuple(int(i) for i in np.argsort(axes))
+
+
+def is_basic_index(index) -> bool:
+    """True when ``x[index]`` is NumPy basic indexing (ints, slices, None, Ellipsis)."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return all(isinstance(p, (int, slice, type(None), type(Ellipsis))) and not isinstance(p, bool)
+               for p in parts)
+
+
+def unconcatenate(ans_bar, arrays, axis=0):
+    """Split the adjoint of ``np.concatenate(arrays, axis)`` into one adjoint per input."""
+    if axis is None:
+        sizes = [np.size(a) for a in arrays]
+        pieces = np.split(np.ravel(ans_bar), np.cumsum(sizes)[:-1])
+        return [np.reshape(p, np.shape(a)) for p, a in zip(pieces, arrays)]
+    sizes = [np.shape(a)[axis] for a in arrays]
+    return np.split(ans_bar, np.cumsum(sizes)[:-1], axis=axis)
+
+
+def check_scalar_output(value, where: str):
+    """Raise a clear error when ``grad`` is given a function with a non-scalar output."""
+    if np.ndim(value) != 0:
+        raise errors.NonScalarOutputError(
+            f"grad needs a scalar output, but the function returned shape {np.shape(value)} "
+            f"(at {where})",
+            None,
+            "reduce it to a scalar (np.sum, np.mean), or use srcgrad.vjp(f) to pull back "
+            "an adjoint of the output's shape",
+        )
+    return value

@@ -1,0 +1,321 @@
+"""Instantiate a derivative rule at a call site: substitute, partially evaluate, fold.
+
+A rule function (see ``rules.registry``) is parsed once.  At a call site its
+parameters are bound to the call's atoms (``x1 -> h``, ``x2 -> 0``), then:
+
+* an ``if`` whose test is known at compile time keeps one branch; an unknown
+  test is taken as false (it guards a specialisation);
+* calls the compiler can evaluate are folded: ``is_constant(p)``,
+  ``np.ndim(p)`` when the rank is known, helpers marked ``@rt.static``;
+* ``unbroadcast(e, p)`` becomes ``e`` where ``p`` provably has the output's shape;
+* ``e ** 1``, ``e * 1``, ``1 * e`` and constant arithmetic are simplified;
+* template globals become the generated module's own names (``np``, ``rt.``).
+
+Before/after, ``np.maximum`` at ``h_relu = np.maximum(h, 0)``::
+
+    if is_constant(x2):                       →   h_bar = h_relu_bar * (h > 0)
+        return ans_bar * (x1 > x2), None
+"""
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import functools
+import inspect
+import operator
+import textwrap
+import types
+
+import gast
+import numpy as np
+
+from . import anno, nodes, runtime
+
+UNKNOWN = object()
+
+_BINOPS = {gast.Add: operator.add, gast.Sub: operator.sub, gast.Mult: operator.mul,
+           gast.Div: operator.truediv, gast.Pow: operator.pow, gast.FloorDiv: operator.floordiv,
+           gast.Mod: operator.mod}
+_CMPOPS = {gast.Eq: operator.eq, gast.NotEq: operator.ne, gast.Lt: operator.lt,
+           gast.LtE: operator.le, gast.Gt: operator.gt, gast.GtE: operator.ge,
+           gast.Is: operator.is_, gast.IsNot: operator.is_not}
+_LITERALS = (int, float, str, bool, type(None))
+
+
+@functools.cache
+def _parse(fn) -> gast.FunctionDef:
+    return gast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
+
+
+def static_value(node):
+    """The compile-time value of an atom or index expression, or UNKNOWN."""
+    if isinstance(node, gast.Constant):
+        return node.value
+    if anno.has(node, "resolved"):
+        value = anno.get(node, "resolved")
+        return value if isinstance(value, _LITERALS) else UNKNOWN
+    if isinstance(node, gast.Tuple):
+        values = tuple(static_value(e) for e in node.elts)
+        return UNKNOWN if any(v is UNKNOWN for v in values) else values
+    if isinstance(node, gast.Slice):
+        parts = [None if p is None else static_value(p) for p in (node.lower, node.upper, node.step)]
+        return UNKNOWN if any(p is UNKNOWN for p in parts) else slice(*parts)
+    return UNKNOWN
+
+
+def is_literal(value) -> bool:
+    if isinstance(value, tuple):
+        return all(is_literal(v) for v in value)
+    return isinstance(value, _LITERALS) and not (isinstance(value, float) and not np.isfinite(value))
+
+
+def literal(value):
+    if isinstance(value, tuple):
+        return nodes.tuple_([literal(v) for v in value])
+    return nodes.const(value)
+
+
+@dataclasses.dataclass
+class Site:
+    """What the compiler knows at one call site.
+
+    Attributes:
+        bindings: template parameter -> atom (ANF guarantees atoms), including
+            ``ans_bar`` and ``ans``.
+        ndim: atom -> rank or None.
+        same_shape: parameters that provably have the output's shape.
+        wanted: differentiable parameters whose adjoint is needed.
+        hints: template local -> the name to give it (the adjoint being defined).
+        fresh: () -> a new temporary name.
+        module_name: the generated module's name for the array module.
+    """
+
+    bindings: dict
+    ndim: callable
+    same_shape: set
+    wanted: set
+    hints: dict
+    fresh: callable
+    module_name: str = "np"
+
+
+def instantiate(rule, site: Site):
+    """Inline ``rule.adjoint`` at ``site``.
+
+    Returns:
+        ``(statements, adjoints)``: gast statements to emit, and a dict from each
+        wanted parameter to the expression of its adjoint contribution (absent
+        when the rule gives none).
+    """
+    return _Instantiator(rule, site).run()
+
+
+class _Instantiator:
+    def __init__(self, rule, site: Site):
+        self.rule, self.site = rule, site
+        self.fn = rule.adjoint
+        self.env = dict(site.bindings)
+        self.locals = {}  # template local -> generated Name
+        self.out = []
+
+    def run(self):
+        fdef = _parse(self.fn)
+        returned = self._block(fdef.body)
+        if returned is None:
+            return self.out, {}
+        value = returned.value
+        params = self.rule.diff_params
+        elements = value.elts if len(params) > 1 else [value]
+        if len(elements) != len(params):
+            raise TypeError(f"rule for {self.rule.name} returned {len(elements)} adjoints, "
+                            f"expected {len(params)}")
+        adjoints = {}
+        for param, element in zip(params, elements):
+            if param in self.site.wanted and not (isinstance(element, gast.Constant) and element.value is None):
+                adjoints[param] = self._subst(element)
+        return self.out, adjoints
+
+    # ---- statements -------------------------------------------------------
+    def _block(self, body):
+        for stmt in body:
+            if isinstance(stmt, gast.Expr) and isinstance(stmt.value, gast.Constant):
+                continue  # docstring
+            if isinstance(stmt, gast.If):
+                taken = self._static(stmt.test)
+                found = self._block(stmt.body if taken is True else stmt.orelse)
+                if found is not None:
+                    return found
+            elif isinstance(stmt, gast.Return):
+                return stmt
+            elif isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name):
+                local = stmt.targets[0].id
+                new = self.site.hints.get(local) or self.site.fresh()
+                self.out.append(nodes.assign(new, self._subst(stmt.value)))
+                self.locals[local] = new
+                self.env[local] = nodes.name(new)
+            else:
+                self.out.append(self._subst(stmt))
+        return None
+
+    # ---- compile-time evaluation ------------------------------------------
+    def _global(self, ident):
+        if ident in self.fn.__globals__:
+            return self.fn.__globals__[ident]
+        return getattr(builtins, ident, UNKNOWN)
+
+    def _static(self, node):
+        """Value of a template expression at compile time, or UNKNOWN."""
+        if isinstance(node, gast.Constant):
+            return node.value
+        if isinstance(node, gast.Name):
+            if node.id in self.env:
+                return static_value(self.env[node.id])
+            return UNKNOWN
+        if isinstance(node, gast.Tuple):
+            values = tuple(self._static(e) for e in node.elts)
+            return UNKNOWN if any(v is UNKNOWN for v in values) else values
+        if isinstance(node, gast.BoolOp):
+            is_and = isinstance(node.op, gast.And)
+            result = True if is_and else False
+            for value in node.values:
+                v = self._static(value)
+                if v is UNKNOWN:
+                    return UNKNOWN
+                if bool(v) != is_and:
+                    return v
+                result = v
+            return result
+        if isinstance(node, gast.UnaryOp):
+            v = self._static(node.operand)
+            if v is UNKNOWN:
+                return UNKNOWN
+            return {gast.Not: operator.not_, gast.USub: operator.neg,
+                    gast.UAdd: operator.pos}[type(node.op)](v)
+        if isinstance(node, gast.BinOp) and type(node.op) in _BINOPS:
+            a, b = self._static(node.left), self._static(node.right)
+            if a is UNKNOWN or b is UNKNOWN:
+                return UNKNOWN
+            try:
+                return _BINOPS[type(node.op)](a, b)
+            except Exception:  # noqa: BLE001 - an invalid fold is simply not folded
+                return UNKNOWN
+        if isinstance(node, gast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMPOPS:
+            a, b = self._static(node.left), self._static(node.comparators[0])
+            if a is UNKNOWN or b is UNKNOWN:
+                return UNKNOWN
+            return _CMPOPS[type(node.ops[0])](a, b)
+        if isinstance(node, gast.Call):
+            return self._static_call(node)
+        return UNKNOWN
+
+    def _callee(self, func):
+        if isinstance(func, gast.Name) and func.id not in self.env:
+            return self._global(func.id)
+        if isinstance(func, gast.Attribute):
+            base = self._callee(func.value)
+            return UNKNOWN if base is UNKNOWN else getattr(base, func.attr, UNKNOWN)
+        return UNKNOWN
+
+    def _static_call(self, node):
+        fn = self._callee(node.func)
+        if fn is UNKNOWN or node.keywords:
+            return UNKNOWN
+        if fn is runtime.is_constant:
+            arg = node.args[0]
+            binding = self.env.get(arg.id) if isinstance(arg, gast.Name) else None
+            return binding is not None and static_value(binding) is not UNKNOWN
+        if fn is np.ndim:
+            arg = node.args[0]
+            if isinstance(arg, gast.Name) and arg.id in self.site.bindings:
+                rank = self.site.ndim(self.site.bindings[arg.id])
+                return UNKNOWN if rank is None else rank
+            return UNKNOWN
+        if getattr(fn, "__srcgrad_static__", False) or fn in (len, runtime.is_basic_index):
+            args = [self._static(a) for a in node.args]
+            if any(a is UNKNOWN for a in args):
+                return UNKNOWN
+            return fn(*args)
+        return UNKNOWN
+
+    # ---- substitution -----------------------------------------------------
+    def _subst(self, node):
+        return _Substitute(self).visit(nodes.copy(node))
+
+
+class _Substitute(gast.NodeTransformer):
+    """Replace template names by the call site's, and fold what is known."""
+
+    def __init__(self, inst: _Instantiator):
+        self.inst = inst
+
+    def visit_Name(self, node):
+        env = self.inst.env
+        if node.id in env:
+            replacement = nodes.copy(env[node.id])
+            if isinstance(node.ctx, gast.Store):
+                replacement = nodes.with_store_ctx(replacement)
+            return _slices_as_calls(replacement)
+        value = self.inst._global(node.id)
+        if value is np:
+            return nodes.name(self.inst.site.module_name)
+        if isinstance(value, types.FunctionType) and value.__module__ == runtime.__name__:
+            return nodes.dotted(f"rt.{node.id}")
+        return node
+
+    def visit_Subscript(self, node):
+        # An index bound to a parameter keeps its slice syntax inside [ ].
+        if isinstance(node.slice, gast.Name) and node.slice.id in self.inst.env:
+            node.value = self.visit(node.value)
+            node.slice = nodes.copy(self.inst.env[node.slice.id])
+            return node
+        return self.generic_visit(node)
+
+    def visit_Call(self, node):
+        value = self.inst._static(node)
+        if value is not UNKNOWN and is_literal(value):
+            return literal(value)
+        fn = self.inst._callee(node.func)
+        if fn is runtime.unbroadcast and isinstance(node.args[1], gast.Name) \
+                and node.args[1].id in self.inst.site.same_shape:
+            return self.visit(node.args[0])
+        return self.generic_visit(node)
+
+    def visit_BinOp(self, node):
+        value = self.inst._static(node)
+        if value is not UNKNOWN and is_literal(value):
+            return literal(value)
+        node = self.generic_visit(node)
+        return simplify(node)
+
+    def visit_Compare(self, node):
+        value = self.inst._static(node)
+        if value is not UNKNOWN and is_literal(value):
+            return literal(value)
+        return self.generic_visit(node)
+
+
+def _is_const(node, value) -> bool:
+    return isinstance(node, gast.Constant) and type(node.value) in (int, float) and node.value == value
+
+
+def simplify(node):
+    """``e ** 1 -> e``, ``e * 1 -> e``, ``1 * e -> e``, ``e / 1 -> e``."""
+    if isinstance(node, gast.BinOp):
+        if isinstance(node.op, (gast.Pow, gast.Div)) and _is_const(node.right, 1):
+            return node.left
+        if isinstance(node.op, gast.Mult):
+            if _is_const(node.right, 1):
+                return node.left
+            if _is_const(node.left, 1):
+                return node.right
+    return node
+
+
+def _slices_as_calls(node):
+    """An index used outside ``[...]``: ``1:3`` becomes ``slice(1, 3, None)``."""
+    if isinstance(node, gast.Slice):
+        parts = [p if p is not None else nodes.const(None) for p in (node.lower, node.upper, node.step)]
+        return nodes.call("slice", parts)
+    if isinstance(node, gast.Tuple):
+        node.elts = [_slices_as_calls(e) for e in node.elts]
+    return node

@@ -1,0 +1,1 @@
+"""Compiler passes, one per module; ``srcgrad.pipeline`` runs them in order."""

@@ -1,0 +1,304 @@
+"""Pass 4 — normalize: one primitive per statement (A-normal form), single assignment.
+
+Requires: a validated, resolved ``FunctionDef``.
+Guarantees: a :class:`Core` program — a flat list of statements, each
+``target = <one primitive applied to atoms>`` (atoms: names and constants),
+with ``rule``/``bound``/``kind``/``group`` annotations; ``z += y`` written as
+``z = z + y``; method and attribute spellings (``x.sum()``, ``x.dot(w)``)
+turned into their NumPy functions; NumPy called under the generated module's
+own name (``from numpy import exp`` → ``np.exp``); each name assigned once
+(a reassigned ``x`` becomes ``x_2``), so no value is overwritten before the
+backward sweep reads it.  Nested expressions get temporaries ``_t1, _t2, ...``
+in source order, so output is byte-identical run to run.
+
+Before/after::
+
+    return np.sum((y_pred - y) ** 2)   →   _t1 = y_pred - y
+                                           _t2 = _t1 ** 2
+                                           result = np.sum(_t2)
+                                           return result
+"""
+from __future__ import annotations
+
+import dataclasses
+import operator
+
+import gast
+import numpy as np
+
+from .. import anno, errors, nodes
+from ..rules import registry
+from ..templates import UNKNOWN, is_literal, literal, static_value
+
+_BINOPS = {gast.Add: operator.add, gast.Sub: operator.sub, gast.Mult: operator.mul,
+           gast.Div: operator.truediv, gast.Pow: operator.pow, gast.MatMult: operator.matmul,
+           gast.FloorDiv: operator.floordiv, gast.Mod: operator.mod}
+_UNARY = {gast.USub: operator.neg, gast.UAdd: operator.pos, gast.Not: operator.not_,
+          gast.Invert: operator.invert}
+_METHODS = {
+    "sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod,
+    "var": np.var, "std": np.std, "dot": np.dot, "reshape": np.reshape,
+    "transpose": np.transpose, "ravel": np.ravel, "flatten": np.ravel, "squeeze": np.squeeze,
+    "clip": np.clip, "copy": np.copy, "argmax": np.argmax, "argmin": np.argmin,
+    "any": np.any, "all": np.all, "round": np.round,
+}
+# x.reshape(2, 3) means np.reshape(x, (2, 3)); x.transpose(1, 0) means np.transpose(x, (1, 0)).
+_VARARG_METHODS = {"reshape", "transpose"}
+_ARRAY_ATTRIBUTES = {"shape", "ndim", "size", "dtype", "itemsize", "nbytes"}
+
+# operator.floordiv / mod / not / invert have no derivative: integer-valued or boolean.
+registry.nondifferentiable(operator.floordiv, operator.mod, operator.not_, operator.invert)
+
+
+@dataclasses.dataclass
+class Core:
+    """A function in core form.
+
+    Attributes:
+        name: the user's function name.
+        params: parameter names, in order.
+        body: core statements (the last is ``return <atom>``).
+        result: the returned atom.
+        names: every identifier in use, so later passes can make fresh ones.
+    """
+
+    name: str
+    params: list
+    body: list
+    result: gast.expr
+    names: set
+    counter: list = dataclasses.field(default_factory=lambda: [0])
+
+    def fresh(self, base: str | None = None) -> str:
+        """A new name: ``_t<n>`` for temporaries, else ``base``, ``base_2``, ..."""
+        if base is None:
+            while True:
+                self.counter[0] += 1
+                candidate = f"_t{self.counter[0]}"
+                if candidate not in self.names:
+                    break
+        else:
+            candidate, k = base, 1
+            while candidate in self.names:
+                k += 1
+                candidate = f"{base}_{k}"
+        self.names.add(candidate)
+        return candidate
+
+
+def transform(fdef: gast.FunctionDef, free_names, backend, reserved=()) -> Core:
+    return _Lowering(fdef, free_names, backend, reserved).run()
+
+
+class _Lowering:
+    def __init__(self, fdef, free_names, backend, reserved):
+        self.fdef, self.backend = fdef, backend
+        args = fdef.args
+        self.params = [a.id for a in args.posonlyargs + args.args + args.kwonlyargs]
+        names = nodes.names_in(fdef) | set(free_names) | set(reserved)
+        self.core = Core(fdef.name, self.params, [], None, names)
+        self.current = {p: p for p in self.params}  # user name -> its current SSA name
+        self.group = None
+
+    def run(self) -> Core:
+        for stmt in self.fdef.body:
+            self.group = anno.get(stmt, "origin")
+            self._statement(stmt)
+        return self.core
+
+    # ---- statements -------------------------------------------------------
+    def _statement(self, stmt):
+        if isinstance(stmt, gast.Assign):
+            self._lower(stmt.value, target=stmt.targets[0].id)
+        elif isinstance(stmt, gast.AugAssign):
+            value = gast.BinOp(left=nodes.copy(stmt.target), op=stmt.op, right=stmt.value)
+            anno.inherit(value, stmt)
+            value.left.ctx = gast.Load()
+            self._lower(value, target=stmt.target.id)
+        elif isinstance(stmt, gast.Return):
+            hint = "result" if not isinstance(stmt.value, gast.Name) else None
+            atom = self._lower(stmt.value, target_hint=hint)
+            self.core.result = atom
+            self._emit_stmt(nodes.ret(nodes.copy(atom)), stmt, kind="return")
+        elif isinstance(stmt, gast.Expr):
+            if isinstance(stmt.value, gast.Constant):
+                return  # docstring
+            self._lower(stmt.value, effect=True)
+        # gast.Pass: nothing
+
+    def _store(self, user_name: str) -> str:
+        if user_name in self.current or user_name in self.params:
+            new = self.core.fresh(user_name)
+        else:
+            new = user_name
+            self.core.names.add(new)
+        self.current[user_name] = new
+        return new
+
+    def _emit_stmt(self, stmt, origin_node, **annotations):
+        anno.set(stmt, "group", self.group)
+        anno.set(stmt, "origin", anno.get(origin_node, "origin"))
+        for key, value in annotations.items():
+            anno.set(stmt, key, value)
+        self.core.body.append(stmt)
+        return stmt
+
+    def _emit(self, value, origin_node, target, target_hint, effect, **annotations):
+        """Emit ``target = value`` (or ``value`` for effect) and return the target atom."""
+        anno.set(value, "origin", anno.get(origin_node, "origin"))
+        if effect:
+            self._emit_stmt(gast.Expr(value=value), origin_node, **annotations)
+            return None
+        if target is not None:
+            new = self._store(target)
+        else:
+            new = self.core.fresh(target_hint) if target_hint else self.core.fresh()
+        self._emit_stmt(nodes.assign(new, value), origin_node, **annotations)
+        return nodes.name(new)
+
+    # ---- expressions ------------------------------------------------------
+    def _lower(self, node, target=None, target_hint=None, effect=False):
+        """Lower ``node``; return an atom for its value (assigned to ``target`` if given)."""
+        atom = self._atom_or_none(node)
+        if atom is not None:
+            if target is None and not effect:
+                return atom
+            return self._emit(atom, node, target, target_hint, effect, kind="copy")
+        emit = dict(origin_node=node, target=target, target_hint=target_hint, effect=effect)
+        if isinstance(node, gast.BinOp):
+            left, right = self._lower(node.left), self._lower(node.right)
+            prim = _BINOPS.get(type(node.op))
+            if prim is None:
+                raise errors.at(node, f"the operator `{type(node.op).__name__}` is not supported",
+                                "use the matching NumPy function")
+            value = gast.BinOp(left=left, op=type(node.op)(), right=right)
+            return self._apply(prim, value, [left, right], {}, node, **emit)
+        if isinstance(node, gast.UnaryOp):
+            operand = self._lower(node.operand)
+            value = gast.UnaryOp(op=type(node.op)(), operand=operand)
+            return self._apply(_UNARY[type(node.op)], value, [operand], {}, node, **emit)
+        if isinstance(node, gast.Compare):
+            left = self._lower(node.left)
+            rights = [self._lower(c) for c in node.comparators]
+            value = gast.Compare(left=left, ops=[type(o)() for o in node.ops], comparators=rights)
+            return self._emit(value, kind="nondiff", rule=None, **emit)
+        if isinstance(node, gast.Call):
+            return self._call(node, **emit)
+        if isinstance(node, gast.Attribute):
+            return self._attribute(node, **emit)
+        if isinstance(node, gast.Subscript):
+            base = self._lower(node.value)
+            index = self._index(node.slice)
+            value = gast.Subscript(value=base, slice=index, ctx=gast.Load())
+            return self._apply(operator.getitem, value, [nodes.copy(base), nodes.copy(index)], {},
+                               node, **emit)
+        if isinstance(node, (gast.Tuple, gast.List)):
+            raise errors.at(node, "tuples and lists as values are not supported yet",
+                            "pass them directly to a NumPy call (np.stack([a, b]))")
+        raise errors.at(node, f"cannot differentiate `{nodes.to_source(node)}`")
+
+    def _atom_or_none(self, node):
+        """The atom for ``node`` if it needs no statement of its own."""
+        if isinstance(node, gast.Constant):
+            return nodes.const(node.value)
+        if isinstance(node, gast.Name) and not anno.has(node, "resolved"):
+            return nodes.name(self.current.get(node.id, node.id))
+        if isinstance(node, gast.UnaryOp) and isinstance(node.operand, gast.Constant) \
+                and isinstance(node.op, gast.USub) and type(node.operand.value) in (int, float):
+            return nodes.const(-node.operand.value)
+        if anno.has(node, "resolved"):
+            return self._resolved_atom(node)
+        return None
+
+    def _resolved_atom(self, node):
+        value = anno.get(node, "resolved")
+        if is_literal(value):
+            return literal(value)
+        spelled = self.backend.spelling(value) if registry.is_numpy(value) else None
+        atom = nodes.dotted(spelled) if spelled else nodes.copy(node)
+        anno.set(atom, "resolved", value)
+        return atom
+
+    def _argument(self, node):
+        if isinstance(node, (gast.Tuple, gast.List)):
+            elts = [self._lower(e) for e in node.elts]
+            return (gast.Tuple if isinstance(node, gast.Tuple) else gast.List)(elts=elts, ctx=gast.Load())
+        return self._lower(node)
+
+    def _index(self, node):
+        if isinstance(node, gast.Slice):
+            parts = [None if p is None else self._lower(p) for p in (node.lower, node.upper, node.step)]
+            return gast.Slice(lower=parts[0], upper=parts[1], step=parts[2])
+        if isinstance(node, gast.Tuple):
+            return nodes.tuple_([self._index(e) for e in node.elts])
+        return self._lower(node)
+
+    def _attribute(self, node, **emit):
+        base = self._lower(node.value)
+        value = gast.Attribute(value=base, attr=node.attr, ctx=gast.Load())
+        if node.attr == "T":
+            return self._apply(np.transpose, value, [nodes.copy(base)], {}, node, **emit)
+        if node.attr in _ARRAY_ATTRIBUTES:
+            return self._emit(value, kind="nondiff", rule=None, **emit)
+        return self._emit(value, kind="unknown", callee=None, **emit)
+
+    def _call(self, node, **emit):
+        func = node.func
+        if anno.has(func, "resolved"):
+            callee = anno.get(func, "resolved")
+            args = [self._argument(a) for a in node.args]
+            kwargs = {k.arg: self._argument(k.value) for k in node.keywords}
+            spelled = self.backend.spelling(callee) if registry.is_numpy(callee) else None
+            func_node = nodes.dotted(spelled) if spelled else nodes.copy(func)
+            return self._apply(callee, None, args, kwargs, node, func_node=func_node, **emit)
+        if isinstance(func, gast.Attribute) and func.attr in _METHODS:
+            receiver = self._lower(func.value)
+            args = [self._argument(a) for a in node.args]
+            if func.attr in _VARARG_METHODS and len(args) > 1:
+                args = [nodes.tuple_(args)]
+            kwargs = {k.arg: self._argument(k.value) for k in node.keywords}
+            prim = _METHODS[func.attr]
+            func_node = nodes.dotted(self.backend.spelling(prim))
+            return self._apply(prim, None, [receiver] + args, kwargs, node, func_node=func_node, **emit)
+        if isinstance(func, gast.Attribute):
+            raise errors.at(node, f"cannot differentiate the method call `.{func.attr}(...)` yet",
+                            "call a NumPy function instead (np.sum(x) rather than x.sum()), "
+                            "or a module-level function")
+        raise errors.at(node, f"cannot resolve the function `{nodes.to_source(func)}` at compile time",
+                        "call a module-level function or a NumPy function by name")
+
+    def _apply(self, prim, value, args, kwargs, node, func_node=None, **emit):
+        """Emit a primitive application, binding its arguments to the rule's parameters."""
+        rule = registry.lookup(prim)
+        if value is None:
+            value = nodes.call(func_node, [nodes.copy(a) for a in args],
+                               [(k, nodes.copy(v)) for k, v in kwargs.items()])
+        if rule is None:
+            return self._emit(value, kind="unknown", callee=prim, **emit)
+        if not rule.differentiable:
+            # A random draw must happen exactly as often as in the user's function.
+            return self._emit(value, kind="nondiff", rule=rule,
+                              impure=registry.is_random(prim), **emit)
+        try:
+            bound = rule.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise errors.at(node, f"srcgrad's rule for `{rule.name}` does not accept these "
+                            f"arguments ({exc})", "pass only the arguments the rule lists: "
+                            f"{rule.name}{rule.signature}") from None
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        for unsupported in ("out",):
+            if unsupported in arguments and static_value(_as_node(arguments[unsupported])) is not None:
+                raise errors.at(node, f"`{unsupported}=` is not supported in differentiated code",
+                                "assign the result to a name instead")
+        arguments = {k: _as_node(v) for k, v in arguments.items()}
+        return self._emit(value, kind="op", rule=rule, bound=arguments, **emit)
+
+
+def _as_node(value):
+    if isinstance(value, gast.AST):
+        return nodes.copy(value)
+    return literal(value) if is_literal(value) else nodes.const(None)
+
+
+__all__ = ["Core", "transform", "UNKNOWN"]
