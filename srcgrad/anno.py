@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 
-_KEY = "_srcgrad"
+KEY = _KEY = "_srcgrad"
 
 
 @dataclasses.dataclass(frozen=True)

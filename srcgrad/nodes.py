@@ -7,7 +7,6 @@ constructors, so a change in gast's node classes touches this file alone
 from __future__ import annotations
 
 import ast
-import copy as _copy
 
 import gast
 
@@ -88,9 +87,26 @@ def expr(source: str) -> gast.expr:
     return gast.parse(source, mode="eval").body
 
 
+_POSITIONS = ("lineno", "col_offset", "end_lineno", "end_col_offset")
+
+
 def copy(node):
-    """Deep copy that keeps annotations (a node is never shared by two parents)."""
-    return _copy.deepcopy(node)
+    """Copy a tree, so no node is shared by two parents.
+
+    The nodes are new; their annotations are facts about the user's code
+    (origins, resolved objects such as modules) and are shared, not copied.
+    """
+    if isinstance(node, list):
+        return [copy(n) for n in node]
+    if not isinstance(node, gast.AST):
+        return node
+    new = type(node)(**{field: copy(getattr(node, field, None)) for field in node._fields})
+    for attr in _POSITIONS:
+        if hasattr(node, attr):
+            setattr(new, attr, getattr(node, attr))
+    if anno.KEY in node.__dict__:
+        new.__dict__[anno.KEY] = dict(node.__dict__[anno.KEY])
+    return new
 
 
 def with_store_ctx(node):

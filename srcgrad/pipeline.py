@@ -103,7 +103,7 @@ def _scalar_output_check(core, rank_env):
     origin = anno.get(return_stmt, "origin")
     if rank is not None:
         raise errors.NonScalarOutputError(
-            f"grad needs a scalar output, but this returns an array of {rank} dimensions",
+            f"grad needs a scalar output, but this returns a {rank}-dimensional array",
             origin,
             "reduce it to a scalar (np.sum, np.mean), or use srcgrad.vjp(f) to pull back "
             "an adjoint of the output's shape",

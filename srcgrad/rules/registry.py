@@ -110,6 +110,14 @@ def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | Non
     return register
 
 
+def diff_params(adjoint) -> tuple:
+    """The differentiable parameters of a registered rule function."""
+    for _, rule in _RULES.values():
+        if rule.adjoint is adjoint:
+            return rule.diff_params
+    raise KeyError(adjoint)
+
+
 def nondifferentiable(*primals, ndim=None) -> None:
     """Declare that the outputs of ``primals`` carry no derivative."""
     for primal in primals:

@@ -15,11 +15,13 @@ Before/after (active ``h``)::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 
 import gast
 
 from .. import anno, errors, nodes, templates
+from ..rules.registry import diff_params
 from ..analysis.ranks import rank_of
 
 
@@ -36,14 +38,16 @@ def transform(core, activity, ranks, wrt, backend) -> Sweeps:
     return _Reverse(core, activity, ranks, backend).run(wrt)
 
 
-def _returned_locals(rule) -> dict:
-    fdef = templates._parse(rule.adjoint)
+@functools.cache
+def _returned_locals(adjoint) -> dict:
+    """Template locals a rule returns as-is, by parameter (they take the adjoint's name)."""
+    fdef = templates._parse(adjoint)
     found = {}
     for node in gast.walk(fdef):
         if isinstance(node, gast.Return) and node.value is not None:
-            elts = node.value.elts if len(rule.diff_params) > 1 and isinstance(node.value, gast.Tuple) \
+            elts = node.value.elts if len(diff_params(adjoint)) > 1 and isinstance(node.value, gast.Tuple) \
                 else [node.value]
-            for param, elt in zip(rule.diff_params, elts):
+            for param, elt in zip(diff_params(adjoint), elts):
                 if isinstance(elt, gast.Name):
                     found[elt.id] = param
     return found
@@ -122,7 +126,7 @@ class _Reverse:
     def _rule_adjoint(self, stmt, target, g):
         rule, bound = anno.get(stmt, "rule"), anno.get(stmt, "bound")
         wanted, hints, claimed = set(), {}, set()
-        returned = _returned_locals(rule)
+        returned = _returned_locals(rule.adjoint)
         for param in rule.diff_params:
             atom = bound.get(param)
             if param in rule.sequence_params and isinstance(atom, (gast.List, gast.Tuple)):
