@@ -132,3 +132,22 @@ def loaded_names(node) -> list[str]:
 
 def is_atom(node) -> bool:
     return isinstance(node, (gast.Name, gast.Constant)) or anno.has(node, "static")
+
+
+def statements(body):
+    """Every statement in ``body``, nested ones included, in program order."""
+    for stmt in body:
+        yield stmt
+        for field in ("body", "orelse"):
+            yield from statements(getattr(stmt, field, None) or [])
+
+
+def assigned_names(stmt) -> list[str]:
+    """Names a simple statement binds (``a = ...``, ``a, b = ...``, a loop's index)."""
+    if isinstance(stmt, gast.Assign):
+        target = stmt.targets[0]
+        elts = target.elts if isinstance(target, gast.Tuple) else [target]
+        return [t.id for t in elts if isinstance(t, gast.Name)]
+    if isinstance(stmt, gast.For) and isinstance(stmt.target, gast.Name):
+        return [stmt.target.id]
+    return []

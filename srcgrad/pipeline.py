@@ -116,6 +116,22 @@ def _scalar_output_check(core, rank_env):
     return check
 
 
+def _notes(forward, notes) -> list[str]:
+    """Header lines that explain each stack and trip count in the generated code."""
+    pushed = {anno.get(s, "stack"): s.value.args[0] for s in nodes.statements(forward)
+              if isinstance(s, gast.Expr) and anno.has(s, "stack")}
+    lines = []
+    for name, where in notes:
+        if name.endswith("_trips"):
+            lines.append(f"{name}: how many times the loop at {where} ran")
+        elif name in pushed:
+            values = pushed[name]
+            listed = ", ".join(nodes.to_source(v) for v in getattr(values, "elts", [values]))
+            lines.append(f"{name}: {listed} from each iteration of the loop at {where}, "
+                         "for the backward sweep")
+    return lines
+
+
 def _assemble(fn, core, forward, backward, sweeps, options, backend):
     grads = [nodes.name(sweeps.adjoints[p]) for p in options.wrt]
     grads_value = nodes.tuple_(grads) if options.wrt_tuple else grads[0]
@@ -123,13 +139,19 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend):
     header = [
         nodes.comment(f"srcgrad: reverse mode of {core.name} ({origin}) | wrt: "
                       f"{', '.join(options.wrt)} | backend: {options.backend}"),
-    ]
+    ] + [nodes.comment(f"  {note}") for note in _notes(forward, sweeps.notes)]
     imports = [gast.parse(line).body[0] for line in backend.IMPORTS]
     fwd = [nodes.comment("---- forward sweep ----")] + emit.with_group_comments(forward)
     bwd = [nodes.comment("---- backward sweep ----")] + emit.with_group_comments(backward)
     name = _function_name(core, options)
     if options.mode == "vjp":
-        pullback = nodes.function(f"{core.name}_pullback", [sweeps.seed], bwd + [nodes.ret(grads_value)])
+        # Stack pops in the pullback rebind forward names: they are the closure's.
+        rebound = sorted({n for s in nodes.statements(backward) for n in nodes.assigned_names(s)}
+                         & ({n for s in nodes.statements(forward) for n in nodes.assigned_names(s)}
+                            | set(core.params)))
+        declare = [gast.Nonlocal(names=rebound)] if rebound else []
+        pullback = nodes.function(f"{core.name}_pullback", [sweeps.seed],
+                                  declare + bwd + [nodes.ret(grads_value)])
         body = fwd + [pullback, nodes.ret(nodes.tuple_([nodes.copy(core.result),
                                                         nodes.name(pullback.name)]))]
         fdef = nodes.function(name, core.params, body)

@@ -6,6 +6,8 @@ their arguments are known at compile time (``einsum`` subscripts, axes).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import errors
@@ -51,6 +53,15 @@ def unbroadcast(g, x):
     return g.reshape(shape)
 
 
+@static
+def log_of_base(base) -> float:
+    """``log(base)`` of a constant base of ``base ** x``, as a Python float (so it keeps
+    float32 float32); 0.0 at ``base == 0`` (the power rule's convention there), NaN below."""
+    if base == 0:
+        return 0.0
+    return math.log(base) if base > 0 else math.nan
+
+
 def _axes(axis, ndim):
     if axis is None:
         return tuple(range(ndim))
@@ -76,11 +87,12 @@ def max_adjoint(ans_bar, ans, x, axis=None, keepdims=False):
     """Adjoint of ``np.max``/``np.min``: the adjoint is split evenly among ties.
 
     Convention as PyTorch's ``amax``/``amin`` and JAX: every element equal to
-    the extremum receives ``ans_bar / (number of ties)``.
+    the extremum receives ``ans_bar / (number of ties)``.  The tie count has
+    ``x``'s dtype, so float32 stays float32.
     """
     full_ans = broadcast_reduced(ans, x, axis, keepdims)
     mask = x == full_ans
-    counts = np.sum(mask, axis=axis, keepdims=True)
+    counts = np.sum(mask, axis=axis, keepdims=True, dtype=np.result_type(x))
     return mask * broadcast_reduced(ans_bar, x, axis, keepdims) / counts
 
 
@@ -132,7 +144,7 @@ def norm_adjoint(ans_bar, ans, x, ord=None, axis=None, keepdims=False):
         return g * np.sign(x)
     if ord == np.inf and vector:
         mask = np.abs(x) == full
-        return g * np.sign(x) * mask / np.sum(mask, axis=axis, keepdims=True)
+        return g * np.sign(x) * mask / np.sum(mask, axis=axis, keepdims=True, dtype=x.dtype)
     raise NotImplementedError(f"srcgrad has no adjoint for np.linalg.norm(ord={ord!r}) of this input")
 
 
@@ -285,3 +297,8 @@ def check_scalar_output(value, where: str):
             "an adjoint of the output's shape",
         )
     return value
+
+
+def zip_length(*sequences) -> int:
+    """How many items ``zip(*sequences)`` yields: the shortest length."""
+    return min(len(s) for s in sequences)

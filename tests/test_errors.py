@@ -23,11 +23,12 @@ def _line_of(fn, text):
     raise AssertionError(text)
 
 
-def with_if(x):
-    y = x * 2
-    if np.sum(y) > 0:
-        y = y * 3
-    return np.sum(y)
+def with_break(x):
+    for i in range(3):
+        if np.sum(x) > 5:
+            break
+        x = x * 2
+    return np.sum(x)
 
 
 def no_rule(x):
@@ -61,7 +62,7 @@ def _message(excinfo):
 
 
 @pytest.mark.parametrize("fn, kind, marker, advice", [
-    (with_if, srcgrad.UnsupportedSyntaxError, "if np.sum(y) > 0:", "np.where"),
+    (with_break, srcgrad.UnsupportedSyntaxError, " break", "flag"),
     (no_rule, srcgrad.NoDerivativeRuleError, "np.sinc(x)", "@srcgrad.defadjoint(sinc)"),
     (user_function_call, srcgrad.NoDerivativeRuleError, "helper(x)", "inline its body"),
     (subscript_assignment, srcgrad.UnsupportedSyntaxError, "y[0] = 0", "y[i] = ..."),

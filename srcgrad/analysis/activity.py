@@ -26,7 +26,9 @@ class Activity:
 
 
 def _target(stmt):
-    return stmt.targets[0].id if isinstance(stmt, gast.Assign) else None
+    if isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name):
+        return stmt.targets[0].id
+    return None
 
 
 def derivative_inputs(stmt) -> list[str]:
@@ -46,17 +48,27 @@ def derivative_inputs(stmt) -> list[str]:
 
 
 def analyze(body, wrt) -> Activity:
-    varied = set(wrt)
-    for stmt in body:
-        target = _target(stmt)
-        if target and any(n in varied for n in derivative_inputs(stmt)):
-            varied.add(target)
-    useful = set()
-    for stmt in reversed(body):
-        if isinstance(stmt, gast.Return):
-            useful.update(nodes.loaded_names(stmt.value))
-            continue
-        target = _target(stmt)
-        if target in useful:
-            useful.update(derivative_inputs(stmt))
+    """Varied and useful names, iterated to a fixed point over loops and branches."""
+    flat = list(nodes.statements(body))
+    varied, changed = set(wrt), True
+    while changed:
+        changed = False
+        for stmt in flat:
+            target = _target(stmt)
+            if target and target not in varied and any(n in varied for n in derivative_inputs(stmt)):
+                varied.add(target)
+                changed = True
+    useful, changed = set(), True
+    while changed:
+        changed = False
+        for stmt in reversed(flat):
+            if isinstance(stmt, gast.Return):
+                found = set(nodes.loaded_names(stmt.value))
+            elif _target(stmt) in useful:
+                found = set(derivative_inputs(stmt))
+            else:
+                continue
+            if not found <= useful:
+                useful |= found
+                changed = True
     return Activity(frozenset(varied), frozenset(useful))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gast
 
-from .. import anno
+from .. import anno, nodes
 from ..rules.registry import elementwise_ndim
 from ..templates import UNKNOWN, static_value
 
@@ -22,26 +22,42 @@ def rank_of(atom, env):
     return None
 
 
+_UNSET = object()
+
+
 def infer(body, param_ranks: dict) -> dict:
+    """Rank of every name; a name assigned different ranks (in a loop) is unknown."""
     env = dict(param_ranks)
-    for stmt in body:
-        if not isinstance(stmt, gast.Assign):
-            continue
-        target, value, kind = stmt.targets[0].id, stmt.value, anno.get(stmt, "kind")
-        rank = None
-        if kind == "copy":
-            rank = rank_of(value, env)
-        elif kind == "op" or (kind == "nondiff" and anno.get(stmt, "rule") is not None
-                              and anno.get(stmt, "rule").ndim is not None and anno.has(stmt, "bound")):
-            rule, bound = anno.get(stmt, "rule"), anno.get(stmt, "bound")
-            ndims = {p: rank_of(a, env) for p, a in bound.items()
-                     if isinstance(a, gast.Name) or (isinstance(a, gast.Constant)
-                                                     and isinstance(a.value, (int, float)))}
-            statics = {p: v for p, a in bound.items() if (v := static_value(a)) is not UNKNOWN}
-            if rule.ndim is not None:
-                rank = rule.ndim(ndims, statics)
-        elif isinstance(value, gast.Compare):
-            operands = [value.left] + value.comparators
-            rank = elementwise_ndim({i: rank_of(a, env) for i, a in enumerate(operands)}, {})
-        env[target] = rank
+    flat = list(nodes.statements(body))
+    for _ in range(4):  # loops converge in a pass or two; more passes only confirm
+        before = dict(env)
+        for stmt in flat:
+            if isinstance(stmt, gast.For):
+                env[stmt.target.id] = 0  # every core loop iterates over a range
+            elif isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name):
+                target = stmt.targets[0].id
+                rank = _rank(stmt, env)
+                old = env.get(target, _UNSET)
+                env[target] = rank if old is _UNSET or old == rank or target not in before \
+                    and old is _UNSET else (rank if old == rank else None)
+        if env == before:
+            break
     return env
+
+
+def _rank(stmt, env):
+    value, kind = stmt.value, anno.get(stmt, "kind")
+    if kind == "copy":
+        return rank_of(value, env)
+    rule = anno.get(stmt, "rule")
+    if rule is not None and rule.ndim is not None and anno.has(stmt, "bound"):
+        bound = anno.get(stmt, "bound")
+        ndims = {p: rank_of(a, env) for p, a in bound.items()
+                 if isinstance(a, gast.Name) or (isinstance(a, gast.Constant)
+                                                 and isinstance(a.value, (int, float)))}
+        statics = {p: v for p, a in bound.items() if (v := static_value(a)) is not UNKNOWN}
+        return rule.ndim(ndims, statics)
+    if isinstance(value, gast.Compare):
+        operands = [value.left] + value.comparators
+        return elementwise_ndim({i: rank_of(a, env) for i, a in enumerate(operands)}, {})
+    return None

@@ -8,6 +8,8 @@ def reduced(ndims, statics, array="a"):
     """Rank after a reduction over ``axis`` (None: all) with ``keepdims``."""
     rank = ndims.get(array)
     axis, keepdims = statics.get("axis", UNKNOWN), statics.get("keepdims", UNKNOWN)
+    if axis is None and keepdims is False:
+        return 0  # a full reduction is a scalar whatever the input's rank
     if rank is None or axis is UNKNOWN or keepdims is UNKNOWN:
         return None
     if keepdims:

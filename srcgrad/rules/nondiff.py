@@ -23,3 +23,7 @@ nondifferentiable(np.equal, np.not_equal, np.less, np.less_equal, np.greater, np
 nondifferentiable(np.dtype, np.float32, np.float64, np.int32, np.int64, np.result_type)
 nondifferentiable(builtins.len, builtins.range, builtins.print, builtins.int, builtins.bool,
                   builtins.isinstance, builtins.type, builtins.round)
+
+from .. import runtime as _runtime  # noqa: E402 - runtime helpers with no derivative
+
+nondifferentiable(_runtime.zip_length)

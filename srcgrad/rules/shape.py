@@ -27,7 +27,7 @@ def ravel(ans_bar, ans, a, order="C"):
     return np.reshape(ans_bar, np.shape(a))
 
 
-@defadjoint(np.expand_dims)
+@defadjoint(np.expand_dims, diff=("a",))
 def expand_dims(ans_bar, ans, a, axis):
     return np.reshape(ans_bar, np.shape(a))
 
@@ -37,7 +37,7 @@ def squeeze(ans_bar, ans, a, axis=None):
     return np.reshape(ans_bar, np.shape(a))
 
 
-@defadjoint(np.broadcast_to, ndim=_ndim.shape_length("shape"))
+@defadjoint(np.broadcast_to, ndim=_ndim.shape_length("shape"), diff=("array",))
 def broadcast_to(ans_bar, ans, array, shape):
     return unbroadcast(ans_bar, array)
 

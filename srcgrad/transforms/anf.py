@@ -11,6 +11,14 @@ own name (``from numpy import exp`` → ``np.exp``); each name assigned once
 backward sweep reads it.  Nested expressions get temporaries ``_t1, _t2, ...``
 in source order, so output is byte-identical run to run.
 
+Control flow stays structured.  Inside a branch or a loop body each name is
+still assigned once per execution; at the end of an ``if`` the two versions
+of a name meet in a merge copy (``y_3 = y_2`` / ``y_3 = y``); a loop's
+*carried* names (assigned in the body and read by a later iteration or after
+the loop) keep one name, updated by a copy at the end of the body
+(``h = h_2``, annotated ``carry``).  Loops over sequences, ``enumerate``,
+``zip`` and ``reversed`` become index loops over ``range``.
+
 Before/after::
 
     return np.sum((y_pred - y) ** 2)   →   _t1 = y_pred - y
@@ -99,12 +107,25 @@ class _Lowering:
         self.core = Core(fdef.name, self.params, [], None, names)
         self.current = {p: p for p in self.params}  # user name -> its current SSA name
         self.group = None
+        self.block = self.core.body  # the statement list being filled
 
     def run(self) -> Core:
-        for stmt in self.fdef.body:
+        self._block(self.fdef.body)
+        return self.core
+
+    def _block(self, stmts):
+        for stmt in stmts:
             self.group = anno.get(stmt, "origin")
             self._statement(stmt)
-        return self.core
+
+    def _in_block(self, stmts, prelude=None) -> list:
+        """Lower ``stmts`` into a new statement list (a branch or loop body)."""
+        group, saved, self.block = self.group, self.block, []
+        if prelude is not None:
+            prelude()
+        self._block(stmts)
+        out, self.block, self.group = self.block, saved, group
+        return out
 
     # ---- statements -------------------------------------------------------
     def _statement(self, stmt):
@@ -124,7 +145,203 @@ class _Lowering:
             if isinstance(stmt.value, gast.Constant):
                 return  # docstring
             self._lower(stmt.value, effect=True)
+        elif isinstance(stmt, gast.If):
+            self._if(stmt)
+        elif isinstance(stmt, gast.For):
+            self._for(stmt)
+        elif isinstance(stmt, gast.While):
+            self._while(stmt)
         # gast.Pass: nothing
+
+    # ---- control flow -----------------------------------------------------
+    def _copy(self, target: str, source: str, origin_node, **annotations):
+        stmt = nodes.assign(target, nodes.name(source))
+        anno.set(stmt, "kind", "copy")
+        anno.set(stmt, "group", self.group)
+        anno.set(stmt, "origin", anno.get(origin_node, "origin"))
+        for key, value in annotations.items():
+            anno.set(stmt, key, value)
+        return stmt
+
+    def _branches(self, stmt, lower_body, lower_orelse):
+        """Lower two branches; merge the names they assign. Returns (body, orelse)."""
+        before = dict(self.current)
+        body = self._in_block([], prelude=lower_body)
+        after_body, self.current = self.current, dict(before)
+        orelse = self._in_block([], prelude=lower_orelse)
+        after_else, self.current = self.current, dict(before)
+        for user in sorted(set(after_body) | set(after_else)):
+            in_body, in_else = after_body.get(user), after_else.get(user)
+            if in_body == in_else or in_body is None or in_else is None:
+                self.current[user] = in_body or in_else
+                continue
+            merged = self.core.fresh(user)
+            body.append(self._copy(merged, in_body, stmt))
+            orelse.append(self._copy(merged, in_else, stmt))
+            self.current[user] = merged
+        return body, orelse
+
+    def _if(self, stmt):
+        test = self._lower(stmt.test)
+        body, orelse = self._branches(stmt, lambda: self._block(stmt.body),
+                                      lambda: self._block(stmt.orelse))
+        node = gast.If(test=test, body=body or [gast.Pass()], orelse=orelse)
+        self._emit_stmt(node, stmt, kind="if")
+
+    def _ifexp(self, node, target, target_hint):
+        """``a if c else b`` as an ``if`` statement that assigns one name."""
+        test = self._lower(node.test)
+        name = self._store(target) if target is not None else self.core.fresh(target_hint)
+
+        def branch(expr):
+            def lower():
+                atom = self._lower(expr)
+                self.block.append(self._copy_atom(name, atom, node))
+            return lower
+
+        body = self._in_block([], prelude=branch(node.body))
+        orelse = self._in_block([], prelude=branch(node.orelse))
+        self._emit_stmt(gast.If(test=test, body=body, orelse=orelse), node, kind="if")
+        return nodes.name(name)
+
+    def _copy_atom(self, target, atom, origin_node):
+        stmt = nodes.assign(target, atom)
+        for key, value in (("kind", "copy"), ("group", self.group),
+                           ("origin", anno.get(origin_node, "origin"))):
+            anno.set(stmt, key, value)
+        return stmt
+
+    def _carried(self, loop) -> list:
+        """Names a loop body assigns that a later iteration or later code may read."""
+        targets = loop.target.elts if isinstance(getattr(loop, "target", None), gast.Tuple) else \
+            [loop.target] if isinstance(loop, gast.For) else []
+        target_names = {t.id for t in targets}
+        inside = {id(n) for n in gast.walk(loop)}
+        stored = {n.id for n in gast.walk(loop) if isinstance(n, gast.Name)
+                  and isinstance(n.ctx, gast.Store)} - target_names
+        outside = {n.id for n in gast.walk(self.fdef) if isinstance(n, gast.Name)
+                   and isinstance(n.ctx, gast.Load) and id(n) not in inside}
+        # Read in the body before an unconditional assignment: the previous iteration's value.
+        early, assigned = set(), set()
+        for stmt in loop.body:
+            early |= {n.id for n in gast.walk(stmt) if isinstance(n, gast.Name)
+                      and isinstance(n.ctx, gast.Load)} - assigned
+            if isinstance(stmt, (gast.Assign, gast.AugAssign)):
+                assigned |= {n.id for n in gast.walk(stmt) if isinstance(n, gast.Name)
+                             and isinstance(n.ctx, gast.Store)}
+        if isinstance(loop, gast.While):
+            early |= {n.id for n in gast.walk(loop.test) if isinstance(n, gast.Name)}
+        # A nested loop binds its own index before reading it.
+        early -= {n.id for inner in gast.walk(loop) if isinstance(inner, gast.For) and inner is not loop
+                  for n in gast.walk(inner.target) if isinstance(n, gast.Name)}
+        return sorted(stored & (set(self.current) | outside | early))
+
+    def _enter_loop(self, loop) -> dict:
+        entry, first_defined = {}, []
+        for user in self._carried(loop):
+            if user not in self.current:
+                self.current[user] = user
+                self.core.names.add(user)
+                first_defined.append(user)
+            entry[user] = self.current[user]
+        anno.set(loop, "first_defined", first_defined)
+        return entry
+
+    def _leave_loop(self, loop, body, entry):
+        for user, name in entry.items():
+            if self.current[user] != name:
+                body.append(self._copy(name, self.current[user], loop, carry=True))
+            self.current[user] = name
+
+    def _for(self, stmt):
+        group = self.group
+        header, prelude = self._loop_header(stmt)
+        entry = self._enter_loop(stmt)
+        index = header.pop("index")
+        body = self._in_block(stmt.body, prelude=prelude)
+        self.group = group
+        self._leave_loop(stmt, body, entry)
+        node = gast.For(target=nodes.name(index, "store"), iter=header.pop("iter"), body=body,
+                        orelse=[], type_comment=None)
+        self._emit_stmt(node, stmt, kind="for", first_defined=anno.get(stmt, "first_defined"))
+
+    def _loop_header(self, stmt):
+        """The ``range`` a loop iterates over, its index name, and a body prelude
+        that binds the user's targets (``x = xs[_i]``)."""
+        it, target = stmt.iter, stmt.target
+        callee = anno.get(it.func, "resolved") if isinstance(it, gast.Call) else None
+        targets = target.elts if isinstance(target, gast.Tuple) else [target]
+        if callee is range:
+            args = [self._lower(a) for a in it.args]
+            index = self._store(target.id) if isinstance(target, gast.Name) else None
+            if index is None:
+                raise errors.at(target, "a `range` loop has one target", "write `for i in range(n):`")
+            return {"iter": nodes.call("range", args), "index": index}, None
+        if callee is reversed and isinstance(it.args[0], gast.Call) \
+                and anno.get(it.args[0].func, "resolved") is range:
+            args = [self._lower(a) for a in it.args[0].args]
+            return {"iter": nodes.call("reversed", [nodes.call("range", args)]),
+                    "index": self._store(target.id)}, None
+        if callee is enumerate:
+            if len(targets) != 2 or len(it.args) != 1:
+                raise errors.at(stmt, "write enumerate loops as `for i, x in enumerate(xs):`")
+            seqs, index_user, item_targets = [self._lower(it.args[0])], targets[0].id, [targets[1]]
+        elif callee is zip:
+            if len(targets) != len(it.args):
+                raise errors.at(stmt, "unpack one target per zipped sequence",
+                                "write `for a, b in zip(xs, ys):`")
+            seqs, index_user, item_targets = [self._lower(a) for a in it.args], None, targets
+        elif callee is reversed:
+            seqs, index_user, item_targets = [self._lower(it.args[0])], None, targets
+        else:
+            if len(targets) != 1:
+                raise errors.at(stmt.target, "unpacking loop targets is supported for enumerate and zip",
+                                "index the row inside the loop instead")
+            seqs, index_user, item_targets = [self._lower(it)], None, targets
+        length = self._emit(nodes.call("len", [nodes.copy(seqs[0])]) if len(seqs) == 1 else
+                            nodes.call("rt.zip_length", [nodes.copy(q) for q in seqs]),
+                            stmt, None, None, False, kind="nondiff", rule=None)
+        index = self._store(index_user) if index_user else self.core.fresh("_i")
+        if callee is reversed:
+            last = self._emit(nodes.binop(nodes.copy(length), "-", nodes.const(1)), stmt, None, None,
+                              False, kind="nondiff", rule=None)
+            iter_ = nodes.call("range", [last, nodes.const(-1), nodes.const(-1)])
+        else:
+            iter_ = nodes.call("range", [length])
+
+        def prelude():
+            for seq, item in zip(seqs, item_targets):
+                value = gast.Subscript(value=nodes.copy(seq), slice=nodes.name(index), ctx=gast.Load())
+                self._apply(operator.getitem, value, [nodes.copy(seq), nodes.name(index)], {}, stmt,
+                            origin_node=stmt, target=item.id, target_hint=None, effect=False)
+        return {"iter": iter_, "index": index}, prelude
+
+    def _while(self, stmt):
+        group = self.group
+        entry = self._enter_loop(stmt)
+        test = self._lower(stmt.test)
+        if not isinstance(test, gast.Name):
+            raise errors.at(stmt.test, "a `while` loop needs a condition that can become false",
+                            "loop `while <condition>:` on a value the body changes")
+        condition = test.id
+        if condition not in entry.values():
+            condition = self.core.fresh("_cond")
+            self.block.append(self._copy_atom(condition, test, stmt))
+
+        def retest():
+            self.group = group
+            again = self._lower(stmt.test)
+            self.block.append(self._copy_atom(condition, again, stmt))
+
+        body = self._in_block(stmt.body)
+        if condition not in entry.values():
+            saved, self.block = self.block, body
+            retest()
+            self.block = saved
+        self.group = group
+        self._leave_loop(stmt, body, entry)
+        node = gast.While(test=nodes.name(condition), body=body, orelse=[])
+        self._emit_stmt(node, stmt, kind="while", first_defined=anno.get(stmt, "first_defined"))
 
     def _store(self, user_name: str) -> str:
         if user_name in self.current or user_name in self.params:
@@ -140,7 +357,7 @@ class _Lowering:
         anno.set(stmt, "origin", anno.get(origin_node, "origin"))
         for key, value in annotations.items():
             anno.set(stmt, key, value)
-        self.core.body.append(stmt)
+        self.block.append(stmt)
         return stmt
 
     def _emit(self, value, origin_node, target, target_hint, effect, **annotations):
@@ -192,6 +409,12 @@ class _Lowering:
             value = gast.Subscript(value=base, slice=index, ctx=gast.Load())
             return self._apply(operator.getitem, value, [nodes.copy(base), nodes.copy(index)], {},
                                node, **emit)
+        if isinstance(node, gast.IfExp):
+            return self._ifexp(node, target, target_hint)
+        if isinstance(node, gast.BoolOp):
+            values = [self._lower(v) for v in node.values]
+            value = gast.BoolOp(op=type(node.op)(), values=values)
+            return self._emit(value, kind="nondiff", rule=None, **emit)
         if isinstance(node, (gast.Tuple, gast.List)):
             raise errors.at(node, "tuples and lists as values are not supported yet",
                             "pass them directly to a NumPy call (np.stack([a, b]))")

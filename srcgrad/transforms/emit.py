@@ -13,6 +13,8 @@ import ast
 import linecache
 import re
 
+import gast
+
 from .. import anno, nodes
 
 _COMMENT_LINE = re.compile(r"^(\s*)((?:'|\").*(?:'|\"))$")
@@ -26,8 +28,25 @@ def with_group_comments(stmts) -> list:
         if group is not None and group != last:
             out.append(nodes.comment(f"{group.where}  {group.text.strip()}"))
         last = group
+        if isinstance(stmt, (gast.If, gast.For, gast.While)):
+            stmt.body = _inner_comments(stmt.body, group) or [gast.Pass()]
+            stmt.orelse = _inner_comments(stmt.orelse, group)
         out.append(stmt)
     return out
+
+
+def _inner_comments(stmts, header_group) -> list:
+    """Inside a block, a statement from the header's own line needs no comment."""
+    out = with_group_comments(stmts)
+    # Drop a leading comment that only repeats the block header's line.
+    if out and header_group is not None and _is_comment_for(out[0], header_group):
+        out = out[1:]
+    return out
+
+
+def _is_comment_for(stmt, group) -> bool:
+    value = getattr(getattr(stmt, "value", None), "value", None)
+    return isinstance(value, str) and value == nodes.COMMENT_MARK + f"{group.where}  {group.text.strip()}"
 
 
 def render(module) -> str:

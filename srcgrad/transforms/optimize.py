@@ -14,6 +14,8 @@ Before/after::
 """
 from __future__ import annotations
 
+import copy
+
 import gast
 
 from .. import anno, nodes
@@ -55,9 +57,48 @@ def _pure(stmt) -> bool:
     return anno.get(stmt, "kind") not in ("unknown",) and not anno.get(stmt, "impure", False)
 
 
-def eliminate_dead_code(stmts, live_out) -> tuple[list, bool]:
+def _header_names(stmt) -> set:
+    header = stmt.iter if isinstance(stmt, gast.For) else stmt.test
+    return set(nodes.loaded_names(header))
+
+
+def _with_body(stmt, body, orelse=None):
+    new = copy.copy(stmt)
+    new.body = body
+    if orelse is not None:
+        new.orelse = orelse
+    return new
+
+
+def _dce_block(stmts, live_out):
+    """Dead code elimination on a block; returns (kept statements, names live on entry)."""
     live, kept = set(live_out), []
     for stmt in reversed(stmts):
+        if isinstance(stmt, gast.If):
+            body, live_body = _dce_block(stmt.body, live)
+            orelse, live_else = _dce_block(stmt.orelse, live)
+            if not body and not orelse:
+                continue
+            live = live_body | live_else | set(nodes.loaded_names(stmt.test))
+            kept.append(_with_body(stmt, body or [gast.Pass()], orelse))
+            continue
+        if isinstance(stmt, (gast.For, gast.While)):
+            # Live at the top of the body: needed after the loop, by the header,
+            # or by a later iteration; iterate to a fixed point.
+            entry = live | _header_names(stmt)
+            while True:
+                body, live_body = _dce_block(stmt.body, entry)
+                if live_body <= entry:
+                    break
+                entry |= live_body
+            if not body:
+                continue
+            if isinstance(stmt, gast.For):
+                entry.discard(stmt.target.id)
+                entry |= _header_names(stmt)
+            live = entry
+            kept.append(_with_body(stmt, body))
+            continue
         target, mutated = _defined(stmt), _mutated(stmt)
         if target is not None:
             if target not in live and _pure(stmt):
@@ -68,34 +109,49 @@ def eliminate_dead_code(stmts, live_out) -> tuple[list, bool]:
         live.update(nodes.loaded_names(stmt))
         kept.append(stmt)
     kept.reverse()
-    return kept, len(kept) != len(stmts)
+    return kept, live
+
+
+def eliminate_dead_code(stmts, live_out) -> tuple[list, bool]:
+    kept, _ = _dce_block(stmts, live_out)
+    return kept, sum(1 for _ in nodes.statements(kept)) != sum(1 for _ in nodes.statements(stmts))
+
+
+def _remove(stmts, doomed) -> list:
+    out = []
+    for stmt in stmts:
+        if id(stmt) in doomed:
+            continue
+        if isinstance(stmt, (gast.If, gast.For, gast.While)):
+            stmt.body = _remove(stmt.body, doomed) or [gast.Pass()]
+            stmt.orelse = _remove(stmt.orelse, doomed)
+        out.append(stmt)
+    return out
 
 
 def propagate_copies(stmts) -> tuple[list, bool]:
     """Replace ``a`` by ``b`` after ``a = b`` when both are assigned once and never mutated."""
     assigned, mutated = {}, set()
-    for stmt in stmts:
-        if (t := _defined(stmt)) is not None:
+    for stmt in nodes.statements(stmts):
+        for t in nodes.assigned_names(stmt):
             assigned[t] = assigned.get(t, 0) + 1
         if (m := _mutated(stmt)) is not None:
             mutated.add(m)
-    renames = {}
-    for stmt in stmts:
+    renames, doomed = {}, set()
+    for stmt in nodes.statements(stmts):
         t = _defined(stmt)
         if t and isinstance(stmt.value, gast.Name) and anno.get(stmt, "kind") is None:
             src = stmt.value.id
             if assigned.get(t) == 1 and assigned.get(src) == 1 and not {t, src} & mutated:
                 renames[t] = renames.get(src, src)
+                doomed.add(id(stmt))
     if not renames:
         return stmts, False
-    out = []
-    for stmt in stmts:
-        if _defined(stmt) in renames:
-            continue
+    out = _remove(stmts, doomed)
+    for stmt in out:
         for node in gast.walk(stmt):
             if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id in renames:
                 node.id = renames[node.id]
-        out.append(stmt)
     return out, True
 
 
@@ -103,7 +159,10 @@ def _same_shape_map(forward, primal_of) -> dict:
     """name -> a name known to have the same shape: elementwise results of one array
     and scalars share that array's shape; an adjoint has its primal's shape."""
     same = dict(primal_of)
-    for stmt in forward:
+    multiple = _multiply_assigned(forward)
+    for stmt in nodes.statements(forward):
+        if _defined(stmt) in multiple:
+            continue
         rule = anno.get(stmt, "rule")
         if anno.get(stmt, "kind") == "op" and rule.elementwise:
             bound = list(anno.get(stmt, "bound").values())
@@ -113,6 +172,14 @@ def _same_shape_map(forward, primal_of) -> dict:
             if len(arrays) == 1 and scalars:
                 same[stmt.targets[0].id] = arrays[0].id
     return same
+
+
+def _multiply_assigned(stmts) -> set:
+    seen, multiple = set(), set()
+    for stmt in nodes.statements(stmts):
+        for t in nodes.assigned_names(stmt):
+            (multiple if t in seen else seen).add(t)
+    return multiple
 
 
 def _root(name, same):
@@ -151,8 +218,11 @@ def fold_scalar_fills(forward, backward, primal_of) -> bool:
     """
     same = _same_shape_map(forward, primal_of)
     fills = {}
-    for stmt in backward:
+    multiple = _multiply_assigned(backward)
+    for stmt in nodes.statements(backward):
         t = _defined(stmt)
+        if t in multiple:
+            continue
         if t and _is_full_like(stmt.value) and isinstance(stmt.value.args[1], (gast.Name, gast.Constant)):
             fills[t] = (_root(stmt.value.args[0].id, same), stmt.value.args[1])
 
@@ -182,6 +252,64 @@ def fold_scalar_fills(forward, backward, primal_of) -> bool:
     return changed
 
 
+def _blocks(stmts):
+    """Every statement list in a tree: the top one and each body and else block."""
+    yield stmts
+    for stmt in stmts:
+        for field in ("body", "orelse"):
+            inner = getattr(stmt, field, None)
+            if inner:
+                yield from _blocks(inner)
+
+
+def _elements(target):
+    return target.elts if isinstance(target, gast.Tuple) else [target]
+
+
+def prune_saves(forward, backward) -> tuple[list, list, bool]:
+    """Save on a stack only what the (optimized) backward sweep reads.
+
+    A name popped at the top of a backward block (a loop body or a branch) is
+    needed if the rest of that block reads it, or if anything outside the
+    block does (a carried name must get back its value from before the loop).
+    """
+    changed = False
+    pushes = {anno.get(s, "save_id"): s for s in nodes.statements(forward)
+              if isinstance(s, gast.Expr) and anno.has(s, "save_id")}
+    for owner in list(nodes.statements(backward)):
+        for field in ("body", "orelse"):
+            block = getattr(owner, field, None)
+            if not block or not anno.has(block[0], "save_id"):
+                continue
+            pop = block[0]
+            inside = {id(n) for s in block for n in gast.walk(s)}
+            later = {n for s in block[1:] for n in nodes.loaded_names(s)}
+            outside = {n.id for top in backward for n in gast.walk(top)
+                       if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load) and id(n) not in inside}
+            names = [t.id for t in _elements(pop.targets[0])]
+            keep = [n for n in names if n in later or n in outside]
+            if keep == names:
+                continue
+            changed = True
+            push = pushes[anno.get(pop, "save_id")]
+            if not keep:
+                setattr(owner, field, block[1:] or ([gast.Pass()] if field == "body" else []))
+                push.value = None  # removed below
+                continue
+            many = len(keep) > 1
+            pop.targets = [nodes.tuple_([nodes.name(n, "store") for n in keep], "store") if many
+                           else nodes.name(keep[0], "store")]
+            push.value.args = [nodes.tuple_([nodes.name(n) for n in keep]) if many else nodes.name(keep[0])]
+    if changed:
+        doomed = {id(s) for s in pushes.values() if s.value is None}
+        forward = _remove(forward, doomed)
+        used = {anno.get(s, "stack") for s in nodes.statements(forward)
+                if isinstance(s, gast.Expr) and anno.has(s, "stack")}
+        forward = _remove(forward, {id(s) for s in nodes.statements(forward)
+                                    if anno.has(s, "stack") and anno.get(s, "stack") not in used})
+    return forward, backward, changed
+
+
 def transform(forward, backward, live_out, primal_of):
     """Run the passes to a fixed point; return the new (forward, backward).
 
@@ -189,11 +317,19 @@ def transform(forward, backward, live_out, primal_of):
     """
     changed = True
     while changed:
+        n_backward = _count(backward)
         changed = forward_shapes(forward, backward, primal_of)
         changed = fold_scalar_fills(forward, backward, primal_of) or changed
         backward, c1 = propagate_copies(backward)
-        both, c2 = eliminate_dead_code(forward + backward, live_out)
-        n_forward = sum(1 for s in both if any(s is f for f in forward))
-        forward, backward = both[:n_forward], both[n_forward:]
+        forward, backward, c3 = prune_saves(forward, backward)
+        changed = changed or c3
+        backward, live = _dce_block(backward, live_out)
+        kept_forward, _ = _dce_block(forward, live)
+        c2 = _count(kept_forward) + _count(backward) != _count(forward) + n_backward
+        forward = kept_forward
         changed = changed or c1 or c2
     return forward, backward
+
+
+def _count(stmts) -> int:
+    return sum(1 for _ in nodes.statements(stmts))

@@ -21,6 +21,7 @@ import inspect
 import gast
 
 from .. import anno, errors, nodes, templates
+from ..analysis.activity import derivative_inputs as activity_inputs
 from ..rules.registry import diff_params
 from ..analysis.ranks import rank_of
 
@@ -32,6 +33,7 @@ class Sweeps:
     adjoints: dict  # wrt parameter -> name of its adjoint variable
     seed: str       # name of the output's adjoint (the pullback's input)
     primal_of: dict  # adjoint variable -> its primal (an adjoint has its primal's shape)
+    notes: list      # (stack or trip-count name, loop's file:line), for the header
 
 
 def transform(core, activity, ranks, wrt, backend) -> Sweeps:
@@ -58,8 +60,16 @@ class _Reverse:
         self.core, self.activity, self.ranks, self.backend = core, activity, ranks, backend
         self.bar = {}        # variable -> adjoint name
         self.defined = set()  # variables whose adjoint has a value
-        self.backward = []
+        self.out = []        # the backward statement list being filled
         self.group = None
+        self.saves = []      # statements that create the stacks, at the top of the forward sweep
+        self.notes = []      # header lines explaining stacks and trip counts
+        self.loop_numbers = {id(s): k + 1 for k, s in enumerate(
+            s for s in nodes.statements(core.body) if isinstance(s, (gast.For, gast.While)))}
+        self.if_numbers = {id(s): k + 1 for k, s in enumerate(
+            s for s in nodes.statements(core.body) if isinstance(s, gast.If))}
+        self.loop_depth = 0
+        self.save_ids = 0
 
     def run(self, wrt) -> Sweeps:
         result = self.core.result
@@ -69,17 +79,16 @@ class _Reverse:
             self.bar[result.id] = seed
             self.defined.add(result.id)
         forward = [s for s in self.core.body if not isinstance(s, gast.Return)]
-        for stmt in reversed(forward):
-            self.group = anno.get(stmt, "group")
-            self._adjoint(stmt)
+        self._reverse_block(forward)
         adjoints = {}
+        self.group = None
         for param in wrt:
             if param not in self.defined:
-                zeros = nodes.call(f"{self.backend.MODULE_NAME}.zeros_like", [nodes.name(param)])
-                self._append(nodes.assign(self._bar_name(param), zeros), None)
+                self.out.append(self._zeros(param))
                 self.defined.add(param)
             adjoints[param] = self.bar[param]
-        return Sweeps(forward, self.backward, adjoints, seed, {b: v for v, b in self.bar.items()})
+        return Sweeps(self.saves + forward, self.out, adjoints, seed,
+                      {b: v for v, b in self.bar.items()}, self.notes)
 
     def _bar_name(self, var):
         if var not in self.bar:
@@ -88,7 +97,13 @@ class _Reverse:
 
     def _append(self, stmt, group):
         anno.set(stmt, "group", group)
-        self.backward.append(stmt)
+        self.out.append(stmt)
+
+    def _zeros(self, var, like=None):
+        zeros = nodes.call(f"{self.backend.MODULE_NAME}.zeros_like", [nodes.name(like or var)])
+        stmt = nodes.assign(self._bar_name(var), zeros)
+        anno.set(stmt, "group", self.group)
+        return stmt
 
     def _accumulate(self, var, expr):
         name = self._bar_name(var)
@@ -103,8 +118,140 @@ class _Reverse:
     def _active_name(self, atom):
         return isinstance(atom, gast.Name) and self.activity.active(atom.id)
 
+    # ---- blocks -----------------------------------------------------------
+    def _reverse_block(self, stmts):
+        for stmt in reversed(list(stmts)):
+            self.group = anno.get(stmt, "group")
+            if isinstance(stmt, gast.If):
+                self._if(stmt)
+            elif isinstance(stmt, (gast.For, gast.While)):
+                self._loop(stmt, stmts)
+            else:
+                self._adjoint(stmt)
+
+    def _in_new_block(self, stmts):
+        saved, self.out = self.out, []
+        self._reverse_block(stmts)
+        block, self.out = self.out, saved
+        return block
+
+    def _if(self, stmt):
+        """Reverse of ``if c: A else: B`` is ``if c: reverse(A) else: reverse(B)``; an
+        adjoint that only one branch starts is started as zeros in the other."""
+        group, before = self.group, set(self.defined)
+        body = self._in_new_block(stmt.body)
+        after_body, self.defined = self.defined, set(before)
+        orelse = self._in_new_block(stmt.orelse)
+        after_else = self.defined
+        self.group = group
+        for var in sorted(after_body - after_else):
+            orelse.append(self._zeros(var))
+        for var in sorted(after_else - after_body):
+            body.append(self._zeros(var))
+        self.defined = after_body | after_else
+        if self.loop_depth:
+            # A branch's own values exist only when it ran: it saves them itself.
+            stack = f"if{self.if_numbers[id(stmt)]}_stack"
+            for forward_branch, backward_branch in ((stmt.body, body), (stmt.orelse, orelse)):
+                candidates = _definite(forward_branch)
+                self._save(stack, stmt, forward_branch, len(forward_branch), backward_branch, candidates)
+        if body or orelse:
+            node = gast.If(test=nodes.copy(stmt.test), body=body or [gast.Pass()], orelse=orelse)
+            self._append(node, group)
+
+    def _loop(self, stmt, parent):
+        """Reverse of a loop: the same number of iterations, last first.
+
+        Adjoints of names from outside the body accumulate across iterations (so
+        they start as zeros before the loop).  Each forward iteration pushes the
+        values its adjoint reads onto a stack; each backward iteration pops them.
+        """
+        group, k = self.group, self.loop_numbers[id(stmt)]
+        carried = {s.targets[0].id for s in stmt.body if anno.get(s, "carry")}
+        local = {n for s in nodes.statements(stmt.body) for n in nodes.assigned_names(s)} - carried
+        reads = set(carried)
+        for s in nodes.statements(stmt.body):
+            if isinstance(s, gast.Assign) and s.targets[0].__class__ is gast.Name \
+                    and self.activity.active(s.targets[0].id):
+                reads.update(activity_inputs(s))
+        for var in sorted(reads - local):
+            if self.activity.active(var) and var not in self.defined:
+                self.out.append(self._zeros(var))
+                self.defined.add(var)
+        self.loop_depth += 1
+        body = self._in_new_block(stmt.body)
+        self.loop_depth -= 1
+        self.group = group
+        first_defined = set(anno.get(stmt, "first_defined", ()))
+        sources = {s.targets[0].id: s.value.id for s in stmt.body if anno.get(s, "carry")}
+        for var in sorted(carried):
+            if self.activity.active(var) and var not in self.defined:
+                # A name first bound by the loop has no entry value on the first
+                # iteration; the previous iteration's value has the same shape.
+                body.append(self._zeros(var, like=sources[var] if var in first_defined else var))
+                self.defined.add(var)
+        self.defined -= local
+        if isinstance(stmt, gast.While):
+            trips = self.core.fresh(f"loop{k}_trips")
+            self.notes.append((trips, self._where(stmt)))
+            init = nodes.assign(trips, nodes.const(0))
+            anno.set(init, "group", group)
+            parent.insert(_index(parent, stmt), init)
+            count = nodes.assign(trips, nodes.binop(nodes.name(trips), "+", nodes.const(1)))
+            anno.set(count, "group", group)
+            stmt.body.insert(_carry_position(stmt.body), count)
+            header = nodes.call("range", [nodes.name(trips)])
+            target = nodes.name(self.core.fresh("_"), "store")
+        else:
+            header = _reversed_iteration(stmt.iter)
+            target = nodes.copy(stmt.target)
+        carried_before = carried - first_defined  # restored: after the backward loop they
+        # must hold their values from before the forward loop
+        index = {stmt.target.id} if isinstance(stmt, gast.For) else set()
+        candidates = (_definite(stmt.body) | carried_before) - index
+        self._save(f"loop{k}_stack", stmt, stmt.body, _carry_position(stmt.body), body, candidates,
+                   always=carried_before)
+        if body:
+            node = gast.For(target=target, iter=header, body=body, orelse=[], type_comment=None)
+            self._append(node, group)
+
+    def _save(self, stack, owner, forward_block, position, backward_block, candidates, always=()):
+        """Push, at ``position`` in a forward block, the ``candidates`` that the matching
+        backward block reads; pop them at the top of the backward block.
+        ``optimize.prune_saves`` later drops what the optimized code does not read."""
+        loaded = {n for s in backward_block for n in nodes.loaded_names(s)}
+        needed = sorted((loaded & candidates) | set(always))
+        if not needed:
+            return
+        self.save_ids += 1
+        if stack not in {anno.get(s, "stack") for s in self.saves}:
+            create = nodes.assign(stack, gast.List(elts=[], ctx=gast.Load()))
+            anno.set(create, "impure", True)
+            anno.set(create, "stack", stack)
+            self.saves.append(create)
+            self.notes.append((stack, self._where(owner)))
+        values = nodes.tuple_([nodes.name(n) for n in needed]) if len(needed) > 1 else nodes.name(needed[0])
+        push = gast.Expr(value=nodes.call(gast.Attribute(value=nodes.name(stack), attr="append",
+                                                         ctx=gast.Load()), [values]))
+        targets = nodes.tuple_([nodes.name(n, "store") for n in needed], "store") if len(needed) > 1 \
+            else nodes.name(needed[0], "store")
+        pop = nodes.assign(targets, nodes.call(gast.Attribute(value=nodes.name(stack), attr="pop",
+                                                              ctx=gast.Load())))
+        for stmt in (push, pop):
+            anno.set(stmt, "group", anno.get(owner, "group"))
+            anno.set(stmt, "stack", stack)
+            anno.set(stmt, "save_id", self.save_ids)
+        anno.set(pop, "impure", True)
+        forward_block.insert(position, push)
+        backward_block.insert(0, pop)
+
+    @staticmethod
+    def _where(stmt):
+        group = anno.get(stmt, "group")
+        return group.where if group is not None else "?"
+
     def _adjoint(self, stmt):
-        if not isinstance(stmt, gast.Assign):
+        if not isinstance(stmt, gast.Assign) or not isinstance(stmt.targets[0], gast.Name):
             return
         target = stmt.targets[0].id
         if not self.activity.active(target):
@@ -115,6 +262,8 @@ class _Reverse:
         if target not in self.defined:
             return  # no contribution reached it: its adjoint is zero
         g = nodes.name(self.bar[target])
+        # Before this assignment the name held another value, with its own adjoint.
+        self.defined.discard(target)
         if kind == "copy":
             if self._active_name(stmt.value):
                 self._accumulate(stmt.value.id, g)
@@ -202,3 +351,35 @@ class _Reverse:
                       "`def rule(ans_bar, ans, <its parameters>): return <adjoint>`")
         return errors.at(stmt.value, f"no derivative rule for `{full}`", advice,
                          kind=errors.NoDerivativeRuleError)
+
+
+def _index(stmts, stmt) -> int:
+    return next(i for i, s in enumerate(stmts) if s is stmt)
+
+
+def _carry_position(body) -> int:
+    """Where to add statements at the end of a loop body: before its carry copies."""
+    for i, s in enumerate(body):
+        if anno.get(s, "carry"):
+            return i
+    return len(body)
+
+
+def _reversed_iteration(iter_):
+    """The iteration that visits a ``range`` loop's indices last to first."""
+    if isinstance(iter_.func, gast.Name) and iter_.func.id == "reversed":
+        return nodes.copy(iter_.args[0])
+    return nodes.call("reversed", [nodes.copy(iter_)])
+
+
+def _definite(block) -> set:
+    """Names certainly bound after a block runs: by its simple statements, or by both
+    branches of an ``if`` in it.  (A nested loop may run zero times: its names are
+    saved by the loop itself.)"""
+    names = set()
+    for stmt in block:
+        if isinstance(stmt, gast.If):
+            names |= _definite(stmt.body) & _definite(stmt.orelse)
+        elif not isinstance(stmt, (gast.For, gast.While)):
+            names.update(nodes.assigned_names(stmt))
+    return names

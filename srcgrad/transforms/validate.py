@@ -2,10 +2,10 @@
 
 Requires: the parsed ``FunctionDef``.
 Guarantees: only the constructs listed in ``_STATEMENTS``/``_EXPRESSIONS``
-remain; anything else raised as an
-:class:`~srcgrad.errors.UnsupportedSyntaxError` that names the user's line and
-says what to write instead.  Reporting is better than a silently wrong
-gradient.
+remain, loops have no ``else``, ``break``, ``continue`` or inner ``return``;
+anything else is raised as an :class:`~srcgrad.errors.UnsupportedSyntaxError`
+that names the user's line and says what to write instead.  Reporting is
+better than a silently wrong gradient.
 """
 from __future__ import annotations
 
@@ -13,17 +13,12 @@ import gast
 
 from .. import errors
 
-_CONTROL_FLOW = (
-    "until srcgrad's reverse mode handles control flow, express data-dependent "
-    "choices with np.where(cond, a, b) and fixed repetition by writing the steps out"
-)
+_EARLY_EXIT = ("srcgrad does not differentiate early exits from loops yet: compute a flag "
+               "and guard the loop body with `if`, or bound the loop so it ends by itself")
 
 _ADVICE = {
-    gast.If: _CONTROL_FLOW,
-    gast.For: _CONTROL_FLOW,
-    gast.While: _CONTROL_FLOW,
-    gast.IfExp: _CONTROL_FLOW,
-    gast.BoolOp: _CONTROL_FLOW,
+    gast.Break: _EARLY_EXIT,
+    gast.Continue: _EARLY_EXIT,
     gast.With: "move the `with` block out of the differentiated function",
     gast.Try: "move error handling out of the differentiated function",
     gast.Lambda: "define the function with `def` at module level",
@@ -36,21 +31,23 @@ _ADVICE = {
     gast.Delete: "drop the `del` statement",
 }
 
-_STATEMENTS = (gast.Assign, gast.AugAssign, gast.Return, gast.Expr, gast.Pass)
+_STATEMENTS = (gast.Assign, gast.AugAssign, gast.Return, gast.Expr, gast.Pass, gast.If,
+               gast.For, gast.While)
 _EXPRESSIONS = (
     gast.Name, gast.Constant, gast.BinOp, gast.UnaryOp, gast.Call, gast.Attribute,
     gast.Subscript, gast.Slice, gast.Tuple, gast.List, gast.Compare, gast.keyword,
-    gast.Starred,
+    gast.Starred, gast.IfExp, gast.BoolOp,
 )
 _CONTEXTS = (gast.Load, gast.Store, gast.Param, gast.Del)
-_OPERATORS = (gast.operator, gast.unaryop, gast.cmpop)
+_OPERATORS = (gast.operator, gast.unaryop, gast.cmpop, gast.boolop)
 
 
 def _describe(node) -> str:
-    return {gast.IfExp: "conditional expressions (`a if c else b`)",
-            gast.BoolOp: "`and`/`or`", gast.FunctionDef: "nested `def`"}.get(
-        type(node), f"`{type(node).__name__.lower()}` statements"
-        if isinstance(node, gast.stmt) else f"`{type(node).__name__}` expressions")
+    if isinstance(node, gast.FunctionDef):
+        return "a nested `def`"
+    if isinstance(node, gast.stmt):
+        return f"`{type(node).__name__.lower()}` statements"
+    return f"`{type(node).__name__}` expressions"
 
 
 def transform(fdef: gast.FunctionDef) -> None:
@@ -58,16 +55,19 @@ def transform(fdef: gast.FunctionDef) -> None:
     if args.vararg is not None or args.kwarg is not None:
         raise errors.at(fdef, "cannot differentiate a function with *args or **kwargs yet",
                         "list the parameters explicitly")
-    for stmt in fdef.body:
-        _check_statement(stmt)
+    _check_block(fdef.body, top=True)
     last = fdef.body[-1]
     if not isinstance(last, gast.Return) or last.value is None:
         raise errors.at(last, "the differentiated function must end with `return <value>`",
                         "return the value whose gradient you want")
-    for stmt in fdef.body[:-1]:
-        if isinstance(stmt, gast.Return):
-            raise errors.at(stmt, "an early `return` is not supported yet",
-                            "make the `return` the last statement")
+
+
+def _check_block(body, top=False):
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, gast.Return) and not (top and i == len(body) - 1):
+            raise errors.at(stmt, "a `return` before the end of the function is not supported yet",
+                            "assign the value to a name and make `return` the last statement")
+        _check_statement(stmt)
 
 
 def _check_statement(stmt):
@@ -82,8 +82,27 @@ def _check_statement(stmt):
     if isinstance(stmt, gast.AugAssign) and not isinstance(stmt.target, gast.Name):
         raise errors.at(stmt, "augmented assignment to a subscript or attribute is not supported yet",
                         "write `y = y + ...` on a plain name, or build the array with np.where")
-    for node in gast.walk(stmt):
-        if node is stmt or isinstance(node, _CONTEXTS + _OPERATORS):
+    if isinstance(stmt, (gast.For, gast.While)) and stmt.orelse:
+        raise errors.at(stmt, "a loop with an `else:` block is not supported yet",
+                        "move the `else:` code after the loop")
+    if isinstance(stmt, gast.For):
+        targets = stmt.target.elts if isinstance(stmt.target, gast.Tuple) else [stmt.target]
+        if not all(isinstance(t, gast.Name) for t in targets):
+            raise errors.at(stmt.target, "a loop target must be a name or a tuple of names",
+                            "write `for i in range(n):` or `for i, x in enumerate(xs):`")
+    if isinstance(stmt, (gast.If, gast.For, gast.While)):
+        header = stmt.iter if isinstance(stmt, gast.For) else stmt.test
+        _check_expression(header)
+        _check_block(stmt.body)
+        _check_block(stmt.orelse)
+        return
+    for child in gast.iter_child_nodes(stmt):
+        _check_expression(child)
+
+
+def _check_expression(root):
+    for node in gast.walk(root):
+        if isinstance(node, _CONTEXTS + _OPERATORS):
             continue
         if not isinstance(node, _EXPRESSIONS):
             raise errors.at(node, f"srcgrad cannot differentiate {_describe(node)} yet",

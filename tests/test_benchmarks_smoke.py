@@ -1,0 +1,44 @@
+"""The benchmark harnesses run: quick mode, tiny sizes, no timing assertions.
+
+Timings on CI machines say nothing, so these only check that each harness
+produces its rows, that the times are positive and that srcgrad's gradients
+agree with the hand-written ones.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# benchmarks/ is not part of the installed package: import it from the checkout.
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import _env  # noqa: E402
+from benchmarks.two_layer import main  # noqa: E402
+
+
+def test_two_layer_quick_runs_and_gradients_agree(capsys):
+    result = main(["--quick"])
+    assert [row.dtype for row in result.rows] == ["float64", "float32"]
+    for row in result.rows:
+        assert row.grads_agree, row
+        assert row.hand is not None and row.srcgrad is not None
+        assert len(row.hand.samples) == len(row.srcgrad.samples) > 0
+        assert all(t > 0 for t in row.hand.samples + row.srcgrad.samples)
+        assert row.ratio > 0
+    assert result.cold_compile.median > 0 and result.first_compile_s > 0
+    assert result.cached_tiny.median > 0 and result.raw_tiny.median > 0
+    printed = capsys.readouterr().out
+    assert "| float64 |" in printed and "| float32 |" in printed
+
+
+def test_write_section_keeps_other_sections(tmp_path):
+    path = tmp_path / "benchmarks.md"
+    _env.write_section("two_layer", "## Two-layer\n\nfirst", path)
+    _env.write_section("rnn", "## RNN\n\nrnn numbers", path)
+    _env.write_section("two_layer", "## Two-layer\n\nsecond", path)
+    text = path.read_text()
+    assert text.startswith("# Benchmarks")
+    assert "second" in text and "first" not in text
+    assert text.index("## Two-layer") < text.index("## RNN") and "rnn numbers" in text

@@ -1,0 +1,301 @@
+"""Control flow: branches and loops, each checked against central finite differences.
+
+Each test function's name says which construct it covers.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import srcgrad
+from conftest import numerical_grad
+
+
+def branch_on_reduction(x, s):
+    y = x * 2
+    if np.sum(y) > 0:
+        y = y * s
+    else:
+        y = np.sin(y)
+    return np.sum(y)
+
+
+def branch_elif(x):
+    t = np.sum(x)
+    if t > 1:
+        y = x**2
+    elif t > -1:
+        y = np.exp(x)
+    else:
+        y = -x
+    return np.sum(y)
+
+
+def branch_spelled_positive(x):
+    y = x
+    if np.max(x) > 0:
+        y = np.tanh(x) * 3
+    else:
+        y = x * x
+    return np.sum(y)
+
+
+def branch_spelled_negative(x):
+    y = x
+    if np.max(x) <= 0:
+        y = x * x
+    else:
+        y = np.tanh(x) * 3
+    return np.sum(y)
+
+
+def branch_without_else(x):
+    y = x * 1.5
+    if np.sum(x) > 0:
+        y = y + np.cos(x)
+    return np.sum(y * y)
+
+
+def branch_with_empty_adjoint(x):
+    y = x * 2
+    n = 0
+    if np.sum(x) > 0:
+        n = n + 1
+    return np.sum(y) * 3
+
+
+def conditional_expression(x):
+    y = x if np.sum(x) > 0 else -x
+    return np.sum(y * y * y)
+
+
+def bool_operators(x, w):
+    y = x * w
+    if np.sum(x) > 0 and not np.max(x) > 10 or np.min(x) < -10:
+        y = y * w
+    return np.sum(y)
+
+
+def for_range_len(x):
+    s = 0.0
+    for i in range(len(x)):
+        s = s + x[i] * x[i] * (i + 1)
+    return s
+
+
+def for_range_shape_bound(x):
+    s = np.zeros(x.shape[1])
+    for i in range(1, x.shape[0]):
+        s = s + x[i] * x[i - 1]
+    return np.sum(s)
+
+
+def nested_inner_bound_depends_on_outer(x):
+    total = 0.0
+    for i in range(len(x)):
+        for j in range(i):
+            total = total + x[i] * x[j]
+    return total
+
+
+def for_over_rows(x):
+    s = 0.0
+    for row in x:
+        s = s + np.sum(row**2)
+    return s
+
+
+def for_over_arange(x):
+    s = 0.0
+    for i in np.arange(1, len(x)):
+        s = s + x[i] / i
+    return s
+
+
+def for_zip(x, y):
+    s = 0.0
+    for a, b in zip(x, y):
+        s = s + np.sum(a * b)
+    return s
+
+
+def for_enumerate(x):
+    s = 0.0
+    for i, row in enumerate(x):
+        s = s + np.sum(row) * i
+    return s
+
+
+def for_reversed(x):
+    h = 0.0
+    for row in reversed(x):
+        h = np.tanh(h + row)
+    return np.sum(h)
+
+
+def for_reversed_range(x):
+    h = x[0]
+    for i in reversed(range(1, len(x))):
+        h = h * x[i] + np.sin(h)
+    return np.sum(h)
+
+
+def tanh_recurrence(x, w):
+    h = x
+    for i in range(3):
+        h = np.tanh(h @ w)
+    return np.sum(h)
+
+
+def small_rnn(xs, wx, wh, b):
+    h = np.zeros((xs.shape[1], wh.shape[0]))
+    for t in range(xs.shape[0]):
+        h = np.tanh(xs[t] @ wx + h @ wh + b)
+    return np.sum(h**2)
+
+
+def while_data_dependent(x):
+    n = 0
+    while np.sum(x * x) < 50 and n < 20:
+        x = x * 1.5 + 0.1
+        n = n + 1
+    return np.sum(x)
+
+
+def while_counter(x):
+    i = 0
+    while i < 5:
+        x = x - 0.1 * np.sin(x) * x
+        i = i + 1
+    return np.sum(x)
+
+
+def carried_slice_of_input(x):
+    y = x[0:2]
+    for i in range(3):
+        y = y * x[i + 1: i + 3]
+    return np.sum(y)
+
+
+def branch_inside_loop(x):
+    s = 0.0
+    for i in range(len(x)):
+        if x[i] > 0:
+            s = s + x[i] ** 2
+        else:
+            s = s - np.sin(x[i])
+    return s
+
+
+def loop_inside_branch(x):
+    y = x
+    if np.sum(x) > 0:
+        for i in range(3):
+            y = np.cos(y) * x
+    return np.sum(y)
+
+
+def first_defined_inside_loop(x):
+    for i in range(3):
+        z = x * (i + 1)
+    return np.sum(z * z)
+
+
+def reads_previous_iteration(x):
+    s = 0.0
+    prev = x * 0
+    for i in range(3):
+        s = s + np.sum(prev * x)
+        prev = np.sin(x) + i
+    return s
+
+
+rng = np.random.default_rng(1)
+VEC = rng.standard_normal(5)
+MAT = rng.standard_normal((4, 3))
+
+CASES = [
+    (branch_on_reduction, (np.array([1.0, 2.0]), 3.0), (0, 1)),
+    (branch_on_reduction, (np.array([-1.0, -2.0]), 3.0), (0, 1)),
+    (branch_elif, (np.array([1.0, 0.5]),), (0,)),
+    (branch_elif, (np.array([0.2, -0.5]),), (0,)),
+    (branch_elif, (np.array([-1.0, -0.5]),), (0,)),
+    (branch_without_else, (VEC,), (0,)),
+    (branch_without_else, (-np.abs(VEC),), (0,)),
+    (branch_with_empty_adjoint, (VEC,), (0,)),
+    (conditional_expression, (np.array([1.0, -0.5]),), (0,)),
+    (conditional_expression, (np.array([-1.0, 0.5]),), (0,)),
+    (bool_operators, (VEC, VEC + 1), (0, 1)),
+    (for_range_len, (VEC,), (0,)),
+    (for_range_shape_bound, (MAT,), (0,)),
+    (nested_inner_bound_depends_on_outer, (VEC,), (0,)),
+    (for_over_rows, (MAT,), (0,)),
+    (for_over_arange, (VEC,), (0,)),
+    (for_zip, (MAT, MAT + 1), (0, 1)),
+    (for_enumerate, (MAT,), (0,)),
+    (for_reversed, (MAT * 0.3,), (0,)),
+    (for_reversed_range, (MAT * 0.3,), (0,)),
+    (tanh_recurrence, (MAT * 0.3, np.eye(3) * 0.5 + 0.1), (0, 1)),
+    (small_rnn, (rng.standard_normal((4, 2, 3)), rng.standard_normal((3, 5)) * 0.5,
+                 rng.standard_normal((5, 5)) * 0.5, rng.standard_normal(5)), (0, 1, 2, 3)),
+    (while_data_dependent, (np.array([0.5, 1.0]),), (0,)),
+    (while_counter, (VEC,), (0,)),
+    (carried_slice_of_input, (VEC + 2,), (0,)),
+    (branch_inside_loop, (VEC,), (0,)),
+    (loop_inside_branch, (np.abs(VEC),), (0,)),
+    (loop_inside_branch, (-np.abs(VEC),), (0,)),
+    (first_defined_inside_loop, (VEC,), (0,)),
+    (reads_previous_iteration, (VEC,), (0,)),
+]
+
+
+@pytest.mark.parametrize("optimize", [True, False], ids=["opt", "noopt"])
+@pytest.mark.parametrize("fn, args, wrt", CASES, ids=[c[0].__name__ for c in CASES])
+def test_matches_finite_differences(fn, args, wrt, optimize):
+    grads = srcgrad.grad(fn, wrt=wrt, optimize=optimize)(*args)
+    for i, g in zip(wrt, grads):
+        expected = numerical_grad(fn, args, i)
+        np.testing.assert_allclose(g, expected, rtol=1e-6, atol=1e-6, err_msg=f"argument {i}")
+
+
+@pytest.mark.parametrize("fn, args, wrt", CASES[:12:3] + CASES[19:23], ids=lambda v: getattr(v, "__name__", ""))
+def test_vjp_pullback_matches_grad(fn, args, wrt):
+    value, pullback = srcgrad.vjp(fn, wrt=wrt)(*args)
+    assert value == pytest.approx(fn(*args))
+    for got, expected in zip(pullback(1.0), srcgrad.grad(fn, wrt=wrt)(*args)):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_both_spellings_of_a_branch_agree():
+    for x in (VEC, -np.abs(VEC)):
+        a = srcgrad.grad(branch_spelled_positive)(x)
+        b = srcgrad.grad(branch_spelled_negative)(x)
+        np.testing.assert_array_equal(a, b)
+
+
+def test_loop_saves_only_what_the_adjoint_reads():
+    """`h @ w` reads the entry `h`; tanh's adjoint reads its output: both saved, nothing else."""
+    code = srcgrad.source(srcgrad.grad(tanh_recurrence, wrt=(0, 1)), MAT, np.eye(3))
+    assert "loop1_stack.append((h, h_2))" in code
+    assert "h, h_2 = loop1_stack.pop()" in code
+    assert "for i in reversed(range(3)):" in code
+    assert "w_bar = np.zeros_like(w)" in code  # accumulated across iterations
+
+
+def test_while_records_its_trip_count():
+    code = srcgrad.source(srcgrad.grad(while_counter), VEC)
+    assert "loop1_trips = loop1_trips + 1" in code
+    assert "for _ in range(loop1_trips):" in code
+    assert "loop1_trips: how many times the loop" in code
+
+
+def test_carried_value_from_before_the_loop_is_restored():
+    """The adjoint of code before a loop sees the values from before the loop."""
+    def f(x):
+        h = np.tanh(x)
+        for i in range(3):
+            h = h * 2
+        return np.sum(h)
+
+    g = srcgrad.grad(f)(VEC)
+    np.testing.assert_allclose(g, 8 * (1 - np.tanh(VEC) ** 2), rtol=1e-12)

@@ -1,0 +1,414 @@
+"""Every derivative rule, checked two ways from one table of per-primitive rows.
+
+* **Directly**, without the compiler: the rule function is called on arrays and
+  passes the dot-product test ⟨u, J v⟩ (central differences) = ⟨Jᵀu, v⟩ (the
+  rule), and keeps float32 float32.
+* **Through the compiler**: ``srcgrad.vjp`` of the same expression, written as
+  a user would, against central finite differences in float64, with the
+  optimizer on and off, and float32 in → float32 out.
+
+A row holds everything about one primitive: the primitive, the expressions
+that reach it (spellings and options) with the input shapes for each, and the
+input domain.  Inputs are named ``x``, ``y``, ``z`` in order.  Adding a rule
+means adding a row here.
+
+Conventions at non-smooth points have exact-value tests in
+``test_rules_conventions.py``; import spellings, non-differentiable calls and
+random draws are in ``test_rules_calls.py``.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import inspect
+import linecache
+import operator
+import zlib
+
+import numpy as np
+import pytest
+from conftest import numerical_grad
+
+import srcgrad
+from srcgrad.rules import registry
+
+INPUTS = ("x", "y", "z")
+
+REAL = (-2.0, 2.0)
+POSITIVE = (0.5, 2.0)
+UNIT = (-0.9, 0.9)
+
+UNARY = [((3, 4),), ((),)]
+BINARY = [((3, 4), (3, 4)), ((3, 4), (4,)), ((3, 1), (1, 4)), ((), (3, 4)), ((3, 4), ())]
+MATRIX = [((3, 4),)]
+CUBE = [((2, 3, 4),)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One primitive.
+
+    Attributes:
+        primitive: the function whose registered rule is under test (``np.exp``).
+        cases: user expression → the input shapes to try it on (one tuple of
+            shapes per try).  Each expression applies ``primitive`` once to the
+            inputs and constants, so the rule alone accounts for its Jacobian.
+        domain: ``(low, high)`` for every input, or one pair per input.
+    """
+
+    primitive: object
+    cases: dict
+    domain: tuple = REAL
+
+
+def _reduction(name, domain=REAL):
+    """A reduction with ``axis`` (int, negative, tuple) and ``keepdims`` on a 3-d input."""
+    return Row(getattr(np, name), {
+        f"np.{name}(x)": CUBE + [((5,),)],
+        f"np.{name}(x, axis=0)": CUBE,
+        f"np.{name}(x, axis=-1)": CUBE,
+        f"np.{name}(x, axis=1, keepdims=True)": CUBE,
+        f"np.{name}(x, axis=(0, -1))": CUBE,
+        f"np.{name}(x, axis=(0, 2), keepdims=True)": CUBE,
+        f"np.{name}(x, keepdims=True)": CUBE,
+    }, domain)
+
+
+ROWS = [
+    # ---- operators ---------------------------------------------------------
+    Row(operator.add, {"x + y": BINARY, "np.add(x, y)": BINARY[:2], "x + 1.0": UNARY}),
+    Row(operator.sub, {"x - y": BINARY, "np.subtract(x, y)": BINARY[:2], "1.0 - x": UNARY}),
+    Row(operator.mul, {"x * y": BINARY, "np.multiply(x, y)": BINARY[:2], "x * 3": UNARY}),
+    Row(operator.truediv, {"x / y": BINARY, "np.divide(x, y)": BINARY[:2], "x / 4": UNARY,
+                           "2.0 / y": [((3, 4), (3, 4))]},
+        (REAL, POSITIVE)),
+    Row(operator.pow, {"x ** y": BINARY, "x ** 0.5": UNARY, "2.0 ** y": [((3, 4), (3, 4))]},
+        (POSITIVE, REAL)),
+    Row(np.power, {"np.power(x, y)": BINARY}, (POSITIVE, REAL)),
+    Row(operator.pow, {"x ** 2": UNARY, "x ** 3": UNARY, "x ** -1": UNARY, "x ** 0": UNARY}),
+    Row(operator.neg, {"-x": UNARY, "np.negative(x)": UNARY}),
+    Row(operator.pos, {"+x": UNARY, "np.positive(x)": UNARY}),
+    Row(operator.matmul, {
+        "x @ y": [((3, 4), (4, 2)), ((4,), (4, 2)), ((3, 4), (4,)), ((4,), (4,)),
+                  ((2, 3, 4), (4, 2)), ((4,), (2, 4, 3)), ((2, 3, 4), (4,)),
+                  ((2, 3, 4), (2, 4, 5)), ((1, 3, 4), (2, 4, 2))],
+        "np.matmul(x, y)": [((3, 4), (4, 2)), ((2, 3, 4), (4, 2))],
+    }),
+    # ---- elementwise functions ---------------------------------------------
+    Row(np.exp, {"np.exp(x)": UNARY}),
+    Row(np.log, {"np.log(x)": UNARY}, POSITIVE),
+    Row(np.log1p, {"np.log1p(x)": UNARY}, (-0.5, 2.0)),
+    Row(np.expm1, {"np.expm1(x)": UNARY}),
+    Row(np.sqrt, {"np.sqrt(x)": UNARY}, POSITIVE),
+    Row(np.square, {"np.square(x)": UNARY}),
+    Row(np.reciprocal, {"np.reciprocal(x)": UNARY}, POSITIVE),
+    Row(np.sin, {"np.sin(x)": UNARY}),
+    Row(np.cos, {"np.cos(x)": UNARY}),
+    Row(np.tan, {"np.tan(x)": UNARY}, (-1.2, 1.2)),
+    Row(np.tanh, {"np.tanh(x)": UNARY}),
+    Row(np.sinh, {"np.sinh(x)": UNARY}),
+    Row(np.cosh, {"np.cosh(x)": UNARY}),
+    Row(np.arcsin, {"np.arcsin(x)": UNARY}, UNIT),
+    Row(np.arccos, {"np.arccos(x)": UNARY}, UNIT),
+    Row(np.arctan, {"np.arctan(x)": UNARY}),
+    Row(np.abs, {"np.abs(x)": UNARY, "abs(x)": UNARY}),
+    Row(np.logaddexp, {"np.logaddexp(x, y)": BINARY}),
+    Row(np.maximum, {"np.maximum(x, y)": BINARY, "np.maximum(x, 0)": UNARY,
+                     "np.maximum(0.5, x)": UNARY}),
+    Row(np.minimum, {"np.minimum(x, y)": BINARY, "np.minimum(x, 0)": UNARY,
+                     "np.minimum(0.5, x)": UNARY}),
+    Row(np.where, {"np.where(x > 0, x, y)": BINARY, "np.where(x > 0, x, 0.0)": UNARY,
+                   "np.where(x > 0, 1.0, x)": UNARY}),
+    Row(np.clip, {"np.clip(x, -0.5, 0.5)": UNARY, "np.clip(x, None, 0.5)": UNARY,
+                  "np.clip(x, -0.5, None)": UNARY, "x.clip(-0.5, 0.5)": MATRIX,
+                  "np.clip(x, y, z)": [((3, 4), (4,), (3, 1)), ((3, 4), (), ())]},
+        (REAL, (-1.5, -0.2), (0.2, 1.5))),
+    # ---- reductions --------------------------------------------------------
+    _reduction("sum"),
+    _reduction("mean"),
+    _reduction("max"),
+    _reduction("min"),
+    _reduction("prod", (0.5, 1.5)),
+    _reduction("var"),
+    _reduction("std"),
+    Row(np.sum, {"x.sum()": MATRIX, "x.sum(axis=-1)": MATRIX}),
+    Row(np.mean, {"x.mean(axis=1)": MATRIX, "x.mean()": MATRIX}),
+    Row(np.max, {"x.max()": MATRIX, "x.max(axis=0, keepdims=True)": MATRIX}),
+    Row(np.var, {"np.var(x, axis=1, ddof=1)": MATRIX}),
+    Row(np.std, {"np.std(x, ddof=1)": MATRIX}),
+    # ---- linear algebra ----------------------------------------------------
+    Row(np.dot, {
+        "np.dot(x, y)": [((3, 4), (4, 2)), ((4,), (4, 2)), ((3, 4), (4,)), ((4,), (4,)),
+                         ((), (3, 4)), ((3, 4), ()), ((2, 3, 4), (4, 2)), ((3, 4), (2, 4, 5))],
+        "x.dot(y)": [((3, 4), (4, 2))],
+    }),
+    Row(np.outer, {"np.outer(x, y)": [((3,), (4,)), ((2, 3), (4,))]}),
+    Row(np.tensordot, {
+        "np.tensordot(x, y, axes=1)": [((3, 4), (4, 2))],
+        "np.tensordot(x, y)": [((2, 3, 4), (3, 4, 2))],
+        "np.tensordot(x, y, axes=0)": [((3,), (2, 2))],
+        "np.tensordot(x, y, axes=(1, 0))": [((2, 3, 4), (3, 5))],
+        "np.tensordot(x, y, axes=([1], [0]))": [((2, 3, 4), (3, 5))],
+        "np.tensordot(x, y, axes=([0, 2], [2, 0]))": [((2, 3, 4), (4, 5, 2))],
+    }),
+    Row(np.einsum, {
+        "np.einsum('ij,jk->ik', x, y)": [((3, 4), (4, 2))],
+        "np.einsum('ij,ij->', x, y)": [((3, 4), (3, 4))],
+        "np.einsum('bij,bjk->bik', x, y)": [((2, 3, 4), (2, 4, 5))],
+        "np.einsum('i,j->ij', x, y)": [((3,), (4,))],
+        "np.einsum('ij,j->i', x, y)": [((3, 4), (4,))],
+        "np.einsum('ij,jk', x, y)": [((3, 4), (4, 2))],
+        "np.einsum('ij,k->ik', x, y)": [((3, 4), (2,))],
+    }),
+    Row(np.linalg.norm, {
+        "np.linalg.norm(x)": [((5,),), ((3, 4),)],
+        "np.linalg.norm(x, axis=1)": MATRIX,
+        "np.linalg.norm(x, axis=-1, keepdims=True)": MATRIX,
+        "np.linalg.norm(x, 'fro')": MATRIX,
+        "np.linalg.norm(x, ord=1)": [((5,),)],
+        "np.linalg.norm(x, ord=np.inf)": [((5,),)],
+        "np.linalg.norm(x, ord=2, axis=0)": MATRIX,
+    }),
+    Row(np.transpose, {"np.transpose(x)": MATRIX + CUBE, "np.transpose(x, (1, 0, 2))": CUBE,
+                       "np.transpose(x, (2, 0, 1))": CUBE, "x.T": MATRIX,
+                       "x.transpose(1, 2, 0)": CUBE}),
+    # ---- shapes and indexing -----------------------------------------------
+    Row(np.reshape, {"np.reshape(x, (4, 3))": MATRIX, "np.reshape(x, (2, -1, 2))": MATRIX,
+                     "np.reshape(x, -1)": MATRIX, "x.reshape(4, 3)": MATRIX,
+                     "x.reshape((2, 6))": MATRIX}),
+    Row(np.ravel, {"np.ravel(x)": MATRIX + CUBE, "x.ravel()": MATRIX, "x.flatten()": MATRIX}),
+    Row(np.expand_dims, {"np.expand_dims(x, 0)": MATRIX, "np.expand_dims(x, -1)": MATRIX,
+                         "np.expand_dims(x, (0, 2))": MATRIX}),
+    Row(np.squeeze, {"np.squeeze(x)": [((3, 1, 4),), ((1, 4),)],
+                     "np.squeeze(x, axis=1)": [((3, 1, 4),)], "x.squeeze()": [((1, 4),)]}),
+    Row(np.broadcast_to, {"np.broadcast_to(x, (2, 3, 4))": [((4,),), ((3, 1),), ((),)]}),
+    Row(np.concatenate, {
+        "np.concatenate([x, y])": [((2, 4), (3, 4))],
+        "np.concatenate([x, y], axis=1)": [((3, 2), (3, 4))],
+        "np.concatenate([x, y], axis=-1)": [((3, 2), (3, 4))],
+        "np.concatenate((x, y, x), axis=0)": [((2, 4), (3, 4))],
+        "np.concatenate([x, y], axis=None)": [((2, 4), (3,))],
+    }),
+    Row(np.stack, {
+        "np.stack([x, y])": [((3, 4), (3, 4))],
+        "np.stack([x, y], axis=1)": [((3, 4), (3, 4))],
+        "np.stack([x, y], axis=-1)": [((3, 4), (3, 4))],
+        "np.stack((x, y, x))": [((3, 4), (3, 4))],
+    }),
+    Row(np.copy, {"np.copy(x)": UNARY, "x.copy()": MATRIX, "np.asarray(x)": UNARY}),
+    Row(operator.getitem, {
+        "x[1]": MATRIX, "x[-1]": MATRIX, "x[1:3]": MATRIX, "x[::2]": MATRIX,
+        "x[1, :]": MATRIX, "x[:, 1:3]": MATRIX, "x[1:, ::-2]": MATRIX, "x[-1, 2]": MATRIX,
+        "x[None]": MATRIX, "x[:, np.newaxis]": MATRIX, "x[..., 0]": CUBE,
+        "x[np.array([0, 0, 1])]": MATRIX,
+        "x[[0, 0, 1]]": MATRIX, "x[[0, 0, 1], [1, 1, 2]]": MATRIX,
+        "x[x > 0]": MATRIX, "x[y > 0]": [((3, 4), (3, 4))],
+    }),
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    primitive: object
+    expr: str
+    shapes: tuple
+    domain: tuple
+
+    @property
+    def id(self) -> str:
+        shapes = ",".join("x".join(map(str, s)) or "scalar" for s in self.shapes)
+        return f"{self.expr.replace(' ', '')}|{shapes}"
+
+    @property
+    def names(self) -> tuple:
+        return INPUTS[: len(self.shapes)]
+
+    def inputs(self, dtype, scalar=np.asarray):
+        """Random inputs in the row's domain; 0-d inputs go through ``scalar``."""
+        rng = np.random.default_rng(zlib.crc32(self.id.encode()))
+        domains = self.domain if isinstance(self.domain[0], tuple) else (self.domain,) * len(self.shapes)
+        out = []
+        for shape, (low, high) in zip(self.shapes, domains):
+            value = rng.uniform(low, high, shape).astype(dtype)
+            out.append(scalar(value) if shape == () else value)
+        return out
+
+    def evaluate(self, *values):
+        return eval(self.expr, {"np": np}, dict(zip(self.names, values)))  # noqa: S307
+
+
+CASES = [Case(row.primitive, expr, tuple(shapes), row.domain)
+         for row in ROWS for expr, tries in row.cases.items() for shapes in tries]
+
+# Compiler bugs outside the rules: (expression or case id, optimize or None for both) -> reason.
+COMPILER_BUGS = {
+    ("x[[0, 0, 1]]", None): "anf rejects a list literal as an index ('tuples and lists as "
+                            "values are not supported yet')",
+    ("x[[0, 0, 1], [1, 1, 2]]", None): "anf rejects a list literal as an index ('tuples and "
+                                       "lists as values are not supported yet')",
+    ("np.tensordot(x, y, axes=([1], [0]))", None): "anf rejects lists nested in a tuple "
+                                                   "argument ('tuples and lists as values are "
+                                                   "not supported yet')",
+    ("np.tensordot(x, y, axes=([0, 2], [2, 0]))", None): "anf rejects lists nested in a tuple "
+                                                         "argument ('tuples and lists as values "
+                                                         "are not supported yet')",
+}
+
+
+def _compiled_params():
+    params = []
+    for case in CASES:
+        for optimize in (True, False):
+            reason = (COMPILER_BUGS.get((case.expr, None)) or COMPILER_BUGS.get((case.id, None))
+                      or COMPILER_BUGS.get((case.expr, optimize)) or COMPILER_BUGS.get((case.id, optimize)))
+            marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+            params.append(pytest.param(case, optimize, marks=marks,
+                                       id=f"{case.id}|{'opt' if optimize else 'noopt'}"))
+    return params
+
+
+# ---- the rule functions, without the compiler -------------------------------
+
+
+class _Index:
+    """``_I[1:, None]`` → ``(slice(1, None), None)``: an index as the rule receives it."""
+
+    def __getitem__(self, index):
+        return index
+
+
+def _collect(*args, **kwargs):
+    return args, kwargs
+
+
+def rule_arguments(expr: str) -> str:
+    """The primitive's arguments in ``expr``, as source, in the rule's calling form.
+
+    ``np.sum(x, axis=1)`` → ``x, axis=1``; ``x * y`` → ``x, y``;
+    ``x[1:, None]`` → ``x, _I[1:, None]``; ``x.reshape(4, 3)`` → ``x, (4, 3)``.
+    """
+    node = ast.parse(expr, mode="eval").body
+    src = functools.partial(ast.get_source_segment, expr)
+    if isinstance(node, ast.BinOp):
+        return f"{src(node.left)}, {src(node.right)}"
+    if isinstance(node, ast.UnaryOp):
+        return src(node.operand)
+    if isinstance(node, ast.Subscript):
+        return f"{src(node.value)}, _I[{src(node.slice)}]"
+    if isinstance(node, ast.Attribute):  # x.T
+        return src(node.value)
+    assert isinstance(node, ast.Call), expr
+    args = [src(a) for a in node.args]
+    keywords = [f"{k.arg}={src(k.value)}" for k in node.keywords]
+    func = node.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in INPUTS:
+        if func.attr in ("reshape", "transpose") and len(args) > 1:  # x.reshape(4, 3)
+            args = [f"({', '.join(args)})"]
+        args = [func.value.id] + args
+    return ", ".join(args + keywords)
+
+
+def rule_adjoints(case, ans_bar, ans, values):
+    """Call the primitive's rule function on ``values``; one adjoint per input (0 if none).
+
+    The rule returns one adjoint per differentiable parameter; each goes to
+    the input bound to that parameter (summed where an input appears twice,
+    as in ``np.concatenate((x, y, x))``).
+    """
+    rule = registry.lookup(case.primitive)
+    env = dict(zip(case.names, values), _I=_Index(), _collect=_collect)
+    args, kwargs = eval(f"_collect({rule_arguments(case.expr)})", {"np": np}, env)  # noqa: S307
+    bound = rule.signature.bind(*args, **kwargs)
+    out = rule.adjoint(ans_bar, ans, *args, **kwargs)
+    outs = out if len(rule.diff_params) > 1 else (out,)
+    assert len(outs) == len(rule.diff_params)
+    bars = [None] * len(values)
+    for param, adjoint in zip(rule.diff_params, outs):
+        if adjoint is None:
+            continue
+        arg = bound.arguments.get(param)
+        pairs = zip(arg, adjoint) if param in rule.sequence_params else [(arg, adjoint)]
+        for arg_i, adjoint_i in pairs:
+            for i, value in enumerate(values):
+                if arg_i is value:
+                    assert np.shape(adjoint_i) == np.shape(value), (param, np.shape(adjoint_i))
+                    bars[i] = adjoint_i if bars[i] is None else bars[i] + adjoint_i
+    return bars
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_rule_function(case):
+    """⟨u, J v⟩ by central differences equals ⟨Jᵀu, v⟩ from the rule; float32 stays float32."""
+    xs = case.inputs(np.float64)
+    ans = case.evaluate(*xs)
+    rng = np.random.default_rng(1)
+    u = np.asarray(rng.standard_normal(np.shape(ans)))
+    vs = [np.asarray(rng.standard_normal(np.shape(x))) for x in xs]
+    bars = rule_adjoints(case, u, ans, xs)
+    eps = 1e-6
+    plus = case.evaluate(*[x + eps * v for x, v in zip(xs, vs)])
+    minus = case.evaluate(*[x - eps * v for x, v in zip(xs, vs)])
+    u_jv = np.sum(u * (plus - minus)) / (2 * eps)
+    jtu_v = sum(np.sum(b * v) for b, v in zip(bars, vs) if b is not None)
+    assert u_jv == pytest.approx(jtu_v, rel=1e-6, abs=1e-8)
+
+    xs32 = [x.astype(np.float32) for x in xs]
+    bars32 = rule_adjoints(case, u.astype(np.float32), case.evaluate(*xs32), xs32)
+    for name, bar in zip(case.names, bars32):
+        if bar is not None:
+            assert np.asarray(bar).dtype == np.float32, f"{name}: float32 in, {np.asarray(bar).dtype} out"
+
+
+# ---- through the compiler -----------------------------------------------------
+
+
+@functools.cache
+def user_function(expr: str, names: tuple):
+    """``def f(x, y): return <expr>``, with its source where ``inspect`` finds it."""
+    source = f"def f({', '.join(names)}):\n    return {expr}\n"
+    filename = f"<test_rules: {expr}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"__name__": "test_rules_generated", "np": np}
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102
+    return namespace["f"]
+
+
+@functools.cache
+def compiled_vjp(expr: str, names: tuple, optimize: bool):
+    return srcgrad.vjp(user_function(expr, names), wrt=tuple(range(len(names))), optimize=optimize)
+
+
+@pytest.mark.parametrize("case, optimize", _compiled_params())
+def test_compiled(case, optimize):
+    """``srcgrad.vjp`` of the expression against central differences in float64; then
+    float32 in → float32 out, from the generated code itself (not only the API's cast)."""
+    f = user_function(case.expr, case.names)
+    gf = compiled_vjp(case.expr, case.names, optimize)
+    xs = case.inputs(np.float64, scalar=float)
+    value, pullback = gf(*xs)
+    np.testing.assert_allclose(value, f(*xs), rtol=1e-15)
+    u = np.random.default_rng(2).standard_normal(np.shape(value))
+    grads = pullback(u)
+    for i, (name, g) in enumerate(zip(case.names, grads)):
+        expected = numerical_grad(lambda *a: np.sum(u * f(*a)), xs, i)
+        assert np.shape(g) == np.shape(xs[i]), name
+        np.testing.assert_allclose(g, expected, rtol=1e-6, atol=1e-7, err_msg=name)
+
+    xs32 = case.inputs(np.float32, scalar=np.float32)
+    u32 = np.asarray(u, np.float32)
+    raw = gf.compiled(xs32)(*xs32)[1](u32)
+    grads32 = gf(*xs32)[1](u32)
+    for name, r, g32, g, x in zip(case.names, raw, grads32, grads, xs32):
+        assert np.asarray(r).dtype == np.float32, f"{name}: generated code gave {np.asarray(r).dtype}"
+        assert g32.dtype == np.float32 and np.shape(g32) == np.shape(x), name
+        np.testing.assert_allclose(g32, g, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+def test_every_rule_has_a_row():
+    """Adding a rule to ``srcgrad.rules`` without a row here fails this test."""
+    tested = {registry.lookup(row.primitive).adjoint for row in ROWS}
+    rules = {rule.adjoint for _, rule in registry._RULES.values()
+             if rule.adjoint is not None and rule.adjoint.__module__.startswith("srcgrad.rules.")}
+    missing = sorted(f"{fn.__module__}.{fn.__name__}" for fn in rules - tested)
+    assert not missing, f"rules with no row in ROWS: {missing}"

@@ -1,0 +1,339 @@
+"""Conventions at non-smooth and singular points, each with exact expected values.
+
+Finite differences cannot check these (the derivative does not exist there, or
+the formula divides by zero), so each test states the value the rule's
+docstring promises.  Every test runs the compiled gradient with the optimizer
+on and off; a few also call the rule function directly.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import srcgrad
+from srcgrad.rules import elementwise, linalg, operators, reductions
+
+OPTIMIZE = pytest.mark.parametrize("optimize", [True, False], ids=["opt", "noopt"])
+
+
+def grad(fn, *args, wrt=0, optimize=True):
+    """The compiled gradient; a NaN-producing or warning rule fails the test."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return srcgrad.grad(fn, wrt=wrt, optimize=optimize)(*args)
+
+
+def exact(actual, expected):
+    np.testing.assert_array_equal(actual, np.asarray(expected, dtype=np.float64))
+
+
+# ---- abs and ReLU: derivative 0 at 0 -------------------------------------------
+
+
+def sum_abs(x):
+    return np.sum(np.abs(x))
+
+
+def sum_builtin_abs(x):
+    return np.sum(abs(x))
+
+
+def sum_relu(x):
+    return np.sum(np.maximum(x, 0))
+
+
+def sum_relu_constant_first(x):
+    return np.sum(np.maximum(0.0, x))
+
+
+def sum_min_zero(x):
+    return np.sum(np.minimum(x, 0))
+
+
+@OPTIMIZE
+@pytest.mark.parametrize("fn, expected", [
+    (sum_abs, [-1, 0, 1]),
+    (sum_builtin_abs, [-1, 0, 1]),
+    (sum_relu, [0, 0, 1]),
+    (sum_relu_constant_first, [0, 0, 1]),
+    (sum_min_zero, [1, 0, 0]),
+], ids=["np.abs", "abs", "maximum(x,0)", "maximum(0,x)", "minimum(x,0)"])
+def test_kink_at_zero_has_derivative_zero(fn, expected, optimize):
+    exact(grad(fn, np.array([-2.0, 0.0, 3.0]), optimize=optimize), expected)
+
+
+def test_abs_rule_directly():
+    x = np.array([-2.0, 0.0, 3.0])
+    exact(elementwise.absolute(np.ones(3), np.abs(x), x), [-1, 0, 1])
+
+
+# ---- maximum / minimum of two differentiated arrays: ties split 0.5 / 0.5 ---------
+
+
+def sum_maximum(x, y):
+    return np.sum(np.maximum(x, y) * np.array([1.0, 2.0, 4.0]))
+
+
+def sum_minimum(x, y):
+    return np.sum(np.minimum(x, y) * np.array([1.0, 2.0, 4.0]))
+
+
+@OPTIMIZE
+@pytest.mark.parametrize("fn, expected_x, expected_y", [
+    (sum_maximum, [0.5, 2, 0], [0.5, 0, 4]),
+    (sum_minimum, [0.5, 0, 4], [0.5, 2, 0]),
+], ids=["maximum", "minimum"])
+def test_two_array_ties_split_evenly(fn, expected_x, expected_y, optimize):
+    x, y = np.array([1.0, 5.0, -1.0]), np.array([1.0, 2.0, 3.0])
+    gx, gy = grad(fn, x, y, wrt=(0, 1), optimize=optimize)
+    exact(gx, expected_x)
+    exact(gy, expected_y)
+
+
+def sum_maximum_broadcast(x, y):
+    return np.sum(np.maximum(x, y))
+
+
+@OPTIMIZE
+def test_tie_split_sums_back_over_broadcasting(optimize):
+    x, y = np.array([[1.0, 2.0], [1.0, 0.0]]), np.array([1.0, 2.0])
+    gx, gy = grad(sum_maximum_broadcast, x, y, wrt=(0, 1), optimize=optimize)
+    exact(gx, [[0.5, 0.5], [0.5, 0]])
+    exact(gy, [1.0, 1.5])
+
+
+def test_maximum_rule_directly():
+    x, y = np.array([1.0, 5.0, -1.0]), np.array([1.0, 2.0, 3.0])
+    gx, gy = elementwise.maximum(np.ones(3), np.maximum(x, y), x, y)
+    exact(gx, [0.5, 1, 0])
+    exact(gy, [0.5, 0, 1])
+
+
+# ---- clip: the gradient passes at a bound (inclusive) -----------------------------
+
+
+def sum_clip(x):
+    return np.sum(np.clip(x, -1.0, 1.0))
+
+
+def sum_clip_method(x):
+    return np.sum(x.clip(-1.0, 1.0))
+
+
+def sum_clip_arrays(x, lo, hi):
+    return np.sum(np.clip(x, lo, hi))
+
+
+@OPTIMIZE
+@pytest.mark.parametrize("fn", [sum_clip, sum_clip_method], ids=["np.clip", "x.clip"])
+def test_clip_is_inclusive_at_its_bounds(fn, optimize):
+    x = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
+    exact(grad(fn, x, optimize=optimize), [0, 1, 1, 1, 0])
+
+
+@OPTIMIZE
+def test_clip_bounds_get_the_gradient_outside(optimize):
+    x = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
+    lo, hi = np.full(5, -1.0), np.full(5, 1.0)
+    gx, glo, ghi = grad(sum_clip_arrays, x, lo, hi, wrt=(0, 1, 2), optimize=optimize)
+    exact(gx, [0, 1, 1, 1, 0])
+    exact(glo, [1, 0, 0, 0, 0])
+    exact(ghi, [0, 0, 0, 0, 1])
+
+
+# ---- powers ------------------------------------------------------------------------
+
+
+def sum_power(x, y):
+    return np.sum(x ** y)
+
+
+def sum_np_power(x, y):
+    return np.sum(np.power(x, y))
+
+
+def sum_square_op(x):
+    return np.sum(x ** 2)
+
+
+def sum_cube_op(x):
+    return np.sum(x ** 3)
+
+
+def sum_power_zero(x):
+    return np.sum(x ** 0)
+
+
+def sum_power_one(x):
+    return np.sum(x ** 1)
+
+
+def sum_np_power_two(x):
+    return np.sum(np.power(x, 2))
+
+
+@OPTIMIZE
+@pytest.mark.parametrize("fn", [sum_power, sum_np_power], ids=["**", "np.power"])
+def test_power_at_zero_base_has_no_nan(fn, optimize):
+    x, y = np.array([0.0, 0.0, 1.0, 4.0]), np.array([2.0, 3.0, 3.0, 0.5])
+    gx, gy = grad(fn, x, y, wrt=(0, 1), optimize=optimize)
+    exact(gx, [0, 0, 3, 0.25])
+    exact(gy, [0, 0, 0, np.log(4.0) * 2.0])
+
+
+@OPTIMIZE
+@pytest.mark.parametrize("fn, expected", [
+    (sum_square_op, [0, -4, 6]),
+    (sum_np_power_two, [0, -4, 6]),
+    (sum_cube_op, [0, 12, 27]),
+    (sum_power_zero, [0, 0, 0]),
+    (sum_power_one, [1, 1, 1]),
+], ids=["x**2", "np.power(x,2)", "x**3", "x**0", "x**1"])
+def test_integer_exponent_uses_n_x_to_the_n_minus_1(fn, expected, optimize):
+    """Exact at 0 and at negative bases, where a log-based formula gives NaN."""
+    exact(grad(fn, np.array([0.0, -2.0, 3.0]), optimize=optimize), expected)
+
+
+def test_power_rule_directly_at_zero():
+    x, y = np.array([0.0, 2.0]), np.array([2.0, 3.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gx, gy = operators.power(np.ones(2), x ** y, x, y)
+    exact(gx, [0, 12])
+    exact(gy, [0, 8 * np.log(2.0)])
+
+
+# ---- max / min reductions: ties split evenly ---------------------------------------
+
+
+def max_all(x):
+    return np.max(x)
+
+
+def min_all(x):
+    return np.min(x)
+
+
+def max_method(x):
+    return x.max()
+
+
+def max_rows(x):
+    return np.sum(np.max(x, axis=1) * np.array([1.0, 6.0]))
+
+
+def min_columns_keepdims(x):
+    return np.sum(np.min(x, axis=0, keepdims=True))
+
+
+@OPTIMIZE
+@pytest.mark.parametrize("fn, x, expected", [
+    (max_all, [1.0, 3.0, 3.0], [0, 0.5, 0.5]),
+    (max_method, [2.0, 2.0, 2.0, 2.0], [0.25] * 4),
+    (min_all, [1.0, 3.0, 1.0], [0.5, 0, 0.5]),
+    (max_rows, [[1.0, 4.0, 4.0], [5.0, 5.0, 5.0]], [[0, 0.5, 0.5], [2, 2, 2]]),
+    (min_columns_keepdims, [[1.0, 0.0], [1.0, 2.0]], [[0.5, 1], [0.5, 0]]),
+], ids=["max", "x.max()", "min", "max-axis1", "min-axis0-keepdims"])
+def test_max_min_ties_split_evenly(fn, x, expected, optimize):
+    exact(grad(fn, np.array(x), optimize=optimize), expected)
+
+
+# ---- prod with zeros: exact --------------------------------------------------------
+
+
+def prod_all(x):
+    return np.prod(x)
+
+
+def prod_rows(x):
+    return np.sum(np.prod(x, axis=1))
+
+
+@OPTIMIZE
+@pytest.mark.parametrize("fn, x, expected", [
+    (prod_all, [2.0, 0.0, 3.0], [0, 6, 0]),
+    (prod_all, [2.0, 0.0, 0.0], [0, 0, 0]),
+    (prod_all, [2.0, -1.0, 3.0], [-3, 6, -2]),
+    (prod_rows, [[0.0, 2.0, 5.0], [1.0, 2.0, 3.0]], [[10, 0, 0], [6, 3, 2]]),
+], ids=["one-zero", "two-zeros", "no-zero", "axis1"])
+def test_prod_is_exact_with_zeros(fn, x, expected, optimize):
+    exact(grad(fn, np.array(x), optimize=optimize), expected)
+
+
+def test_prod_rule_directly_with_a_zero():
+    x = np.array([[2.0, 0.0, 3.0], [1.0, 4.0, 0.5]])
+    ans = np.prod(x, axis=-1, keepdims=True)
+    exact(reductions.prod(np.ones((2, 1)), ans, x, axis=-1, keepdims=True), [[0, 6, 0], [2, 0.5, 4]])
+
+
+# ---- std and norm at zero: 0, never NaN ----------------------------------------------
+
+
+def std_all(x):
+    return np.std(x)
+
+
+def std_rows(x):
+    return np.sum(np.std(x, axis=1))
+
+
+def std_ddof(x):
+    return np.std(x, ddof=1)
+
+
+def norm_all(x):
+    return np.linalg.norm(x)
+
+
+def norm_rows(x):
+    return np.sum(np.linalg.norm(x, axis=1))
+
+
+@OPTIMIZE
+@pytest.mark.parametrize("fn, x, expected", [
+    (std_all, [[2.0, 2.0], [2.0, 2.0]], [[0, 0], [0, 0]]),
+    (std_ddof, [[2.0, 2.0], [2.0, 2.0]], [[0, 0], [0, 0]]),
+    (std_rows, [[2.0, 2.0], [1.0, 3.0]], [[0, 0], [-0.5, 0.5]]),
+    (norm_all, [[0.0, 0.0], [0.0, 0.0]], [[0, 0], [0, 0]]),
+    (norm_rows, [[0.0, 0.0], [3.0, 4.0]], [[0, 0], [0.6, 0.8]]),
+], ids=["std", "std-ddof1", "std-axis1", "norm", "norm-axis1"])
+def test_zero_spread_and_zero_norm_give_zero(fn, x, expected, optimize):
+    exact(grad(fn, np.array(x), optimize=optimize), expected)
+
+
+def test_norm_and_std_rules_directly_at_zero():
+    x = np.zeros((2, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        exact(linalg.norm(1.0, 0.0, x), np.zeros((2, 3)))
+        exact(reductions.std(np.ones(2), np.zeros(2), x, axis=1), np.zeros((2, 3)))
+
+
+# ---- repeated indices accumulate ---------------------------------------------------
+
+
+def gather_repeated(x):
+    return np.sum(x[np.array([0, 0, 2, 0])] * np.array([1.0, 2.0, 3.0, 4.0]))
+
+
+def gather_repeated_list(x):
+    return np.sum(x[[0, 0, 1]])
+
+
+def gather_rows_repeated(x):
+    return np.sum(x[np.array([1, 1])])
+
+
+@OPTIMIZE
+def test_repeated_integer_indices_accumulate(optimize):
+    exact(grad(gather_repeated, np.array([5.0, 6.0, 7.0]), optimize=optimize), [7, 0, 3])
+    exact(grad(gather_rows_repeated, np.ones((3, 2)), optimize=optimize), [[0, 0], [2, 2], [0, 0]])
+
+
+@OPTIMIZE
+@pytest.mark.xfail(reason="compiler: anf rejects a list literal as an index (`x[[0, 0, 1]]`): "
+                          "'tuples and lists as values are not supported yet'", strict=True)
+def test_repeated_indices_in_a_list_literal_accumulate(optimize):
+    exact(grad(gather_repeated_list, np.array([5.0, 6.0, 7.0]), optimize=optimize), [2, 1, 0])
