@@ -45,6 +45,14 @@ def infer(body, param_ranks: dict) -> dict:
     return env
 
 
+def _partial_static(atom):
+    """A compile-time value; a tuple keeps its length even if some elements are
+    only known at run time (``(n, 3)`` has two dimensions whatever ``n`` is)."""
+    if isinstance(atom, gast.Tuple):
+        return tuple(static_value(e) for e in atom.elts)
+    return static_value(atom)
+
+
 def _rank(stmt, env):
     value, kind = stmt.value, anno.get(stmt, "kind")
     if kind == "copy":
@@ -55,7 +63,8 @@ def _rank(stmt, env):
         ndims = {p: rank_of(a, env) for p, a in bound.items()
                  if isinstance(a, gast.Name) or (isinstance(a, gast.Constant)
                                                  and isinstance(a.value, (int, float)))}
-        statics = {p: v for p, a in bound.items() if (v := static_value(a)) is not UNKNOWN}
+        statics = {p: _partial_static(a) for p, a in bound.items()}
+        statics = {p: v for p, v in statics.items() if v is not UNKNOWN}
         return rule.ndim(ndims, statics)
     if isinstance(value, gast.Compare):
         operands = [value.left] + value.comparators

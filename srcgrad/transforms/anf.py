@@ -435,8 +435,12 @@ class _Lowering:
 
     def _resolved_atom(self, node):
         value = anno.get(node, "resolved")
+        if isinstance(node, gast.Name):
+            # A global or closure variable is read afresh on every call (it may be
+            # rebound between calls), so its compile-time value is not a constant.
+            return nodes.name(node.id)
         if is_literal(value):
-            return literal(value)
+            return literal(value)  # a module's constant: np.pi, np.newaxis
         spelled = self.backend.spelling(value) if registry.is_numpy(value) else None
         atom = nodes.dotted(spelled) if spelled else nodes.copy(node)
         anno.set(atom, "resolved", value)
