@@ -7,6 +7,7 @@ their arguments are known at compile time (``einsum`` subscripts, axes).
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
 
@@ -302,3 +303,54 @@ def check_scalar_output(value, where: str):
 def zip_length(*sequences) -> int:
     """How many items ``zip(*sequences)`` yields: the shortest length."""
     return min(len(s) for s in sequences)
+
+
+_VJPS: dict = {}
+
+
+def vjp_call(fn, wrt, *args, **kwargs):
+    """Call ``fn(*args, **kwargs)`` and return ``(value, pullback)``.
+
+    How generated code calls the user's own functions (and callables known only
+    at run time).  ``wrt`` lists the positions/keywords of the arguments that
+    need adjoints; ``pullback(value_bar)`` returns their adjoints (one value
+    for one argument, else a tuple).  A function or method is differentiated
+    by srcgrad itself (compiled on first use, cached); a primitive with a
+    derivative rule is applied through the rule.
+    """
+    from .rules import registry  # here, not at import: the rules import this module
+
+    receiver = ()
+    if isinstance(fn, types.MethodType):
+        fn, receiver = fn.__func__, (fn.__self__,)
+    elif not isinstance(fn, types.FunctionType) and isinstance(getattr(type(fn), "__call__", None),
+                                                               types.FunctionType):
+        fn, receiver = type(fn).__call__, (fn,)
+    rule = registry.lookup(fn)
+    if rule is not None and rule.differentiable:
+        return _rule_vjp(rule, fn, wrt, args, kwargs)
+    names = tuple(w + len(receiver) if isinstance(w, int) else w for w in wrt)
+    key = (fn, names)
+    transformed = _VJPS.get(key)
+    if transformed is None:
+        from .api import GradientFunction
+
+        transformed = _VJPS[key] = GradientFunction(fn, "vjp", names if len(names) > 1 else names[0])
+    return transformed(*receiver, *args, **kwargs)
+
+
+def _rule_vjp(rule, fn, wrt, args, kwargs):
+    value = fn(*args, **kwargs)
+    bound = rule.signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    params = list(rule.signature.parameters)
+    wanted = [params[w] if isinstance(w, int) else w for w in wrt]
+
+    def pullback(value_bar):
+        adjoints = rule.adjoint(value_bar, value, **bound.arguments)
+        adjoints = adjoints if len(rule.diff_params) > 1 else (adjoints,)
+        by_name = dict(zip(rule.diff_params, adjoints))
+        out = tuple(0.0 if by_name.get(n) is None else by_name[n] for n in wanted)
+        return out if len(out) > 1 else out[0]
+
+    return value, pullback

@@ -35,11 +35,17 @@ def no_rule(x):
     return np.sum(np.sinc(x))
 
 
-def user_function_call(x):
-    return np.sum(helper(x))
+def calls_c_function(x):
+    return np.sum(math.erf(x))
 
 
-def helper(x):
+def calls_helper_with_a_break(x):
+    return np.sum(helper_with_a_break(x))
+
+
+def helper_with_a_break(x):
+    for i in range(3):
+        break
     return x * 2
 
 
@@ -64,15 +70,17 @@ def _message(excinfo):
 @pytest.mark.parametrize("fn, kind, marker, advice", [
     (with_break, srcgrad.UnsupportedSyntaxError, " break", "flag"),
     (no_rule, srcgrad.NoDerivativeRuleError, "np.sinc(x)", "@srcgrad.defadjoint(sinc)"),
-    (user_function_call, srcgrad.NoDerivativeRuleError, "helper(x)", "inline its body"),
+    (calls_c_function, srcgrad.NoDerivativeRuleError, "math.erf(x)", "@srcgrad.defadjoint(erf)"),
+    (calls_helper_with_a_break, srcgrad.UnsupportedSyntaxError, "        break", "flag"),
     (subscript_assignment, srcgrad.UnsupportedSyntaxError, "y[0] = 0", "y[i] = ..."),
     (non_scalar, srcgrad.NonScalarOutputError, "return x * 2", "srcgrad.vjp"),
 ], ids=lambda v: getattr(v, "__name__", None))
 def test_error_names_file_line_caret_and_advice(fn, kind, marker, advice):
     with pytest.raises(kind) as excinfo:
-        srcgrad.grad(fn)(np.ones(3))
+        srcgrad.grad(fn)(np.ones(3) if fn is not calls_c_function else 0.5)
     message = _message(excinfo)
-    line = _line_of(fn, marker)
+    located = helper_with_a_break if fn is calls_helper_with_a_break else fn
+    line = _line_of(located, marker)
     first, shown, caret = message.splitlines()[:3]
     assert first.startswith(f"{__file__}:{line}:")
     assert shown.strip() == marker.strip() or marker in shown

@@ -65,13 +65,18 @@ class Row:
 def _reduction(name, domain=REAL):
     """A reduction with ``axis`` (int, negative, tuple) and ``keepdims`` on a 3-d input."""
     return Row(getattr(np, name), {
-        f"np.{name}(x)": CUBE + [((5,),)],
+        f"np.{name}(x)": CUBE + [((5,),), ((),)],
+        f"np.{name}(x, 1)": CUBE,
+        f"np.{name}(x, axis=None)": CUBE,
         f"np.{name}(x, axis=0)": CUBE,
         f"np.{name}(x, axis=-1)": CUBE,
         f"np.{name}(x, axis=1, keepdims=True)": CUBE,
         f"np.{name}(x, axis=(0, -1))": CUBE,
         f"np.{name}(x, axis=(0, 2), keepdims=True)": CUBE,
         f"np.{name}(x, keepdims=True)": CUBE,
+        f"x.{name}()": CUBE,
+        f"x.{name}(1)": CUBE,
+        f"x.{name}(axis=(0, -1), keepdims=True)": CUBE,
     }, domain)
 
 
@@ -122,6 +127,7 @@ ROWS = [
                    "np.where(x > 0, 1.0, x)": UNARY}),
     Row(np.clip, {"np.clip(x, -0.5, 0.5)": UNARY, "np.clip(x, None, 0.5)": UNARY,
                   "np.clip(x, -0.5, None)": UNARY, "x.clip(-0.5, 0.5)": MATRIX,
+                  "np.clip(x, a_min=-0.5, a_max=0.5)": UNARY,
                   "np.clip(x, y, z)": [((3, 4), (4,), (3, 1)), ((3, 4), (), ())]},
         (REAL, (-1.5, -0.2), (0.2, 1.5))),
     # ---- reductions --------------------------------------------------------
@@ -132,9 +138,7 @@ ROWS = [
     _reduction("prod", (0.5, 1.5)),
     _reduction("var"),
     _reduction("std"),
-    Row(np.sum, {"x.sum()": MATRIX, "x.sum(axis=-1)": MATRIX}),
-    Row(np.mean, {"x.mean(axis=1)": MATRIX, "x.mean()": MATRIX}),
-    Row(np.max, {"x.max()": MATRIX, "x.max(axis=0, keepdims=True)": MATRIX}),
+    Row(np.mean, {"x.mean(axis=1)": MATRIX}),
     Row(np.var, {"np.var(x, axis=1, ddof=1)": MATRIX}),
     Row(np.std, {"np.std(x, ddof=1)": MATRIX}),
     # ---- linear algebra ----------------------------------------------------
@@ -169,14 +173,15 @@ ROWS = [
         "np.linalg.norm(x, ord=1)": [((5,),)],
         "np.linalg.norm(x, ord=np.inf)": [((5,),)],
         "np.linalg.norm(x, ord=2, axis=0)": MATRIX,
+        "np.linalg.norm(x, axis=(0, 1))": MATRIX,
     }),
     Row(np.transpose, {"np.transpose(x)": MATRIX + CUBE, "np.transpose(x, (1, 0, 2))": CUBE,
-                       "np.transpose(x, (2, 0, 1))": CUBE, "x.T": MATRIX,
-                       "x.transpose(1, 2, 0)": CUBE}),
+                       "np.transpose(x, (2, 0, 1))": CUBE, "x.T": MATRIX + CUBE + [((4,),)],
+                       "x.transpose(1, 2, 0)": CUBE, "np.transpose(x, axes=(1, 0))": MATRIX}),
     # ---- shapes and indexing -----------------------------------------------
     Row(np.reshape, {"np.reshape(x, (4, 3))": MATRIX, "np.reshape(x, (2, -1, 2))": MATRIX,
                      "np.reshape(x, -1)": MATRIX, "x.reshape(4, 3)": MATRIX,
-                     "x.reshape((2, 6))": MATRIX}),
+                     "x.reshape((2, 6))": MATRIX, "np.reshape(x, shape=(4, 3))": MATRIX}),
     Row(np.ravel, {"np.ravel(x)": MATRIX + CUBE, "x.ravel()": MATRIX, "x.flatten()": MATRIX}),
     Row(np.expand_dims, {"np.expand_dims(x, 0)": MATRIX, "np.expand_dims(x, -1)": MATRIX,
                          "np.expand_dims(x, (0, 2))": MATRIX}),
@@ -189,12 +194,15 @@ ROWS = [
         "np.concatenate([x, y], axis=-1)": [((3, 2), (3, 4))],
         "np.concatenate((x, y, x), axis=0)": [((2, 4), (3, 4))],
         "np.concatenate([x, y], axis=None)": [((2, 4), (3,))],
+        "np.concatenate([x, y], 1)": [((3, 2), (3, 4))],
+        "np.concatenate([x, np.zeros((1, 4)), y])": [((2, 4), (3, 4))],
     }),
     Row(np.stack, {
         "np.stack([x, y])": [((3, 4), (3, 4))],
         "np.stack([x, y], axis=1)": [((3, 4), (3, 4))],
         "np.stack([x, y], axis=-1)": [((3, 4), (3, 4))],
         "np.stack((x, y, x))": [((3, 4), (3, 4))],
+        "np.stack([x, np.ones((3, 4)), y], axis=1)": [((3, 4), (3, 4))],
     }),
     Row(np.copy, {"np.copy(x)": UNARY, "x.copy()": MATRIX, "np.asarray(x)": UNARY}),
     Row(operator.getitem, {
@@ -386,7 +394,10 @@ def test_compiled(case, optimize):
     f = user_function(case.expr, case.names)
     gf = compiled_vjp(case.expr, case.names, optimize)
     xs = case.inputs(np.float64, scalar=float)
-    value, pullback = gf(*xs)
+    try:
+        value, pullback = gf(*xs)
+    except srcgrad.SrcgradError as exc:  # the compiler's own message says it all
+        pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
     np.testing.assert_allclose(value, f(*xs), rtol=1e-15)
     u = np.random.default_rng(2).standard_normal(np.shape(value))
     grads = pullback(u)

@@ -138,6 +138,25 @@ def test_comparisons_are_constants(fn, expected_x, expected_y, optimize):
     np.testing.assert_array_equal(gy, expected_y(X, y))
 
 
+def negative_literal_squared(x):
+    return np.sum((-3.0) ** 2 * x)
+
+
+def negative_literal_base(x):
+    return np.sum((-2.0) ** x)
+
+
+@OPTIMIZE
+@pytest.mark.xfail(reason="compiler (anf + emit): `(-3.0) ** 2` is folded to the constant -3.0 "
+                          "and unparsed as `-3.0 ** 2`, which Python reads as -(3.0 ** 2)",
+                   strict=True)
+def test_negative_literal_base_keeps_its_parentheses(optimize):
+    np.testing.assert_array_equal(srcgrad.grad(negative_literal_squared, optimize=optimize)(X), 9.0)
+    x = np.array([1.0, 2.0, 3.0])
+    value, g = srcgrad.value_and_grad(negative_literal_base, optimize=optimize)(x)
+    assert value == -6.0  # (-2) + 4 + (-8)
+
+
 # ---- random draws inside the function -----------------------------------------------
 
 RNG = np.random.default_rng(0)

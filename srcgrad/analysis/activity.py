@@ -44,6 +44,9 @@ def derivative_inputs(stmt) -> list[str]:
         return names
     if kind == "unknown":
         return nodes.loaded_names(stmt.value)
+    if kind == "call":
+        names = [n for a in anno.get(stmt, "args") for n in nodes.loaded_names(a)]
+        return names + [n for a in anno.get(stmt, "kwargs").values() for n in nodes.loaded_names(a)]
     return []
 
 

@@ -29,6 +29,7 @@ Before/after::
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import operator
 
 import gast
@@ -475,6 +476,8 @@ class _Lowering:
             callee = anno.get(func, "resolved")
             args = [self._argument(a) for a in node.args]
             kwargs = {k.arg: self._argument(k.value) for k in node.keywords}
+            if registry.lookup(callee) is None and _is_user_code(callee):
+                return self._user_call(nodes.copy(func), args, kwargs, node, **emit)
             spelled = self.backend.spelling(callee) if registry.is_numpy(callee) else None
             func_node = nodes.dotted(spelled) if spelled else nodes.copy(func)
             return self._apply(callee, None, args, kwargs, node, func_node=func_node, **emit)
@@ -487,12 +490,20 @@ class _Lowering:
             prim = _METHODS[func.attr]
             func_node = nodes.dotted(self.backend.spelling(prim))
             return self._apply(prim, None, [receiver] + args, kwargs, node, func_node=func_node, **emit)
+        # Known only at run time: a function passed in, a method of an object.
         if isinstance(func, gast.Attribute):
-            raise errors.at(node, f"cannot differentiate the method call `.{func.attr}(...)` yet",
-                            "call a NumPy function instead (np.sum(x) rather than x.sum()), "
-                            "or a module-level function")
-        raise errors.at(node, f"cannot resolve the function `{nodes.to_source(func)}` at compile time",
-                        "call a module-level function or a NumPy function by name")
+            callee = gast.Attribute(value=self._lower(func.value), attr=func.attr, ctx=gast.Load())
+        else:
+            callee = self._lower(func)
+        args = [self._argument(a) for a in node.args]
+        kwargs = {k.arg: self._argument(k.value) for k in node.keywords}
+        return self._user_call(callee, args, kwargs, node, **emit)
+
+    def _user_call(self, callee, args, kwargs, node, **emit):
+        """A call to the user's own code: differentiated through its own vjp at run time."""
+        value = nodes.call(callee, [nodes.copy(a) for a in args],
+                           [(k, nodes.copy(v)) for k, v in kwargs.items()])
+        return self._emit(value, kind="call", args=args, kwargs=kwargs, impure=True, **emit)
 
     def _apply(self, prim, value, args, kwargs, node, func_node=None, **emit):
         """Emit a primitive application, binding its arguments to the rule's parameters."""
@@ -520,6 +531,13 @@ class _Lowering:
                                 "assign the result to a name instead")
         arguments = {k: _as_node(v) for k, v in arguments.items()}
         return self._emit(value, kind="op", rule=rule, bound=arguments, **emit)
+
+
+def _is_user_code(obj) -> bool:
+    """A Python function or method that srcgrad can read and differentiate."""
+    return inspect.isfunction(obj) or inspect.ismethod(obj) or (
+        callable(obj) and not isinstance(obj, type) and not registry.is_numpy(obj)
+        and inspect.isfunction(getattr(type(obj), "__call__", None)))
 
 
 def _as_node(value):

@@ -270,36 +270,13 @@ def prune_saves(forward, backward) -> tuple[list, list, bool]:
     """Save on a stack only what the (optimized) backward sweep reads.
 
     A name popped at the top of a backward block (a loop body or a branch) is
-    needed if the rest of that block reads it, or if anything outside the
-    block does (a carried name must get back its value from before the loop).
+    needed if the rest of that block reads it, or if backward code that runs
+    after the block does (a carried name must get back its value from before
+    the forward loop).
     """
-    changed = False
     pushes = {anno.get(s, "save_id"): s for s in nodes.statements(forward)
               if isinstance(s, gast.Expr) and anno.has(s, "save_id")}
-    for owner in list(nodes.statements(backward)):
-        for field in ("body", "orelse"):
-            block = getattr(owner, field, None)
-            if not block or not anno.has(block[0], "save_id"):
-                continue
-            pop = block[0]
-            inside = {id(n) for s in block for n in gast.walk(s)}
-            later = {n for s in block[1:] for n in nodes.loaded_names(s)}
-            outside = {n.id for top in backward for n in gast.walk(top)
-                       if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load) and id(n) not in inside}
-            names = [t.id for t in _elements(pop.targets[0])]
-            keep = [n for n in names if n in later or n in outside]
-            if keep == names:
-                continue
-            changed = True
-            push = pushes[anno.get(pop, "save_id")]
-            if not keep:
-                setattr(owner, field, block[1:] or ([gast.Pass()] if field == "body" else []))
-                push.value = None  # removed below
-                continue
-            many = len(keep) > 1
-            pop.targets = [nodes.tuple_([nodes.name(n, "store") for n in keep], "store") if many
-                           else nodes.name(keep[0], "store")]
-            push.value.args = [nodes.tuple_([nodes.name(n) for n in keep]) if many else nodes.name(keep[0])]
+    changed = _prune_block(backward, set(), pushes)
     if changed:
         doomed = {id(s) for s in pushes.values() if s.value is None}
         forward = _remove(forward, doomed)
@@ -308,6 +285,48 @@ def prune_saves(forward, backward) -> tuple[list, list, bool]:
         forward = _remove(forward, {id(s) for s in nodes.statements(forward)
                                     if anno.has(s, "stack") and anno.get(s, "stack") not in used})
     return forward, backward, changed
+
+
+def _loads(stmts) -> set:
+    return {n for s in stmts for n in nodes.loaded_names(s)}
+
+
+def _prune_block(block, after, pushes) -> bool:
+    """``after``: names read by backward code that runs once ``block`` is done."""
+    changed = False
+    for i, stmt in enumerate(block):
+        later = _loads(block[i + 1:]) | after
+        if isinstance(stmt, (gast.For, gast.While)):
+            later = later | _loads(stmt.body)  # and by the next iteration
+        for field in ("body", "orelse"):
+            inner = getattr(stmt, field, None)
+            if not inner:
+                continue
+            if anno.has(inner[0], "save_id"):
+                changed |= _prune_pop(stmt, field, later, pushes)
+                inner = getattr(stmt, field)
+            changed |= _prune_block(inner, later, pushes)
+    return changed
+
+
+def _prune_pop(owner, field, after, pushes) -> bool:
+    block = getattr(owner, field)
+    pop = block[0]
+    needed = _loads(block[1:]) | after
+    names = [t.id for t in _elements(pop.targets[0])]
+    keep = [n for n in names if n in needed]
+    if keep == names:
+        return False
+    push = pushes[anno.get(pop, "save_id")]
+    if not keep:
+        setattr(owner, field, block[1:] or ([gast.Pass()] if field == "body" else []))
+        push.value = None  # removed by the caller
+        return True
+    many = len(keep) > 1
+    pop.targets = [nodes.tuple_([nodes.name(n, "store") for n in keep], "store") if many
+                   else nodes.name(keep[0], "store")]
+    push.value.args = [nodes.tuple_([nodes.name(n) for n in keep]) if many else nodes.name(keep[0])]
+    return True
 
 
 def transform(forward, backward, live_out, primal_of):

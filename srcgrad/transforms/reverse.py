@@ -268,9 +268,43 @@ class _Reverse:
             if self._active_name(stmt.value):
                 self._accumulate(stmt.value.id, g)
             return
+        if kind == "call":
+            self._call_adjoint(stmt, target, g)
+            return
         if kind != "op":
             return
         self._rule_adjoint(stmt, target, g)
+
+    def _call_adjoint(self, stmt, target, g):
+        """``y = f(a, b)`` → forward ``y, y_pullback = rt.vjp_call(f, (0, 1), a, b)``,
+        backward ``a_bar, b_bar = y_pullback(y_bar)``: the callee's own reverse mode,
+        compiled when first called (so recursion and run-time targets work)."""
+        args, kwargs = anno.get(stmt, "args"), anno.get(stmt, "kwargs")
+        wrt = [(i, a) for i, a in enumerate(args) if self._active_name(a)]
+        wrt += [(k, a) for k, a in kwargs.items() if self._active_name(a)]
+        if not wrt:
+            return
+        pullback = self.core.fresh(f"{target}_pullback")
+        call = stmt.value
+        stmt.targets = [nodes.tuple_([nodes.name(target, "store"), nodes.name(pullback, "store")], "store")]
+        stmt.value = nodes.call("rt.vjp_call", [call.func, nodes.tuple_([nodes.const(w) for w, _ in wrt])]
+                                + call.args, [(k.arg, k.value) for k in call.keywords])
+        outputs, later, claimed = [], [], set()
+        for _, atom in wrt:
+            var = atom.id
+            if var not in self.defined and var not in claimed:
+                claimed.add(var)
+                outputs.append(self._bar_name(var))
+            else:
+                temp = self.core.fresh()
+                outputs.append(temp)
+                later.append((var, temp))
+        targets = nodes.tuple_([nodes.name(o, "store") for o in outputs], "store") if len(outputs) > 1 \
+            else nodes.name(outputs[0], "store")
+        self._append(nodes.assign(targets, nodes.call(nodes.name(pullback), [g])), self.group)
+        self.defined |= claimed
+        for var, temp in later:
+            self._accumulate(var, nodes.name(temp))
 
     def _rule_adjoint(self, stmt, target, g):
         rule, bound = anno.get(stmt, "rule"), anno.get(stmt, "bound")
@@ -342,13 +376,8 @@ class _Reverse:
         label = getattr(callee, "__qualname__", None) or repr(callee)
         module = getattr(callee, "__module__", None)
         full = f"{module}.{label}" if module else label
-        if inspect.isfunction(callee) and not module.startswith("numpy"):
-            advice = ("srcgrad does not yet differentiate through calls to your own functions: "
-                      "inline its body here, or give it a rule with "
-                      f"@srcgrad.defadjoint({label})")
-        else:
-            advice = (f"register one: @srcgrad.defadjoint({label}) on a function "
-                      "`def rule(ans_bar, ans, <its parameters>): return <adjoint>`")
+        advice = (f"register one: @srcgrad.defadjoint({label}) on a function "
+                  "`def rule(ans_bar, ans, <its parameters>): return <adjoint>`")
         return errors.at(stmt.value, f"no derivative rule for `{full}`", advice,
                          kind=errors.NoDerivativeRuleError)
 
