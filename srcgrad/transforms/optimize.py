@@ -37,8 +37,9 @@ def _dotted(node):
 
 def _mutated(stmt):
     """The name a statement writes into in place, or None."""
-    if isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Subscript):
-        base = stmt.targets[0].value
+    target = stmt.targets[0] if isinstance(stmt, gast.Assign) else getattr(stmt, "target", None)
+    if isinstance(stmt, (gast.Assign, gast.AugAssign)) and isinstance(target, gast.Subscript):
+        base = target.value
         return base.id if isinstance(base, gast.Name) else None
     if isinstance(stmt, gast.Expr) and isinstance(stmt.value, gast.Call):
         call = stmt.value
@@ -252,6 +253,63 @@ def fold_scalar_fills(forward, backward, primal_of) -> bool:
     return changed
 
 
+def _owned_accumulators(backward) -> set:
+    """Adjoints we may update in place: every assignment to them is ``np.zeros_like``
+    or ``v = v + e`` (so each value is a fresh array), and no other name is bound
+    to them (so nothing else sees the update)."""
+    kinds, aliased = {}, set()
+    for stmt in nodes.statements(backward):
+        t = _defined(stmt)
+        if t is not None:
+            v = stmt.value
+            fresh = isinstance(v, gast.Call) and _dotted(v.func) == ("np", "zeros_like")
+            accumulating = isinstance(v, gast.BinOp) and isinstance(v.op, gast.Add) \
+                and isinstance(v.left, gast.Name) and v.left.id == t
+            kinds[t] = kinds.get(t, True) and (fresh or accumulating)
+            if isinstance(v, gast.Name):
+                aliased.add(v.id)
+        elif isinstance(stmt, gast.Assign):
+            kinds.update({n: False for n in nodes.assigned_names(stmt)})
+    return {t for t, ok in kinds.items() if ok} - aliased
+
+
+def accumulate_in_place(backward) -> bool:
+    """``t = np.zeros_like(x); t[i] = g; x_bar = x_bar + t``  →  ``x_bar[i] += g``.
+
+    The adjoint of reading ``x[i]`` is a scatter into zeros; adding that to an
+    accumulator we own is done in place, as a person would write it, instead
+    of allocating a full-size array per read (per iteration, in a loop).
+    """
+    owned = _owned_accumulators(backward)
+    loads = {}
+    for n in nodes.loaded_names(nodes.module(backward)):
+        loads[n] = loads.get(n, 0) + 1
+    changed = False
+    for block in _blocks(backward):
+        i = 0
+        while i + 2 < len(block):
+            first, scatter, add = block[i: i + 3]
+            temp = _defined(first)
+            if (temp and isinstance(first.value, gast.Call) and _dotted(first.value.func) == ("np", "zeros_like")
+                    and _mutated(scatter) == temp and loads.get(temp) == 2
+                    and _defined(add) in owned and isinstance(add.value, gast.BinOp)
+                    and isinstance(add.value.op, gast.Add) and isinstance(add.value.right, gast.Name)
+                    and add.value.right.id == temp):
+                acc = _defined(add)
+                if isinstance(scatter, gast.Assign):  # basic index: no repeats
+                    target = gast.Subscript(value=nodes.name(acc), slice=scatter.targets[0].slice,
+                                            ctx=gast.Store())
+                    new = gast.AugAssign(target=target, op=gast.Add(), value=scatter.value)
+                else:  # np.add.at(temp, index, g)
+                    scatter.value.args[0] = nodes.name(acc)
+                    new = scatter
+                anno.inherit(new, add)
+                block[i: i + 3] = [new]
+                changed = True
+            i += 1
+    return changed
+
+
 def _blocks(stmts):
     """Every statement list in a tree: the top one and each body and else block."""
     yield stmts
@@ -340,6 +398,7 @@ def transform(forward, backward, live_out, primal_of):
         changed = forward_shapes(forward, backward, primal_of)
         changed = fold_scalar_fills(forward, backward, primal_of) or changed
         backward, c1 = propagate_copies(backward)
+        changed = accumulate_in_place(backward) or changed
         forward, backward, c3 = prune_saves(forward, backward)
         changed = changed or c3
         backward, live = _dce_block(backward, live_out)
