@@ -115,9 +115,20 @@ def with_store_ctx(node):
     return node
 
 
+class _SignedLiterals(ast.NodeTransformer):
+    """``-3.0`` as ``-(3.0)``: ``ast.unparse`` parenthesises a unary minus where
+    precedence needs it (``(-3.0) ** 2``) but never a negative constant."""
+
+    def visit_Constant(self, node):
+        value = node.value
+        if type(value) in (int, float) and (value < 0 or (value == 0 and str(value).startswith("-"))):
+            return ast.UnaryOp(op=ast.USub(), operand=ast.Constant(value=-value))
+        return node
+
+
 def to_source(node) -> str:
     """Python source of a gast node (via the stdlib's ``ast.unparse``)."""
-    tree = gast.gast_to_ast(node)
+    tree = _SignedLiterals().visit(gast.gast_to_ast(node))
     ast.fix_missing_locations(tree)
     return ast.unparse(tree)
 

@@ -147,13 +147,10 @@ def negative_literal_base(x):
 
 
 @OPTIMIZE
-@pytest.mark.xfail(reason="compiler (anf + emit): `(-3.0) ** 2` is folded to the constant -3.0 "
-                          "and unparsed as `-3.0 ** 2`, which Python reads as -(3.0 ** 2)",
-                   strict=True)
 def test_negative_literal_base_keeps_its_parentheses(optimize):
     np.testing.assert_array_equal(srcgrad.grad(negative_literal_squared, optimize=optimize)(X), 9.0)
     x = np.array([1.0, 2.0, 3.0])
-    value, g = srcgrad.value_and_grad(negative_literal_base, optimize=optimize)(x)
+    value, _ = srcgrad.value_and_grad(negative_literal_base, optimize=optimize)(x)
     assert value == -6.0  # (-2) + 4 + (-8)
 
 
@@ -242,22 +239,6 @@ def sum_copy(x, y):
 SHAPES = {"3x4,4": ((3, 4), (4,)), "3x1,1x4": ((3, 1), (1, 4)), "scalar,3x4": ((), (3, 4)),
           "3x4,scalar": ((3, 4), ())}
 
-_COPY_BUG = ("compiler (optimize.propagate_copies): when a rule's adjoint is a plain copy of "
-             "the incoming adjoint (unbroadcast dropped, or `e * 1` simplified), the copy "
-             "`x_bar = _t1_bar` of a returned gradient is propagated away and x_bar is never "
-             "defined: NameError")
-
-# (function, shapes or None for all) -> reason, for optimize=True only; the
-# unoptimized code is right.
-_OPTIMIZER_BUGS = {
-    ("sum_add", "scalar,3x4"): _COPY_BUG,
-    ("sum_add", "3x4,scalar"): _COPY_BUG,
-    ("sum_sub", "3x4,scalar"): _COPY_BUG,
-    ("sum_square_diff", "3x4,scalar"): _COPY_BUG,
-    ("sum_plus_one", None): _COPY_BUG,
-    ("sum_times_one", None): _COPY_BUG,
-    ("sum_copy", None): _COPY_BUG,
-}
 
 
 def _reduction_params():
@@ -266,10 +247,7 @@ def _reduction_params():
                sum_copy):
         for shapes_id, shapes in SHAPES.items():
             for optimize in (True, False):
-                reason = optimize and (_OPTIMIZER_BUGS.get((fn.__name__, shapes_id))
-                                       or _OPTIMIZER_BUGS.get((fn.__name__, None)))
-                marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
-                params.append(pytest.param(fn, shapes, optimize, marks=marks,
+                params.append(pytest.param(fn, shapes, optimize,
                                            id=f"{fn.__name__}|{shapes_id}|{'opt' if optimize else 'noopt'}"))
     return params
 

@@ -318,6 +318,10 @@ def gather_repeated(x):
     return np.sum(x[np.array([0, 0, 2, 0])] * np.array([1.0, 2.0, 3.0, 4.0]))
 
 
+def gather_several_times(x):
+    return np.sum(x[np.array([0, 0, 2])]) + np.sum(x[np.array([0, 1])]) * 2.0 + x[0] + x[-1]
+
+
 def gather_repeated_list(x):
     return np.sum(x[[0, 0, 1]])
 
@@ -330,10 +334,9 @@ def gather_rows_repeated(x):
 def test_repeated_integer_indices_accumulate(optimize):
     exact(grad(gather_repeated, np.array([5.0, 6.0, 7.0]), optimize=optimize), [7, 0, 3])
     exact(grad(gather_rows_repeated, np.ones((3, 2)), optimize=optimize), [[0, 0], [2, 2], [0, 0]])
+    exact(grad(gather_several_times, np.array([5.0, 6.0, 7.0]), optimize=optimize), [5, 2, 2])
 
 
 @OPTIMIZE
-@pytest.mark.xfail(reason="compiler: anf rejects a list literal as an index (`x[[0, 0, 1]]`): "
-                          "'tuples and lists as values are not supported yet'", strict=True)
 def test_repeated_indices_in_a_list_literal_accumulate(optimize):
     exact(grad(gather_repeated_list, np.array([5.0, 6.0, 7.0]), optimize=optimize), [2, 1, 0])

@@ -449,7 +449,7 @@ class _Lowering:
 
     def _argument(self, node):
         if isinstance(node, (gast.Tuple, gast.List)):
-            elts = [self._lower(e) for e in node.elts]
+            elts = [self._argument(e) for e in node.elts]
             return (gast.Tuple if isinstance(node, gast.Tuple) else gast.List)(elts=elts, ctx=gast.Load())
         return self._lower(node)
 
@@ -459,6 +459,8 @@ class _Lowering:
             return gast.Slice(lower=parts[0], upper=parts[1], step=parts[2])
         if isinstance(node, gast.Tuple):
             return nodes.tuple_([self._index(e) for e in node.elts])
+        if isinstance(node, gast.List):
+            return self._argument(node)  # x[[0, 0, 1]]: an integer-array index
         return self._lower(node)
 
     def _attribute(self, node, **emit):

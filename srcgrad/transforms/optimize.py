@@ -130,30 +130,33 @@ def _remove(stmts, doomed) -> list:
     return out
 
 
-def propagate_copies(stmts) -> tuple[list, bool]:
-    """Replace ``a`` by ``b`` after ``a = b`` when both are assigned once and never mutated."""
+def propagate_copies(stmts, keep=()) -> tuple[list, bool]:
+    """After ``a = b``, with both assigned once and never mutated, use one name.
+
+    The name kept is the readable one: a temporary ``_t1_bar`` gives way to
+    ``x_bar``, and so does any name in ``keep`` (the adjoints the function returns).
+    """
     assigned, mutated = {}, set()
     for stmt in nodes.statements(stmts):
         for t in nodes.assigned_names(stmt):
             assigned[t] = assigned.get(t, 0) + 1
         if (m := _mutated(stmt)) is not None:
             mutated.add(m)
-    renames, doomed = {}, set()
     for stmt in nodes.statements(stmts):
         t = _defined(stmt)
-        if t and isinstance(stmt.value, gast.Name) and anno.get(stmt, "kind") is None:
-            src = stmt.value.id
-            if assigned.get(t) == 1 and assigned.get(src) == 1 and not {t, src} & mutated:
-                renames[t] = renames.get(src, src)
-                doomed.add(id(stmt))
-    if not renames:
-        return stmts, False
-    out = _remove(stmts, doomed)
-    for stmt in out:
-        for node in gast.walk(stmt):
-            if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id in renames:
-                node.id = renames[node.id]
-    return out, True
+        if not (t and isinstance(stmt.value, gast.Name) and anno.get(stmt, "kind") is None):
+            continue
+        src = stmt.value.id
+        if assigned.get(t) != 1 or assigned.get(src) != 1 or {t, src} & mutated or src in keep:
+            continue
+        old, new = (src, t) if t in keep or (src.startswith("_") and not t.startswith("_")) else (t, src)
+        out = _remove(stmts, {id(stmt)})
+        for top in out:
+            for node in gast.walk(top):
+                if isinstance(node, gast.Name) and node.id == old:
+                    node.id = new
+        return out, True  # one at a time: the counts above are now stale
+    return stmts, False
 
 
 def _same_shape_map(forward, primal_of) -> dict:
@@ -397,7 +400,7 @@ def transform(forward, backward, live_out, primal_of):
         n_backward = _count(backward)
         changed = forward_shapes(forward, backward, primal_of)
         changed = fold_scalar_fills(forward, backward, primal_of) or changed
-        backward, c1 = propagate_copies(backward)
+        backward, c1 = propagate_copies(backward, keep=live_out)
         changed = accumulate_in_place(backward) or changed
         forward, backward, c3 = prune_saves(forward, backward)
         changed = changed or c3
