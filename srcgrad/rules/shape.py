@@ -84,7 +84,9 @@ builtins_sum = sum
 @defadjoint(operator.getitem, diff=("a",), ndim=_getitem_ndim)
 def getitem(ans_bar, ans, a, index):
     a_bar = np.zeros_like(a)
-    if is_constant(index) and is_basic_index(index):
+    # Basic indexing (a literal index, or one integer such as a loop index) reads
+    # each element at most once: assignment.  Anything else may repeat: add.at.
+    if is_constant(index) and is_basic_index(index) or np.ndim(index) == 0:
         a_bar[index] = ans_bar
         return a_bar
     np.add.at(a_bar, index, ans_bar)

@@ -147,9 +147,14 @@ def propagate_copies(stmts, keep=()) -> tuple[list, bool]:
         if not (t and isinstance(stmt.value, gast.Name) and anno.get(stmt, "kind") is None):
             continue
         src = stmt.value.id
-        if assigned.get(t) != 1 or assigned.get(src) != 1 or {t, src} & mutated or src in keep:
+        if assigned.get(t) != 1 or assigned.get(src, 0) > 1 or {t, src} & mutated or src in keep:
             continue
-        old, new = (src, t) if t in keep or (src.startswith("_") and not t.startswith("_")) else (t, src)
+        prefer_t = t in keep or (src.startswith("_") and not t.startswith("_"))
+        if prefer_t and assigned.get(src) != 1:
+            if t in keep:
+                continue  # src is a parameter or primal: keep the copy
+            prefer_t = False
+        old, new = (src, t) if prefer_t else (t, src)
         out = _remove(stmts, {id(stmt)})
         for top in out:
             for node in gast.walk(top):
