@@ -52,6 +52,7 @@ import os  # noqa: E402
 import random  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 import tracemalloc  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
@@ -245,7 +246,10 @@ def _torch_versions(torch):
         for _ in range(random.randint(0, 3)):
             h = (h @ w_mid + b_mid).clamp(min=0)
         loss = ((h @ w_out + b_out - y) ** 2).sum()
-        return torch.autograd.grad(loss, (w_in, b_in, w_mid, b_mid, w_out, b_out))
+        params = (w_in, b_in, w_mid, b_mid, w_out, b_out)
+        # At depth 0 the middle layer is unused: its gradient is zero, which PyTorch spells None.
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        return tuple(torch.zeros_like(p) if g is None else g for p, g in zip(params, grads))
 
     def rnn_(xs, wx, wh, b):
         h = torch.zeros((xs.shape[1], wh.shape[0]), dtype=xs.dtype)
@@ -290,10 +294,10 @@ def load_peers(threads: int) -> tuple[dict[str, Peer], list[str]]:
         import autograd.numpy as anp
         from importlib.metadata import version
 
-        versions = _autograd_versions(anp)
+        autograd_fns = _autograd_versions(anp)
 
         def make_autograd(key, wrt, args):
-            return autograd.grad(versions[key], argnum=wrt if len(wrt) > 1 else wrt[0]), args
+            return autograd.grad(autograd_fns[key], argnum=wrt if len(wrt) > 1 else wrt[0]), args
 
         peers["autograd"] = Peer("autograd", version("autograd"), make_autograd,
                                  lambda g: tuple(np.asarray(a, dtype=np.float64) for a in
@@ -310,14 +314,14 @@ def load_peers(threads: int) -> tuple[dict[str, Peer], list[str]]:
             torch.set_num_interop_threads(threads)
         except RuntimeError:  # already set, or parallel work already started in this process
             pass
-        versions = _torch_versions(torch)
+        torch_fns = _torch_versions(torch)
 
         def make_torch(key, wrt, args):
             tensors = [torch.tensor(a, dtype=torch.float64) if isinstance(a, float) else torch.from_numpy(a)
                        for a in args]
             for i in wrt:
                 tensors[i].requires_grad_()
-            return versions[key], tuple(tensors)
+            return torch_fns[key], tuple(tensors)
 
         peers["torch"] = Peer("torch", torch.__version__, make_torch,
                               lambda g: tuple(t.detach().numpy() for t in g))
@@ -541,7 +545,7 @@ def _reset_peak_rss() -> bool:
         return False
 
 
-def memory_child(impl: str, size: int, threads: int) -> dict:
+def memory_child(impl: str, size: int, threads: int, out: str | None = None) -> dict:
     """Measure one implementation of the tanh chain in this (fresh) process.
 
     Compiles and warms up on a tiny input of the same ranks first, so neither
@@ -551,16 +555,15 @@ def memory_child(impl: str, size: int, threads: int) -> dict:
     just before it (which also sees PyTorch's allocator, invisible to
     tracemalloc).  The inputs exist before either measurement starts.
     """
+    to_numpy = _as_tuple
     if impl == "hand":
         fn, convert = hand_tanh_chain, (lambda a: a)
     elif impl == "srcgrad":
         fn, convert = srcgrad.grad(tanh_chain, wrt=(0, 1)), (lambda a: a)
     else:
-        peers, _ = load_peers(threads)
-        peer = peers[impl]
-        make = peer.make
-        fn = make("memory", (0, 1), memory_args(2))[0]
-        convert = lambda a: make("memory", (0, 1), a)[1]  # noqa: E731
+        peer = load_peers(threads)[0][impl]
+        fn, to_numpy = peer.make("memory", (0, 1), memory_args(2))[0], peer.to_numpy
+        convert = lambda a: peer.make("memory", (0, 1), a)[1]  # noqa: E731
     fn(*convert(memory_args(3, seed=1)))  # compile / warm up
     args = convert(memory_args(size))
     gc.collect()
@@ -574,7 +577,8 @@ def memory_child(impl: str, size: int, threads: int) -> dict:
     tracemalloc.stop()
     hwm = _proc_status_kib("VmHWM")
     rss_rise = (hwm - rss_before) * 1024 if rss_ok and hwm is not None and rss_before is not None else None
-    del grads
+    if out:  # for the parent's gradient check
+        np.savez(out, *to_numpy(grads))
     return dict(impl=impl, traced_peak=traced_peak, rss_rise=rss_rise, seconds=seconds)
 
 
@@ -591,33 +595,35 @@ class MemoryRow:
     note: str = ""
 
 
-def measure_memory(size: int, threads: int, peers: dict[str, Peer], peer_notes: list[str]) -> list[MemoryRow]:
-    """Check the tanh chain's gradients in this process, then measure each implementation in a child."""
-    args = memory_args(size)
-    reference = hand_tanh_chain(*args)
-    checks = {"hand": 0.0, "srcgrad": max_rel_diff(srcgrad.grad(tanh_chain, wrt=(0, 1))(*args), reference)}
-    for name, peer in peers.items():
-        fn, peer_args = peer.make("memory", (0, 1), args)
-        checks[name] = max_rel_diff(peer.to_numpy(fn(*peer_args)), reference)
-    rows = []
+def measure_memory(size: int, threads: int, peers: dict[str, Peer]) -> list[MemoryRow]:
+    """Measure each implementation of the tanh chain in a child process, then check its gradients.
+
+    The children save their gradients; each is compared with the hand-written
+    child's, so the large step runs once per implementation.
+    """
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    for impl in ("hand", "srcgrad", *peers):
-        tol = SRCGRAD_RTOL if impl in ("hand", "srcgrad") else PEER_RTOL
-        agree = checks[impl] <= tol
-        proc = subprocess.run(
-            [sys.executable, "-m", "benchmarks.control_flow", "--memory-child", impl,
-             "--memory-size", str(size), "--threads", str(threads)],
-            cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            rows.append(MemoryRow(impl, None, None, None, agree, checks[impl],
-                                  f"child failed: {proc.stderr.strip().splitlines()[-1:]}"))
-            continue
-        data = json.loads(proc.stdout.strip().splitlines()[-1])
-        rows.append(MemoryRow(impl, data["traced_peak"], data["rss_rise"], data["seconds"], agree,
-                              checks[impl]))
+    rows, grads = [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for impl in ("hand", "srcgrad", *peers):
+            out = Path(tmp) / f"{impl}.npz"
+            proc = subprocess.run(
+                [sys.executable, "-m", "benchmarks.control_flow", "--memory-child", impl,
+                 "--memory-size", str(size), "--memory-out", str(out), "--threads", str(threads)],
+                cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                rows.append(MemoryRow(impl, None, None, None, note=f"child failed: {last}"))
+                continue
+            data = json.loads(proc.stdout.strip().splitlines()[-1])
+            with np.load(out) as saved:
+                grads[impl] = tuple(saved[k] for k in saved.files)
+            rows.append(MemoryRow(impl, data["traced_peak"], data["rss_rise"], data["seconds"]))
     for row in rows:
-        if row.impl == "torch" and row.traced_peak is not None:
-            row.note = "PyTorch's CPU allocator does not report to tracemalloc"
+        if row.impl in grads and "hand" in grads:
+            row.max_rel_diff = max_rel_diff(grads[row.impl], grads["hand"])
+            row.grads_agree = row.max_rel_diff <= (SRCGRAD_RTOL if row.impl in ("hand", "srcgrad") else PEER_RTOL)
+        if row.impl == "torch":
+            row.note = row.note or "n/a: PyTorch's CPU allocator does not report to tracemalloc"
     return rows
 
 
@@ -697,7 +703,8 @@ def memory_table(result: Result) -> str:
         agree = "–" if row.grads_agree is None else f"{'yes' if row.grads_agree else 'NO'} ({row.max_rel_diff:.1e})"
         lines.append(f"| {row.impl} | {traced} | {t_ratio} | {_mib(row.rss_rise)} | {r_ratio} | {seconds} "
                      f"| {agree} |")
-    return "\n".join(lines)
+    notes = [f"- {row.impl}: {row.note}" for row in result.memory if row.note]
+    return "\n".join(lines + ([""] + notes if notes else []))
 
 
 def verdicts(result: Result) -> list[str]:
@@ -761,7 +768,7 @@ def report(result: Result, quick: bool, sizes: dict) -> str:
         "*paired ratio* is the median of per-repeat srcgrad/hand ratios.",
         "",
         "```bash",
-        COMMAND + (" --quick" if quick else ""),
+        COMMAND.replace("--write", "--quick") if quick else COMMAND,
         "```",
         "",
         f"Machine: {result.machine}",
@@ -805,6 +812,7 @@ def main(argv: list[str] | None = None) -> Result | None:
     parser.add_argument("--no-peers", action="store_true", help="skip autograd and PyTorch")
     parser.add_argument("--memory-child", choices=("hand", "srcgrad", *PEERS), help=argparse.SUPPRESS)
     parser.add_argument("--memory-size", type=int, default=FULL["memory"], help=argparse.SUPPRESS)
+    parser.add_argument("--memory-out", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     applied = _PINNED_AT_IMPORT == args.threads
@@ -813,7 +821,7 @@ def main(argv: list[str] | None = None) -> Result | None:
         # are set for consistency in child processes, but cannot take effect here.
         _env.pin_threads(args.threads)
     if args.memory_child:
-        print(json.dumps(memory_child(args.memory_child, args.memory_size, args.threads)))
+        print(json.dumps(memory_child(args.memory_child, args.memory_size, args.threads, args.memory_out)))
         return None
 
     started = time.perf_counter()
@@ -822,7 +830,7 @@ def main(argv: list[str] | None = None) -> Result | None:
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     rows = [measure(work, peers, warmup=2 if args.quick else 10) for work in workloads(sizes, args.quick)]
-    memory = measure_memory(sizes["memory"], args.threads, peers, notes)
+    memory = measure_memory(sizes["memory"], args.threads, peers)
     result = Result(rows, memory, {name: p.version for name, p in peers.items()}, notes, args.threads,
                     applied, _env.machine_line(args.threads, applied), time.perf_counter() - started)
     text = report(result, args.quick, sizes)

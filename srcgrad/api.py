@@ -31,7 +31,8 @@ class GradientFunction:
         options: what is generated (mode, wrt, backend).
     """
 
-    def __init__(self, fn, mode: str, wrt, backend: str = "numpy", optimize: bool = True):
+    def __init__(self, fn, mode: str, wrt, backend: str = "numpy", optimize: bool = True,
+                 has_aux: bool = False):
         if isinstance(fn, GradientFunction):
             raise errors.UnsupportedSyntaxError(
                 "srcgrad cannot differentiate a gradient function yet (higher-order derivatives)",
@@ -44,7 +45,7 @@ class GradientFunction:
         self._params = [p.name for p in self._signature.parameters.values()
                         if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
         names, as_tuple = self._wrt_names(wrt)
-        self.options = Options(mode, names, as_tuple, backend, optimize)
+        self.options = Options(mode, names, as_tuple, backend, optimize, has_aux)
         self._wrt_index = tuple(self._params.index(n) for n in names)
         self._cache: dict[tuple, Compiled] = {}
         self._last: Compiled | None = None
@@ -112,12 +113,14 @@ class GradientFunction:
         args = self._arguments(args, kwargs)
         self._check_wrt_types(args)
         program = self.compiled(args)
-        mode = self.options.mode
+        mode, has_aux = self.options.mode, self.options.has_aux
         if mode == "vjp":
-            value, pullback = program(*args)
-            return value, self._finalizing(pullback, args)
+            value, pullback, *aux = program(*args)
+            return (value, self._finalizing(pullback, args), *aux)
         out = program(*args)
         if mode == "grad":
+            if has_aux:
+                return self._finalize(out[0], args), out[1]
             return self._finalize(out, args)
         value, grads = out
         return value, self._finalize(grads, args)
@@ -157,13 +160,14 @@ def _match(g, x):
     return g
 
 
-def _transform(mode, f, wrt, backend, optimize):
+def _transform(mode, f, wrt, backend, optimize, has_aux):
     if f is None:
-        return functools.partial(_transform, mode, wrt=wrt, backend=backend, optimize=optimize)
-    return GradientFunction(f, mode, wrt, backend, optimize)
+        return functools.partial(_transform, mode, wrt=wrt, backend=backend, optimize=optimize,
+                                 has_aux=has_aux)
+    return GradientFunction(f, mode, wrt, backend, optimize, has_aux)
 
 
-def grad(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True):
+def grad(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True, has_aux: bool = False):
     """Reverse-mode gradient of a scalar-valued function, by source transformation.
 
     Usable as ``grad(f)``, ``@grad`` and ``@grad(wrt=(0, 1))``.
@@ -174,6 +178,8 @@ def grad(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True):
             name, or a tuple of them (then a tuple of gradients is returned).
         backend: the array library of the generated code (``"numpy"``).
         optimize: run the optimization passes (turn off to read the raw sweeps).
+        has_aux: ``f`` returns ``(loss, aux)``; the gradient function then
+            returns ``(gradient, aux)``.
 
     Returns:
         A function with ``f``'s parameters that returns the gradient(s).  Each
@@ -187,23 +193,28 @@ def grad(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True):
         srcgrad.errors.UnsupportedSyntaxError, NoDerivativeRuleError,
             NoSourceError: at the first call, naming the user's file and line.
     """
-    return _transform("grad", f, wrt, backend, optimize)
+    return _transform("grad", f, wrt, backend, optimize, has_aux)
 
 
-def value_and_grad(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True):
-    """Like :func:`grad`, but the function returns ``(value, gradient)``."""
-    return _transform("value_and_grad", f, wrt, backend, optimize)
+def value_and_grad(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True,
+                   has_aux: bool = False):
+    """Like :func:`grad`, but the function returns ``(value, gradient)``
+    (``((value, aux), gradient)`` with ``has_aux=True``)."""
+    return _transform("value_and_grad", f, wrt, backend, optimize, has_aux)
 
 
-def vjp(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True):
+def vjp(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True, has_aux: bool = False):
     """Vector-Jacobian product for outputs of any shape.
 
     Returns:
         A function with ``f``'s parameters that returns ``(value, pullback)``;
         ``pullback(value_bar)`` takes an adjoint of ``value``'s shape and returns
         the adjoint(s) of the ``wrt`` inputs (a tuple when ``wrt`` is a tuple).
+        A function returning a tuple has a tuple ``value`` and takes a tuple
+        ``value_bar`` (``None`` for an output with no adjoint).  With
+        ``has_aux=True``: ``(value, pullback, aux)``.
     """
-    return _transform("vjp", f, wrt, backend, optimize)
+    return _transform("vjp", f, wrt, backend, optimize, has_aux)
 
 
 def source(fn, *example_args, **example_kwargs) -> str:

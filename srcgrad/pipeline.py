@@ -29,6 +29,8 @@ class Options:
         wrt_tuple: return a tuple of gradients (``wrt`` was given as a tuple).
         backend: array backend name (``"numpy"``).
         optimize: run the optimization passes.
+        has_aux: the function returns ``(output, aux)``; only ``output`` is
+            differentiated, ``aux`` is passed through.
     """
 
     mode: str
@@ -36,6 +38,7 @@ class Options:
     wrt_tuple: bool
     backend: str = "numpy"
     optimize: bool = True
+    has_aux: bool = False
 
 
 @dataclasses.dataclass
@@ -66,12 +69,13 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     body_activity = activity.analyze(core.body, options.wrt)
     rank_env = ranks.infer(core.body, dict(zip(core.params, param_ranks)))
     # 6. reverse: forward sweep + backward sweep from the rules.
-    sweeps = reverse.transform(core, body_activity, rank_env, options.wrt, backend)
+    output = _differentiated_output(core, options)
+    sweeps = reverse.transform(core, body_activity, rank_env, options.wrt, backend, output)
     live_out = set(sweeps.adjoints.values())
-    if options.mode != "grad":
+    if options.mode != "grad" or options.has_aux:
         live_out |= set(nodes.loaded_names(core.result))
-    else:
-        check = _scalar_output_check(core, rank_env)
+    if options.mode != "vjp":
+        check = _scalar_output_check(core, output, rank_env)
         if check is not None:
             sweeps.backward.insert(0, check)
     # 7. optimize: dead code, copies, shapes (each pass tested on and off).
@@ -93,9 +97,24 @@ def _function_name(core, options) -> str:
     return f"{core.name}_{options.mode}"
 
 
-def _scalar_output_check(core, rank_env):
-    """``grad`` needs a scalar output: check it now if the rank is known, else in the code."""
+def _differentiated_output(core, options):
+    """The returned atom whose adjoint seeds the backward sweep."""
     result = core.result
+    origin = anno.get(core.body[-1], "origin")
+    if options.has_aux:
+        if not (isinstance(result, gast.Tuple) and len(result.elts) == 2):
+            raise errors.UserCodeError("has_aux=True needs the function to return a pair",
+                                       origin, "write `return loss, aux`")
+        return result.elts[0]
+    if isinstance(result, gast.Tuple) and options.mode != "vjp":
+        raise errors.NonScalarOutputError(
+            f"{options.mode} needs a scalar output, but this returns a tuple", origin,
+            "return the loss alone, pass has_aux=True for `return loss, aux`, or use srcgrad.vjp")
+    return result
+
+
+def _scalar_output_check(core, result, rank_env):
+    """``grad`` needs a scalar output: check it now if the rank is known, else in the code."""
     rank = ranks.rank_of(result, rank_env)
     if rank == 0:
         return None
@@ -144,6 +163,7 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend):
     fwd = [nodes.comment("---- forward sweep ----")] + emit.with_group_comments(forward)
     bwd = [nodes.comment("---- backward sweep ----")] + emit.with_group_comments(backward)
     name = _function_name(core, options)
+    aux = [nodes.copy(core.result.elts[1])] if options.has_aux else []
     if options.mode == "vjp":
         # Stack pops in the pullback rebind forward names: they are the closure's.
         rebound = sorted({n for s in nodes.statements(backward) for n in nodes.assigned_names(s)}
@@ -152,12 +172,15 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend):
         declare = [gast.Nonlocal(names=rebound)] if rebound else []
         pullback = nodes.function(f"{core.name}_pullback", [sweeps.seed],
                                   declare + bwd + [nodes.ret(grads_value)])
-        body = fwd + [pullback, nodes.ret(nodes.tuple_([nodes.copy(core.result),
-                                                        nodes.name(pullback.name)]))]
+        value = core.result.elts[0] if options.has_aux else core.result
+        body = fwd + [pullback, nodes.ret(nodes.tuple_([nodes.copy(value), nodes.name(pullback.name)]
+                                                       + aux))]
         fdef = nodes.function(name, core.params, body)
     else:
-        value = grads_value if options.mode == "grad" else \
-            nodes.tuple_([nodes.copy(core.result), grads_value])
+        if options.mode == "grad":
+            value = nodes.tuple_([grads_value] + aux) if aux else grads_value
+        else:
+            value = nodes.tuple_([nodes.copy(core.result), grads_value])
         fdef = nodes.function(name, core.params + [sweeps.seed], fwd + bwd + [nodes.ret(value)],
                               defaults=[nodes.const(1.0)])
     return nodes.module(header + imports + [fdef])

@@ -336,7 +336,17 @@ def vjp_call(fn, wrt, *args, **kwargs):
         from .api import GradientFunction
 
         transformed = _VJPS[key] = GradientFunction(fn, "vjp", names if len(names) > 1 else names[0])
-    return transformed(*receiver, *args, **kwargs)
+    value, pullback = transformed(*receiver, *args, **kwargs)
+    if isinstance(value, tuple):
+        return value, _tuple_pullback(pullback, value)
+    return value, pullback
+
+
+def _tuple_pullback(pullback, value):
+    """A function with several outputs: an output nobody used has adjoint zero."""
+    def pull(value_bar):
+        return pullback(tuple(np.zeros_like(v) if g is None else g for g, v in zip(value_bar, value)))
+    return pull
 
 
 def _rule_vjp(rule, fn, wrt, args, kwargs):

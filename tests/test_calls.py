@@ -144,3 +144,59 @@ def test_random_depth_is_drawn_once_and_replayed():
         args = (x, w_in, w_mid, w_out)
         np.testing.assert_allclose(g_in, numerical_grad(fixed, args, 1), rtol=1e-6, atol=1e-7)
         np.testing.assert_allclose(g_mid, numerical_grad(fixed, args, 2), rtol=1e-6, atol=1e-7)
+
+
+def rnn_step(x, h, w):
+    h_new = np.tanh(x @ w + h)
+    return h_new, np.sum(h_new) * 2
+
+
+def rnn_with_tuple_outputs(xs, w):
+    h = np.zeros(3)
+    total = 0.0
+    for t in range(len(xs)):
+        h, y = rnn_step(xs[t], h, w)
+        total = total + y
+    return total + np.sum(h**2)
+
+
+def tuples_and_dicts(x, w):
+    params = {"w": w, "scale": 2.0}
+    pair = (x, params["w"])
+    a, b = pair
+    b, a = a, b  # swap: the right side is evaluated first
+    return np.sum(a * b * params["scale"] + a**2)
+
+
+def loss_with_aux(w, x):
+    prediction = x @ w
+    return np.sum(prediction**2), prediction
+
+
+@pytest.mark.parametrize("fn, args, wrt", [
+    (rnn_with_tuple_outputs, (X, np.eye(3) * 0.5), (1,)),
+    (tuples_and_dicts, (X, X + 1), (0, 1)),
+], ids=["tuple_returning_call_in_loop", "tuples_dicts_unpacking"])
+def test_tuple_values_match_finite_differences(fn, args, wrt):
+    grads = srcgrad.grad(fn, wrt=wrt)(*args)
+    for i, g in zip(wrt, grads):
+        np.testing.assert_allclose(g, numerical_grad(fn, args, i), rtol=1e-6, atol=1e-7)
+
+
+def test_has_aux():
+    g, aux = srcgrad.grad(loss_with_aux, has_aux=True)(W, X)
+    np.testing.assert_allclose(g, 2 * X.T @ (X @ W), rtol=1e-12)
+    np.testing.assert_allclose(aux, X @ W, rtol=1e-12)
+    (value, aux), g2 = srcgrad.value_and_grad(loss_with_aux, has_aux=True)(W, X)
+    assert value == pytest.approx(np.sum((X @ W) ** 2))
+    np.testing.assert_array_equal(g, g2)
+    value, pullback, aux = srcgrad.vjp(loss_with_aux, has_aux=True)(W, X)
+    np.testing.assert_allclose(pullback(1.0), g, rtol=1e-12)
+
+
+def test_tuple_output_needs_has_aux_or_vjp():
+    with pytest.raises(srcgrad.NonScalarOutputError, match="has_aux"):
+        srcgrad.grad(loss_with_aux)(W, X)
+    value, pullback = srcgrad.vjp(loss_with_aux)(W, X)
+    g = pullback((1.0, np.ones((4, 2))))
+    np.testing.assert_allclose(g, 2 * X.T @ (X @ W) + X.T @ np.ones((4, 2)), rtol=1e-12)

@@ -44,6 +44,10 @@ def derivative_inputs(stmt) -> list[str]:
         return names
     if kind == "unknown":
         return nodes.loaded_names(stmt.value)
+    if kind == "aggregate":
+        return [n for a in anno.get(stmt, "elements").values() for n in nodes.loaded_names(a)]
+    if kind == "unpack":
+        return [anno.get(stmt, "source")]
     if kind == "call":
         names = [n for a in anno.get(stmt, "args") for n in nodes.loaded_names(a)]
         return names + [n for a in anno.get(stmt, "kwargs").values() for n in nodes.loaded_names(a)]

@@ -109,6 +109,7 @@ class _Lowering:
         self.current = {p: p for p in self.params}  # user name -> its current SSA name
         self.group = None
         self.block = self.core.body  # the statement list being filled
+        self.aggregates = {}  # name of a tuple/list/dict value -> {key: atom}
 
     def run(self) -> Core:
         self._block(self.fdef.body)
@@ -130,7 +131,9 @@ class _Lowering:
 
     # ---- statements -------------------------------------------------------
     def _statement(self, stmt):
-        if isinstance(stmt, gast.Assign):
+        if isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], (gast.Tuple, gast.List)):
+            self._unpack(stmt.targets[0].elts, stmt.value, stmt)
+        elif isinstance(stmt, gast.Assign):
             self._lower(stmt.value, target=stmt.targets[0].id)
         elif isinstance(stmt, gast.AugAssign):
             value = gast.BinOp(left=nodes.copy(stmt.target), op=stmt.op, right=stmt.value)
@@ -138,8 +141,12 @@ class _Lowering:
             value.left.ctx = gast.Load()
             self._lower(value, target=stmt.target.id)
         elif isinstance(stmt, gast.Return):
-            hint = "result" if not isinstance(stmt.value, gast.Name) else None
-            atom = self._lower(stmt.value, target_hint=hint)
+            if isinstance(stmt.value, gast.Tuple):  # several outputs (or a loss and its aux)
+                atom = nodes.tuple_([self._lower(e, target_hint="result" if not isinstance(e, gast.Name)
+                                                 else None) for e in stmt.value.elts])
+            else:
+                hint = "result" if not isinstance(stmt.value, gast.Name) else None
+                atom = self._lower(stmt.value, target_hint=hint)
             self.core.result = atom
             self._emit_stmt(nodes.ret(nodes.copy(atom)), stmt, kind="return")
         elif isinstance(stmt, gast.Expr):
@@ -153,6 +160,55 @@ class _Lowering:
         elif isinstance(stmt, gast.While):
             self._while(stmt)
         # gast.Pass: nothing
+
+    # ---- tuples, lists and dicts -----------------------------------------
+    def _aggregate(self, node, **emit):
+        """``t = (a, b)``: kept as a value, and remembered element by element, so
+        that ``t[0]`` is just ``a`` (scalar replacement of aggregates)."""
+        if isinstance(node, gast.Dict):
+            if not all(isinstance(k, gast.Constant) for k in node.keys):
+                raise errors.at(node, "dict keys must be literals in differentiated code",
+                                "write {'w': w, 'b': b}")
+            keys = [k.value for k in node.keys]
+            atoms = [self._lower(v) for v in node.values]
+            value = gast.Dict(keys=[nodes.const(k) for k in keys], values=atoms)
+        else:
+            atoms = [self._lower(e) for e in node.elts]
+            keys = list(range(len(atoms)))
+            value = (gast.Tuple if isinstance(node, gast.Tuple) else gast.List)(
+                elts=[nodes.copy(a) for a in atoms], ctx=gast.Load())
+        emit.setdefault("target_hint", None)
+        result = self._emit(value, kind="aggregate", elements=dict(zip(keys, atoms)), **emit)
+        if result is not None:
+            self.aggregates[result.id] = dict(zip(keys, atoms))
+        return result
+
+    def _aggregate_element(self, base, index):
+        if not isinstance(base, gast.Name) or base.id not in self.aggregates:
+            return None
+        key = static_value(index)
+        elements = self.aggregates[base.id]
+        if key is UNKNOWN or not isinstance(key, (int, str)) or key not in elements:
+            return None
+        return nodes.copy(elements[key])
+
+    def _unpack(self, targets, value, stmt):
+        """``a, b = value``: all of the right side first, then each name."""
+        if not all(isinstance(t, gast.Name) for t in targets):
+            raise errors.at(stmt, "unpack into plain names", "write `a, b = f(x)`")
+        if isinstance(value, (gast.Tuple, gast.List)) and len(value.elts) == len(targets):
+            atoms = [self._lower(e) for e in value.elts]
+            for t, atom in zip(targets, atoms):
+                self._emit(nodes.copy(atom), stmt, t.id, None, False, kind="copy")
+            return
+        source = self._lower(value)
+        for i, t in enumerate(targets):
+            element = self._aggregate_element(source, nodes.const(i))
+            if element is not None:
+                self._emit(element, stmt, t.id, None, False, kind="copy")
+                continue
+            item = gast.Subscript(value=nodes.copy(source), slice=nodes.const(i), ctx=gast.Load())
+            self._emit(item, stmt, t.id, None, False, kind="unpack", source=source.id, index=i)
 
     # ---- control flow -----------------------------------------------------
     def _copy(self, target: str, source: str, origin_node, **annotations):
@@ -407,6 +463,11 @@ class _Lowering:
         if isinstance(node, gast.Subscript):
             base = self._lower(node.value)
             index = self._index(node.slice)
+            element = self._aggregate_element(base, index)
+            if element is not None:
+                if target is None and not effect:
+                    return element
+                return self._emit(element, kind="copy", **emit)
             value = gast.Subscript(value=base, slice=index, ctx=gast.Load())
             return self._apply(operator.getitem, value, [nodes.copy(base), nodes.copy(index)], {},
                                node, **emit)
@@ -416,9 +477,8 @@ class _Lowering:
             values = [self._lower(v) for v in node.values]
             value = gast.BoolOp(op=type(node.op)(), values=values)
             return self._emit(value, kind="nondiff", rule=None, **emit)
-        if isinstance(node, (gast.Tuple, gast.List)):
-            raise errors.at(node, "tuples and lists as values are not supported yet",
-                            "pass them directly to a NumPy call (np.stack([a, b]))")
+        if isinstance(node, (gast.Tuple, gast.List, gast.Dict)):
+            return self._aggregate(node, **emit)
         raise errors.at(node, f"cannot differentiate `{nodes.to_source(node)}`")
 
     def _atom_or_none(self, node):

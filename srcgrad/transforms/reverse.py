@@ -36,8 +36,10 @@ class Sweeps:
     notes: list      # (stack or trip-count name, loop's file:line), for the header
 
 
-def transform(core, activity, ranks, wrt, backend) -> Sweeps:
-    return _Reverse(core, activity, ranks, backend).run(wrt)
+def transform(core, activity, ranks, wrt, backend, output=None) -> Sweeps:
+    """``output``: the atom (or tuple of atoms) whose adjoint is the seed; default
+    the returned value (``grad(..., has_aux=True)`` passes its first element)."""
+    return _Reverse(core, activity, ranks, backend).run(wrt, core.result if output is None else output)
 
 
 @functools.cache
@@ -61,6 +63,7 @@ class _Reverse:
         self.bar = {}        # variable -> adjoint name
         self.defined = set()  # variables whose adjoint has a value
         self.out = []        # the backward statement list being filled
+        self.unpacked = {}   # tuple name -> {index: adjoint name of the element unpacked there}
         self.group = None
         self.saves = []      # statements that create the stacks, at the top of the forward sweep
         self.notes = []      # header lines explaining stacks and trip counts
@@ -71,13 +74,17 @@ class _Reverse:
         self.loop_depth = 0
         self.save_ids = 0
 
-    def run(self, wrt) -> Sweeps:
-        result = self.core.result
+    def run(self, wrt, result) -> Sweeps:
         seed_base = f"{result.id}_bar" if isinstance(result, gast.Name) else "result_bar"
         seed = self.core.fresh(seed_base)
         if isinstance(result, gast.Name) and self.activity.active(result.id):
             self.bar[result.id] = seed
             self.defined.add(result.id)
+        elif isinstance(result, gast.Tuple):  # several outputs: the seed is a tuple
+            for i, atom in enumerate(result.elts):
+                if self._active_name(atom):
+                    self._accumulate(atom.id, gast.Subscript(value=nodes.name(seed), slice=nodes.const(i),
+                                                             ctx=gast.Load()))
         forward = [s for s in self.core.body if not isinstance(s, gast.Return)]
         self._reverse_block(forward)
         adjoints = {}
@@ -259,9 +266,21 @@ class _Reverse:
         kind = anno.get(stmt, "kind")
         if kind == "unknown":
             raise self._no_rule(stmt)
-        if target not in self.defined:
+        if kind == "unpack":
+            # a, b = t: t's adjoint is the tuple of a's and b's, built where t is defined.
+            if target in self.defined:
+                self.unpacked.setdefault(anno.get(stmt, "source"), {})[anno.get(stmt, "index")] = \
+                    self.bar[target]
+                self.defined.discard(target)
+            return
+        if target in self.unpacked:
+            parts = self.unpacked.pop(target)
+            g = nodes.tuple_([nodes.name(parts[i]) if i in parts else nodes.const(None)
+                              for i in range(max(parts) + 1)])
+        elif target not in self.defined:
             return  # no contribution reached it: its adjoint is zero
-        g = nodes.name(self.bar[target])
+        else:
+            g = nodes.name(self.bar[target])
         # Before this assignment the name held another value, with its own adjoint.
         self.defined.discard(target)
         if kind == "copy":
@@ -270,6 +289,12 @@ class _Reverse:
             return
         if kind == "call":
             self._call_adjoint(stmt, target, g)
+            return
+        if kind == "aggregate":
+            for key, atom in anno.get(stmt, "elements").items():
+                if self._active_name(atom):
+                    self._accumulate(atom.id, gast.Subscript(value=nodes.copy(g), slice=nodes.const(key),
+                                                             ctx=gast.Load()))
             return
         if kind != "op":
             return

@@ -36,7 +36,7 @@ _STATEMENTS = (gast.Assign, gast.AugAssign, gast.Return, gast.Expr, gast.Pass, g
 _EXPRESSIONS = (
     gast.Name, gast.Constant, gast.BinOp, gast.UnaryOp, gast.Call, gast.Attribute,
     gast.Subscript, gast.Slice, gast.Tuple, gast.List, gast.Compare, gast.keyword,
-    gast.Starred, gast.IfExp, gast.BoolOp,
+    gast.Starred, gast.IfExp, gast.BoolOp, gast.Dict,
 )
 _CONTEXTS = (gast.Load, gast.Store, gast.Param, gast.Del)
 _OPERATORS = (gast.operator, gast.unaryop, gast.cmpop, gast.boolop)
@@ -75,10 +75,13 @@ def _check_statement(stmt):
         raise errors.at(stmt, f"srcgrad cannot differentiate {_describe(stmt)} yet",
                         _ADVICE.get(type(stmt), "rewrite it with assignments and NumPy calls"))
     if isinstance(stmt, gast.Assign):
-        if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], gast.Name):
-            raise errors.at(stmt, "only assignments to a single plain name are supported yet",
-                            "assign to one name per statement (`a = ...`), not to a tuple, "
-                            "a subscript (`y[i] = ...`) or an attribute")
+        target = stmt.targets[0]
+        unpacking = isinstance(target, (gast.Tuple, gast.List)) and all(
+            isinstance(t, gast.Name) for t in target.elts)
+        if len(stmt.targets) != 1 or not (isinstance(target, gast.Name) or unpacking):
+            raise errors.at(stmt, "only assignments to names are supported yet",
+                            "assign to a name (`a = ...`) or unpack into names (`a, b = ...`), "
+                            "not to a subscript (`y[i] = ...`) or an attribute")
     if isinstance(stmt, gast.AugAssign) and not isinstance(stmt.target, gast.Name):
         raise errors.at(stmt, "augmented assignment to a subscript or attribute is not supported yet",
                         "write `y = y + ...` on a plain name, or build the array with np.where")
