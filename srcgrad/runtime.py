@@ -364,3 +364,18 @@ def _rule_vjp(rule, fn, wrt, args, kwargs):
         return out if len(out) > 1 else out[0]
 
     return value, pullback
+
+
+def written_adjoint(g, index, value):
+    """Adjoint of ``value`` in the write ``y[index] = value``, given ``y``'s adjoint ``g``.
+
+    Where an integer-array index repeats, only the last write lands (NumPy's
+    assignment semantics), so only that element of ``value`` gets an adjoint.
+    """
+    picked = g[index]
+    if is_basic_index(index):
+        return unbroadcast(picked, value)
+    order = np.arange(np.size(picked)).reshape(np.shape(picked))
+    winner = np.full(np.shape(g), -1)
+    winner[index] = order
+    return unbroadcast(picked * (winner[index] == order), value)

@@ -28,6 +28,8 @@ class Activity:
 def _target(stmt):
     if isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name):
         return stmt.targets[0].id
+    if anno.get(stmt, "kind") == "setitem":
+        return anno.get(stmt, "array")  # an in-place write changes the array
     return None
 
 
@@ -44,6 +46,8 @@ def derivative_inputs(stmt) -> list[str]:
         return names
     if kind == "unknown":
         return nodes.loaded_names(stmt.value)
+    if kind == "setitem":
+        return nodes.loaded_names(anno.get(stmt, "value")) + [anno.get(stmt, "array")]
     if kind == "aggregate":
         return [n for a in anno.get(stmt, "elements").values() for n in nodes.loaded_names(a)]
     if kind == "unpack":

@@ -110,6 +110,7 @@ class _Lowering:
         self.group = None
         self.block = self.core.body  # the statement list being filled
         self.aggregates = {}  # name of a tuple/list/dict value -> {key: atom}
+        self.made_by = {}     # name -> (is a new array, origin): may `name[i] = v` write into it?
 
     def run(self) -> Core:
         self._block(self.fdef.body)
@@ -133,6 +134,14 @@ class _Lowering:
     def _statement(self, stmt):
         if isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], (gast.Tuple, gast.List)):
             self._unpack(stmt.targets[0].elts, stmt.value, stmt)
+        elif isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Subscript):
+            self._setitem(stmt.targets[0], stmt.value, stmt)
+        elif isinstance(stmt, gast.AugAssign) and isinstance(stmt.target, gast.Subscript):
+            read = nodes.copy(stmt.target)
+            read.ctx = gast.Load()
+            value = gast.BinOp(left=read, op=stmt.op, right=stmt.value)
+            anno.inherit(value, stmt)
+            self._setitem(stmt.target, value, stmt)
         elif isinstance(stmt, gast.Assign):
             self._lower(stmt.value, target=stmt.targets[0].id)
         elif isinstance(stmt, gast.AugAssign):
@@ -428,7 +437,36 @@ class _Lowering:
         else:
             new = self.core.fresh(target_hint) if target_hint else self.core.fresh()
         self._emit_stmt(nodes.assign(new, value), origin_node, **annotations)
+        self.made_by[new] = (_makes_new_array(annotations, value), anno.get(origin_node, "origin"))
         return nodes.name(new)
+
+    # ---- writes into arrays -------------------------------------------------
+    def _setitem(self, target, value_node, stmt):
+        """``y[i] = v`` stays an in-place write.  The overwritten elements are saved
+        first (``y_overwritten``) so the backward sweep can put them back, and the
+        write is refused where ``y`` may share memory with another name."""
+        if not isinstance(target.value, gast.Name) or anno.has(target.value, "resolved"):
+            raise errors.at(stmt, "only writes into a local array are supported (`y[i] = v`)",
+                            "build the array in a local variable")
+        user = target.value.id
+        name = self.current.get(user, user)
+        fresh, origin = self.made_by.get(name, (False, None))
+        if not fresh:
+            where = f" (made at {origin.where}: `{origin.text.strip()}`)" if origin else \
+                " (it is an argument: the caller's array)" if name in self.params else ""
+            raise errors.at(stmt, f"cannot write into `{user}`: it may share memory with another "
+                            f"array{where}, and the write would change that one too",
+                            f"write into a copy: `{user} = np.copy({user})` before the write")
+        index = self._index(target.slice)
+        value = self._lower(value_node)
+        saved = self.core.fresh(f"{name}_overwritten")
+        old = gast.Subscript(value=nodes.name(name), slice=nodes.copy(index), ctx=gast.Load())
+        self._emit_stmt(nodes.assign(saved, nodes.call(f"{self.backend.MODULE_NAME}.copy", [old])),
+                        stmt, kind="nondiff", rule=None)
+        write = nodes.assign(gast.Subscript(value=nodes.name(name), slice=nodes.copy(index),
+                                            ctx=gast.Store()), nodes.copy(value))
+        self._emit_stmt(write, stmt, kind="setitem", array=name, index=index, value=value,
+                        saved=saved)
 
     # ---- expressions ------------------------------------------------------
     def _lower(self, node, target=None, target_hint=None, effect=False):
@@ -593,6 +631,19 @@ class _Lowering:
                                 "assign the result to a name instead")
         arguments = {k: _as_node(v) for k, v in arguments.items()}
         return self._emit(value, kind="op", rule=rule, bound=arguments, **emit)
+
+
+_VIEWS = (operator.getitem, np.reshape, np.ravel, np.transpose, np.expand_dims, np.squeeze,
+          np.broadcast_to, np.asarray)
+
+
+def _makes_new_array(annotations, value) -> bool:
+    """Whether a statement's value is a new array, shared with no other name."""
+    kind = annotations.get("kind")
+    if kind == "op":
+        return annotations["rule"] not in {registry.lookup(v) for v in _VIEWS} \
+            and not isinstance(value, gast.Attribute)  # x.T is a view
+    return kind in ("nondiff", "aggregate") and not isinstance(value, (gast.Attribute, gast.Subscript))
 
 
 def _is_user_code(obj) -> bool:

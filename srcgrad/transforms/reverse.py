@@ -258,6 +258,9 @@ class _Reverse:
         return group.where if group is not None else "?"
 
     def _adjoint(self, stmt):
+        if anno.get(stmt, "kind") == "setitem":
+            self._setitem_adjoint(stmt)
+            return
         if not isinstance(stmt, gast.Assign) or not isinstance(stmt.targets[0], gast.Name):
             return
         target = stmt.targets[0].id
@@ -299,6 +302,30 @@ class _Reverse:
         if kind != "op":
             return
         self._rule_adjoint(stmt, target, g)
+
+    def _setitem_adjoint(self, stmt):
+        """Reverse of ``y[i] = v``: ``v`` gets ``y_bar[i]``; the overwritten elements
+        had no effect (``y_bar[i] = 0``); then ``y[i]`` gets its old values back."""
+        array, index, value = anno.get(stmt, "array"), anno.get(stmt, "index"), anno.get(stmt, "value")
+        module = self.backend.MODULE_NAME
+        if self.activity.active(array) and array in self.defined:
+            g = self.bar[array]
+            if self._active_name(value):
+                basic = templates.static_value(index) is not templates.UNKNOWN or \
+                    rank_of(index, self.ranks) == 0
+                if basic:  # each element written once
+                    read = gast.Subscript(value=nodes.name(g), slice=nodes.copy(index), ctx=gast.Load())
+                    contribution = nodes.call("rt.unbroadcast", [read, nodes.name(value.id)])
+                else:
+                    contribution = nodes.call("rt.written_adjoint", [
+                        nodes.name(g), templates._slices_as_calls(nodes.copy(index)), nodes.name(value.id)])
+                self._accumulate(value.id, contribution)
+            self._append(nodes.assign(g, nodes.call(f"{module}.copy", [nodes.name(g)])), self.group)
+            self._append(nodes.assign(gast.Subscript(value=nodes.name(g), slice=nodes.copy(index),
+                                                     ctx=gast.Store()), nodes.const(0)), self.group)
+        restore = nodes.assign(gast.Subscript(value=nodes.name(array), slice=nodes.copy(index),
+                                              ctx=gast.Store()), nodes.name(anno.get(stmt, "saved")))
+        self._append(restore, self.group)
 
     def _call_adjoint(self, stmt, target, g):
         """``y = f(a, b)`` → forward ``y, y_pullback = rt.vjp_call(f, (0, 1), a, b)``,

@@ -78,13 +78,16 @@ def _check_statement(stmt):
         target = stmt.targets[0]
         unpacking = isinstance(target, (gast.Tuple, gast.List)) and all(
             isinstance(t, gast.Name) for t in target.elts)
-        if len(stmt.targets) != 1 or not (isinstance(target, gast.Name) or unpacking):
-            raise errors.at(stmt, "only assignments to names are supported yet",
-                            "assign to a name (`a = ...`) or unpack into names (`a, b = ...`), "
-                            "not to a subscript (`y[i] = ...`) or an attribute")
-    if isinstance(stmt, gast.AugAssign) and not isinstance(stmt.target, gast.Name):
-        raise errors.at(stmt, "augmented assignment to a subscript or attribute is not supported yet",
-                        "write `y = y + ...` on a plain name, or build the array with np.where")
+        writes = isinstance(target, gast.Subscript) and isinstance(target.value, gast.Name)
+        if len(stmt.targets) != 1 or not (isinstance(target, gast.Name) or unpacking or writes):
+            raise errors.at(stmt, "only assignments to names and array elements are supported yet",
+                            "assign to a name (`a = ...`), unpack into names (`a, b = ...`) or "
+                            "write into a local array (`y[i] = ...`); not to an attribute")
+    if isinstance(stmt, gast.AugAssign) and not (
+            isinstance(stmt.target, gast.Name) or (isinstance(stmt.target, gast.Subscript)
+                                                  and isinstance(stmt.target.value, gast.Name))):
+        raise errors.at(stmt, "augmented assignment to an attribute is not supported yet",
+                        "write to a local name and assign it back after the loop")
     if isinstance(stmt, (gast.For, gast.While)) and stmt.orelse:
         raise errors.at(stmt, "a loop with an `else:` block is not supported yet",
                         "move the `else:` code after the loop")
