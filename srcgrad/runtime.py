@@ -379,3 +379,8 @@ def written_adjoint(g, index, value):
     winner = np.full(np.shape(g), -1)
     winner[index] = order
     return unbroadcast(picked * (winner[index] == order), value)
+
+
+def add_each(adjoints, more):
+    """Add two sequences of adjoints element by element (a list used twice)."""
+    return [a + b for a, b in zip(adjoints, more)]

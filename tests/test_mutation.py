@@ -104,3 +104,33 @@ def test_writes_that_may_alias_are_refused(fn, why):
         srcgrad.grad(fn)(np.ones(3))
     message = str(excinfo.value)
     assert why in message and "np.copy" in message
+
+
+def collect_states_with_append(x, w):
+    hs = []
+    h = x
+    for t in range(4):
+        h = np.tanh(h @ w)
+        hs.append(h)
+    stacked = np.stack(hs)
+    return np.sum(stacked**2) + np.sum(np.concatenate(hs, axis=0))
+
+
+def test_list_append_then_stack_matches_finite_differences():
+    x = np.random.default_rng(0).standard_normal((2, 3))
+    w = np.eye(3) * 0.7
+    grads = srcgrad.grad(collect_states_with_append, wrt=(0, 1))(x, w)
+    for i, g in enumerate(grads):
+        np.testing.assert_allclose(g, numerical_grad(collect_states_with_append, (x, w), i),
+                                   rtol=1e-6, atol=1e-7)
+
+
+def reads_item_of_appended_list(x):
+    xs = []
+    xs.append(x * 2)
+    return np.sum(xs[0])
+
+
+def test_reading_an_item_of_an_appended_list_is_reported():
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="np.stack"):
+        srcgrad.grad(reads_item_of_appended_list)(np.ones(3))

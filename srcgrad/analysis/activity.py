@@ -30,6 +30,8 @@ def _target(stmt):
         return stmt.targets[0].id
     if anno.get(stmt, "kind") == "setitem":
         return anno.get(stmt, "array")  # an in-place write changes the array
+    if anno.get(stmt, "kind") == "append":
+        return anno.get(stmt, "list")
     return None
 
 
@@ -46,6 +48,8 @@ def derivative_inputs(stmt) -> list[str]:
         return names
     if kind == "unknown":
         return nodes.loaded_names(stmt.value)
+    if kind == "append":
+        return nodes.loaded_names(anno.get(stmt, "value")) + [anno.get(stmt, "list")]
     if kind == "setitem":
         return nodes.loaded_names(anno.get(stmt, "value")) + [anno.get(stmt, "array")]
     if kind == "aggregate":

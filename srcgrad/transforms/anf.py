@@ -111,6 +111,7 @@ class _Lowering:
         self.block = self.core.body  # the statement list being filled
         self.aggregates = {}  # name of a tuple/list/dict value -> {key: atom}
         self.made_by = {}     # name -> (is a new array, origin): may `name[i] = v` write into it?
+        self.lists = set()    # lists grown with append
 
     def run(self) -> Core:
         self._block(self.fdef.body)
@@ -440,6 +441,22 @@ class _Lowering:
         self.made_by[new] = (_makes_new_array(annotations, value), anno.get(origin_node, "origin"))
         return nodes.name(new)
 
+    def _append(self, user, node, **emit):
+        """``xs.append(h)`` on a list made here: the list grows in place; the backward
+        sweep pops ``h``'s adjoint off the list's adjoint."""
+        name = self.current.get(user, user)
+        fresh, origin = self.made_by.get(name, (False, None))
+        if not fresh or len(node.args) != 1 or node.keywords:
+            raise errors.at(node, f"cannot append to `{user}` here",
+                            f"append one value to a list made in this function (`{user} = []`)")
+        value = self._lower(node.args[0])
+        self.aggregates.pop(name, None)  # its length is known only at run time now
+        self.lists.add(name)
+        call = nodes.call(gast.Attribute(value=nodes.name(name), attr="append", ctx=gast.Load()),
+                          [nodes.copy(value)])
+        self._emit_stmt(gast.Expr(value=call), node, kind="append", list=name, value=value)
+        return None if emit.get("effect") else nodes.const(None)
+
     # ---- writes into arrays -------------------------------------------------
     def _setitem(self, target, value_node, stmt):
         """``y[i] = v`` stays an in-place write.  The overwritten elements are saved
@@ -501,6 +518,9 @@ class _Lowering:
         if isinstance(node, gast.Subscript):
             base = self._lower(node.value)
             index = self._index(node.slice)
+            if isinstance(base, gast.Name) and base.id in self.lists:
+                raise errors.at(node, "reading an item of a list grown with append is not supported yet",
+                                "stack it first (`np.stack(xs)[i]`), or keep the item in a name")
             element = self._aggregate_element(base, index)
             if element is not None:
                 if target is None and not effect:
@@ -590,6 +610,9 @@ class _Lowering:
             prim = _METHODS[func.attr]
             func_node = nodes.dotted(self.backend.spelling(prim))
             return self._apply(prim, None, [receiver] + args, kwargs, node, func_node=func_node, **emit)
+        if isinstance(func, gast.Attribute) and func.attr == "append" and isinstance(func.value, gast.Name) \
+                and self.current.get(func.value.id, func.value.id) in self.made_by:
+            return self._append(func.value.id, node, **emit)
         # Known only at run time: a function passed in, a method of an object.
         if isinstance(func, gast.Attribute):
             callee = gast.Attribute(value=self._lower(func.value), attr=func.attr, ctx=gast.Load())

@@ -261,6 +261,9 @@ class _Reverse:
         if anno.get(stmt, "kind") == "setitem":
             self._setitem_adjoint(stmt)
             return
+        if anno.get(stmt, "kind") == "append":
+            self._append_adjoint(stmt)
+            return
         if not isinstance(stmt, gast.Assign) or not isinstance(stmt.targets[0], gast.Name):
             return
         target = stmt.targets[0].id
@@ -302,6 +305,21 @@ class _Reverse:
         if kind != "op":
             return
         self._rule_adjoint(stmt, target, g)
+
+    def _append_adjoint(self, stmt):
+        """Reverse of ``xs.append(h)``: the last adjoint on ``xs_bar`` is ``h``'s."""
+        xs, value = anno.get(stmt, "list"), anno.get(stmt, "value")
+        if not (self.activity.active(xs) and xs in self.defined):
+            return
+        pop = nodes.call(gast.Attribute(value=nodes.name(self.bar[xs]), attr="pop", ctx=gast.Load()))
+        if self._active_name(value):
+            temp = self.core.fresh()
+            stmt_pop = nodes.assign(temp, pop)
+            anno.set(stmt_pop, "impure", True)
+            self._append(stmt_pop, self.group)
+            self._accumulate(value.id, nodes.name(temp))
+        else:
+            self._append(gast.Expr(value=pop), self.group)
 
     def _setitem_adjoint(self, stmt):
         """Reverse of ``y[i] = v``: ``v`` gets ``y_bar[i]``; the overwritten elements
@@ -367,6 +385,8 @@ class _Reverse:
             if param in rule.sequence_params and isinstance(atom, (gast.List, gast.Tuple)):
                 if any(self._active_name(e) for e in atom.elts):
                     wanted.add(param)
+            elif param in rule.sequence_params and self._active_name(atom):
+                wanted.add(param)
             elif self._active_name(atom):
                 wanted.add(param)
                 var = atom.id
@@ -393,7 +413,16 @@ class _Reverse:
             if param not in adjoints:
                 continue
             atom, expr = bound[param], adjoints[param]
-            if param in rule.sequence_params:
+            if param in rule.sequence_params and isinstance(atom, gast.Name):
+                # A list grown with append: its adjoint is a list, popped by the appends.
+                name = self._bar_name(atom.id)
+                if atom.id in self.defined:
+                    expr = nodes.call("rt.add_each", [nodes.name(name), expr])
+                else:
+                    expr = nodes.call("list", [expr])
+                    self.defined.add(atom.id)
+                self._append(nodes.assign(name, expr), self.group)
+            elif param in rule.sequence_params:
                 parts = self.core.fresh()
                 self._append(nodes.assign(parts, expr), self.group)
                 for i, elt in enumerate(atom.elts):
