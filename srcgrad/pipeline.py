@@ -13,7 +13,7 @@ import numpy as np
 
 from . import anno, backends, errors, nodes, runtime
 from .analysis import activity, ranks
-from .transforms import anf, emit, optimize, parse, resolve, reverse, validate
+from .transforms import anf, emit, exits, optimize, parse, resolve, reverse, validate
 
 MODES = ("grad", "value_and_grad", "vjp")
 
@@ -61,7 +61,9 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     fdef = parse.transform(fn)
     # 2. resolve before validate: validation messages may name resolved callees.
     free = resolve.transform(fdef, fn)
-    # 3. validate: unsupported syntax is reported here, never mis-differentiated later.
+    # 3. exits: break/continue/early return become flags, so later passes see
+    #    structured control flow only (before validate, which then rejects none).
+    exits.transform(fdef)
     validate.transform(fdef)
     # 4. normalize: one primitive per statement, single assignment, NumPy's own names.
     core = anf.transform(fdef, free.names, backend, reserved=(backend.MODULE_NAME, "rt"))
@@ -160,10 +162,22 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend):
                       f"{', '.join(options.wrt)} | backend: {options.backend}"),
     ] + [nodes.comment(f"  {note}") for note in _notes(forward, sweeps.notes)]
     imports = [gast.parse(line).body[0] for line in backend.IMPORTS]
+    result = core.result
+    touched = {n for s in nodes.statements(backward) for n in nodes.assigned_names(s)} | {
+        s.targets[0].value.id for s in nodes.statements(backward)
+        if isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Subscript)}
+    if options.mode != "vjp" and (options.mode != "grad" or options.has_aux) \
+            and set(nodes.loaded_names(result)) & touched:
+        # The backward sweep puts earlier values back into these names: keep the result.
+        kept = core.fresh("value")
+        forward = forward + [nodes.assign(kept, nodes.copy(result))]
+        result = nodes.tuple_([gast.Subscript(value=nodes.name(kept), slice=nodes.const(i), ctx=gast.Load())
+                               for i in range(len(result.elts))]) if isinstance(result, gast.Tuple) \
+            else nodes.name(kept)
     fwd = [nodes.comment("---- forward sweep ----")] + emit.with_group_comments(forward)
     bwd = [nodes.comment("---- backward sweep ----")] + emit.with_group_comments(backward)
     name = _function_name(core, options)
-    aux = [nodes.copy(core.result.elts[1])] if options.has_aux else []
+    aux = [nodes.copy(result.elts[1])] if options.has_aux else []
     if options.mode == "vjp":
         # Stack pops in the pullback rebind forward names: they are the closure's.
         rebound = sorted({n for s in nodes.statements(backward) for n in nodes.assigned_names(s)}
@@ -172,7 +186,7 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend):
         declare = [gast.Nonlocal(names=rebound)] if rebound else []
         pullback = nodes.function(f"{core.name}_pullback", [sweeps.seed],
                                   declare + bwd + [nodes.ret(grads_value)])
-        value = core.result.elts[0] if options.has_aux else core.result
+        value = result.elts[0] if options.has_aux else result
         body = fwd + [pullback, nodes.ret(nodes.tuple_([nodes.copy(value), nodes.name(pullback.name)]
                                                        + aux))]
         fdef = nodes.function(name, core.params, body)
@@ -180,7 +194,9 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend):
         if options.mode == "grad":
             value = nodes.tuple_([grads_value] + aux) if aux else grads_value
         else:
-            value = nodes.tuple_([nodes.copy(core.result), grads_value])
+            value = nodes.tuple_([nodes.copy(result.elts[0] if options.has_aux else result)]
+                                 + ([nodes.copy(result.elts[1])] if options.has_aux else []))
+            value = nodes.tuple_([value if options.has_aux else value.elts[0], grads_value])
         fdef = nodes.function(name, core.params + [sweeps.seed], fwd + bwd + [nodes.ret(value)],
                               defaults=[nodes.const(1.0)])
     return nodes.module(header + imports + [fdef])

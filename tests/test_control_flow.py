@@ -210,6 +210,53 @@ def reads_previous_iteration(x):
     return s
 
 
+def for_break(x):
+    s = 0.0
+    for i in range(len(x)):
+        if s > 1.0:
+            break
+        s = s + x[i] ** 2
+    return s
+
+
+def for_continue(x):
+    s = 0.0
+    for i in range(len(x)):
+        if x[i] < 0:
+            continue
+        s = s + np.sin(x[i])
+    return s
+
+
+def return_anywhere(x):
+    if np.sum(x) > 10:
+        return np.sum(x**2)
+    y = x * 3
+    for i in range(3):
+        if np.sum(y) > 5:
+            return np.sum(y * x)
+        y = y * 2
+    return np.sum(y)
+
+
+def while_break(x):
+    while np.sum(x) < 100:
+        x = x * 1.5
+        if np.max(x) > 20:
+            break
+    return np.sum(x)
+
+
+def nested_break_leaves_inner_loop_only(x):
+    s = 0.0
+    for i in range(3):
+        for j in range(len(x)):
+            if j > i:
+                break
+            s = s + x[j] * (i + 1)
+    return s
+
+
 rng = np.random.default_rng(1)
 VEC = rng.standard_normal(5)
 MAT = rng.standard_normal((4, 3))
@@ -246,6 +293,13 @@ CASES = [
     (loop_inside_branch, (-np.abs(VEC),), (0,)),
     (first_defined_inside_loop, (VEC,), (0,)),
     (reads_previous_iteration, (VEC,), (0,)),
+    (for_break, (np.array([0.5, 0.8, 0.7, 0.2]),), (0,)),
+    (for_continue, (np.array([0.5, -0.8, 0.7, 0.2]),), (0,)),
+    (return_anywhere, (np.array([0.1, 0.2]),), (0,)),
+    (return_anywhere, (np.array([5.0, 6.0]),), (0,)),
+    (return_anywhere, (np.array([0.5, 0.6]),), (0,)),
+    (while_break, (np.array([1.0, 2.0]),), (0,)),
+    (nested_break_leaves_inner_loop_only, (VEC,), (0,)),
 ]
 
 
@@ -299,3 +353,10 @@ def test_carried_value_from_before_the_loop_is_restored():
 
     g = srcgrad.grad(f)(VEC)
     np.testing.assert_allclose(g, 8 * (1 - np.tanh(VEC) ** 2), rtol=1e-12)
+
+
+@pytest.mark.parametrize("fn, args", [(c[0], c[1]) for c in CASES if c[0] in (
+    for_break, for_continue, return_anywhere, while_break, nested_break_leaves_inner_loop_only)])
+def test_early_exits_compute_the_same_value(fn, args):
+    value, _ = srcgrad.value_and_grad(fn)(*args)
+    assert value == pytest.approx(fn(*args), rel=1e-14)

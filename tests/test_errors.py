@@ -23,11 +23,11 @@ def _line_of(fn, text):
     raise AssertionError(text)
 
 
-def with_break(x):
+def loop_with_else(x):
     for i in range(3):
-        if np.sum(x) > 5:
-            break
         x = x * 2
+    else:
+        x = x + 1
     return np.sum(x)
 
 
@@ -39,14 +39,16 @@ def calls_c_function(x):
     return np.sum(math.erf(x))
 
 
-def calls_helper_with_a_break(x):
-    return np.sum(helper_with_a_break(x))
+def calls_helper_with_a_try(x):
+    return np.sum(helper_with_a_try(x))
 
 
-def helper_with_a_break(x):
-    for i in range(3):
-        break
-    return x * 2
+def helper_with_a_try(x):
+    try:
+        y = x * 2
+    except ValueError:
+        y = x
+    return y
 
 
 def attribute_assignment(x):
@@ -68,10 +70,10 @@ def _message(excinfo):
 
 
 @pytest.mark.parametrize("fn, kind, marker, advice", [
-    (with_break, srcgrad.UnsupportedSyntaxError, " break", "flag"),
+    (loop_with_else, srcgrad.UnsupportedSyntaxError, "for i in range(3):", "after the loop"),
     (no_rule, srcgrad.NoDerivativeRuleError, "np.sinc(x)", "@srcgrad.defadjoint(sinc)"),
     (calls_c_function, srcgrad.NoDerivativeRuleError, "math.erf(x)", "@srcgrad.defadjoint(erf)"),
-    (calls_helper_with_a_break, srcgrad.UnsupportedSyntaxError, "        break", "flag"),
+    (calls_helper_with_a_try, srcgrad.UnsupportedSyntaxError, "    try:", "error handling"),
     (attribute_assignment, srcgrad.UnsupportedSyntaxError, "y.flags.writeable = False", "y[i] = ..."),
     (non_scalar, srcgrad.NonScalarOutputError, "return x * 2", "srcgrad.vjp"),
 ], ids=lambda v: getattr(v, "__name__", None))
@@ -79,7 +81,7 @@ def test_error_names_file_line_caret_and_advice(fn, kind, marker, advice):
     with pytest.raises(kind) as excinfo:
         srcgrad.grad(fn)(np.ones(3) if fn is not calls_c_function else 0.5)
     message = _message(excinfo)
-    located = helper_with_a_break if fn is calls_helper_with_a_break else fn
+    located = helper_with_a_try if fn is calls_helper_with_a_try else fn
     line = _line_of(located, marker)
     first, shown, caret = message.splitlines()[:3]
     assert first.startswith(f"{__file__}:{line}:")

@@ -1,0 +1,172 @@
+"""Pass 3a — exits: ``break``, ``continue`` and early ``return`` become flags.
+
+Requires: a resolved ``FunctionDef`` (runs before ``validate``).
+Guarantees: no ``break``/``continue``; one ``return``, at the end.  After a
+statement that may exit, the rest of its block runs under ``if not <flag>:``;
+a loop that may break or return skips its remaining iterations; a ``while``
+also tests the flag.  The flags are ordinary booleans, so the reverse pass
+records them like any branch condition.
+
+Before/after::
+
+    for i in range(n):               _break = False
+        if x[i] > 3:                 for i in range(n):
+            break                        if not _break:
+        s = s + x[i]                         if x[i] > 3:
+                                                 _break = True
+                                             if not _break:
+                                                 s = s + x[i]
+"""
+from __future__ import annotations
+
+import gast
+
+from .. import anno, nodes
+
+
+def transform(fdef: gast.FunctionDef) -> None:
+    if not _needs_work(fdef):
+        return
+    _Exits(fdef).run()
+
+
+def _needs_work(fdef) -> bool:
+    last = fdef.body[-1] if fdef.body else None
+    for node in gast.walk(fdef):
+        if isinstance(node, (gast.Break, gast.Continue)):
+            return True
+        if isinstance(node, gast.Return) and node is not last:
+            return True
+    return False
+
+
+def _exits_in(stmts, kinds, into_loops):
+    """Whether ``stmts`` contain an exit of ``kinds`` (looking into nested loops or not)."""
+    for stmt in stmts:
+        for node in _walk(stmt, into_loops):
+            if isinstance(node, kinds):
+                return True
+    return False
+
+
+def _walk(stmt, into_loops):
+    yield stmt
+    if isinstance(stmt, (gast.For, gast.While)) and not into_loops:
+        return
+    for field in ("body", "orelse"):
+        for child in getattr(stmt, field, None) or []:
+            yield from _walk(child, into_loops)
+
+
+class _Exits:
+    def __init__(self, fdef):
+        self.fdef = fdef
+        self.names = nodes.names_in(fdef)
+        self.returned = self.value = None
+        self.loop_flags = []  # innermost last: (break flag, continue flag)
+
+    def fresh(self, base):
+        name, k = base, 1
+        while name in self.names:
+            k += 1
+            name = f"{base}{k}"
+        self.names.add(name)
+        return name
+
+    def _set(self, name, value, origin):
+        stmt = nodes.assign(name, nodes.const(value))
+        return anno.inherit(stmt, origin)
+
+    def run(self):
+        fdef = self.fdef
+        prelude = []
+        if any(isinstance(n, gast.Return) and n is not fdef.body[-1] for n in gast.walk(fdef)):
+            self.returned, self.value = self.fresh("_returned"), self.fresh("_return_value")
+            prelude = [self._set(self.returned, False, fdef), self._set(self.value, None, fdef)]
+        body = self._block(fdef.body)
+        if self.returned:
+            final = nodes.ret(nodes.name(self.value))
+            anno.inherit(final, fdef.body[-1])
+            body.append(final)
+        fdef.body = prelude + body
+
+    def _flags(self):
+        flags = [f for f in (self.loop_flags[-1] if self.loop_flags else ()) if f]
+        return flags + ([self.returned] if self.returned else [])
+
+    def _may_exit(self, stmt) -> bool:
+        if self.returned and _exits_in([stmt], gast.Return, into_loops=True):
+            return True
+        return bool(self.loop_flags) and _exits_in([stmt], (gast.Break, gast.Continue), into_loops=False)
+
+    def _guard(self, stmts, origin):
+        """``if not (flag or ...): stmts``."""
+        flags = [nodes.name(f) for f in self._flags()]
+        test = flags[0] if len(flags) == 1 else gast.BoolOp(op=gast.Or(), values=flags)
+        guard = nodes.if_(gast.UnaryOp(op=gast.Not(), operand=test), stmts)
+        anno.inherit(guard, origin)
+        anno.inherit(guard.test, origin)
+        return guard
+
+    def _block(self, stmts):
+        out = []
+        for i, stmt in enumerate(stmts):
+            if isinstance(stmt, gast.Break):
+                out.append(self._set(self.loop_flags[-1][0], True, stmt))
+                return out
+            if isinstance(stmt, gast.Continue):
+                out.append(self._set(self.loop_flags[-1][1], True, stmt))
+                return out
+            if isinstance(stmt, gast.Return) and self.returned:
+                value = nodes.assign(self.value, stmt.value)
+                anno.inherit(value, stmt)
+                out += [value, self._set(self.returned, True, stmt)]
+                return out
+            exits = self._may_exit(stmt)  # before _statement rewrites the exits inside
+            new = self._statement(stmt)
+            out.extend(new if isinstance(new, _Sequence) else [new])
+            rest = stmts[i + 1:]
+            if rest and exits:
+                guarded = self._block(rest)
+                if guarded:
+                    out.append(self._guard(guarded, rest[0]))
+                return out
+        return out
+
+    def _statement(self, stmt):
+        if isinstance(stmt, gast.If):
+            stmt.body = self._block(stmt.body) or [gast.Pass()]
+            stmt.orelse = self._block(stmt.orelse)
+            return stmt
+        if isinstance(stmt, (gast.For, gast.While)):
+            return self._loop(stmt)
+        return stmt
+
+    def _loop(self, loop):
+        breaks = _exits_in(loop.body, gast.Break, into_loops=False)
+        continues = _exits_in(loop.body, gast.Continue, into_loops=False)
+        returns = self.returned is not None and _exits_in(loop.body, gast.Return, into_loops=True)
+        brk = self.fresh("_break") if breaks else None
+        cont = self.fresh("_continue") if continues else None
+        self.loop_flags.append((brk, cont))
+        body = self._block(loop.body)
+        self.loop_flags.pop()
+        if cont:
+            body.insert(0, self._set(cont, False, loop))
+        stop = [f for f in (brk, self.returned if returns else None) if f]
+        if stop and isinstance(loop, gast.While):
+            tests = [loop.test] + [gast.UnaryOp(op=gast.Not(), operand=nodes.name(f)) for f in stop]
+            loop.test = gast.BoolOp(op=gast.And(), values=tests)
+            anno.inherit(loop.test, loop)
+        elif stop:  # a `for` runs its remaining iterations as no-ops
+            flags = [nodes.name(f) for f in stop]
+            test = flags[0] if len(flags) == 1 else gast.BoolOp(op=gast.Or(), values=flags)
+            body = [anno.inherit(nodes.if_(gast.UnaryOp(op=gast.Not(), operand=test), body), loop)]
+        loop.body = body or [gast.Pass()]
+        if brk:
+            return _Sequence([self._set(brk, False, loop), loop])
+        return loop
+
+
+class _Sequence(list):
+    """Several statements standing where one was (flattened by the caller)."""
