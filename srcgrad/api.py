@@ -11,7 +11,7 @@ import linecache
 
 import numpy as np
 
-from . import anno, errors
+from . import anno, errors, tree
 from .pipeline import Compiled, Options, compile_function, rank_of_argument
 
 
@@ -32,7 +32,7 @@ class GradientFunction:
     """
 
     def __init__(self, fn, mode: str, wrt, backend: str = "numpy", optimize: bool = True,
-                 has_aux: bool = False):
+                 has_aux: bool = False, internal: bool = False):
         if isinstance(fn, GradientFunction):
             raise errors.UnsupportedSyntaxError(
                 "srcgrad cannot differentiate a gradient function yet (higher-order derivatives)",
@@ -49,6 +49,9 @@ class GradientFunction:
         self._wrt_index = tuple(self._params.index(n) for n in names)
         self._cache: dict[tuple, Compiled] = {}
         self._last: Compiled | None = None
+        # Called from generated code (rt.vjp_call): adjoints stay raw (sparse for
+        # structures); the outermost call gives them their primal's shape and type.
+        self._internal = internal
 
     def _wrt_names(self, wrt):
         as_tuple = isinstance(wrt, (tuple, list))
@@ -97,6 +100,8 @@ class GradientFunction:
     def _check_wrt_types(self, args):
         for i in self._wrt_index:
             value = args[i]
+            if tree.is_structure(value):
+                continue  # its leaves are checked when the gradient is built
             dtype = getattr(value, "dtype", None)
             kind = dtype.kind if dtype is not None else (
                 "b" if isinstance(value, bool) else "i" if isinstance(value, int) else "f"
@@ -132,6 +137,8 @@ class GradientFunction:
         return finalized_pullback
 
     def _finalize(self, grads, args):
+        if self._internal:
+            return grads
         if not self.options.wrt_tuple:
             return _match(grads, args[self._wrt_index[0]])
         return tuple(_match(g, args[i]) for g, i in zip(grads, self._wrt_index))
@@ -148,7 +155,10 @@ class GradientFunction:
 
 
 def _match(g, x):
-    """Give a gradient its primal's type, shape and dtype (float32 in, float32 out)."""
+    """Give a gradient its primal's type, shape and dtype (float32 in, float32 out);
+    for a structure, a value of the same structure (``g.linear1.weight``)."""
+    if tree.is_structure(x):
+        return tree.materialize(g if isinstance(g, dict) else {}, x)
     if isinstance(x, np.ndarray):
         if type(g) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape and g.flags.writeable:
             return g

@@ -11,7 +11,7 @@ import dataclasses
 import gast
 import numpy as np
 
-from . import anno, backends, errors, nodes, runtime
+from . import anno, backends, errors, nodes, runtime, tree
 from .analysis import activity, ranks
 from .transforms import anf, emit, exits, optimize, parse, resolve, reverse, validate
 
@@ -87,7 +87,8 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     # 8. emit and load.
     module = _assemble(fn, core, forward, backward, sweeps, options, backend)
     text = emit.render(module)
-    signature = ",".join("?" if r is None else str(r) for r in param_ranks)
+    signature = ",".join("?" if r is None else "tree" if isinstance(r, tuple) else str(r)
+                         for r in param_ranks)
     filename = f"<srcgrad {fn.__module__}.{fn.__qualname__} {options.mode} ndim=({signature})>"
     namespace = {"__name__": "srcgrad.generated", backend.MODULE_NAME: backend.MODULE, "rt": runtime}
     free.refresh(namespace)
@@ -203,9 +204,27 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend):
 
 
 def rank_of_argument(value):
-    """The rank used to specialise compiled code on an argument (None: not an array)."""
+    """What compiled code is specialised on for an argument: an array's rank, the
+    ranks inside a structure of parameters (a ``TreeRank``), or None."""
     if isinstance(value, np.ndarray):
         return value.ndim
     if isinstance(value, (float, int, np.generic)):
         return 0
+    if tree.is_structure(value):
+        return _tree_rank(value)
     return None
+
+
+def _tree_rank(value):
+    paths, leaves, _ = tree.flatten(value)
+    nested: dict = {}
+    for path, leaf in zip(paths, leaves):
+        node = nested
+        for entry in path[:-1]:
+            node = node.setdefault(entry, {})
+        if path:
+            node[path[-1]] = rank_of_argument(leaf)
+
+    def freeze(d):
+        return ranks.TreeRank((k, freeze(v) if isinstance(v, dict) else v) for k, v in d.items())
+    return freeze(nested)

@@ -29,6 +29,19 @@ def is_constant(value) -> bool:
     return value is None or isinstance(value, (int, float, str, tuple))
 
 
+def is_array(value) -> bool:
+    """True for an array or a number; False for a structure of parameters.
+
+    In a rule template this is decided at compile time when the rank is known.
+    """
+    return not isinstance(value, (list, tuple, dict)) and not hasattr(value, "__dict__")
+
+
+def is_structure(value) -> bool:
+    """The opposite of :func:`is_array` (decided at compile time when known)."""
+    return not is_array(value)
+
+
 def unbroadcast(g, x):
     """Sum ``g`` down to ``np.shape(x)``: the adjoint of NumPy broadcasting.
 
@@ -313,10 +326,11 @@ def vjp_call(fn, wrt, *args, **kwargs):
 
     How generated code calls the user's own functions (and callables known only
     at run time).  ``wrt`` lists the positions/keywords of the arguments that
-    need adjoints; ``pullback(value_bar)`` returns their adjoints (one value
-    for one argument, else a tuple).  A function or method is differentiated
-    by srcgrad itself (compiled on first use, cached); a primitive with a
-    derivative rule is applied through the rule.
+    need adjoints, and ``"self"`` for the callable object itself (a model whose
+    parameters are differentiated); ``pullback(value_bar)`` returns their
+    adjoints (one value for one entry, else a tuple).  A function or method is
+    differentiated by srcgrad itself (compiled on first use, cached); a
+    primitive with a derivative rule is applied through the rule.
     """
     from .rules import registry  # here, not at import: the rules import this module
 
@@ -329,17 +343,40 @@ def vjp_call(fn, wrt, *args, **kwargs):
     rule = registry.lookup(fn)
     if rule is not None and rule.differentiable:
         return _rule_vjp(rule, fn, wrt, args, kwargs)
-    names = tuple(w + len(receiver) if isinstance(w, int) else w for w in wrt)
+    if "self" in wrt and not receiver:
+        raise TypeError(f"{fn!r} has no parameters of its own to differentiate")
+    names = tuple(0 if w == "self" else w + len(receiver) if isinstance(w, int) else w for w in wrt)
     key = (fn, names)
     transformed = _VJPS.get(key)
     if transformed is None:
         from .api import GradientFunction
 
-        transformed = _VJPS[key] = GradientFunction(fn, "vjp", names if len(names) > 1 else names[0])
+        transformed = _VJPS[key] = GradientFunction(fn, "vjp", names if len(names) > 1 else names[0],
+                                                    internal=True)
     value, pullback = transformed(*receiver, *args, **kwargs)
     if isinstance(value, tuple):
         return value, _tuple_pullback(pullback, value)
     return value, pullback
+
+
+def vjp_method(obj, name, wrt, *args, **kwargs):
+    """``obj.name(*args)`` with ``(value, pullback)``; ``"self"`` in ``wrt`` asks for
+    ``obj``'s adjoint, whether ``name`` is a method of ``obj`` or a callable
+    stored in it (a layer of a model)."""
+    attr = getattr(obj, name)
+    if "self" not in wrt:
+        return vjp_call(attr, wrt, *args, **kwargs)
+    value, pullback = vjp_call(attr, wrt, *args, **kwargs)
+    if isinstance(attr, types.MethodType) and attr.__self__ is obj:
+        return value, pullback  # the method's own receiver is obj
+    position = wrt.index("self")
+
+    def pull(value_bar):
+        adjoints = pullback(value_bar)
+        if len(wrt) == 1:
+            return {name: adjoints}
+        return tuple({name: a} if i == position else a for i, a in enumerate(adjoints))
+    return value, pull
 
 
 def _tuple_pullback(pullback, value):
@@ -384,3 +421,37 @@ def written_adjoint(g, index, value):
 def add_each(adjoints, more):
     """Add two sequences of adjoints element by element (a list used twice)."""
     return [a + b for a, b in zip(adjoints, more)]
+
+
+def add(a, b):
+    """Accumulate two adjoints that may be structures (sparse nested dicts) or arrays."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = dict(a)
+        for key, value in b.items():
+            out[key] = add(out[key], value) if key in out else value
+        return out
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+def zeros_like(x):
+    """A zero adjoint for ``x``: an empty sparse structure, or an array of zeros."""
+    from . import tree
+
+    return {} if tree.is_structure(x) else np.zeros_like(x)
+
+
+def getitem_adjoint(ans_bar, a, index):
+    """Adjoint of ``a[index]`` for any ``a``: an array, or a list/tuple/dict of parameters.
+
+    Arrays: ``ans_bar`` scattered into zeros, repeated integer indices
+    accumulating (``np.add.at``).  Structures: a sparse adjoint ``{index: ans_bar}``.
+    """
+    if isinstance(a, (list, tuple, dict)):
+        return {index: ans_bar}
+    a_bar = np.zeros_like(a)
+    np.add.at(a_bar, index, ans_bar)
+    return a_bar

@@ -97,6 +97,7 @@ class Site:
     hints: dict
     fresh: callable
     module_name: str = "np"
+    structure: callable = lambda atom: None  # atom -> True (a structure), False (an array), None
 
 
 def instantiate(rule, site: Site):
@@ -224,6 +225,12 @@ class _Instantiator:
             arg = node.args[0]
             binding = self.env.get(arg.id) if isinstance(arg, gast.Name) else None
             return binding is not None and static_value(binding) is not UNKNOWN
+        if fn is runtime.is_array or fn is runtime.is_structure:
+            arg = node.args[0]
+            if isinstance(arg, gast.Name) and arg.id in self.site.bindings:
+                kind = self.site.structure(self.site.bindings[arg.id])
+                return UNKNOWN if kind is None else kind == (fn is runtime.is_structure)
+            return UNKNOWN
         if fn is np.ndim:
             arg = node.args[0]
             if isinstance(arg, gast.Name) and arg.id in self.site.bindings:

@@ -57,7 +57,9 @@ def derivative_inputs(stmt) -> list[str]:
     if kind == "unpack":
         return [anno.get(stmt, "source")]
     if kind == "call":
-        names = [n for a in anno.get(stmt, "args") for n in nodes.loaded_names(a)]
+        receiver = anno.get(stmt, "receiver")
+        names = nodes.loaded_names(receiver) if receiver is not None else []
+        names += [n for a in anno.get(stmt, "args") for n in nodes.loaded_names(a)]
         return names + [n for a in anno.get(stmt, "kwargs").values() for n in nodes.loaded_names(a)]
     return []
 

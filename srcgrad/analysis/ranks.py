@@ -14,6 +14,16 @@ from ..rules.registry import elementwise_ndim
 from ..templates import UNKNOWN, static_value
 
 
+class TreeRank(tuple):
+    """The ranks inside a structure argument: ``((entry, rank or TreeRank), ...)``."""
+
+    def get(self, entry):
+        for key, rank in self:
+            if key == entry:
+                return rank
+        return None
+
+
 def rank_of(atom, env):
     if isinstance(atom, gast.Name):
         return env.get(atom.id)
@@ -23,10 +33,13 @@ def rank_of(atom, env):
 
 
 _UNSET = object()
+_STRUCTURAL = set()  # ndim functions of field and getitem, filled in below
 
 
 def infer(body, param_ranks: dict) -> dict:
     """Rank of every name; a name assigned different ranks (in a loop) is unknown."""
+    if not _STRUCTURAL:
+        _register_structural()
     env = dict(param_ranks)
     flat = list(nodes.statements(body))
     for _ in range(4):  # loops converge in a pass or two; more passes only confirm
@@ -60,7 +73,9 @@ def _rank(stmt, env):
     rule = anno.get(stmt, "rule")
     if rule is not None and rule.ndim is not None and anno.has(stmt, "bound"):
         bound = anno.get(stmt, "bound")
-        ndims = {p: rank_of(a, env) for p, a in bound.items()
+        structural = rule.ndim in _STRUCTURAL  # only these look inside a structure's ranks
+        ndims = {p: r if structural or not isinstance(r, TreeRank) else None
+                 for p, a in bound.items() for r in [rank_of(a, env)]
                  if isinstance(a, gast.Name) or (isinstance(a, gast.Constant)
                                                  and isinstance(a.value, (int, float)))}
         statics = {p: _partial_static(a) for p, a in bound.items()}
@@ -70,3 +85,11 @@ def _rank(stmt, env):
         operands = [value.left] + value.comparators
         return elementwise_ndim({i: rank_of(a, env) for i, a in enumerate(operands)}, {})
     return None
+
+
+def _register_structural():
+    import operator
+
+    from ..rules import registry
+    for primal in (getattr, operator.getitem):
+        _STRUCTURAL.add(registry.lookup(primal).ndim)

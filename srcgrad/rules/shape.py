@@ -11,8 +11,9 @@ import operator
 
 import numpy as np
 
-from ..runtime import (inverse_permutation, is_basic_index, is_constant, unbroadcast,
-                       unconcatenate)
+from ..runtime import (getitem_adjoint, inverse_permutation, is_array, is_basic_index, is_constant,
+                       is_structure,
+                       unbroadcast, unconcatenate)
 from . import _ndim
 from .registry import defadjoint
 
@@ -72,6 +73,8 @@ def _getitem_ndim(ndims, statics):
     rank, index = ndims.get("a"), statics.get("index", _ndim.UNKNOWN)
     if rank is None or index is _ndim.UNKNOWN:
         return None
+    if hasattr(rank, "get"):  # an entry of a structure
+        return rank.get(index)
     parts = index if isinstance(index, tuple) else (index,)
     if not is_basic_index(parts):
         return None
@@ -83,11 +86,27 @@ builtins_sum = sum
 
 @defadjoint(operator.getitem, diff=("a",), ndim=_getitem_ndim)
 def getitem(ans_bar, ans, a, index):
-    a_bar = np.zeros_like(a)
-    # Basic indexing (a literal index, or one integer such as a loop index) reads
-    # each element at most once: assignment.  Anything else may repeat: add.at.
-    if is_constant(index) and is_basic_index(index) or np.ndim(index) == 0:
-        a_bar[index] = ans_bar
+    """An array: scatter into zeros.  A list/tuple/dict of parameters: ``{index: ans_bar}``."""
+    if is_array(a):
+        a_bar = np.zeros_like(a)
+        # Basic indexing (a literal index, or one integer such as a loop index) reads
+        # each element at most once: assignment.  Anything else may repeat: add.at.
+        if is_constant(index) and is_basic_index(index) or np.ndim(index) == 0:
+            a_bar[index] = ans_bar
+            return a_bar
+        np.add.at(a_bar, index, ans_bar)
         return a_bar
-    np.add.at(a_bar, index, ans_bar)
-    return a_bar
+    if is_structure(a):
+        return {index: ans_bar}
+    return getitem_adjoint(ans_bar, a, index)
+
+
+def _field_ndim(ndims, statics):
+    parent, name = ndims.get("obj"), statics.get("name")
+    return parent.get(name) if hasattr(parent, "get") else None
+
+
+@defadjoint(getattr, diff=("obj",), ndim=_field_ndim)
+def field(ans_bar, ans, obj, name):
+    """Reading ``obj.name`` (a parameter of a model): the adjoint is ``{name: ans_bar}``."""
+    return {name: ans_bar}

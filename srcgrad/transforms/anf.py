@@ -588,7 +588,8 @@ class _Lowering:
             return self._apply(np.transpose, value, [nodes.copy(base)], {}, node, **emit)
         if node.attr in _ARRAY_ATTRIBUTES:
             return self._emit(value, kind="nondiff", rule=None, **emit)
-        return self._emit(value, kind="unknown", callee=None, **emit)
+        # A field of a structure (a model's parameter, a sub-layer).
+        return self._apply(getattr, value, [nodes.copy(base), nodes.const(node.attr)], {}, node, **emit)
 
     def _call(self, node, **emit):
         func = node.func
@@ -614,19 +615,27 @@ class _Lowering:
                 and self.current.get(func.value.id, func.value.id) in self.made_by:
             return self._append(func.value.id, node, **emit)
         # Known only at run time: a function passed in, a method of an object.
+        receiver = None
         if isinstance(func, gast.Attribute):
-            callee = gast.Attribute(value=self._lower(func.value), attr=func.attr, ctx=gast.Load())
+            receiver = self._lower(func.value)
+            callee = gast.Attribute(value=nodes.copy(receiver), attr=func.attr, ctx=gast.Load())
         else:
             callee = self._lower(func)
         args = [self._argument(a) for a in node.args]
         kwargs = {k.arg: self._argument(k.value) for k in node.keywords}
-        return self._user_call(callee, args, kwargs, node, **emit)
+        return self._user_call(callee, args, kwargs, node, receiver=receiver, **emit)
 
-    def _user_call(self, callee, args, kwargs, node, **emit):
-        """A call to the user's own code: differentiated through its own vjp at run time."""
+    def _user_call(self, callee, args, kwargs, node, receiver=None, **emit):
+        """A call to the user's own code: differentiated through its own vjp at run time.
+
+        ``receiver``: for ``obj.name(...)``, the object, whose parameters may be
+        differentiated too (a model calling its layers)."""
         value = nodes.call(callee, [nodes.copy(a) for a in args],
                            [(k, nodes.copy(v)) for k, v in kwargs.items()])
-        return self._emit(value, kind="call", args=args, kwargs=kwargs, impure=True, **emit)
+        if receiver is None and isinstance(callee, gast.Name) and not anno.has(callee, "resolved"):
+            receiver = callee  # a callable object passed in: its own parameters count
+        return self._emit(value, kind="call", args=args, kwargs=kwargs, receiver=receiver,
+                          impure=True, **emit)
 
     def _apply(self, prim, value, args, kwargs, node, func_node=None, **emit):
         """Emit a primitive application, binding its arguments to the rule's parameters."""

@@ -23,7 +23,7 @@ import gast
 from .. import anno, errors, nodes, templates
 from ..analysis.activity import derivative_inputs as activity_inputs
 from ..rules.registry import diff_params
-from ..analysis.ranks import rank_of
+from ..analysis.ranks import TreeRank, rank_of
 
 
 @dataclasses.dataclass
@@ -87,8 +87,12 @@ class _Reverse:
                                                              ctx=gast.Load()))
         forward = [s for s in self.core.body if not isinstance(s, gast.Return)]
         self._reverse_block(forward)
-        adjoints = {}
         self.group = None
+        for source, parts in sorted(self.unpacked.items()):  # `a, b = param`
+            if self.activity.active(source):
+                self._accumulate(source, gast.Dict(keys=[nodes.const(i) for i in parts],
+                                                   values=[nodes.name(b) for b in parts.values()]))
+        adjoints = {}
         for param in wrt:
             if param not in self.defined:
                 self.out.append(self._zeros(param))
@@ -106,8 +110,12 @@ class _Reverse:
         anno.set(stmt, "group", group)
         self.out.append(stmt)
 
+    def _is_array(self, var) -> bool:
+        return isinstance(self.ranks.get(var), int)
+
     def _zeros(self, var, like=None):
-        zeros = nodes.call(f"{self.backend.MODULE_NAME}.zeros_like", [nodes.name(like or var)])
+        maker = f"{self.backend.MODULE_NAME}.zeros_like" if self._is_array(like or var) else "rt.zeros_like"
+        zeros = nodes.call(maker, [nodes.name(like or var)])
         stmt = nodes.assign(self._bar_name(var), zeros)
         anno.set(stmt, "group", self.group)
         return stmt
@@ -119,8 +127,10 @@ class _Reverse:
             if isinstance(expr, gast.Name) and expr.id == name:
                 return  # the rule already built it under this name
             self._append(nodes.assign(name, expr), self.group)
-        else:
+        elif self._is_array(var):
             self._append(nodes.assign(name, nodes.binop(nodes.name(name), "+", expr)), self.group)
+        else:  # maybe a structure: its adjoint is a sparse dict
+            self._append(nodes.assign(name, nodes.call("rt.add", [nodes.name(name), expr])), self.group)
 
     def _active_name(self, atom):
         return isinstance(atom, gast.Name) and self.activity.active(atom.id)
@@ -350,15 +360,21 @@ class _Reverse:
         backward ``a_bar, b_bar = y_pullback(y_bar)``: the callee's own reverse mode,
         compiled when first called (so recursion and run-time targets work)."""
         args, kwargs = anno.get(stmt, "args"), anno.get(stmt, "kwargs")
-        wrt = [(i, a) for i, a in enumerate(args) if self._active_name(a)]
+        receiver = anno.get(stmt, "receiver")
+        wrt = [("self", receiver)] if self._active_name(receiver) else []
+        wrt += [(i, a) for i, a in enumerate(args) if self._active_name(a)]
         wrt += [(k, a) for k, a in kwargs.items() if self._active_name(a)]
         if not wrt:
             return
         pullback = self.core.fresh(f"{target}_pullback")
         call = stmt.value
         stmt.targets = [nodes.tuple_([nodes.name(target, "store"), nodes.name(pullback, "store")], "store")]
-        stmt.value = nodes.call("rt.vjp_call", [call.func, nodes.tuple_([nodes.const(w) for w, _ in wrt])]
-                                + call.args, [(k.arg, k.value) for k in call.keywords])
+        spec = nodes.tuple_([nodes.const(w) for w, _ in wrt])
+        if isinstance(call.func, gast.Attribute):  # obj.name(...): a method or a stored layer
+            head = ["rt.vjp_method", [nodes.copy(call.func.value), nodes.const(call.func.attr), spec]]
+        else:
+            head = ["rt.vjp_call", [call.func, spec]]
+        stmt.value = nodes.call(head[0], head[1] + call.args, [(k.arg, k.value) for k in call.keywords])
         outputs, later, claimed = [], [], set()
         for _, atom in wrt:
             var = atom.id
@@ -399,7 +415,9 @@ class _Reverse:
         bindings.update({p: a for p, a in bound.items()})
         site = templates.Site(
             bindings=bindings,
-            ndim=lambda atom: rank_of(atom, self.ranks),
+            ndim=lambda atom: r if isinstance(r := rank_of(atom, self.ranks), int) else None,
+            structure=lambda atom: (True if isinstance(r := rank_of(atom, self.ranks), TreeRank)
+                                    else False if isinstance(r, int) else None),
             same_shape=self._same_shape(rule, bound),
             wanted=wanted,
             hints=hints,

@@ -1,0 +1,264 @@
+"""What every optimizer shares: parameters, matching gradients, state, repr.
+
+An optimizer holds a structure of parameters -- a model object whose
+attributes hold arrays, or a dict/list/tuple nesting of arrays, flattened by
+:mod:`srcgrad.tree` -- and updates every array *in place* on
+:meth:`Optimizer.step`.  Gradients are values passed to ``step``, never
+accumulated on the parameters, so there is no ``zero_grad``.
+
+Each parameter is known by its path name (``linear1.weight``, ``layers[2].bias``,
+``w``): gradients are matched to parameters by path, errors name the path, and
+the per-parameter state in :meth:`Optimizer.state_dict` is keyed by it.
+
+Requires: the parameters are writeable floating-point ndarrays (checked at
+construction).  Guarantees: a parameter keeps its identity and dtype, and every
+state array has its parameter's shape and dtype, so float32 training stays
+float32; a ``step`` that raises has changed nothing.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from .. import tree
+
+
+class Optimizer:
+    """Base class: subclasses set ``_hyper``, ``_buffers``, ``_check_hyper`` and ``_update``.
+
+    Attributes:
+        params: the structure passed in; its arrays are the ones updated.
+        step_count: number of completed :meth:`step` calls (``t`` in the papers).
+        state: ``{path name: {buffer name: ndarray}}``, buffers created on first use.
+        Hyper-parameters (``lr`` ...) are plain attributes; assigning one (a
+        learning-rate schedule) takes effect at the next ``step``.
+    """
+
+    _hyper: tuple[str, ...] = ()
+    _buffers: tuple[str, ...] = ()
+
+    def __init__(self, params: Any, **hyper: Any) -> None:
+        for key, value in hyper.items():
+            setattr(self, key, value)
+        self._check_hyper()
+        self.params = params
+        self._paths, names, arrays = _parameters(params)
+        # Several paths may hold the same array (tied weights): it is updated
+        # once, with the sum of its gradients, and its state lives under the
+        # first path.  ``_slot[i]`` is the unique array behind ``_paths[i]``.
+        self._names: list[str] = []
+        self._arrays: list[np.ndarray] = []
+        self._slot: list[int] = []
+        first: dict[int, int] = {}
+        for name, array in zip(names, arrays):
+            if id(array) not in first:
+                first[id(array)] = len(self._arrays)
+                self._names.append(name)
+                self._arrays.append(array)
+            self._slot.append(first[id(array)])
+        _check_no_partial_overlap(self._names, self._arrays)
+        self.step_count = 0
+        self.state: dict[str, dict[str, np.ndarray]] = {name: {} for name in self._names}
+
+    # ---- subclass interface -------------------------------------------------
+    def _check_hyper(self) -> None:
+        """Validate and normalise the hyper-parameters (to Python floats) or raise ValueError."""
+
+    def _update(self, p: np.ndarray, g: np.ndarray, state: dict[str, np.ndarray], t: int) -> None:
+        """Update ``p`` in place from gradient ``g`` (same shape and dtype) at step ``t`` (1-based)."""
+        raise NotImplementedError
+
+    # ---- public API -----------------------------------------------------------
+    def step(self, grads: Any) -> None:
+        """Update every parameter in place with one step of the optimizer's rule.
+
+        Args:
+            grads: gradients with the parameters' structure (the same paths; a
+                nested dict keyed like the paths also matches an object), each
+                leaf an array (or number) of its parameter's shape.  A gradient
+                is cast to its parameter's dtype; the arrays passed are not modified.
+
+        Raises:
+            ValueError: the paths differ (the message names the first parameter
+                without a gradient, or the first gradient without a parameter), or a
+                gradient's shape differs from its parameter's (names the path and both
+                shapes), or a hyper-parameter assigned since construction is invalid.
+            TypeError: a gradient is not numeric.
+        """
+        self._check_hyper()
+        slots = self._match(grads)
+        self.step_count += 1
+        for name, p, g in zip(self._names, self._arrays, slots):
+            self._update(p, g, self.state[name], self.step_count)
+
+    def state_dict(self) -> dict[str, Any]:
+        """A snapshot to resume from: copies, not views of the live state.
+
+        Returns:
+            ``{"optimizer": class name, "step": int, "hyper": {name: value},
+            "state": {path name: {buffer name: ndarray}}}``; each buffer has its
+            parameter's shape and dtype.
+        """
+        return {
+            "optimizer": type(self).__name__,
+            "step": self.step_count,
+            "hyper": {key: getattr(self, key) for key in self._hyper},
+            "state": {name: {k: v.copy() for k, v in bufs.items()} for name, bufs in self.state.items()},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict` output (hyper-parameters, step count and buffers).
+
+        The parameters themselves are not part of the state: restore them separately.
+        Buffers are copied and cast to their parameter's dtype.
+
+        Raises:
+            ValueError: the state is from another optimizer class, names other
+                parameter paths (the message names the first differing one), holds an
+                unknown buffer, a buffer of the wrong shape, or invalid hyper-parameters.
+        """
+        cls = type(self).__name__
+        if state.get("optimizer") != cls:
+            raise ValueError(f"{cls}.load_state_dict: the state is from {state.get('optimizer')!r}, not {cls}")
+        bufs = state["state"]
+        _same_names(self._names, list(bufs), "this optimizer's parameters", "the loaded state")
+        new_state = {}
+        for name, p in zip(self._names, self._arrays):
+            new_state[name] = {}
+            for key, value in bufs[name].items():
+                value = np.asarray(value)
+                if key not in self._buffers:
+                    raise ValueError(f"{cls}.load_state_dict: unknown buffer {key!r} for '{name}' "
+                                     f"(expected some of {self._buffers})")
+                if value.shape != p.shape:
+                    raise ValueError(f"{cls}.load_state_dict: buffer {key!r} of '{name}' has shape "
+                                     f"{value.shape} but the parameter has shape {p.shape}")
+                new_state[name][key] = np.array(value, dtype=p.dtype)
+        saved = {key: getattr(self, key) for key in self._hyper}
+        try:
+            for key in self._hyper:
+                setattr(self, key, state["hyper"][key])
+            self._check_hyper()
+        except (KeyError, ValueError):
+            for key, value in saved.items():
+                setattr(self, key, value)
+            raise
+        self.step_count = int(state["step"])
+        self.state = new_state
+
+    def __repr__(self) -> str:
+        n, size = len(self._arrays), sum(p.size for p in self._arrays)
+        hyper = ", ".join(f"{key}={getattr(self, key)!r}" for key in self._hyper)
+        arrays = f"{n} array{'s' if n != 1 else ''} ({size} values)"
+        return f"{type(self).__name__}({arrays}, step={self.step_count}, {hyper})"
+
+    # ---- helpers ----------------------------------------------------------------
+    def _match(self, grads: Any) -> list[np.ndarray]:
+        """One gradient per unique parameter array, validated, in ``_arrays`` order."""
+        gpaths, gleaves, _ = tree.flatten(grads)
+        if gpaths != self._paths:
+            _same_names(self._paths, gpaths, "the parameters", "the gradient", show=tree.path_name)
+            by_path = dict(zip(gpaths, gleaves))
+            gleaves = [by_path[p] for p in self._paths]
+        slots: list[np.ndarray | None] = [None] * len(self._arrays)
+        for path, slot, g in zip(self._paths, self._slot, gleaves):
+            p = self._arrays[slot]
+            g = np.asarray(g)
+            name = tree.path_name(path)
+            if g.dtype.kind not in "fiub":
+                raise TypeError(f"gradient for '{name}' has dtype {g.dtype}; expected a real number array")
+            if g.shape != p.shape:
+                raise ValueError(f"gradient for '{name}' has shape {g.shape} but the parameter "
+                                 f"has shape {p.shape}")
+            g = g.astype(p.dtype, copy=False)
+            slots[slot] = g if slots[slot] is None else slots[slot] + g
+        return slots
+
+
+def _parameters(params: Any) -> tuple[list[tuple], list[str], list[np.ndarray]]:
+    """Paths, path names and arrays of ``params``; TypeError naming the path for a non-float leaf."""
+    paths, leaves, _ = tree.flatten(params)
+    names = [tree.path_name(p) for p in paths]
+    if not leaves:
+        raise ValueError("the optimizer got no parameters: pass a model or a dict/list of float arrays")
+    for name, leaf in zip(names, leaves):
+        if not isinstance(leaf, np.ndarray):
+            kind = type(leaf).__name__
+            raise TypeError(
+                f"parameter '{name}' is a {kind}, not an array: optimizers update arrays in place, so "
+                f"store a trainable value as a float array (np.array({leaf!r})), or pass the optimizer "
+                f"a dict or list of just the trainable arrays")
+        if not np.issubdtype(leaf.dtype, np.floating):
+            raise TypeError(
+                f"parameter '{name}' is an array of dtype {leaf.dtype}: only floating-point arrays can "
+                f"be trained; convert it with .astype(np.float64) (or float32), or pass the optimizer "
+                f"a dict or list of just the trainable arrays")
+        if not leaf.flags.writeable:
+            raise ValueError(f"parameter '{name}' is a read-only array; the optimizer updates it in "
+                             f"place: pass a writeable copy (np.array(...))")
+    return paths, names, leaves
+
+
+def _check_no_partial_overlap(names: list[str], arrays: list[np.ndarray]) -> None:
+    """ValueError when two different arrays share memory (in-place updates would interfere)."""
+    by_base: dict[int, list[int]] = {}
+    for i, a in enumerate(arrays):
+        root = a
+        while root.base is not None:  # an ndarray, or the buffer object of np.frombuffer
+            root = root.base
+            if not isinstance(root, np.ndarray):
+                break
+        by_base.setdefault(id(root), []).append(i)
+    for group in by_base.values():
+        for k, i in enumerate(group):
+            for j in group[k + 1:]:
+                if np.shares_memory(arrays[i], arrays[j]):
+                    raise ValueError(f"parameters '{names[i]}' and '{names[j]}' are different arrays "
+                                     f"sharing memory; updating them in place would interfere: pass "
+                                     f"the underlying array once")
+
+
+def _same_names(ours: list, theirs: list, our_label: str, their_label: str, show=str) -> None:
+    """ValueError naming (by ``show``) the first key in one list and not the other."""
+    theirs_set, ours_set = set(theirs), set(ours)
+    for key in ours:
+        if key not in theirs_set:
+            raise ValueError(f"structure mismatch: {our_label} have '{show(key)}' but {their_label} has "
+                             f"no such entry ({their_label} has {_listing(theirs, show)})")
+    for key in theirs:
+        if key not in ours_set:
+            raise ValueError(f"structure mismatch: {their_label} has '{show(key)}' which is not among "
+                             f"{our_label} ({_listing(ours, show)})")
+
+
+def _listing(keys: list, show=str, limit: int = 6) -> str:
+    if not keys:
+        return "nothing"
+    shown = ", ".join(f"'{show(k)}'" for k in keys[:limit])
+    return shown + (f", ... ({len(keys)} in all)" if len(keys) > limit else "")
+
+
+def _buffer(state: dict[str, np.ndarray], key: str, p: np.ndarray, fill: float = 0.0) -> np.ndarray:
+    """The state buffer ``key``, created as ``fill`` in ``p``'s shape and dtype on first use."""
+    if key not in state:
+        state[key] = np.full_like(p, fill)
+    return state[key]
+
+
+def real(owner: str, name: str, value: Any, low: float = 0.0, high: float = np.inf,
+         high_open: bool = False) -> float:
+    """``value`` as a Python float in ``[low, high]`` (``[low, high)`` if ``high_open``), else ValueError.
+
+    Python floats keep the update in the parameter's dtype (NumPy does not
+    promote a float32 array by a Python float).
+    """
+    bad = isinstance(value, bool) or not isinstance(value, numbers.Real)
+    if not bad:
+        value = float(value)
+        bad = not (low <= value <= high) or (high_open and value == high)
+    if bad:
+        close = ")" if high_open else "]"
+        raise ValueError(f"{owner}: {name} must be a real number in [{low}, {high}{close}, got {value!r}")
+    return value
