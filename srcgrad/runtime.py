@@ -339,10 +339,15 @@ def vjp_call(fn, wrt, *args, **kwargs):
         fn, receiver = fn.__func__, (fn.__self__,)
     elif not isinstance(fn, types.FunctionType) and isinstance(getattr(type(fn), "__call__", None),
                                                                types.FunctionType):
-        fn, receiver = type(fn).__call__, (fn,)
+        fn, receiver = _call_method(type(fn)), (fn,)
     rule = registry.lookup(fn)
     if rule is not None and rule.differentiable:
         return _rule_vjp(rule, fn, wrt, args, kwargs)
+    if rule is not None:  # no derivative (a random draw, a constructor): zero adjoints
+        value = fn(*receiver, *args, **kwargs)
+        zeros = tuple({} if w == "self" else zeros_like(args[w] if isinstance(w, int) else kwargs[w])
+                      for w in wrt)
+        return value, lambda value_bar: zeros if len(zeros) > 1 else zeros[0]
     if "self" in wrt and not receiver:
         raise TypeError(f"{fn!r} has no parameters of its own to differentiate")
     names = tuple(0 if w == "self" else w + len(receiver) if isinstance(w, int) else w for w in wrt)
@@ -357,6 +362,18 @@ def vjp_call(fn, wrt, *args, **kwargs):
     if isinstance(value, tuple):
         return value, _tuple_pullback(pullback, value)
     return value, pullback
+
+
+def _call_method(cls):
+    """What calling an instance of ``cls`` runs: ``forward`` for an ``nn.Module``."""
+    call = cls.__call__
+    if getattr(call, "__srcgrad_calls_forward__", False):
+        forward = getattr(cls, "forward", None)
+        if forward is None or getattr(forward, "__srcgrad_abstract__", False):
+            raise TypeError(f"{cls.__name__} has no forward method: define "
+                            f"`def forward(self, x): ...` in class {cls.__name__}")
+        return forward
+    return call
 
 
 def vjp_method(obj, name, wrt, *args, **kwargs):
@@ -455,3 +472,21 @@ def getitem_adjoint(ans_bar, a, index):
     a_bar = np.zeros_like(a)
     np.add.at(a_bar, index, ans_bar)
     return a_bar
+
+
+def window_adjoint(g, x, window_shape, axis=None):
+    """Adjoint of ``np.lib.stride_tricks.sliding_window_view(x, window_shape, axis)``.
+
+    Each window offset is one strided slice of ``x``; their adjoints add up
+    (windows overlap).  One vectorised add per offset, e.g. 9 for a 3x3 kernel.
+    """
+    x_bar = np.zeros(np.shape(x), dtype=np.result_type(g))
+    window_shape = (window_shape,) if isinstance(window_shape, int) else tuple(window_shape)
+    axes = tuple(range(np.ndim(x))) if axis is None else (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = tuple(a % np.ndim(x) for a in axes)
+    for offsets in np.ndindex(*window_shape):
+        where = [slice(None)] * np.ndim(x)
+        for a, offset, width in zip(axes, offsets, window_shape):
+            where[a] = slice(offset, offset + np.shape(x)[a] - width + 1)
+        x_bar[tuple(where)] += g[(Ellipsis,) + offsets]
+    return x_bar

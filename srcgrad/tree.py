@@ -40,16 +40,46 @@ class _Original:
         return isinstance(other, _Original) and type(other.obj) is type(self.obj) and other.keys == self.keys
 
 
-def _is_part(value) -> bool:
-    if isinstance(value, bool) or isinstance(value, _SKIP) or callable(value) and not hasattr(value, "__dict__"):
-        return False
-    if isinstance(value, (np.ndarray, float, np.floating, list, tuple, dict)):
+def _is_float_array(value) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype.kind in "fc"
+
+
+def _is_object(value) -> bool:
+    return (hasattr(value, "__dict__") and not isinstance(value, _SKIP) and not isinstance(value, type)
+            and not callable(getattr(value, "__array__", None)))
+
+
+def _has_params(value) -> bool:
+    """Whether a container or object holds, somewhere inside, a float array or float."""
+    if _is_float_array(value) or isinstance(value, (float, np.floating)) and not isinstance(value, bool):
         return True
-    return hasattr(value, "__dict__") and not isinstance(value, type) and not callable(getattr(value, "__array__", None))
+    if isinstance(value, (list, tuple)):
+        return any(_has_params(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_params(v) for v in value.values())
+    if _is_object(value):
+        return any(_is_attribute_part(v) for v in vars(value).values())
+    return False
+
+
+def _is_attribute_part(value) -> bool:
+    """An object's attribute that is (or holds) parameters: a float array, a
+    container or an object holding some.  Python numbers, strings, integer
+    arrays (buffers) and functions are carried along, not differentiated."""
+    if _is_float_array(value):
+        return True
+    if isinstance(value, (list, tuple, dict)) or _is_object(value):
+        return _has_params(value)
+    return False
+
+
+def _is_part(value) -> bool:
+    """A value made of parameters: a container or an object (not a single array)."""
+    return isinstance(value, (list, tuple, dict)) or _is_object(value)
 
 
 def _flatten_object(obj):
-    keys = tuple(k for k, v in vars(obj).items() if _is_part(v))
+    keys = tuple(k for k, v in vars(obj).items() if _is_attribute_part(v))
     return [vars(obj)[k] for k in keys], _Original(obj, keys), keys
 
 
@@ -68,13 +98,13 @@ def _register(value) -> None:
     elif isinstance(value, dict):
         for v in value.values():
             _register(v)
-    elif _is_part(value) and not isinstance(value, (np.ndarray, float, np.floating)):
+    elif _is_object(value):
         cls = type(value)
         if cls not in _REGISTERED:
             optree.register_pytree_node(cls, _flatten_object, _unflatten_object, namespace=NAMESPACE)
             _REGISTERED.add(cls)
-        for k, v in vars(value).items():
-            if _is_part(v):
+        for v in vars(value).values():
+            if _is_attribute_part(v):
                 _register(v)
 
 
@@ -117,7 +147,10 @@ def materialize(sparse, like):
     values = []
     for path, leaf in zip(paths, leaves):
         g = lookup(sparse, path)
-        if g is None:
+        if not (_is_float_array(leaf) or isinstance(leaf, (float, np.floating))):
+            values.append(leaf)  # not a parameter: carried along as it is
+            continue
+        if g is None or isinstance(g, dict):
             g = np.zeros_like(leaf)
         if isinstance(leaf, np.ndarray):
             g = np.array(np.broadcast_to(g, leaf.shape), dtype=leaf.dtype)
@@ -129,4 +162,4 @@ def materialize(sparse, like):
 
 def is_structure(value) -> bool:
     """A value srcgrad treats as a structure of parameters rather than one array."""
-    return _is_part(value) and not isinstance(value, (np.ndarray, float, np.floating))
+    return _is_part(value)

@@ -7,7 +7,8 @@ MODULE_NAME = "np"
 IMPORTS = ("import numpy as np", "from srcgrad import runtime as rt")
 MODULE = np
 
-_NAMESPACES = (("np", np), ("np.linalg", np.linalg), ("np.random", np.random), ("np.fft", np.fft))
+_NAMESPACES = (("np", np), ("np.linalg", np.linalg), ("np.random", np.random), ("np.fft", np.fft),
+               ("np.lib.stride_tricks", np.lib.stride_tricks))
 
 
 def spelling(obj) -> str | None:

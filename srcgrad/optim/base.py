@@ -191,10 +191,10 @@ def _parameters(params: Any) -> tuple[list[tuple], list[str], list[np.ndarray]]:
                 f"store a trainable value as a float array (np.array({leaf!r})), or pass the optimizer "
                 f"a dict or list of just the trainable arrays")
         if not np.issubdtype(leaf.dtype, np.floating):
-            raise TypeError(
-                f"parameter '{name}' is an array of dtype {leaf.dtype}: only floating-point arrays can "
-                f"be trained; convert it with .astype(np.float64) (or float32), or pass the optimizer "
-                f"a dict or list of just the trainable arrays")
+            kind = "complex arrays are not supported" if leaf.dtype.kind == "c" else (
+                "only floating-point arrays can be trained; convert it with .astype(np.float64) (or float32)")
+            raise TypeError(f"parameter '{name}' is an array of dtype {leaf.dtype}: {kind}; or pass the "
+                            f"optimizer a dict or list of just the trainable arrays")
         if not leaf.flags.writeable:
             raise ValueError(f"parameter '{name}' is a read-only array; the optimizer updates it in "
                              f"place: pass a writeable copy (np.array(...))")

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..runtime import (getitem_adjoint, inverse_permutation, is_array, is_basic_index, is_constant,
                        is_structure,
-                       unbroadcast, unconcatenate)
+                       unbroadcast, unconcatenate, window_adjoint)
 from . import _ndim
 from .registry import defadjoint
 
@@ -53,6 +53,12 @@ def transpose(ans_bar, ans, a, axes=None):
 @defadjoint(np.copy, np.asarray, elementwise=True)
 def copy(ans_bar, ans, a):
     return ans_bar
+
+
+@defadjoint(np.lib.stride_tricks.sliding_window_view, diff=("x",))
+def sliding_window_view(ans_bar, ans, x, window_shape, axis=None, subok=False, writeable=False):
+    """The windows of a convolution or pooling layer; overlapping windows add up."""
+    return window_adjoint(ans_bar, x, window_shape, axis)
 
 
 @defadjoint(np.concatenate, sequence=("arrays",))
