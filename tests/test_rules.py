@@ -188,6 +188,9 @@ ROWS = [
     Row(np.squeeze, {"np.squeeze(x)": [((3, 1, 4),), ((1, 4),)],
                      "np.squeeze(x, axis=1)": [((3, 1, 4),)], "x.squeeze()": [((1, 4),)]}),
     Row(np.broadcast_to, {"np.broadcast_to(x, (2, 3, 4))": [((4,),), ((3, 1),), ((),)]}),
+    Row(np.lib.stride_tricks.sliding_window_view, {
+        "np.lib.stride_tricks.sliding_window_view(x, 2)": [((5,),)],
+        "np.lib.stride_tricks.sliding_window_view(x, (2, 3), axis=(1, 2))": [((2, 4, 5),)]}),
     Row(np.concatenate, {
         "np.concatenate([x, y])": [((2, 4), (3, 4))],
         "np.concatenate([x, y], axis=1)": [((3, 2), (3, 4))],
