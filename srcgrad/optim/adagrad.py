@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Optimizer, _buffer, real
+from .base import Optimizer, _buffer, _real
 
 
 class Adagrad(Optimizer):
@@ -48,7 +48,7 @@ class Adagrad(Optimizer):
 
     def _check_hyper(self) -> None:
         for key in self._hyper:
-            setattr(self, key, real("Adagrad", key, getattr(self, key)))
+            setattr(self, key, _real("Adagrad", key, getattr(self, key)))
 
     def _update(self, p: np.ndarray, g: np.ndarray, state: dict[str, np.ndarray], t: int) -> None:
         clr = self.lr / (1 + (t - 1) * self.lr_decay)

@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Optimizer, _buffer, real
+from .base import Optimizer, _buffer, _real
 
 
 def _adam_step(opt: Adam, p: np.ndarray, g: np.ndarray, state: dict[str, np.ndarray], t: int) -> None:
@@ -63,15 +63,15 @@ class Adam(Optimizer):
 
     def _check_hyper(self) -> None:
         name = type(self).__name__
-        self.lr = real(name, "lr", self.lr)
+        self.lr = _real(name, "lr", self.lr)
         try:
             beta1, beta2 = self.betas
         except (TypeError, ValueError):
             raise ValueError(f"{name}: betas must be a pair (beta1, beta2), got {self.betas!r}") from None
-        self.betas = (real(name, "betas[0]", beta1, high=1.0, high_open=True),
-                      real(name, "betas[1]", beta2, high=1.0, high_open=True))
-        self.eps = real(name, "eps", self.eps)
-        self.weight_decay = real(name, "weight_decay", self.weight_decay)
+        self.betas = (_real(name, "betas[0]", beta1, high=1.0, high_open=True),
+                      _real(name, "betas[1]", beta2, high=1.0, high_open=True))
+        self.eps = _real(name, "eps", self.eps)
+        self.weight_decay = _real(name, "weight_decay", self.weight_decay)
 
     def _update(self, p: np.ndarray, g: np.ndarray, state: dict[str, np.ndarray], t: int) -> None:
         if self.weight_decay != 0:

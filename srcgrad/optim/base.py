@@ -28,6 +28,19 @@ from .. import tree
 class Optimizer:
     """Base class: subclasses set ``_hyper``, ``_buffers``, ``_check_hyper`` and ``_update``.
 
+    Args:
+        params: a model (an object whose attributes hold arrays) or a dict/list/tuple
+            nesting of writeable floating-point ndarrays, any shapes, float32 or float64.
+            An array reached by several paths (tied weights) is updated once per step
+            with the sum of its gradients; its state is kept under its first path.
+        **hyper: the subclass's hyper-parameters, set as attributes.
+
+    Raises:
+        TypeError: a parameter is not a floating-point ndarray (a Python float, an
+            int or complex array); the message names its path and what to do.
+        ValueError: no parameters, a read-only parameter, two different parameter
+            arrays sharing memory, or an invalid hyper-parameter.
+
     Attributes:
         params: the structure passed in; its arrays are the ones updated.
         step_count: number of completed :meth:`step` calls (``t`` in the papers).
@@ -247,7 +260,7 @@ def _buffer(state: dict[str, np.ndarray], key: str, p: np.ndarray, fill: float =
     return state[key]
 
 
-def real(owner: str, name: str, value: Any, low: float = 0.0, high: float = np.inf,
+def _real(owner: str, name: str, value: Any, low: float = 0.0, high: float = np.inf,
          high_open: bool = False) -> float:
     """``value`` as a Python float in ``[low, high]`` (``[low, high)`` if ``high_open``), else ValueError.
 

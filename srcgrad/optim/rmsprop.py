@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Optimizer, _buffer, real
+from .base import Optimizer, _buffer, _real
 
 
 class RMSprop(Optimizer):
@@ -57,11 +57,11 @@ class RMSprop(Optimizer):
                          momentum=momentum, centered=centered)
 
     def _check_hyper(self) -> None:
-        self.lr = real("RMSprop", "lr", self.lr)
-        self.alpha = real("RMSprop", "alpha", self.alpha, high=1.0)
-        self.eps = real("RMSprop", "eps", self.eps)
-        self.weight_decay = real("RMSprop", "weight_decay", self.weight_decay)
-        self.momentum = real("RMSprop", "momentum", self.momentum)
+        self.lr = _real("RMSprop", "lr", self.lr)
+        self.alpha = _real("RMSprop", "alpha", self.alpha, high=1.0)
+        self.eps = _real("RMSprop", "eps", self.eps)
+        self.weight_decay = _real("RMSprop", "weight_decay", self.weight_decay)
+        self.momentum = _real("RMSprop", "momentum", self.momentum)
         self.centered = bool(self.centered)
 
     def _update(self, p: np.ndarray, g: np.ndarray, state: dict[str, np.ndarray], t: int) -> None:

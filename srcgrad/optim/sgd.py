@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Optimizer, real
+from .base import Optimizer, _real
 
 
 class SGD(Optimizer):
@@ -48,10 +48,10 @@ class SGD(Optimizer):
                          weight_decay=weight_decay, dampening=dampening)
 
     def _check_hyper(self) -> None:
-        self.lr = real("SGD", "lr", self.lr)
-        self.momentum = real("SGD", "momentum", self.momentum)
-        self.weight_decay = real("SGD", "weight_decay", self.weight_decay)
-        self.dampening = real("SGD", "dampening", self.dampening, high=1.0)
+        self.lr = _real("SGD", "lr", self.lr)
+        self.momentum = _real("SGD", "momentum", self.momentum)
+        self.weight_decay = _real("SGD", "weight_decay", self.weight_decay)
+        self.dampening = _real("SGD", "dampening", self.dampening, high=1.0)
         self.nesterov = bool(self.nesterov)
         if self.nesterov and (self.momentum <= 0 or self.dampening != 0):
             raise ValueError("SGD: nesterov=True needs momentum > 0 and dampening = 0")
