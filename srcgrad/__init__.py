@@ -3,11 +3,14 @@ from . import rules  # noqa: F401 - registers the derivative rules
 from .api import grad, show, source, value_and_grad, vjp
 from .errors import (NoDerivativeRuleError, NonScalarOutputError, NoSourceError, SrcgradError,
                      UnsupportedSyntaxError, UserCodeError, WrtError)
-from .rules.registry import defadjoint, nondifferentiable
+from .rules.registry import custom_adjoint, defadjoint, nondifferentiable
+from .runtime import stop_gradient
+from . import nn, optim, testing, tree  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = [
     "grad", "value_and_grad", "vjp", "source", "show", "defadjoint", "nondifferentiable",
+    "custom_adjoint", "stop_gradient", "nn", "optim", "testing", "tree",
     "SrcgradError", "UserCodeError", "UnsupportedSyntaxError", "NoDerivativeRuleError",
     "NoSourceError", "NonScalarOutputError", "WrtError",
 ]

@@ -32,7 +32,7 @@ class GradientFunction:
     """
 
     def __init__(self, fn, mode: str, wrt, backend: str = "numpy", optimize: bool = True,
-                 has_aux: bool = False, internal: bool = False):
+                 has_aux: bool = False, internal: bool = False, intermediates=(), hooks=None):
         if isinstance(fn, GradientFunction):
             raise errors.UnsupportedSyntaxError(
                 "srcgrad cannot differentiate a gradient function yet (higher-order derivatives)",
@@ -45,7 +45,10 @@ class GradientFunction:
         self._params = [p.name for p in self._signature.parameters.values()
                         if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
         names, as_tuple = self._wrt_names(wrt)
-        self.options = Options(mode, names, as_tuple, backend, optimize, has_aux)
+        if (intermediates or hooks) and mode == "vjp":
+            raise ValueError("intermediates= and hooks= work with grad and value_and_grad")
+        self.options = Options(mode, names, as_tuple, backend, optimize, has_aux, tuple(intermediates),
+                               tuple((hooks or {}).items()))
         self._wrt_index = tuple(self._params.index(n) for n in names)
         self._cache: dict[tuple, Compiled] = {}
         self._last: Compiled | None = None
@@ -125,10 +128,15 @@ class GradientFunction:
         out = program(*args)
         if mode == "grad":
             if has_aux:
-                return self._finalize(out[0], args), out[1]
-            return self._finalize(out, args)
+                return self._finalize_watched(out[0], args), out[1]
+            return self._finalize_watched(out, args)
         value, grads = out
-        return value, self._finalize(grads, args)
+        return value, self._finalize_watched(grads, args)
+
+    def _finalize_watched(self, grads, args):
+        if self.options.intermediates:
+            return self._finalize(grads[0], args), grads[1]
+        return self._finalize(grads, args)
 
     def _finalizing(self, pullback, args):
         @functools.wraps(pullback)
@@ -170,14 +178,16 @@ def _match(g, x):
     return g
 
 
-def _transform(mode, f, wrt, backend, optimize, has_aux):
+def _transform(mode, f, wrt, backend, optimize, has_aux, intermediates=(), hooks=None):
     if f is None:
         return functools.partial(_transform, mode, wrt=wrt, backend=backend, optimize=optimize,
-                                 has_aux=has_aux)
-    return GradientFunction(f, mode, wrt, backend, optimize, has_aux)
+                                 has_aux=has_aux, intermediates=intermediates, hooks=hooks)
+    return GradientFunction(f, mode, wrt, backend, optimize, has_aux, intermediates=intermediates,
+                            hooks=hooks)
 
 
-def grad(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True, has_aux: bool = False):
+def grad(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True, has_aux: bool = False,
+         intermediates=(), hooks=None):
     """Reverse-mode gradient of a scalar-valued function, by source transformation.
 
     Usable as ``grad(f)``, ``@grad`` and ``@grad(wrt=(0, 1))``.
@@ -190,6 +200,12 @@ def grad(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True, has_au
         optimize: run the optimization passes (turn off to read the raw sweeps).
         has_aux: ``f`` returns ``(loss, aux)``; the gradient function then
             returns ``(gradient, aux)``.
+        intermediates: names of values computed inside ``f`` (``("h",)``) whose
+            adjoints to return as well: the result is then
+            ``(gradient, {"h": h_bar})`` — like PyTorch's ``retain_grad``.
+        hooks: ``{"h": fn}``: in the backward sweep, ``h``'s adjoint becomes
+            ``fn(h_bar)`` before it flows further (PyTorch's tensor hooks; e.g.
+            guided backpropagation clamps negative adjoints at each ReLU).
 
     Returns:
         A function with ``f``'s parameters that returns the gradient(s).  Each
@@ -203,14 +219,14 @@ def grad(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True, has_au
         srcgrad.errors.UnsupportedSyntaxError, NoDerivativeRuleError,
             NoSourceError: at the first call, naming the user's file and line.
     """
-    return _transform("grad", f, wrt, backend, optimize, has_aux)
+    return _transform("grad", f, wrt, backend, optimize, has_aux, intermediates, hooks)
 
 
 def value_and_grad(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True,
-                   has_aux: bool = False):
+                   has_aux: bool = False, intermediates=(), hooks=None):
     """Like :func:`grad`, but the function returns ``(value, gradient)``
     (``((value, aux), gradient)`` with ``has_aux=True``)."""
-    return _transform("value_and_grad", f, wrt, backend, optimize, has_aux)
+    return _transform("value_and_grad", f, wrt, backend, optimize, has_aux, intermediates, hooks)
 
 
 def vjp(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True, has_aux: bool = False):

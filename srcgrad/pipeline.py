@@ -31,6 +31,10 @@ class Options:
         optimize: run the optimization passes.
         has_aux: the function returns ``(output, aux)``; only ``output`` is
             differentiated, ``aux`` is passed through.
+        intermediates: names of values inside the function whose adjoints are
+            returned too (their last assignment).
+        hooks: ``(name, function)`` pairs: ``function(adjoint)`` replaces the
+            adjoint of that value in the backward sweep.
     """
 
     mode: str
@@ -39,6 +43,8 @@ class Options:
     backend: str = "numpy"
     optimize: bool = True
     has_aux: bool = False
+    intermediates: tuple = ()
+    hooks: tuple = ()  # ((name, function), ...)
 
 
 @dataclasses.dataclass
@@ -72,8 +78,11 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     rank_env = ranks.infer(core.body, dict(zip(core.params, param_ranks)))
     # 6. reverse: forward sweep + backward sweep from the rules.
     output = _differentiated_output(core, options)
-    sweeps = reverse.transform(core, body_activity, rank_env, options.wrt, backend, output)
-    live_out = set(sweeps.adjoints.values())
+    hook_names = {_final_name(core, name, "hooks"): core.fresh(f"{name}_hook") for name, _ in options.hooks}
+    watched = [_final_name(core, name, "intermediates") for name in options.intermediates]
+    sweeps = reverse.transform(core, body_activity, rank_env, options.wrt, backend, output,
+                               hooks=hook_names, intermediates=watched)
+    live_out = set(sweeps.adjoints.values()) | set(sweeps.intermediates.values())
     if options.mode != "grad" or options.has_aux:
         live_out |= set(nodes.loaded_names(core.result))
     if options.mode != "vjp":
@@ -91,6 +100,8 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
                          for r in param_ranks)
     filename = f"<srcgrad {fn.__module__}.{fn.__qualname__} {options.mode} ndim=({signature})>"
     namespace = {"__name__": "srcgrad.generated", backend.MODULE_NAME: backend.MODULE, "rt": runtime}
+    for (name, hook), variable in zip(options.hooks, hook_names.values()):
+        namespace[variable] = hook
     free.refresh(namespace)
     emit.load(text, filename, namespace)
     return Compiled(text, namespace[_function_name(core, options)], free, namespace)
@@ -98,6 +109,14 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
 
 def _function_name(core, options) -> str:
     return f"{core.name}_{options.mode}"
+
+
+def _final_name(core, name, option):
+    if name not in core.final_names:
+        raise errors.UserCodeError(f"{option}= names `{name}`, which {core.name} never assigns",
+                                   anno.get(core.body[-1], "origin"),
+                                   "name a variable the function assigns (`h = x @ w1`)")
+    return core.final_names[name]
 
 
 def _differentiated_output(core, options):
@@ -192,6 +211,11 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend):
                                                        + aux))]
         fdef = nodes.function(name, core.params, body)
     else:
+        if options.intermediates:
+            watched = gast.Dict(keys=[nodes.const(n) for n in options.intermediates],
+                                values=[nodes.name(sweeps.intermediates[core.final_names[n]])
+                                        for n in options.intermediates])
+            grads_value = nodes.tuple_([grads_value, watched])
         if options.mode == "grad":
             value = nodes.tuple_([grads_value] + aux) if aux else grads_value
         else:

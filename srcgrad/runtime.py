@@ -29,6 +29,15 @@ def is_constant(value) -> bool:
     return value is None or isinstance(value, (int, float, str, tuple))
 
 
+def stop_gradient(x):
+    """``x`` itself, through which no adjoint flows (its derivative is taken as 0).
+
+    Use it to treat a value as a constant: a target computed from the model,
+    a baseline, a detached statistic.  Works on arrays and numbers.
+    """
+    return x
+
+
 def is_array(value) -> bool:
     """True for an array or a number; False for a structure of parameters.
 

@@ -47,6 +47,22 @@ def _parse(fn) -> gast.FunctionDef:
     return gast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
 
 
+def self_contained(fn) -> bool:
+    """Whether a rule can be inlined: every global it reads is NumPy, a runtime
+    helper or a builtin (the generated module binds those).  A rule of yours that
+    calls your own helpers runs as a function instead (``rt.vjp_call``)."""
+    fdef = _parse(fn)
+    local = {a.id for a in fdef.args.args} | {n.id for n in gast.walk(fdef) if isinstance(n, gast.Name)
+                                              and isinstance(n.ctx, gast.Store)}
+    for node in (n for stmt in fdef.body for n in gast.walk(stmt)):
+        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id not in local:
+            value = fn.__globals__.get(node.id, getattr(builtins, node.id, UNKNOWN))
+            if not (value is np or getattr(value, "__module__", None) == runtime.__name__
+                    or hasattr(builtins, node.id) and node.id not in fn.__globals__):
+                return False
+    return True
+
+
 def static_value(node):
     """The compile-time value of an atom or index expression, or UNKNOWN."""
     if isinstance(node, gast.Constant):

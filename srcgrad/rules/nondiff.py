@@ -26,4 +26,4 @@ nondifferentiable(builtins.len, builtins.range, builtins.print, builtins.int, bu
 
 from .. import runtime as _runtime  # noqa: E402 - runtime helpers with no derivative
 
-nondifferentiable(_runtime.zip_length)
+nondifferentiable(_runtime.zip_length, _runtime.stop_gradient)

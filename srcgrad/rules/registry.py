@@ -110,6 +110,38 @@ def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | Non
     return register
 
 
+def custom_adjoint(primal):
+    """Mark a function of yours as a primitive whose adjoint you write yourself.
+
+    Usage (the tutorial's custom ReLU)::
+
+        @srcgrad.custom_adjoint
+        def my_relu(x):
+            return np.maximum(x, 0)
+
+        @my_relu.defadjoint
+        def my_relu_adjoint(ans_bar, ans, x):
+            return ans_bar * (x > 0)
+
+    The compiler then uses ``my_relu_adjoint`` wherever ``my_relu`` is called,
+    instead of differentiating its body.  The adjoint function takes the
+    output's adjoint, the output, then ``my_relu``'s parameters, and returns
+    one adjoint per parameter without a default value (a tuple when several).
+    Check it with :func:`srcgrad.testing.check_grads`.
+
+    Returns:
+        ``primal`` itself, with a ``defadjoint`` decorator attached.
+    """
+    def register(adjoint=None, **options):
+        if adjoint is None:
+            return lambda fn: register(fn, **options)
+        defadjoint(primal, **options)(adjoint)
+        return adjoint
+
+    primal.defadjoint = register
+    return primal
+
+
 def diff_params(adjoint) -> tuple:
     """The differentiable parameters of a registered rule function."""
     for _, rule in _RULES.values():

@@ -35,7 +35,7 @@ import operator
 import gast
 import numpy as np
 
-from .. import anno, errors, nodes
+from .. import anno, errors, nodes, templates
 from ..rules import registry
 from ..templates import UNKNOWN, is_literal, literal, static_value
 
@@ -77,6 +77,7 @@ class Core:
     result: gast.expr
     names: set
     counter: list = dataclasses.field(default_factory=lambda: [0])
+    final_names: dict = dataclasses.field(default_factory=dict)  # user name -> its last SSA name
 
     def fresh(self, base: str | None = None) -> str:
         """A new name: ``_t<n>`` for temporaries, else ``base``, ``base_2``, ..."""
@@ -115,6 +116,7 @@ class _Lowering:
 
     def run(self) -> Core:
         self._block(self.fdef.body)
+        self.core.final_names = dict(self.current)
         return self.core
 
     def _block(self, stmts):
@@ -597,7 +599,9 @@ class _Lowering:
             callee = anno.get(func, "resolved")
             args = [self._argument(a) for a in node.args]
             kwargs = {k.arg: self._argument(k.value) for k in node.keywords}
-            if registry.lookup(callee) is None and _is_user_code(callee):
+            rule = registry.lookup(callee)
+            if rule is None and _is_user_code(callee) or (
+                    rule is not None and rule.differentiable and not templates.self_contained(rule.adjoint)):
                 return self._user_call(nodes.copy(func), args, kwargs, node, **emit)
             spelled = self.backend.spelling(callee) if registry.is_numpy(callee) else None
             func_node = nodes.dotted(spelled) if spelled else nodes.copy(func)

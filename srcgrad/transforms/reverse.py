@@ -34,12 +34,23 @@ class Sweeps:
     seed: str       # name of the output's adjoint (the pullback's input)
     primal_of: dict  # adjoint variable -> its primal (an adjoint has its primal's shape)
     notes: list      # (stack or trip-count name, loop's file:line), for the header
+    intermediates: dict = dataclasses.field(default_factory=dict)  # name -> its adjoint variable
 
 
-def transform(core, activity, ranks, wrt, backend, output=None) -> Sweeps:
+def transform(core, activity, ranks, wrt, backend, output=None, hooks=None, intermediates=()) -> Sweeps:
     """``output``: the atom (or tuple of atoms) whose adjoint is the seed; default
-    the returned value (``grad(..., has_aux=True)`` passes its first element)."""
-    return _Reverse(core, activity, ranks, backend).run(wrt, core.result if output is None else output)
+    the returned value (``grad(..., has_aux=True)`` passes its first element).
+    ``hooks``: name -> variable of a function applied to that name's adjoint once
+    it is complete; ``intermediates``: names whose adjoints are kept."""
+    rev = _Reverse(core, activity, ranks, backend)
+    rev.hooks = hooks or {}
+    sweeps = rev.run(wrt, core.result if output is None else output)
+    for name in intermediates:
+        if name not in rev.bar:
+            rev.group = None
+            rev.out.append(rev._zeros(name))
+        sweeps.intermediates[name] = rev.bar[name]
+    return sweeps
 
 
 @functools.cache
@@ -297,6 +308,9 @@ class _Reverse:
             return  # no contribution reached it: its adjoint is zero
         else:
             g = nodes.name(self.bar[target])
+        if target in self.hooks:  # the adjoint is complete here: let the user's hook change it
+            self._append(nodes.assign(self.bar[target], nodes.call(nodes.name(self.hooks[target]), [g])),
+                         self.group)
         # Before this assignment the name held another value, with its own adjoint.
         self.defined.discard(target)
         if kind == "copy":
