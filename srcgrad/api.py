@@ -11,7 +11,7 @@ import linecache
 
 import numpy as np
 
-from . import anno, errors, tree
+from . import anno, backends, errors, tree
 from .pipeline import Compiled, Options, compile_function, rank_of_argument
 
 
@@ -31,7 +31,7 @@ class GradientFunction:
         options: what is generated (mode, wrt, backend).
     """
 
-    def __init__(self, fn, mode: str, wrt, backend: str = "numpy", optimize: bool = True,
+    def __init__(self, fn, mode: str, wrt, backend: str | None = None, optimize: bool = True,
                  has_aux: bool = False, internal: bool = False, intermediates=(), hooks=None):
         if isinstance(fn, GradientFunction):
             raise errors.UnsupportedSyntaxError(
@@ -47,6 +47,8 @@ class GradientFunction:
         names, as_tuple = self._wrt_names(wrt)
         if (intermediates or hooks) and mode == "vjp":
             raise ValueError("intermediates= and hooks= work with grad and value_and_grad")
+        backend = backend or backends.default_backend()
+        backends.get(backend)  # an unknown name fails here, not at the first call
         self.options = Options(mode, names, as_tuple, backend, optimize, has_aux, tuple(intermediates),
                                tuple((hooks or {}).items()))
         self._wrt_index = tuple(self._params.index(n) for n in names)
@@ -96,6 +98,7 @@ class GradientFunction:
         key = tuple(rank_of_argument(a) for a in args)
         program = self._cache.get(key)
         if program is None:
+            backends.get(self.options.backend).check_device()
             program = self._cache[key] = compile_function(self.fn, self.options, key)
         self._last = program
         return program
@@ -186,8 +189,8 @@ def _transform(mode, f, wrt, backend, optimize, has_aux, intermediates=(), hooks
                             hooks=hooks)
 
 
-def grad(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True, has_aux: bool = False,
-         intermediates=(), hooks=None):
+def grad(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True,
+         has_aux: bool = False, intermediates=(), hooks=None):
     """Reverse-mode gradient of a scalar-valued function, by source transformation.
 
     Usable as ``grad(f)``, ``@grad`` and ``@grad(wrt=(0, 1))``.
@@ -196,7 +199,9 @@ def grad(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True, has_au
         f: a Python function whose output is a scalar (0-d array or Python float).
         wrt: the parameter(s) to differentiate with respect to: an index, a
             name, or a tuple of them (then a tuple of gradients is returned).
-        backend: the array library of the generated code (``"numpy"``).
+        backend: the array library of the generated code: ``"numpy"`` or
+            ``"cupy"`` (the same program retargeted to CuPy, for the GPU);
+            default: :func:`srcgrad.set_default_backend`'s choice, else NumPy.
         optimize: run the optimization passes (turn off to read the raw sweeps).
         has_aux: ``f`` returns ``(loss, aux)``; the gradient function then
             returns ``(gradient, aux)``.
@@ -222,14 +227,14 @@ def grad(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True, has_au
     return _transform("grad", f, wrt, backend, optimize, has_aux, intermediates, hooks)
 
 
-def value_and_grad(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True,
+def value_and_grad(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True,
                    has_aux: bool = False, intermediates=(), hooks=None):
     """Like :func:`grad`, but the function returns ``(value, gradient)``
     (``((value, aux), gradient)`` with ``has_aux=True``)."""
     return _transform("value_and_grad", f, wrt, backend, optimize, has_aux, intermediates, hooks)
 
 
-def vjp(f=None, wrt=0, *, backend: str = "numpy", optimize: bool = True, has_aux: bool = False):
+def vjp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True, has_aux: bool = False):
     """Vector-Jacobian product for outputs of any shape.
 
     Returns:

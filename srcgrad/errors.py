@@ -68,3 +68,7 @@ class WrtError(UserCodeError, ValueError):
 def at(node, problem: str, advice: str = "", kind: type[UserCodeError] = UnsupportedSyntaxError):
     """Build a ``kind`` error located at ``node``'s origin."""
     return kind(problem, anno.get(node, "origin"), advice)
+
+
+class BackendError(UserCodeError, RuntimeError):
+    """The chosen array backend cannot run here (CuPy missing, no GPU)."""

@@ -92,18 +92,20 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     # 7. optimize: dead code, copies, shapes (each pass tested on and off).
     forward, backward = sweeps.forward, sweeps.backward
     if options.optimize:
-        forward, backward = optimize.transform(forward, backward, live_out, sweeps.primal_of)
+        forward, backward = optimize.transform(forward, backward, live_out, sweeps.primal_of,
+                                               backend.MODULE_NAME)
     # 8. emit and load.
     module = _assemble(fn, core, forward, backward, sweeps, options, backend)
     text = emit.render(module)
     signature = ",".join("?" if r is None else "tree" if isinstance(r, tuple) else str(r)
                          for r in param_ranks)
     filename = f"<srcgrad {fn.__module__}.{fn.__qualname__} {options.mode} ndim=({signature})>"
-    namespace = {"__name__": "srcgrad.generated", backend.MODULE_NAME: backend.MODULE, "rt": runtime}
+    namespace = {"__name__": "srcgrad.generated", backend.MODULE_NAME: backend.module(), "rt": runtime}
     for (name, hook), variable in zip(options.hooks, hook_names.values()):
         namespace[variable] = hook
     free.refresh(namespace)
     emit.load(text, filename, namespace)
+    namespace[backend.MODULE_NAME] = backend.module()  # the module the backend chose (tests: a stand-in)
     return Compiled(text, namespace[_function_name(core, options)], free, namespace)
 
 

@@ -14,6 +14,24 @@ import numpy as np
 from . import errors
 
 
+def array_module(*values):
+    """NumPy, or CuPy when any value is a CuPy array: helpers run on either.
+
+    (NumPy functions called on CuPy arrays dispatch to CuPy through
+    ``__array_function__``; only creation functions and ``asarray`` need this.)
+    """
+    for value in values:
+        if type(value).__module__.split(".")[0] == "cupy":
+            import cupy
+
+            return cupy
+    return np
+
+
+def _as_array(value):
+    return value if hasattr(value, "ndim") else np.asarray(value)
+
+
 def static(fn):
     """Mark a pure helper the compiler may evaluate on compile-time constants."""
     fn.__srcgrad_static__ = True
@@ -27,6 +45,26 @@ def is_constant(value) -> bool:
     when the user wrote a literal there (``x ** 2``).
     """
     return value is None or isinstance(value, (int, float, str, tuple))
+
+
+def to_device(x):
+    """Copy an array to the GPU (a CuPy array).  Its adjoint is the copy back.
+
+    Raises:
+        srcgrad.errors.BackendError: CuPy is not installed or no GPU is present.
+    """
+    from .backends import cupy as cupy_backend
+
+    cupy_backend.check_device()
+    return cupy_backend.module().asarray(x)
+
+
+def to_host(x):
+    """Copy an array to host memory (a NumPy array); NumPy arrays pass through.
+    Its adjoint is the copy to the device."""
+    if type(x).__module__.split(".")[0] == "cupy":
+        return x.get()
+    return x
 
 
 def stop_gradient(x):
@@ -66,7 +104,7 @@ def unbroadcast(g, x):
     shape = np.shape(x)
     if np.shape(g) == shape:
         return g
-    g = np.asarray(g)
+    g = _as_array(g)
     lead = g.ndim - len(shape)
     if lead:
         g = g.sum(axis=tuple(range(lead)))
@@ -115,7 +153,7 @@ def max_adjoint(ans_bar, ans, x, axis=None, keepdims=False):
     """
     full_ans = broadcast_reduced(ans, x, axis, keepdims)
     mask = x == full_ans
-    counts = np.sum(mask, axis=axis, keepdims=True, dtype=np.result_type(x))
+    counts = np.sum(mask, axis=axis, keepdims=True, dtype=getattr(x, "dtype", None) or np.result_type(x))
     return mask * broadcast_reduced(ans_bar, x, axis, keepdims) / counts
 
 
@@ -125,7 +163,7 @@ def prod_adjoint(ans_bar, x, axis=None, keepdims=False):
     Computed from exclusive cumulative products from the left and the right,
     so no division by ``x`` (which would fail where ``x`` is 0).
     """
-    x = np.asarray(x)
+    x = _as_array(x)
     axes = _axes(axis, x.ndim)
     rest = [a for a in range(x.ndim) if a not in axes]
     moved = np.transpose(x, rest + list(axes))
@@ -157,7 +195,7 @@ def norm_adjoint(ans_bar, ans, x, ord=None, axis=None, keepdims=False):
     At a zero norm the 2-norm's adjoint is 0 (a subgradient). Raises
     ``NotImplementedError`` for matrix norms other than Frobenius.
     """
-    x = np.asarray(x)
+    x = _as_array(x)
     vector = axis is not None and not isinstance(axis, tuple) or (axis is None and x.ndim == 1)
     g = broadcast_reduced(ans_bar, x, axis if axis is not None else None, keepdims)
     full = broadcast_reduced(ans, x, axis, keepdims)
@@ -360,13 +398,15 @@ def vjp_call(fn, wrt, *args, **kwargs):
     if "self" in wrt and not receiver:
         raise TypeError(f"{fn!r} has no parameters of its own to differentiate")
     names = tuple(0 if w == "self" else w + len(receiver) if isinstance(w, int) else w for w in wrt)
-    key = (fn, names)
+    # The callee runs where its data lives: CuPy arrays in, the CuPy backend.
+    backend = "cupy" if array_module(*args, *kwargs.values()) is not np else None
+    key = (fn, names, backend)
     transformed = _VJPS.get(key)
     if transformed is None:
         from .api import GradientFunction
 
         transformed = _VJPS[key] = GradientFunction(fn, "vjp", names if len(names) > 1 else names[0],
-                                                    internal=True)
+                                                    backend=backend, internal=True)
     value, pullback = transformed(*receiver, *args, **kwargs)
     if isinstance(value, tuple):
         return value, _tuple_pullback(pullback, value)
@@ -438,8 +478,9 @@ def written_adjoint(g, index, value):
     picked = g[index]
     if is_basic_index(index):
         return unbroadcast(picked, value)
-    order = np.arange(np.size(picked)).reshape(np.shape(picked))
-    winner = np.full(np.shape(g), -1)
+    xp = array_module(g)
+    order = xp.arange(np.size(picked)).reshape(np.shape(picked))
+    winner = xp.full(np.shape(g), -1)
     winner[index] = order
     return unbroadcast(picked * (winner[index] == order), value)
 
@@ -489,7 +530,7 @@ def window_adjoint(g, x, window_shape, axis=None):
     Each window offset is one strided slice of ``x``; their adjoints add up
     (windows overlap).  One vectorised add per offset, e.g. 9 for a 3x3 kernel.
     """
-    x_bar = np.zeros(np.shape(x), dtype=np.result_type(g))
+    x_bar = array_module(g).zeros(np.shape(x), dtype=getattr(g, "dtype", None) or np.result_type(g))
     window_shape = (window_shape,) if isinstance(window_shape, int) else tuple(window_shape)
     axes = tuple(range(np.ndim(x))) if axis is None else (axis,) if isinstance(axis, int) else tuple(axis)
     axes = tuple(a % np.ndim(x) for a in axes)

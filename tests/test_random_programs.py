@@ -71,6 +71,20 @@ def compile_program(source):
     return namespace["program"]
 
 
+def _difference(fn, args, index, step, base):
+    x = np.array(args[index], dtype=np.float64)
+    out = np.zeros_like(x)
+    flat, out_flat = x.reshape(-1), out.reshape(-1)
+    for i in range(flat.size):
+        old = flat[i]
+        flat[i] = old + step
+        moved = list(args)
+        moved[index] = x.copy() if x.ndim else float(x)
+        out_flat[i] = (float(fn(*moved)) - base) / step
+        flat[i] = old
+    return out
+
+
 def _finite(values):
     return all(np.all(np.isfinite(v)) for v in values)
 
@@ -83,8 +97,13 @@ def check_program(source, a, b, x, reject=assume):
     reject(np.isfinite(value) and abs(value) < 1e6)
     coarse = [numerical_grad(fn, args, i, eps=1e-4) for i in range(3)]
     fine = [numerical_grad(fn, args, i, eps=1e-6) for i in range(3)]
-    # A branch flipping inside the finite-difference step shows as the two disagreeing.
-    reject(_finite(coarse + fine) and all(np.allclose(c, f, rtol=1e-3, atol=1e-4) for c, f in zip(coarse, fine)))
+    # A branch flipping inside the finite-difference step shows as these disagreeing;
+    # at a kink (both branches meet) the one-sided differences disagree.
+    right = [_difference(fn, args, i, 1e-6, value) for i in range(3)]
+    left = [_difference(fn, args, i, -1e-6, value) for i in range(3)]
+    reject(_finite(coarse + fine + left + right) and all(
+        np.allclose(c, f, rtol=1e-3, atol=1e-4) and np.allclose(r, l, rtol=1e-3, atol=1e-4)
+        for c, f, r, l in zip(coarse, fine, right, left)))
     for optimize in (True, False):
         grads = srcgrad.grad(fn, wrt=(0, 1, 2), optimize=optimize)(*args)
         for g, expected in zip(grads, fine):
@@ -117,3 +136,13 @@ def test_regressions(source):
         assert ok, "finite differences are unreliable at this point"
 
     check_program(source, 0.3, -0.4, np.array([0.5, -0.2, 0.9]), reject=must_hold)
+
+
+def test_found_kink_at_a_branch_boundary_uses_the_branch_that_ran():
+    """Found by the property test: at a == 0 both branches meet at a kink; the
+    gradient is the derivative of the branch that ran (else: a = b), so 0 for a."""
+    fn = compile_program("def program(a, b, x):\n    if np.sum(a) > 0.0:\n        a = a\n"
+                         "    else:\n        a = b\n    return np.sum(a) + np.sum(x * a) + np.sum(b)\n")
+    g_a, g_b, g_x = srcgrad.grad(fn, wrt=(0, 1, 2))(0.0, 0.0, np.zeros(3))
+    assert g_a == 0.0 and g_b == 2.0
+    np.testing.assert_array_equal(g_x, np.zeros(3))

@@ -20,3 +20,11 @@ def spelling(obj) -> str | None:
         if getattr(namespace, name, None) is obj:
             return f"{prefix}.{name}"
     return None
+
+
+def module():
+    return np
+
+
+def check_device() -> None:
+    """NumPy runs on the host: nothing to check."""

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import tree
+from .. import runtime, tree
 
 
 class Module:
@@ -68,6 +68,24 @@ class Module:
                 if isinstance(item, Module):
                     found += item.modules()
         return found
+
+    def to(self, device: str):
+        """Move every parameter to ``"cuda"`` (CuPy arrays, on the GPU) or ``"cpu"``
+        (NumPy), replacing the arrays; returns the module.  Make optimizers after
+        moving, as they hold the arrays they update.
+
+        Raises:
+            srcgrad.errors.BackendError: ``"cuda"`` without CuPy or a GPU.
+            ValueError: an unknown device name.
+        """
+        if device not in ("cuda", "gpu", "cpu"):
+            raise ValueError(f"device must be 'cuda' or 'cpu', got {device!r}")
+        move = runtime.to_host if device == "cpu" else runtime.to_device
+        for module in self.modules():
+            for key, value in list(vars(module).items()):
+                if hasattr(value, "dtype") and getattr(value.dtype, "kind", "") in "fc":
+                    object.__setattr__(module, key, move(value))
+        return self
 
     def train(self, mode: bool = True):
         """Switch training behaviour (dropout) on or off, for every sub-module."""

@@ -36,6 +36,7 @@ import gast
 import numpy as np
 
 from .. import anno, errors, nodes, templates
+from ..backends import numpy as numpy_backend
 from ..rules import registry
 from ..templates import UNKNOWN, is_literal, literal, static_value
 
@@ -562,10 +563,23 @@ class _Lowering:
             return nodes.name(node.id)
         if is_literal(value):
             return literal(value)  # a module's constant: np.pi, np.newaxis
-        spelled = self.backend.spelling(value) if registry.is_numpy(value) else None
+        spelled = self._spell(value, node)
         atom = nodes.dotted(spelled) if spelled else nodes.copy(node)
         anno.set(atom, "resolved", value)
         return atom
+
+    def _spell(self, obj, node):
+        """The generated code's name for a NumPy object under this backend (``cp.exp``)."""
+        if not registry.is_numpy(obj):
+            return None
+        spelled = self.backend.spelling(obj)
+        numpy_name = numpy_backend.spelling(obj)
+        if spelled is None and numpy_name is not None and self.backend is not numpy_backend:
+            raise errors.at(node, f"`{numpy_name}` has no counterpart in the "
+                            f"{self.backend.__name__.rsplit('.', 1)[-1]} backend",
+                            "compute it another way (or on the host with srcgrad.to_host, and "
+                            "back with srcgrad.to_device), or use backend='numpy'")
+        return spelled
 
     def _argument(self, node):
         if isinstance(node, (gast.Tuple, gast.List)):
@@ -603,7 +617,7 @@ class _Lowering:
             if rule is None and _is_user_code(callee) or (
                     rule is not None and rule.differentiable and not templates.self_contained(rule.adjoint)):
                 return self._user_call(nodes.copy(func), args, kwargs, node, **emit)
-            spelled = self.backend.spelling(callee) if registry.is_numpy(callee) else None
+            spelled = self._spell(callee, node)
             func_node = nodes.dotted(spelled) if spelled else nodes.copy(func)
             return self._apply(callee, None, args, kwargs, node, func_node=func_node, **emit)
         if isinstance(func, gast.Attribute) and func.attr in _METHODS:

@@ -20,8 +20,12 @@ import gast
 
 from .. import anno, nodes
 
-# Calls that write into their first argument.
-_MUTATORS = {("np", "add", "at")}
+# The generated code's name for the array module ("np", or "cp" for CuPy), set by transform().
+_module = ["np"]
+
+
+def _is_call_to(node, *attrs) -> bool:
+    return isinstance(node, gast.Call) and _dotted(node.func) == (_module[0], *attrs)
 
 
 def _dotted(node):
@@ -43,7 +47,7 @@ def _mutated(stmt):
         return base.id if isinstance(base, gast.Name) else None
     if isinstance(stmt, gast.Expr) and isinstance(stmt.value, gast.Call):
         call = stmt.value
-        if _dotted(call.func) in _MUTATORS and call.args and isinstance(call.args[0], gast.Name):
+        if _is_call_to(call, "add", "at") and call.args and isinstance(call.args[0], gast.Name):
             return call.args[0].id
     return None
 
@@ -200,7 +204,7 @@ def _root(name, same):
 
 
 def _is_full_like(node) -> bool:
-    return isinstance(node, gast.Call) and _dotted(node.func) == ("np", "full_like") \
+    return _is_call_to(node, "full_like") \
         and len(node.args) == 2 and isinstance(node.args[0], gast.Name)
 
 
@@ -270,7 +274,7 @@ def _owned_accumulators(backward) -> set:
         t = _defined(stmt)
         if t is not None:
             v = stmt.value
-            fresh = isinstance(v, gast.Call) and _dotted(v.func) == ("np", "zeros_like")
+            fresh = _is_call_to(v, "zeros_like")
             accumulating = isinstance(v, gast.BinOp) and isinstance(v.op, gast.Add) \
                 and isinstance(v.left, gast.Name) and v.left.id == t
             kinds[t] = kinds.get(t, True) and (fresh or accumulating)
@@ -298,7 +302,7 @@ def accumulate_in_place(backward) -> bool:
         while i + 2 < len(block):
             first, scatter, add = block[i: i + 3]
             temp = _defined(first)
-            if (temp and isinstance(first.value, gast.Call) and _dotted(first.value.func) == ("np", "zeros_like")
+            if (temp and _is_call_to(first.value, "zeros_like")
                     and _mutated(scatter) == temp and loads.get(temp) == 2
                     and _defined(add) in owned and isinstance(add.value, gast.BinOp)
                     and isinstance(add.value.op, gast.Add) and isinstance(add.value.right, gast.Name)
@@ -395,11 +399,13 @@ def _prune_pop(owner, field, after, pushes) -> bool:
     return True
 
 
-def transform(forward, backward, live_out, primal_of):
+def transform(forward, backward, live_out, primal_of, module_name="np"):
     """Run the passes to a fixed point; return the new (forward, backward).
 
-    ``primal_of`` maps each adjoint variable to its primal (``h_bar -> h``).
+    ``primal_of`` maps each adjoint variable to its primal (``h_bar -> h``);
+    ``module_name`` is the generated code's array module (``np``, ``cp``).
     """
+    _module[0] = module_name
     changed = True
     while changed:
         n_backward = _count(backward)
