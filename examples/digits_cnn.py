@@ -1,12 +1,14 @@
 """Train a small convolutional network on scikit-learn's digits, with gradients from srcgrad.
 
-The network is ordinary NumPy: a 3x3 convolution (1 -> 16 channels, padding
-1) on the 8x8 images, ReLU, 2x2 max pooling, and a linear classifier to the
-10 digits, with a numerically stable cross-entropy.  ``srcgrad`` reads the
-loss function's source and writes its backward pass as plain Python, which
-this script prints once before training and saves, so you can read exactly
-what computes the gradients.  Training uses Adam, written out below after
-Kingma & Ba (2015), Algorithm 1.
+The network is a ``srcgrad.nn`` module, written as in PyTorch: a 3x3
+convolution (1 -> 16 channels, padding 1) on the 8x8 images, ReLU, 2x2 max
+pooling, and a linear classifier to the 10 digits, trained with
+``srcgrad.optim.Adam`` on the cross-entropy, its step size decayed along a
+half cosine.  The layers are ordinary NumPy (``srcgrad/nn/layers.py``);
+``srcgrad`` reads their source and writes each one's backward pass as plain
+Python.  This script prints that code once before training (the loss, the
+model's forward and the convolution) and saves all of it (every layer), so
+you can read exactly what computes the gradients.
 
 Data: ``sklearn.datasets.load_digits`` (1,797 real 8x8 images, shipped with
 scikit-learn, no download), split 80/20 into training and held-out test sets
@@ -20,9 +22,11 @@ Run it from the repository root::
     python examples/digits_cnn.py --out DIR  # write the plot and the code to DIR instead of out/
 
 It writes ``out/digits_cnn.png`` (loss and accuracy per epoch) and
-``out/digits_cnn_grad.py`` (the generated gradient code), and checks its own
-results: it exits with an error message if the loss does not fall or the
-test accuracy is below 95% (60% in quick mode).
+``out/digits_cnn_grad.py`` (the generated gradient code: the loss, the
+model's forward, and each layer it calls), and checks its own results: it
+exits with an error message if the loss does not fall or the test accuracy
+is below 95% (60% in quick mode).  Quick mode also compares srcgrad's
+gradient with finite differences.
 """
 from __future__ import annotations
 
@@ -47,126 +51,111 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from tqdm import tqdm
 
+from srcgrad import nn, optim
+
 CHANNELS = 16
-KERNEL = 3
 SIDE = 8  # the digits are 8x8
-POOLED = SIDE // 2
-FEATURES = CHANNELS * POOLED * POOLED  # the classifier's input: 16 channels of 4x4
+FEATURES = CHANNELS * (SIDE // 2) * (SIDE // 2)  # the classifier's input: 16 channels of 4x4
 CLASSES = 10
 
 
 # ---- data ------------------------------------------------------------------
-def im2col(images: np.ndarray) -> np.ndarray:
-    """The 3x3 patches around every pixel (zero-padded by one), the convolution's input unrolled.
-
-    The images are data, not parameters, so this runs once, outside the loss;
-    inside it the convolution is then a single einsum that srcgrad differentiates.
-
-    Args:
-        images: (N, 8, 8).
-
-    Returns:
-        (N, 9, 64): ``patches[n, 3*di + dj, 8*i + j] = padded[n, i + di, j + dj]``,
-        the same (row, column) order as a (C_out, 1, 3, 3) weight reshaped to (C_out, 9).
-    """
-    padded = np.pad(images, ((0, 0), (1, 1), (1, 1)))
-    windows = np.lib.stride_tricks.sliding_window_view(padded, (KERNEL, KERNEL), axis=(1, 2))
-    n = images.shape[0]
-    # windows: (N, i, j, di, dj) -> (N, di*dj, i*j); copy so each batch slice is contiguous.
-    return np.ascontiguousarray(windows.reshape(n, SIDE * SIDE, KERNEL * KERNEL).transpose(0, 2, 1))
-
-
 def load_data(seed: int):
+    """Digits as (N, 1, 8, 8) float32 images in [0, 1] and (N,) integer labels, train and test."""
     digits = load_digits()
-    images = (digits.images / 16.0).astype(np.float32)  # pixel values are 0..16
+    images = (digits.images / 16.0).astype(np.float32)[:, None]  # pixel values are 0..16; 1 channel
     x_train, x_test, y_train, y_test = train_test_split(
         images, digits.target, test_size=0.2, stratify=digits.target, random_state=seed)
-    return im2col(x_train), y_train, im2col(x_test), y_test
+    return x_train, y_train, x_test, y_test
 
 
 # ---- model -----------------------------------------------------------------
-def init_params(rng: np.random.Generator):
-    """PyTorch's default initialisation: uniform in +-1/sqrt(fan_in) for weights and biases.
+class DigitsCNN(nn.Module):
+    """conv 3x3 (1 -> 16, padding 1) -> ReLU -> max pool 2x2 -> flatten -> linear (256 -> 10).
 
-    (Kaiming-uniform with a = sqrt(5), as ``nn.Conv2d`` and ``nn.Linear`` do,
-    works out to that bound.)  float32 throughout; srcgrad keeps it float32.
+    Layers start from PyTorch's default initialisation (Kaiming-uniform), drawn
+    from ``nn.init``'s generator (seed it with ``nn.init.manual_seed``).
+
+    Shapes: (N, 1, 8, 8) images -> (N, 16, 8, 8) -> (N, 16, 4, 4) -> (N, 256) -> (N, 10) scores.
     """
-    def uniform(shape, fan_in):
-        bound = 1.0 / np.sqrt(fan_in)
-        return rng.uniform(-bound, bound, size=shape).astype(np.float32)
 
-    conv_fan_in = 1 * KERNEL * KERNEL  # input channels x kernel height x kernel width
-    fc_fan_in = FEATURES
-    return [
-        uniform((CHANNELS, 1, KERNEL, KERNEL), conv_fan_in),  # w_conv
-        uniform((CHANNELS,), conv_fan_in),                    # b_conv
-        uniform((CLASSES, fc_fan_in), fc_fan_in),             # w_fc
-        uniform((CLASSES,), fc_fan_in),                       # b_fc
-    ]
+    def __init__(self, dtype=np.float32):
+        self.conv = nn.Conv2d(1, CHANNELS, 3, padding=1, dtype=dtype)
+        self.relu = nn.ReLU()
+        self.pool = nn.MaxPool2d(2)
+        # Not `self.flatten`: for now srcgrad reads any `obj.flatten(...)` as
+        # NumPy's `ndarray.flatten`, whatever `obj` is, and would call the layer wrongly.
+        self.to_vector = nn.Flatten()
+        self.fc = nn.Linear(FEATURES, CLASSES, dtype=dtype)
 
-
-def loss(w_conv, b_conv, w_fc, b_fc, patches, labels):
-    """Mean cross-entropy of the CNN on a batch: the function srcgrad differentiates.
-
-    Args:
-        w_conv: (16, 1, 3, 3) and b_conv: (16,): the convolution (PyTorch's layout).
-        w_fc: (10, 256) and b_fc: (10,): the linear classifier.
-        patches: (N, 9, 64) from :func:`im2col`.
-        labels: (N,) integer digits.
-    """
-    # srcgrad does not differentiate calls to your own functions yet, so the
-    # forward pass is written out here; `logits` below is the same computation.
-    # Convolution as one contraction: for each image n, channel c and pixel p,
-    # sum the 9 patch entries k times the channel's 3x3 kernel.
-    kernels = w_conv.reshape(CHANNELS, -1)  # (16, 9): each 3x3 kernel as a row
-    conv = np.einsum("nkp,ck->ncp", patches, kernels) + b_conv.reshape(1, CHANNELS, 1)
-    h = np.maximum(conv, 0)
-    # 2x2 max pooling: split each 8-pixel side into 4 blocks of 2, take the max in each block.
-    pooled = np.max(h.reshape(-1, CHANNELS, POOLED, 2, POOLED, 2), axis=(3, 5))
-    scores = pooled.reshape(-1, FEATURES) @ w_fc.T + b_fc
-    # log-softmax, shifted by the row max so that exp never overflows.
-    shifted = scores - np.max(scores, axis=1, keepdims=True)
-    logp = shifted - np.log(np.sum(np.exp(shifted), axis=1, keepdims=True))
-    # The log-probability of each example's own label.
-    n = labels.shape[0]
-    return -np.mean(logp[np.arange(n), labels])
+    def forward(self, x):
+        h = self.relu(self.conv(x))
+        return self.fc(self.to_vector(self.pool(h)))
 
 
-def logits(w_conv, b_conv, w_fc, b_fc, patches):
-    """The forward pass of :func:`loss` up to the class scores, for evaluation."""
-    kernels = w_conv.reshape(CHANNELS, -1)  # (16, 9): each 3x3 kernel as a row
-    conv = np.einsum("nkp,ck->ncp", patches, kernels) + b_conv.reshape(1, CHANNELS, 1)
-    h = np.maximum(conv, 0)
-    pooled = np.max(h.reshape(-1, CHANNELS, POOLED, 2, POOLED, 2), axis=(3, 5))
-    return pooled.reshape(-1, FEATURES) @ w_fc.T + b_fc
+def loss(model, x, labels):
+    """Mean cross-entropy of the model on a batch: the function srcgrad differentiates."""
+    return nn.cross_entropy(model(x), labels)
 
 
-def evaluate(params, patches, labels):
+def evaluate(model, x, labels):
     """(mean cross-entropy, accuracy) over a whole set, in float64 for the log-softmax."""
-    scores = logits(*params, patches).astype(np.float64)
-    shifted = scores - scores.max(axis=1, keepdims=True)
-    logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-    return float(-logp[np.arange(len(labels)), labels].mean()), float(np.mean(scores.argmax(1) == labels))
+    scores = model(x).astype(np.float64)
+    return float(nn.cross_entropy(scores, labels)), float(np.mean(scores.argmax(axis=1) == labels))
 
 
-def check_gradient(loss_and_grads, params, patches, labels, entries=3, seed=0):
+def generated_code(loss_and_grads, model, x, labels) -> tuple[str, str]:
+    """The code srcgrad runs for one training step: (what to print, what to save).
+
+    The loss's own code calls the model through ``rt.vjp_call``; the model's
+    forward calls each layer through ``rt.vjp_method``; each of those is the
+    layer's ``forward`` differentiated with respect to what that call needs
+    (the layer's parameters, and its input unless the input is the data).
+    """
+    vjp = srcgrad.vjp
+    h = model.relu(model.conv(x))
+    pooled = model.pool(h)
+    parts = [
+        ("the loss", srcgrad.source(loss_and_grads, model, x, labels)),
+        ("DigitsCNN.forward, called as model(x)",
+         srcgrad.source(vjp(DigitsCNN.forward, wrt="self"), model, x)),
+        ("Conv2d.forward, called as self.conv(x): w.r.t. the layer only, x is data",
+         srcgrad.source(vjp(nn.Conv2d.forward, wrt="self"), model.conv, x)),
+        ("ReLU.forward", srcgrad.source(vjp(nn.ReLU.forward, wrt=("self", "x")), model.relu, h)),
+        ("MaxPool2d.forward", srcgrad.source(vjp(nn.MaxPool2d.forward, wrt=("self", "x")), model.pool, h)),
+        ("Flatten.forward",
+         srcgrad.source(vjp(nn.Flatten.forward, wrt=("self", "x")), model.to_vector, pooled)),
+        ("Linear.forward", srcgrad.source(vjp(nn.Linear.forward, wrt=("self", "x")), model.fc,
+                                          model.to_vector(pooled))),
+        ("nn.cross_entropy", srcgrad.source(vjp(nn.cross_entropy, wrt="logits"), model(x), labels)),
+    ]
+    sections = [f"# ==== {title} ====\n{code}" for title, code in parts]
+    # Printed: the loss, the model and the convolution; saved: every layer too.
+    return "\n".join(sections[:3]), "\n\n".join(sections)
+
+
+def check_gradient(model, x, labels, entries=3, seed=0):
     """Compare srcgrad's gradient with central finite differences on a few entries of each parameter.
 
-    In float64, where a step of 1e-6 leaves ~1e-9 relative error; raises
-    SystemExit on a mismatch.  Run in quick mode (CI), as a check of the compiler.
+    In float64 (a copy of the model), where a step of 1e-6 leaves ~1e-9
+    relative error; raises SystemExit on a mismatch.  Run in quick mode (CI),
+    as a check of the compiler.
     """
+    model64 = DigitsCNN(dtype=np.float64)
+    model64.load_state_dict(model.state_dict())
+    x = x.astype(np.float64)
+    grads = dict(srcgrad.grad(loss)(model64, x, labels).named_parameters())
     rng = np.random.default_rng(seed)
-    params = [p.astype(np.float64) for p in params]
-    _, grads = loss_and_grads(*params, patches, labels)
     step = 1e-6
-    for name, p, g in zip(("w_conv", "b_conv", "w_fc", "b_fc"), params, grads):
+    for name, p in model64.named_parameters():  # the model's own arrays: perturbed in place
+        g = grads[name]
         for flat in rng.choice(p.size, size=min(entries, p.size), replace=False):
             index = np.unravel_index(flat, p.shape)
             saved = p[index]
             p[index] = saved + step
-            up = loss(*params, patches, labels)
+            up = loss(model64, x, labels)
             p[index] = saved - step
-            down = loss(*params, patches, labels)
+            down = loss(model64, x, labels)
             p[index] = saved
             numeric = (up - down) / (2 * step)
             if abs(numeric - g[index]) > 1e-6 * max(1.0, abs(numeric)):
@@ -175,45 +164,50 @@ def check_gradient(loss_and_grads, params, patches, labels, entries=3, seed=0):
     print(f"gradient check: srcgrad agrees with finite differences on {entries} entries of each parameter")
 
 
-# ---- optimizer ---------------------------------------------------------------
-class Adam:
-    """Adam, Kingma & Ba (2015), "Adam: A Method for Stochastic Optimization", Algorithm 1.
-
-    Defaults are the paper's (alpha=0.001, beta1=0.9, beta2=0.999, eps=1e-8);
-    parameters are updated in place.
-    """
-
-    def __init__(self, params, alpha=1e-3, beta1=0.9, beta2=0.999, eps=1e-8):
-        self.params = params
-        self.alpha, self.beta1, self.beta2, self.eps = alpha, beta1, beta2, eps
-        self.m = [np.zeros_like(p) for p in params]  # 1st moment vectors
-        self.v = [np.zeros_like(p) for p in params]  # 2nd raw moment vectors
-        self.t = 0
-
-    def step(self, grads):
-        self.t += 1
-        # The bias corrections undo the zero initialisation of m and v.
-        correction1 = 1 - self.beta1**self.t
-        correction2 = 1 - self.beta2**self.t
-        # In place, so the caller's parameter arrays are the ones trained.
-        for theta, g, m, v in zip(self.params, grads, self.m, self.v):
-            m *= self.beta1
-            m += (1 - self.beta1) * g
-            v *= self.beta2
-            v += (1 - self.beta2) * g * g
-            m_hat = m / correction1
-            v_hat = v / correction2
-            theta -= self.alpha * m_hat / (np.sqrt(v_hat) + self.eps)
-
-
 # ---- the run ---------------------------------------------------------------
-def plot(history, steps_per_epoch, path: Path):
+def train(model, x_train, y_train, x_test, y_test, epochs, batch_size=32, lr=3e-3, seed=0,
+          progress=True):
+    """Adam on mini-batches; returns the history (per-batch loss, per-epoch loss and accuracy).
+
+    The step size decays from ``lr`` towards 0 along a half cosine over the
+    epochs (Loshchilov & Hutter 2017, "SGDR", without restarts), so the last
+    epochs settle instead of jumping around the minimum.  ``lr = 3e-3`` rather
+    than Adam's default 1e-3: this small network and short run reach a lower
+    test loss with it (seeds 0-4: 96.1-98.3% after 20 epochs).
+    """
+    loss_and_grads = srcgrad.value_and_grad(loss)  # w.r.t. the model: a gradient shaped like it
+    optimizer = optim.Adam(model, lr=lr)
+    rng = np.random.default_rng(seed)
+    steps_per_epoch = -(-len(y_train) // batch_size)
+    history = {"batch_loss": [], "steps_per_epoch": steps_per_epoch}
+    for name, metric in zip(("train_loss", "train_acc", "test_loss", "test_acc"),
+                            evaluate(model, x_train, y_train) + evaluate(model, x_test, y_test)):
+        history[name] = [metric]
+    with tqdm(total=epochs * steps_per_epoch, unit="step", desc="training", disable=not progress) as bar:
+        for epoch in range(1, epochs + 1):
+            optimizer.lr = lr * 0.5 * (1 + np.cos(np.pi * (epoch - 1) / epochs))
+            order = rng.permutation(len(y_train))
+            for first in range(0, len(order), batch_size):
+                batch = order[first:first + batch_size]
+                value, grads = loss_and_grads(model, x_train[batch], y_train[batch])
+                optimizer.step(grads)
+                history["batch_loss"].append(float(value))
+                bar.update()
+            for name, metric in zip(("train_loss", "train_acc", "test_loss", "test_acc"),
+                                    evaluate(model, x_train, y_train) + evaluate(model, x_test, y_test)):
+                history[name].append(metric)
+            bar.set_postfix(epoch=epoch, loss=f"{history['train_loss'][-1]:.3f}",
+                            test_acc=f"{history['test_acc'][-1]:.3f}")
+    return history
+
+
+def plot(history, path: Path):
     matplotlib.use("Agg")  # write a PNG; never needs a display
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
-    steps = np.arange(1, len(history["batch_loss"]) + 1) / steps_per_epoch
+    steps = np.arange(1, len(history["batch_loss"]) + 1) / history["steps_per_epoch"]
     ax_loss.plot(steps, history["batch_loss"], color="0.75", lw=0.8, label="mini-batch")
     epochs = np.arange(len(history["train_loss"]))
     ax_loss.plot(epochs, history["train_loss"], "o-", label="train")
@@ -243,51 +237,29 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
-    # alpha = 3e-3 rather than the paper's 1e-3: this small network and short run
-    # reach a lower test loss with it (tried on several seeds: all above 96%).
-    epochs, batch_size, alpha = (2, 32, 3e-3) if args.quick else (20, 32, 3e-3)
+    epochs = 2 if args.quick else 20
     floor = 0.6 if args.quick else 0.95
-    rng = np.random.default_rng(args.seed)
     x_train, y_train, x_test, y_test = load_data(args.seed)
-    params = init_params(rng)
+    nn.init.manual_seed(args.seed)
+    model = DigitsCNN()
+    print(model)
     args.out.mkdir(parents=True, exist_ok=True)
 
-    # Compile once; wrt: the four parameter arrays (patches and labels are data).
-    loss_and_grads = srcgrad.value_and_grad(loss, wrt=(0, 1, 2, 3))
-    code = srcgrad.source(loss_and_grads, *params, x_train[:batch_size], y_train[:batch_size])
+    shown, saved = generated_code(srcgrad.value_and_grad(loss), model, x_train[:32], y_train[:32])
     code_path = args.out / "digits_cnn_grad.py"
-    code_path.write_text(code)
-    print(f"---- the gradient code srcgrad generated for loss() ({code_path}) ----")
-    print(code)
+    code_path.write_text(saved)
+    print(f"---- the gradient code srcgrad generated (all of it, every layer too: {code_path}) ----")
+    print(shown)
 
     if args.quick:
-        check_gradient(loss_and_grads, params, x_train[:16].astype(np.float64), y_train[:16])
+        check_gradient(model, x_train[:16], y_train[:16])
 
-    optimizer = Adam(params, alpha=alpha)
     train_start = time.perf_counter()
-    steps_per_epoch = -(-len(y_train) // batch_size)
-    train_loss, train_acc = evaluate(params, x_train, y_train)
-    test_loss, test_acc = evaluate(params, x_test, y_test)
-    history = {"batch_loss": [], "train_loss": [train_loss], "train_acc": [train_acc],
-               "test_loss": [test_loss], "test_acc": [test_acc]}
-    with tqdm(total=epochs * steps_per_epoch, unit="step", desc="training") as bar:
-        for epoch in range(1, epochs + 1):
-            order = rng.permutation(len(y_train))
-            for first in range(0, len(order), batch_size):
-                batch = order[first:first + batch_size]
-                value, grads = loss_and_grads(*params, x_train[batch], y_train[batch])
-                optimizer.step(grads)
-                history["batch_loss"].append(float(value))
-                bar.update()
-            for name, metric in zip(("train_loss", "train_acc", "test_loss", "test_acc"),
-                                    evaluate(params, x_train, y_train) + evaluate(params, x_test, y_test)):
-                history[name].append(metric)
-            bar.set_postfix(epoch=epoch, loss=f"{history['train_loss'][-1]:.3f}",
-                            test_acc=f"{history['test_acc'][-1]:.3f}")
+    history = train(model, x_train, y_train, x_test, y_test, epochs, seed=args.seed)
     train_end = time.perf_counter()
 
     plot_path = args.out / "digits_cnn.png"
-    plot(history, steps_per_epoch, plot_path)
+    plot(history, plot_path)
     final = history["test_acc"][-1]
     print(f"test accuracy: {final:.4f} ({round(final * len(y_test))}/{len(y_test)} held-out digits) "
           f"after {epochs} epochs")

@@ -72,7 +72,8 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     exits.transform(fdef)
     validate.transform(fdef)
     # 4. normalize: one primitive per statement, single assignment, NumPy's own names.
-    core = anf.transform(fdef, free.names, backend, reserved=(backend.MODULE_NAME, "rt"))
+    core = anf.transform(fdef, free.names, backend, reserved=(backend.MODULE_NAME, "rt"),
+                         param_ranks=param_ranks)
     # 5. analyze: activity (who needs an adjoint) and ranks (which rule form applies).
     body_activity = activity.analyze(core.body, options.wrt)
     rank_env = ranks.infer(core.body, dict(zip(core.params, param_ranks)))

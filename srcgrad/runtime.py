@@ -382,6 +382,13 @@ def vjp_call(fn, wrt, *args, **kwargs):
     from .rules import registry  # here, not at import: the rules import this module
 
     receiver = ()
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, np.ndarray) or type(owner).__module__.split(".")[0] == "cupy" \
+            and hasattr(owner, "ndim"):
+        # x.sum(...) on an array whose kind was unknown at compile time: NumPy's sum.
+        from .transforms.anf import array_method
+        fn, args = array_method(fn.__name__, owner, args)
+        wrt = tuple(0 if w == "self" else w + 1 if isinstance(w, int) else w for w in wrt)
     if isinstance(fn, types.MethodType):
         fn, receiver = fn.__func__, (fn.__self__,)
     elif not isinstance(fn, types.FunctionType) and isinstance(getattr(type(fn), "__call__", None),
@@ -433,8 +440,8 @@ def vjp_method(obj, name, wrt, *args, **kwargs):
     if "self" not in wrt:
         return vjp_call(attr, wrt, *args, **kwargs)
     value, pullback = vjp_call(attr, wrt, *args, **kwargs)
-    if isinstance(attr, types.MethodType) and attr.__self__ is obj:
-        return value, pullback  # the method's own receiver is obj
+    if getattr(attr, "__self__", None) is obj:
+        return value, pullback  # a method: its own receiver is obj
     position = wrt.index("self")
 
     def pull(value_bar):

@@ -37,12 +37,13 @@ def tensordot(ans_bar, ans, a, b, axes=2):
 
 
 @defadjoint(np.einsum, diff=("x", "y"))
-def einsum(ans_bar, ans, subscripts, x, y):
-    """Two operands.  With literal subscripts the adjoint is itself one einsum."""
+def einsum(ans_bar, ans, subscripts, x, y, optimize=False):
+    """Two operands.  With literal subscripts the adjoint is itself one einsum
+    (contracting ``ans_bar`` with the other operand), with the same ``optimize``."""
     if is_constant(subscripts) and einsum_adjoint_subscripts(subscripts, 0) is not None \
             and einsum_adjoint_subscripts(subscripts, 1) is not None:
-        return (np.einsum(einsum_adjoint_subscripts(subscripts, 0), ans_bar, y),
-                np.einsum(einsum_adjoint_subscripts(subscripts, 1), x, ans_bar))
+        return (np.einsum(einsum_adjoint_subscripts(subscripts, 0), ans_bar, y, optimize=optimize),
+                np.einsum(einsum_adjoint_subscripts(subscripts, 1), x, ans_bar, optimize=optimize))
     return einsum_adjoint(subscripts, 0, ans_bar, x, y), einsum_adjoint(subscripts, 1, ans_bar, x, y)
 
 

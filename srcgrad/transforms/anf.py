@@ -97,12 +97,14 @@ class Core:
         return candidate
 
 
-def transform(fdef: gast.FunctionDef, free_names, backend, reserved=()) -> Core:
-    return _Lowering(fdef, free_names, backend, reserved).run()
+def transform(fdef: gast.FunctionDef, free_names, backend, reserved=(), param_ranks=()) -> Core:
+    """``param_ranks``: the specialisation's ranks; a parameter with an integer
+    rank is an array, so ``p.sum()`` is NumPy's ``sum`` and not a method of yours."""
+    return _Lowering(fdef, free_names, backend, reserved, param_ranks).run()
 
 
 class _Lowering:
-    def __init__(self, fdef, free_names, backend, reserved):
+    def __init__(self, fdef, free_names, backend, reserved, param_ranks=()):
         self.fdef, self.backend = fdef, backend
         args = fdef.args
         self.params = [a.id for a in args.posonlyargs + args.args + args.kwonlyargs]
@@ -114,6 +116,8 @@ class _Lowering:
         self.aggregates = {}  # name of a tuple/list/dict value -> {key: atom}
         self.made_by = {}     # name -> (is a new array, origin): may `name[i] = v` write into it?
         self.lists = set()    # lists grown with append
+        # Names known to hold arrays (or numbers): their .sum() is np.sum.
+        self.arrays = {p for p, r in zip(self.params, param_ranks) if isinstance(r, int)}
 
     def run(self) -> Core:
         self._block(self.fdef.body)
@@ -442,6 +446,8 @@ class _Lowering:
             new = self.core.fresh(target_hint) if target_hint else self.core.fresh()
         self._emit_stmt(nodes.assign(new, value), origin_node, **annotations)
         self.made_by[new] = (_makes_new_array(annotations, value), anno.get(origin_node, "origin"))
+        if self._holds_array(annotations, value):
+            self.arrays.add(new)
         return nodes.name(new)
 
     def _append(self, user, node, **emit):
@@ -459,6 +465,26 @@ class _Lowering:
                           [nodes.copy(value)])
         self._emit_stmt(gast.Expr(value=call), node, kind="append", list=name, value=value)
         return None if emit.get("effect") else nodes.const(None)
+
+    def _is_array(self, node) -> bool:
+        """Whether ``node`` (a method call's receiver) is known to be an array.  If not,
+        ``obj.sum()`` is called as it is and resolved when it runs (``rt.vjp_method``)."""
+        if isinstance(node, gast.Name) and not anno.has(node, "resolved"):
+            return self.current.get(node.id, node.id) in self.arrays
+        return not isinstance(node, (gast.Name, gast.Attribute))  # (a + b).sum(): an expression
+
+    def _holds_array(self, annotations, value) -> bool:
+        kind, rule = annotations.get("kind"), annotations.get("rule")
+        if kind == "copy":
+            return isinstance(value, gast.Constant) or isinstance(value, gast.Name) and value.id in self.arrays
+        if kind == "op":
+            if rule is registry.lookup(getattr):
+                return False  # a field of an object: a parameter array or a sub-layer
+            if rule is registry.lookup(operator.getitem):
+                base = annotations["bound"]["a"]
+                return isinstance(base, gast.Name) and base.id in self.arrays
+            return True
+        return kind == "nondiff" and not isinstance(value, gast.Attribute)
 
     # ---- writes into arrays -------------------------------------------------
     def _setitem(self, target, value_node, stmt):
@@ -620,7 +646,7 @@ class _Lowering:
             spelled = self._spell(callee, node)
             func_node = nodes.dotted(spelled) if spelled else nodes.copy(func)
             return self._apply(callee, None, args, kwargs, node, func_node=func_node, **emit)
-        if isinstance(func, gast.Attribute) and func.attr in _METHODS:
+        if isinstance(func, gast.Attribute) and func.attr in _METHODS and self._is_array(func.value):
             receiver = self._lower(func.value)
             args = [self._argument(a) for a in node.args]
             if func.attr in _VARARG_METHODS and len(args) > 1:
@@ -694,6 +720,21 @@ def _makes_new_array(annotations, value) -> bool:
         return annotations["rule"] not in {registry.lookup(v) for v in _VIEWS} \
             and not isinstance(value, gast.Attribute)  # x.T is a view
     return kind in ("nondiff", "aggregate") and not isinstance(value, (gast.Attribute, gast.Subscript))
+
+
+def array_method(name, receiver, args):
+    """``(function, arguments)`` of NumPy's spelling of ``receiver.name(*args)``:
+    ``x.reshape(2, 3)`` is ``np.reshape(x, (2, 3))``.
+
+    Raises:
+        TypeError: a method srcgrad has no rule for.
+    """
+    if name not in _METHODS:
+        raise TypeError(f"srcgrad cannot differentiate the array method .{name}(); "
+                        f"call the NumPy function instead")
+    if name in _VARARG_METHODS and len(args) > 1:
+        args = (tuple(args),)
+    return _METHODS[name], (receiver,) + tuple(args)
 
 
 def _is_user_code(obj) -> bool:
