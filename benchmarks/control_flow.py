@@ -55,9 +55,9 @@ import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 import tracemalloc  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -282,49 +282,58 @@ class Peer:
     to_numpy: Callable  # its gradients -> tuple of NumPy arrays
 
 
-def load_peers(threads: int) -> tuple[dict[str, Peer], list[str]]:
-    """Import the peers that are installed, pinned to ``threads`` threads.
+def _autograd_peer(threads: int) -> Peer:
+    """HIPS autograd (raises ImportError when it is not installed; it runs on NumPy's BLAS)."""
+    from importlib.metadata import version
+
+    import autograd
+    import autograd.numpy as anp
+
+    fns = _autograd_versions(anp)
+
+    def make(key, wrt, args):
+        return autograd.grad(fns[key], argnum=wrt if len(wrt) > 1 else wrt[0]), args
+
+    def to_numpy(g):
+        return tuple(np.asarray(a, dtype=np.float64) for a in _as_tuple(g))
+
+    return Peer("autograd", version("autograd"), make, to_numpy)
+
+
+def _torch_peer(threads: int) -> Peer:
+    """PyTorch eager on the CPU, on ``threads`` threads (raises ImportError when not installed)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(threads)
+    except RuntimeError:  # already set, or parallel work already started in this process
+        pass
+    fns = _torch_versions(torch)
+
+    def make(key, wrt, args):
+        tensors = [torch.tensor(a, dtype=torch.float64) if isinstance(a, float) else torch.from_numpy(a)
+                   for a in args]
+        for i in wrt:
+            tensors[i].requires_grad_()
+        return fns[key], tuple(tensors)
+
+    return Peer("torch", torch.__version__, make, lambda g: tuple(t.detach().numpy() for t in g))
+
+
+def load_peers(threads: int, only: tuple[str, ...] = PEERS) -> tuple[dict[str, Peer], list[str]]:
+    """Import the peers named in ``only`` that are installed, pinned to ``threads`` threads.
 
     Returns:
-        The peers by name, and one note per peer that is missing.
+        The peers by name, and one note per peer that is not installed.
     """
+    loaders = {"autograd": _autograd_peer, "torch": _torch_peer}
     peers, notes = {}, []
-    try:
-        import autograd
-        import autograd.numpy as anp
-        from importlib.metadata import version
-
-        autograd_fns = _autograd_versions(anp)
-
-        def make_autograd(key, wrt, args):
-            return autograd.grad(autograd_fns[key], argnum=wrt if len(wrt) > 1 else wrt[0]), args
-
-        peers["autograd"] = Peer("autograd", version("autograd"), make_autograd,
-                                 lambda g: tuple(np.asarray(a, dtype=np.float64) for a in
-                                                 (g if isinstance(g, tuple) else (g,))))
-    except ImportError:
-        notes.append("autograd is not installed: its column is skipped (pip install '.[bench]')")
-    try:
-        import torch
-    except ImportError:
-        notes.append("torch is not installed: its column is skipped (pip install '.[bench]')")
-    else:
-        torch.set_num_threads(threads)
+    for name in only:
         try:
-            torch.set_num_interop_threads(threads)
-        except RuntimeError:  # already set, or parallel work already started in this process
-            pass
-        torch_fns = _torch_versions(torch)
-
-        def make_torch(key, wrt, args):
-            tensors = [torch.tensor(a, dtype=torch.float64) if isinstance(a, float) else torch.from_numpy(a)
-                       for a in args]
-            for i in wrt:
-                tensors[i].requires_grad_()
-            return torch_fns[key], tuple(tensors)
-
-        peers["torch"] = Peer("torch", torch.__version__, make_torch,
-                              lambda g: tuple(t.detach().numpy() for t in g))
+            peers[name] = loaders[name](threads)
+        except ImportError:
+            notes.append(f"{name} is not installed: its column is skipped (pip install '.[bench]')")
     return peers, notes
 
 
@@ -382,7 +391,7 @@ class Workload:
 
 
 def workloads(sizes: dict, quick: bool) -> list[Workload]:
-    """The timed workloads with their sizes, calls per batch and repeats (about 2 minutes in all)."""
+    """The timed workloads with their sizes, calls per batch and repeats (a full run is about 90 s)."""
     scale = (lambda full: 3) if quick else (lambda full: full)
     dyn = dynamic_args(**sizes["dynamic"])
     return [
@@ -561,7 +570,7 @@ def memory_child(impl: str, size: int, threads: int, out: str | None = None) -> 
     elif impl == "srcgrad":
         fn, convert = srcgrad.grad(tanh_chain, wrt=(0, 1)), (lambda a: a)
     else:
-        peer = load_peers(threads)[0][impl]
+        peer = load_peers(threads, only=(impl,))[0][impl]
         fn, to_numpy = peer.make("memory", (0, 1), memory_args(2))[0], peer.to_numpy
         convert = lambda a: peer.make("memory", (0, 1), a)[1]  # noqa: E731
     fn(*convert(memory_args(3, seed=1)))  # compile / warm up
@@ -601,7 +610,8 @@ def measure_memory(size: int, threads: int, peers: dict[str, Peer]) -> list[Memo
     The children save their gradients; each is compared with the hand-written
     child's, so the large step runs once per implementation.
     """
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path)
     rows, grads = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for impl in ("hand", "srcgrad", *peers):
@@ -621,7 +631,8 @@ def measure_memory(size: int, threads: int, peers: dict[str, Peer]) -> list[Memo
     for row in rows:
         if row.impl in grads and "hand" in grads:
             row.max_rel_diff = max_rel_diff(grads[row.impl], grads["hand"])
-            row.grads_agree = row.max_rel_diff <= (SRCGRAD_RTOL if row.impl in ("hand", "srcgrad") else PEER_RTOL)
+            tol = SRCGRAD_RTOL if row.impl in ("hand", "srcgrad") else PEER_RTOL
+            row.grads_agree = row.max_rel_diff <= tol
         if row.impl == "torch":
             row.note = row.note or "n/a: PyTorch's CPU allocator does not report to tracemalloc"
     return rows
@@ -643,6 +654,7 @@ class Result:
     threads_applied: bool
     machine: str
     seconds: float
+    load: tuple[float, float] | None = None  # 1-minute load average at the start and the end
 
 
 def _ms(seconds: float) -> str:
@@ -700,7 +712,8 @@ def memory_table(result: Result) -> str:
         if row.impl == "srcgrad" and t_ratio != "–":
             t_ratio = f"**{t_ratio}**"
         seconds = "–" if row.seconds is None else f"{row.seconds:.2f}"
-        agree = "–" if row.grads_agree is None else f"{'yes' if row.grads_agree else 'NO'} ({row.max_rel_diff:.1e})"
+        agree = ("–" if row.grads_agree is None
+                 else f"{'yes' if row.grads_agree else 'NO'} ({row.max_rel_diff:.1e})")
         lines.append(f"| {row.impl} | {traced} | {t_ratio} | {_mib(row.rss_rise)} | {r_ratio} | {seconds} "
                      f"| {agree} |")
     notes = [f"- {row.impl}: {row.note}" for row in result.memory if row.note]
@@ -741,7 +754,8 @@ def report(result: Result, quick: bool, sizes: dict) -> str:
         "called as a user calls it, against a hand-written NumPy adjoint of the same forward pass, "
         "and against HIPS autograd and PyTorch eager (CPU) where installed "
         "(`pip install '.[bench]'`). Every implementation's gradients are first checked against the "
-        f"hand-written ones (max |g − r| / max |r| ≤ {SRCGRAD_RTOL:g} for srcgrad, ≤ {PEER_RTOL:g} for peers, "
+        f"hand-written ones (max |g − r| / max |r| ≤ {SRCGRAD_RTOL:g} for srcgrad, ≤ {PEER_RTOL:g} "
+        "for peers, "
         "over depths 0–3 for the dynamic net).",
         "",
         f"- **dynamic net**: N={d['n']}, D_in={d['d_in']}, H={d['h']}, D_out={d['d_out']}; "
@@ -771,9 +785,11 @@ def report(result: Result, quick: bool, sizes: dict) -> str:
         COMMAND.replace("--write", "--quick") if quick else COMMAND,
         "```",
         "",
-        f"Machine: {result.machine}",
+        f"Machine: {result.machine}"
+        + ("" if result.load is None else
+           f" · load average (1 min) {result.load[0]:.2f} at the start, {result.load[1]:.2f} at the end"),
         "",
-        f"Peers: {peers}" + (f" ({result.threads} threads: `torch.set_num_threads`)"
+        f"Peers: {peers}" + (f"; PyTorch pinned with `torch.set_num_threads({result.threads})`"
                              if "torch" in result.peer_versions else ""),
         *[f"- note: {note}" for note in result.peer_notes],
         *[f"- note: {row.title}, {p}: {note}" for row in result.rows for p, note in row.peer_notes.items()],
@@ -789,6 +805,14 @@ def report(result: Result, quick: bool, sizes: dict) -> str:
     if quick:
         parts += ["", "_Quick mode: tiny sizes and few repeats; these numbers mean nothing._"]
     return "\n".join(parts) + "\n"
+
+
+def _load_average() -> float | None:
+    """The 1-minute load average: other work on the machine shows up as noise in the times."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
 
 
 def main(argv: list[str] | None = None) -> Result | None:
@@ -825,6 +849,7 @@ def main(argv: list[str] | None = None) -> Result | None:
         return None
 
     started = time.perf_counter()
+    load_before = _load_average()
     sizes = QUICK if args.quick else FULL
     peers, notes = ({}, ["peers skipped (--no-peers)"]) if args.no_peers else load_peers(args.threads)
     for note in notes:
@@ -832,7 +857,8 @@ def main(argv: list[str] | None = None) -> Result | None:
     rows = [measure(work, peers, warmup=2 if args.quick else 10) for work in workloads(sizes, args.quick)]
     memory = measure_memory(sizes["memory"], args.threads, peers)
     result = Result(rows, memory, {name: p.version for name, p in peers.items()}, notes, args.threads,
-                    applied, _env.machine_line(args.threads, applied), time.perf_counter() - started)
+                    applied, _env.machine_line(args.threads, applied), time.perf_counter() - started,
+                    None if load_before is None else (load_before, _load_average()))
     text = report(result, args.quick, sizes)
     print(text, end="")
     if args.write:

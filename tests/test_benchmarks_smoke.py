@@ -42,3 +42,40 @@ def test_write_section_keeps_other_sections(tmp_path):
     assert text.startswith("# Benchmarks")
     assert "second" in text and "first" not in text
     assert text.index("## Two-layer") < text.index("## RNN") and "rnn numbers" in text
+
+
+def test_control_flow_quick_runs_and_gradients_agree(capsys):
+    from benchmarks import control_flow
+
+    result = control_flow.main(["--quick"])
+    assert [row.key for row in result.rows] == ["dynamic_net", "dynamic_net", "rnn", "scalar_loop"]
+    for row in result.rows:
+        assert row.grads_agree, row
+        assert row.hand is not None and row.srcgrad is not None
+        assert len(row.hand.samples) == len(row.srcgrad.samples) > 0
+        assert all(t > 0 for t in row.hand.samples + row.srcgrad.samples)
+        assert row.ratio > 0
+        for name, stats in row.peers.items():  # only the peers installed here
+            assert row.peer_diffs[name] <= control_flow.PEER_RTOL
+            assert all(t > 0 for t in stats.samples)
+    memory = {row.impl: row for row in result.memory}
+    assert set(memory) == {"hand", "srcgrad", *result.peer_versions}
+    for impl in ("hand", "srcgrad"):
+        assert memory[impl].grads_agree, memory[impl]
+        assert memory[impl].traced_peak > 0 and memory[impl].seconds > 0
+    printed = capsys.readouterr().out
+    assert "| dynamic net (shared layer called) |" in printed and "| srcgrad |" in printed
+
+
+def test_control_flow_without_peers_notes_them_and_runs(monkeypatch, capsys):
+    from benchmarks import control_flow
+
+    for name in ("autograd", "autograd.numpy", "torch"):
+        monkeypatch.setitem(sys.modules, name, None)  # makes `import name` raise ImportError
+    result = control_flow.main(["--quick"])
+    assert result.peer_versions == {} and len(result.peer_notes) == 2
+    assert all(row.grads_agree and row.peers == {} for row in result.rows)
+    assert [row.impl for row in result.memory] == ["hand", "srcgrad"]
+    printed = capsys.readouterr().out
+    assert "autograd is not installed" in printed and "torch is not installed" in printed
+    assert "torch / hand" not in printed
