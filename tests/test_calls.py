@@ -120,7 +120,7 @@ def test_calls_match_finite_differences(fn, args, wrt):
 def test_shared_layer_accumulates_into_one_gradient():
     code = srcgrad.source(srcgrad.grad(shared_layer_net, wrt=(1, 2)), *CASES[0][1])
     assert "rt.vjp_call(layer, (0, 1), h, w2)" in code
-    assert "w2_bar = w2_bar + " in code
+    assert "w2_bar += " in code
 
 
 def test_random_depth_is_drawn_once_and_replayed():

@@ -77,10 +77,14 @@ def stack(ans_bar, ans, arrays, axis=0):
 
 def _getitem_ndim(ndims, statics):
     rank, index = ndims.get("a"), statics.get("index", _ndim.UNKNOWN)
+    if isinstance(rank, int) and ndims.get("index") == 0:
+        return rank - 1  # one integer (a loop index): x[t]
     if rank is None or index is _ndim.UNKNOWN:
         return None
     if hasattr(rank, "get"):  # an entry of a structure
         return rank.get(index)
+    if index is _ndim.UNKNOWN or rank is None:
+        return None
     parts = index if isinstance(index, tuple) else (index,)
     if not is_basic_index(parts):
         return None

@@ -691,8 +691,12 @@ class _Lowering:
             return self._emit(value, kind="unknown", callee=prim, **emit)
         if not rule.differentiable:
             # A random draw must happen exactly as often as in the user's function.
+            # A constructor's shape argument gives the result's rank (np.zeros((n, m))).
+            shape = args[0] if args else kwargs.get("shape")
+            extra = {"bound": {"shape": nodes.copy(shape)}} if rule.ndim is not None and shape is not None \
+                else {}
             return self._emit(value, kind="nondiff", rule=rule,
-                              impure=registry.is_random(prim), **emit)
+                              impure=registry.is_random(prim), **extra, **emit)
         try:
             bound = rule.signature.bind(*args, **kwargs)
         except TypeError as exc:

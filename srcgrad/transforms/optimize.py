@@ -45,6 +45,8 @@ def _mutated(stmt):
     if isinstance(stmt, (gast.Assign, gast.AugAssign)) and isinstance(target, gast.Subscript):
         base = target.value
         return base.id if isinstance(base, gast.Name) else None
+    if isinstance(stmt, gast.AugAssign) and isinstance(target, gast.Name):
+        return target.id  # v += e updates v in place
     if isinstance(stmt, gast.Expr) and isinstance(stmt.value, gast.Call):
         call = stmt.value
         if _is_call_to(call, "add", "at") and call.args and isinstance(call.args[0], gast.Name):
@@ -271,6 +273,8 @@ def _owned_accumulators(backward) -> set:
     to them (so nothing else sees the update)."""
     kinds, aliased = {}, set()
     for stmt in nodes.statements(backward):
+        if isinstance(stmt, gast.AugAssign) and isinstance(stmt.target, gast.Name):
+            continue  # v += e: already in place on an owned accumulator
         t = _defined(stmt)
         if t is not None:
             v = stmt.value
@@ -282,6 +286,12 @@ def _owned_accumulators(backward) -> set:
                 aliased.add(v.id)
         elif isinstance(stmt, gast.Assign):
             kinds.update({n: False for n in nodes.assigned_names(stmt)})
+        # A call may hand its argument back (rt.unbroadcast, a pullback of the
+        # identity): an accumulator passed to one may be shared afterwards.
+        simple = not isinstance(stmt, (gast.If, gast.For, gast.While))
+        for node in (gast.walk(stmt) if simple else ()):
+            if isinstance(node, gast.Call) and not _is_call_to(node, "add", "at"):
+                aliased.update(a.id for a in node.args if isinstance(a, gast.Name))
     return {t for t, ok in kinds.items() if ok} - aliased
 
 
@@ -319,6 +329,23 @@ def accumulate_in_place(backward) -> bool:
                 block[i: i + 3] = [new]
                 changed = True
             i += 1
+    return changed
+
+
+def add_in_place(backward) -> bool:
+    """``v_bar = v_bar + e`` → ``v_bar += e`` for accumulators we own (made by
+    ``zeros_like``, never bound to another name): no new array per contribution."""
+    owned = _owned_accumulators(backward)
+    changed = False
+    for block in _blocks(backward):
+        for i, stmt in enumerate(block):
+            target = _defined(stmt)
+            if target in owned and isinstance(stmt.value, gast.BinOp) and isinstance(stmt.value.op, gast.Add) \
+                    and isinstance(stmt.value.left, gast.Name) and stmt.value.left.id == target:
+                new = gast.AugAssign(target=nodes.name(target, "store"), op=gast.Add(), value=stmt.value.right)
+                anno.inherit(new, stmt)
+                block[i] = new
+                changed = True
     return changed
 
 
@@ -413,6 +440,7 @@ def transform(forward, backward, live_out, primal_of, module_name="np"):
         changed = fold_scalar_fills(forward, backward, primal_of) or changed
         backward, c1 = propagate_copies(backward, keep=live_out)
         changed = accumulate_in_place(backward) or changed
+        changed = add_in_place(backward) or changed
         forward, backward, c3 = prune_saves(forward, backward)
         changed = changed or c3
         backward, live = _dce_block(backward, live_out)
