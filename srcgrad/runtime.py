@@ -94,15 +94,23 @@ def unbroadcast(g, x):
 
     Args:
         g: an adjoint of the broadcast result, any shape that ``x`` broadcasts to.
-        x: the primal input (only its shape and dtype are read).
+        x: the primal input (only its shape is read).
 
     Returns:
         ``g`` summed over the broadcast axes, with ``x``'s shape.
 
     Source: NumPy's broadcasting rules (numpy.org/doc/stable/user/basics.broadcasting.html).
     """
-    shape = np.shape(x)
-    if np.shape(g) == shape:
+    shape = x.shape if hasattr(x, "shape") else np.shape(x)
+    if getattr(g, "shape", ()) == shape:  # the common case, checked without a NumPy call
+        return g
+    return unbroadcast_to(g, shape)
+
+
+def unbroadcast_to(g, shape):
+    """:func:`unbroadcast` given the primal's shape rather than the primal
+    (what a loop saves when the backward sweep needs only the shape)."""
+    if getattr(g, "shape", ()) == shape:
         return g
     g = _as_array(g)
     lead = g.ndim - len(shape)

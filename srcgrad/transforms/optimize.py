@@ -393,36 +393,69 @@ def _prune_block(block, after, pushes) -> bool:
     changed = False
     for i, stmt in enumerate(block):
         later = _loads(block[i + 1:]) | after
-        if isinstance(stmt, (gast.For, gast.While)):
-            later = later | _loads(stmt.body)  # and by the next iteration
         for field in ("body", "orelse"):
             inner = getattr(stmt, field, None)
             if not inner:
                 continue
             if anno.has(inner[0], "save_id"):
+                # A loop body's own pop runs again before the next iteration reads anything.
                 changed |= _prune_pop(stmt, field, later, pushes)
                 inner = getattr(stmt, field)
-            changed |= _prune_block(inner, later, pushes)
+            # Inside a loop, a nested block's values may be read by the next iteration.
+            nested = later | _loads(inner) if isinstance(stmt, (gast.For, gast.While)) else later
+            changed |= _prune_block(inner, nested, pushes)
     return changed
+
+
+def _shape_only(name, stmts) -> list:
+    """The ``rt.unbroadcast(g, name)`` calls in ``stmts`` if they are all its uses, else []."""
+    calls, uses = [], 0
+    for stmt in stmts:
+        for node in gast.walk(stmt):
+            if isinstance(node, gast.Name) and node.id == name and isinstance(node.ctx, gast.Load):
+                uses += 1
+            if isinstance(node, gast.Call) and _dotted(node.func) == ("rt", "unbroadcast") \
+                    and len(node.args) == 2 and isinstance(node.args[1], gast.Name) and node.args[1].id == name:
+                calls.append(node)
+    return calls if calls and len(calls) == uses else []
 
 
 def _prune_pop(owner, field, after, pushes) -> bool:
     block = getattr(owner, field)
     pop = block[0]
+    push = pushes[anno.get(pop, "save_id")]
     needed = _loads(block[1:]) | after
     names = [t.id for t in _elements(pop.targets[0])]
+    values = list(_elements(push.value.args[0])) if push.value is not None else []
+    shapes = False
+    for i, name in enumerate(names):
+        calls = [] if name in after or not isinstance(values[i], gast.Name) else _shape_only(name, block[1:])
+        if calls:  # the backward sweep reads only its shape: save the shape, not the array
+            shape_name = f"{name}_shape"
+            values[i] = nodes.call(f"{_module[0]}.shape", [nodes.name(name)])
+            names[i] = shape_name
+            for call in calls:
+                call.func = nodes.dotted("rt.unbroadcast_to")
+                call.args[1] = nodes.name(shape_name)
+            shapes = True
+    if shapes:
+        many = len(names) > 1
+        pop.targets = [nodes.tuple_([nodes.name(n, "store") for n in names], "store") if many
+                       else nodes.name(names[0], "store")]
+        push.value.args = [nodes.tuple_(values) if many else values[0]]
+        needed = _loads(block[1:]) | after
     keep = [n for n in names if n in needed]
     if keep == names:
-        return False
-    push = pushes[anno.get(pop, "save_id")]
+        return shapes
     if not keep:
         setattr(owner, field, block[1:] or ([gast.Pass()] if field == "body" else []))
         push.value = None  # removed by the caller
         return True
     many = len(keep) > 1
+    kept_values = [v for n, v in zip(names, values) if n in keep]
     pop.targets = [nodes.tuple_([nodes.name(n, "store") for n in keep], "store") if many
                    else nodes.name(keep[0], "store")]
-    push.value.args = [nodes.tuple_([nodes.name(n) for n in keep]) if many else nodes.name(keep[0])]
+    push.value.args = [nodes.tuple_(kept_values) if many else kept_values[0]]
     return True
 
 
