@@ -122,6 +122,8 @@ class GradientFunction:
 
     def __call__(self, *args, **kwargs):
         args = self._arguments(args, kwargs)
+        if self._internal:  # from generated code: raw (value, pullback), no checks twice
+            return self.compiled(args)(*args)
         self._check_wrt_types(args)
         program = self.compiled(args)
         mode, has_aux = self.options.mode, self.options.has_aux

@@ -66,10 +66,52 @@ def _partial_static(atom):
     return static_value(atom)
 
 
+_CALLEE_RANKS: dict = {}
+_IN_PROGRESS: set = set()
+
+
+def callee_rank(fn, arg_ranks):
+    """The rank of what a function of yours returns, given its arguments' ranks
+    (its body is normalized and ranked, not differentiated); None if unknown."""
+    import types
+
+    if not isinstance(fn, types.FunctionType):
+        return None
+    key = (fn, arg_ranks)
+    if key in _CALLEE_RANKS:
+        return _CALLEE_RANKS[key]
+    if key in _IN_PROGRESS:  # recursion: its rank is what we are computing
+        return None
+    _IN_PROGRESS.add(key)
+    try:
+        from .. import backends
+        from ..transforms import anf, exits, parse, resolve, validate
+
+        fdef = parse.transform(fn)
+        free = resolve.transform(fdef, fn)
+        exits.transform(fdef)
+        validate.transform(fdef)
+        backend = backends.get("numpy")
+        core = anf.transform(fdef, free.names, backend, reserved=(backend.MODULE_NAME, "rt"),
+                             param_ranks=arg_ranks)
+        env = infer(core.body, dict(zip(core.params, arg_ranks)))
+        rank = rank_of(core.result, env) if not isinstance(core.result, gast.Tuple) else None
+    except Exception:  # noqa: BLE001 - any problem surfaces when the callee is compiled for real
+        rank = None
+    finally:
+        _IN_PROGRESS.discard(key)
+    _CALLEE_RANKS[key] = rank
+    return rank
+
+
 def _rank(stmt, env):
     value, kind = stmt.value, anno.get(stmt, "kind")
     if kind == "copy":
         return rank_of(value, env)
+    if kind == "call" and isinstance(value, gast.Call) and anno.has(value.func, "resolved") \
+            and not value.keywords:
+        ranks = tuple(r if isinstance(r, int) else None for r in (rank_of(a, env) for a in value.args))
+        return callee_rank(anno.get(value.func, "resolved"), ranks)
     rule = anno.get(stmt, "rule")
     if rule is not None and rule.ndim is not None and anno.has(stmt, "bound"):
         bound = anno.get(stmt, "bound")

@@ -30,14 +30,19 @@ class FreeNames:
     fn: types.FunctionType
     names: dict  # name -> value at compile time
 
-    def refresh(self, namespace: dict) -> None:
-        """Copy the current values of the free names into ``namespace``."""
+    def __post_init__(self):
         cells = _closure(self.fn)
+        self._cells = [(k, cells[k]) for k in self.names if k in cells]
+        self._globals = [k for k in self.names if k not in cells]
+
+    def refresh(self, namespace: dict) -> None:
+        """Copy the current values of the free names into ``namespace`` (every call:
+        cheap, and rebinding a global between calls is seen)."""
+        for key, cell in self._cells:
+            namespace[key] = cell.cell_contents
         glob = self.fn.__globals__
-        for key in self.names:
-            if key in cells:
-                namespace[key] = cells[key].cell_contents
-            elif key in glob:
+        for key in self._globals:
+            if key in glob:
                 namespace[key] = glob[key]
 
 
