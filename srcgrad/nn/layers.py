@@ -63,30 +63,30 @@ class Conv2d(Module):
                 f"stride={self.stride}, padding={self.padding}")
 
 
-class MaxPool2d(Module):
-    """Maximum over ``kernel_size`` windows (stride defaults to the kernel size); ties share."""
+class _Pool2d(Module):
+    """Windows of ``kernel_size`` every ``stride`` (default: the kernel size) over H, W."""
 
     def __init__(self, kernel_size, stride=None):
         self.kernel_size = _pair(kernel_size)
         self.stride = stride if stride is not None else self.kernel_size[0]
 
-    def forward(self, x):
+    def windows(self, x):
         s = self.stride
-        windows = np.lib.stride_tricks.sliding_window_view(x, self.kernel_size, axis=(2, 3))
-        return np.max(windows[:, :, ::s, ::s], axis=(4, 5))
+        return np.lib.stride_tricks.sliding_window_view(x, self.kernel_size, axis=(2, 3))[:, :, ::s, ::s]
 
 
-class AvgPool2d(Module):
-    """Mean over ``kernel_size`` windows (stride defaults to the kernel size)."""
-
-    def __init__(self, kernel_size, stride=None):
-        self.kernel_size = _pair(kernel_size)
-        self.stride = stride if stride is not None else self.kernel_size[0]
+class MaxPool2d(_Pool2d):
+    """Maximum over each window; ties share the adjoint."""
 
     def forward(self, x):
-        s = self.stride
-        windows = np.lib.stride_tricks.sliding_window_view(x, self.kernel_size, axis=(2, 3))
-        return np.mean(windows[:, :, ::s, ::s], axis=(4, 5))
+        return np.max(self.windows(x), axis=(4, 5))
+
+
+class AvgPool2d(_Pool2d):
+    """Mean over each window."""
+
+    def forward(self, x):
+        return np.mean(self.windows(x), axis=(4, 5))
 
 
 class Flatten(Module):
