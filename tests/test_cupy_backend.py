@@ -49,12 +49,38 @@ def cnn_loss(model, x, labels):
     return nn.cross_entropy(model(x), labels)
 
 
+class TwoLayerNet(nn.Module):
+    """The gallery's custom module (example 08)."""
+
+    def __init__(self):
+        self.linear1 = nn.Linear(3, 5, rng=rng)
+        self.linear2 = nn.Linear(5, 2, rng=rng)
+
+    def forward(self, x):
+        return self.linear2(np.maximum(self.linear1(x), 0))
+
+
+def mse_loss(model, x, y):
+    return nn.mse_loss(model(x), y)
+
+
+def rnn_loss(cell, xs, h):
+    for t in range(len(xs)):
+        h = cell(xs[t], h)
+    return np.sum(h**2)
+
+
 PROGRAMS = (
     [(test_tutorial.two_layer_loss, test_tutorial.data(n=4, d_in=5, h=3, d_out=2), (0, 1))]
     + [(f, a, w) for f, a, w in test_control_flow.CASES]
     + [(f, a, w) for f, a, w in test_mutation.CASES]
     + [(f, a, w) for f, a, w in test_calls.CASES]
     + [(cnn_loss, (SmallCNN(), rng.standard_normal((2, 1, 4, 4)), np.array([0, 2])), (0,))]
+    # The gallery's models: Sequential with mse (06, 07), a custom module (08), an RNN (13).
+    + [(mse_loss, (nn.Sequential(nn.Linear(3, 4, rng=rng), nn.ReLU(), nn.Linear(4, 2, rng=rng)),
+                   rng.standard_normal((5, 3)), rng.standard_normal((5, 2))), (0,)),
+       (mse_loss, (TwoLayerNet(), rng.standard_normal((5, 3)), rng.standard_normal((5, 2))), (0,)),
+       (rnn_loss, (nn.RNNCell(3, 4, rng=rng), rng.standard_normal((5, 2, 3)), np.zeros((2, 4))), (0, 1))]
 )
 IDS = [f"{p[0].__name__}-{i}" for i, p in enumerate(PROGRAMS)]
 
