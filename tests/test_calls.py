@@ -91,6 +91,9 @@ def dynamic_depth(x, w_in, w_mid, w_out):
     return np.sum(y**2)
 
 
+soft = lambda z: np.tanh(z) + 0.1 * z  # noqa: E731 - a lambda on purpose
+
+
 rng = np.random.default_rng(3)
 X = rng.standard_normal((4, 3))
 W = rng.standard_normal((3, 2))
@@ -105,12 +108,14 @@ CASES = [
     (keywords_and_defaults, (X[:, :2], X[:, 1:] + 1), (0, 1)),
     (uses_closure, (X, W), (0, 1)),
     (calls_object, (Scale(1.5), X), (1,)),
+    (apply_twice, (soft, X), (1,)),
+    (apply_twice, (lambda z: z**3 - z, X), (1,)),
 ]
 
 
 @pytest.mark.parametrize("fn, args, wrt", CASES, ids=[
     "weight_sharing", "recursion", "function_argument", "primitive_argument",
-    "keywords_defaults", "closure", "callable_object_and_method"])
+    "keywords_defaults", "closure", "callable_object_and_method", "lambda", "inline_lambda"])
 def test_calls_match_finite_differences(fn, args, wrt):
     grads = srcgrad.grad(fn, wrt=wrt)(*args)
     for i, g in zip(wrt, grads):
@@ -200,3 +205,7 @@ def test_tuple_output_needs_has_aux_or_vjp():
     value, pullback = srcgrad.vjp(loss_with_aux)(W, X)
     g = pullback((1.0, np.ones((4, 2))))
     np.testing.assert_allclose(g, 2 * X.T @ (X @ W) + X.T @ np.ones((4, 2)), rtol=1e-12)
+
+
+def test_grad_of_a_lambda():
+    assert srcgrad.grad(lambda a: a * a * 3)(2.0) == 12.0

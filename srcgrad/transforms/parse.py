@@ -36,11 +36,7 @@ def transform(fn) -> gast.FunctionDef:
     except (OSError, TypeError) as exc:
         raise _no_source(fn, str(exc)) from None
     if fn.__name__ == "<lambda>":
-        raise errors.UnsupportedSyntaxError(
-            "cannot differentiate a lambda yet",
-            anno.Origin(filename, first_line, 0, lines[0].rstrip("\n")),
-            "write it as a `def` function",
-        )
+        return _lambda(fn, filename, first_line)
     text = "".join(lines)
     dedented = textwrap.dedent(text)
     indent = len(lines[0]) - len(lines[0].lstrip()) if dedented != text else 0
@@ -50,6 +46,35 @@ def transform(fn) -> gast.FunctionDef:
         raise _no_source(fn, "its source is not a `def` statement")
     fdef.decorator_list = []
     _attach_origins(fdef, lines, filename, first_line - 1, indent)
+    return fdef
+
+
+def _lambda(fn, filename, first_line) -> gast.FunctionDef:
+    """A lambda as ``def lambda_(params): return body``, found in its file by line
+    and parameter names (the file is parsed whole: a lambda is often a fragment of
+    a longer statement)."""
+    import linecache
+
+    lines = linecache.getlines(filename)
+    params = list(fn.__code__.co_varnames[:fn.__code__.co_argcount])
+    origin = anno.Origin(filename, first_line, 0, lines[first_line - 1].rstrip("\n") if lines else "")
+    try:
+        tree = gast.parse("".join(lines))
+    except SyntaxError:
+        tree = None
+    found = [] if tree is None else [
+        n for n in gast.walk(tree) if isinstance(n, gast.Lambda) and n.lineno == first_line
+        and [a.id for a in n.args.args] == params]
+    if len(found) != 1:
+        raise errors.UnsupportedSyntaxError(
+            "cannot tell which lambda on this line to differentiate" if found else
+            "cannot find this lambda's source", origin, "write it as a `def` function")
+    lam = found[0]
+    fdef = gast.FunctionDef(name="lambda_", args=lam.args, body=[gast.Return(value=lam.body)],
+                            decorator_list=[], returns=None, type_comment=None, type_params=[])
+    gast.copy_location(fdef, lam)
+    gast.copy_location(fdef.body[0], lam.body)
+    _attach_origins(fdef, lines, filename, 0, 0)
     return fdef
 
 
