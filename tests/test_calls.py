@@ -209,3 +209,32 @@ def test_tuple_output_needs_has_aux_or_vjp():
 
 def test_grad_of_a_lambda():
     assert srcgrad.grad(lambda a: a * a * 3)(2.0) == 12.0
+
+
+def with_nested_def(x, w):
+    scale = 2.0
+
+    def layer(h, v):
+        return np.tanh(h @ v) * scale  # `scale` is captured: a constant
+
+    h = layer(x, w)
+    h = layer(h, w)
+    return np.sum(h**2)
+
+
+def nested_def_capturing_a_weight(x, w):
+    def layer(h):
+        return np.tanh(h @ w)
+
+    return np.sum(layer(x))
+
+
+def test_nested_def_used_twice():
+    srcgrad.testing.check_grads(with_nested_def, (X, rng.standard_normal((3, 3)) * 0.5), wrt=(0, 1))
+
+
+def test_nested_def_capturing_a_differentiated_value_is_refused():
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="pass `w` to `layer` as an argument"):
+        srcgrad.grad(nested_def_capturing_a_weight, wrt=1)(X, rng.standard_normal((3, 3)))
+    # Not differentiated with respect to w: the capture is a constant, and that is fine.
+    srcgrad.testing.check_grads(nested_def_capturing_a_weight, (X, rng.standard_normal((3, 3))), wrt=0)

@@ -28,6 +28,8 @@ class Activity:
 def _target(stmt):
     if isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name):
         return stmt.targets[0].id
+    if isinstance(stmt, gast.FunctionDef):
+        return stmt.name
     if anno.get(stmt, "kind") == "setitem":
         return anno.get(stmt, "array")  # an in-place write changes the array
     if anno.get(stmt, "kind") == "append":
@@ -48,6 +50,8 @@ def derivative_inputs(stmt) -> list[str]:
         return names
     if kind == "unknown":
         return nodes.loaded_names(stmt.value)
+    if kind == "def":
+        return list(anno.get(stmt, "captures"))
     if kind == "append":
         return nodes.loaded_names(anno.get(stmt, "value")) + [anno.get(stmt, "list")]
     if kind == "setitem":

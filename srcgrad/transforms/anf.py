@@ -176,8 +176,29 @@ class _Lowering:
             self._for(stmt)
         elif isinstance(stmt, gast.While):
             self._while(stmt)
+        elif isinstance(stmt, gast.FunctionDef):
+            self._nested_def(stmt)
         # gast.Pass: nothing
 
+    def _nested_def(self, stmt):
+        """``def g(...)`` inside: kept as it is (compiled on its own when called),
+        with the outer names it reads renamed to their current versions."""
+        inner = nodes.copy(stmt)
+        args = inner.args
+        own = {a.id for a in args.posonlyargs + args.args + args.kwonlyargs} | {
+            n.id for n in gast.walk(inner) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
+        captured = set()
+        for node in gast.walk(inner):
+            if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id not in own \
+                    and node.id in self.current:
+                node.id = self.current[node.id]
+                captured.add(node.id)
+        inner.name = self._store(stmt.name)
+        anno.set(inner, "group", self.group)
+        anno.set(inner, "origin", anno.get(stmt, "origin"))
+        anno.set(inner, "kind", "def")
+        anno.set(inner, "captures", sorted(captured))
+        self.block.append(inner)
     # ---- tuples, lists and dicts -----------------------------------------
     def _aggregate(self, node, **emit):
         """``t = (a, b)``: kept as a value, and remembered element by element, so

@@ -30,9 +30,19 @@ def transform(fdef: gast.FunctionDef) -> None:
     _Exits(fdef).run()
 
 
+def _own_nodes(fdef):
+    """The function's nodes, not those of functions defined inside it."""
+    stack = list(fdef.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (gast.FunctionDef, gast.Lambda)):
+            stack.extend(gast.iter_child_nodes(node))
+
+
 def _needs_work(fdef) -> bool:
     last = fdef.body[-1] if fdef.body else None
-    for node in gast.walk(fdef):
+    for node in _own_nodes(fdef):
         if isinstance(node, (gast.Break, gast.Continue)):
             return True
         if isinstance(node, gast.Return) and node is not last:
@@ -51,7 +61,7 @@ def _exits_in(stmts, kinds, into_loops):
 
 def _walk(stmt, into_loops):
     yield stmt
-    if isinstance(stmt, (gast.For, gast.While)) and not into_loops:
+    if isinstance(stmt, (gast.For, gast.While)) and not into_loops or isinstance(stmt, gast.FunctionDef):
         return
     for field in ("body", "orelse"):
         for child in getattr(stmt, field, None) or []:
@@ -80,7 +90,7 @@ class _Exits:
     def run(self):
         fdef = self.fdef
         prelude = []
-        if any(isinstance(n, gast.Return) and n is not fdef.body[-1] for n in gast.walk(fdef)):
+        if any(isinstance(n, gast.Return) and n is not fdef.body[-1] for n in _own_nodes(fdef)):
             self.returned, self.value = self.fresh("_returned"), self.fresh("_return_value")
             prelude = [self._set(self.returned, False, fdef), self._set(self.value, None, fdef)]
         body = self._block(fdef.body)

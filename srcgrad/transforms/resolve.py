@@ -55,7 +55,8 @@ def local_names(fdef: gast.FunctionDef) -> set[str]:
     params = [a.id for a in args.args + args.posonlyargs + args.kwonlyargs]
     params += [a.id for a in (args.vararg, args.kwarg) if a is not None]
     stored = {n.id for n in gast.walk(fdef) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
-    return set(params) | stored
+    nested = {n.name for n in gast.walk(fdef) if isinstance(n, gast.FunctionDef) and n is not fdef}
+    return set(params) | stored | nested
 
 
 def lookup(fn, key):

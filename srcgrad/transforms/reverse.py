@@ -279,6 +279,14 @@ class _Reverse:
         return group.where if group is not None else "?"
 
     def _adjoint(self, stmt):
+        if anno.get(stmt, "kind") == "def":
+            active = [n for n in anno.get(stmt, "captures") if self.activity.active(n)]
+            if active and self.activity.active(stmt.name):
+                raise errors.at(stmt, f"the nested function `{stmt.name}` reads `{active[0]}`, which "
+                                "depends on the inputs being differentiated; srcgrad does not "
+                                "differentiate through values a closure captures",
+                                f"pass `{active[0]}` to `{stmt.name}` as an argument")
+            return
         if anno.get(stmt, "kind") == "setitem":
             self._setitem_adjoint(stmt)
             return

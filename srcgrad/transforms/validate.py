@@ -31,7 +31,7 @@ _ADVICE = {
     gast.Delete: "drop the `del` statement",
 }
 
-_STATEMENTS = (gast.Assign, gast.AugAssign, gast.Return, gast.Expr, gast.Pass, gast.If,
+_STATEMENTS = (gast.FunctionDef, gast.Assign, gast.AugAssign, gast.Return, gast.Expr, gast.Pass, gast.If,
                gast.For, gast.While)
 _EXPRESSIONS = (
     gast.Name, gast.Constant, gast.BinOp, gast.UnaryOp, gast.Call, gast.Attribute,
@@ -70,7 +70,22 @@ def _check_block(body, top=False):
         _check_statement(stmt)
 
 
+def _check_nested_def(fdef):
+    """A function defined inside: compiled on its own when called, so only what
+    would make it reach back into this one is checked here."""
+    for node in gast.walk(fdef):
+        if isinstance(node, gast.Nonlocal):
+            raise errors.at(node, "a nested function that assigns the outer function's names "
+                            "(`nonlocal`) is not supported", "return the new value instead")
+    if fdef.decorator_list:
+        raise errors.at(fdef, "a decorated nested function is not supported",
+                        "define it at module level")
+
+
 def _check_statement(stmt):
+    if isinstance(stmt, gast.FunctionDef):
+        _check_nested_def(stmt)
+        return
     if not isinstance(stmt, _STATEMENTS):
         raise errors.at(stmt, f"srcgrad cannot differentiate {_describe(stmt)} yet",
                         _ADVICE.get(type(stmt), "rewrite it with assignments and NumPy calls"))
