@@ -7,6 +7,7 @@ import pathlib
 import sys
 
 from . import api
+from .errors import SrcgradError
 from .pipeline import compile_function
 
 DESCRIPTION = """\
@@ -75,6 +76,14 @@ def main(argv=None) -> int:
     show.add_argument("--no-optimize", action="store_true", help="show the sweeps before optimization")
     args = parser.parse_args(argv)
     fn = _load(args.target)
+    try:
+        return _show(fn, args)
+    except SrcgradError as exc:  # the user's mistake: the message says it all
+        print(f"srcgrad: {exc}", file=sys.stderr)
+        return 1
+
+
+def _show(fn, args) -> int:
     transformed = api.GradientFunction(fn, args.mode, _parse_wrt(args.wrt), args.backend,
                                        not args.no_optimize)
     ranks = dict(item.split("=") for item in args.ndim.split(",") if item)

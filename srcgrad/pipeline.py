@@ -115,10 +115,21 @@ def _function_name(core, options) -> str:
 
 
 def _final_name(core, name, option):
+    """The one version of ``name`` that ``intermediates=``/``hooks=`` refer to."""
+    origin = anno.get(core.body[-1], "origin")
     if name not in core.final_names:
         raise errors.UserCodeError(f"{option}= names `{name}`, which {core.name} never assigns",
-                                   anno.get(core.body[-1], "origin"),
-                                   "name a variable the function assigns (`h = x @ w1`)")
+                                   origin, "name a variable the function assigns (`h = x @ w1`)")
+    versions = [s for s in nodes.statements(core.body)
+                if any(n == name or n.startswith(f"{name}_") and n[len(name) + 1:].isdigit()
+                       for n in nodes.assigned_names(s))]
+    in_loop = any(isinstance(s, (gast.For, gast.While)) and any(
+        name in nodes.assigned_names(t) for t in nodes.statements(s.body)) for s in nodes.statements(core.body))
+    if len(versions) != 1 or in_loop:
+        raise errors.UserCodeError(
+            f"{option}= names `{name}`, which {core.name} assigns more than once (or in a loop), "
+            "so which value is meant is ambiguous", anno.get(versions[-1], "origin") if versions else origin,
+            f"give the value you want a name of its own, assigned once (`{name}_out = ...`)")
     return core.final_names[name]
 
 

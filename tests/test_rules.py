@@ -18,6 +18,8 @@ random draws are in ``test_rules_calls.py``.
 """
 from __future__ import annotations
 
+import builtins
+
 import ast
 import dataclasses
 import functools
@@ -88,6 +90,10 @@ ROWS = [
     Row(operator.sub, {"x - y": BINARY, "np.subtract(x, y)": BINARY[:2], "1.0 - x": UNARY}),
     Row(operator.mul, {"x * y": BINARY, "np.multiply(x, y)": BINARY[:2], "x * 3": UNARY}),
     # "2.0 / y" and "2.0 ** y" leave x unused: its gradient must be zeros.
+    Row(operator.mod, {"x % y": BINARY[:2], "np.mod(x, y)": BINARY[:1], "x % 0.7": UNARY},
+        (REAL, POSITIVE)),
+    Row(builtins.float, {"float(x)": [((),)]}),
+    Row(np.astype, {"x.astype(np.float64)": MATRIX}),
     Row(operator.truediv, {"x / y": BINARY, "np.divide(x, y)": BINARY[:2], "x / 4": UNARY,
                            "2.0 / y": [((3, 4), (3, 4))]},
         (REAL, POSITIVE)),

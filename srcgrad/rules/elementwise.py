@@ -92,6 +92,12 @@ def arctan(ans_bar, ans, x):
     return ans_bar / (1 + x**2)
 
 
+@defadjoint(builtins.float, elementwise=True)
+def to_float(ans_bar, ans, x):
+    """``float(x)`` (and ``x.item()``) of a scalar: the same value as a Python float."""
+    return ans_bar
+
+
 @defadjoint(np.abs, builtins.abs, elementwise=True)
 def absolute(ans_bar, ans, x):
     """Convention: derivative 0 at 0 (``sign(0) == 0``), as PyTorch and JAX."""

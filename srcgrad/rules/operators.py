@@ -36,6 +36,13 @@ def divide(ans_bar, ans, x1, x2):
     return unbroadcast(ans_bar / x2, x1), unbroadcast(-ans_bar * ans / x2, x2)
 
 
+@defadjoint(operator.mod, np.mod, elementwise=True)
+def mod(ans_bar, ans, x1, x2):
+    """``x1 % x2 = x1 - x2 * floor(x1 / x2)``: derivative 1 in ``x1`` and
+    ``-floor(x1 / x2)`` in ``x2`` (almost everywhere; at the jumps, as PyTorch)."""
+    return unbroadcast(ans_bar, x1), unbroadcast(-ans_bar * np.floor_divide(x1, x2), x2)
+
+
 @defadjoint(operator.neg, np.negative, elementwise=True)
 def negative(ans_bar, ans, x):
     return -ans_bar

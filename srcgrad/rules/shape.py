@@ -50,6 +50,13 @@ def transpose(ans_bar, ans, a, axes=None):
     return np.transpose(ans_bar, inverse_permutation(axes))
 
 
+if hasattr(np, "astype"):  # NumPy >= 2.1; also x.astype(dtype)
+    @defadjoint(np.astype, elementwise=True, diff=("x",))
+    def astype(ans_bar, ans, x, dtype, copy=True):
+        """A cast: the adjoint passes through (it gets ``x``'s dtype back at the end)."""
+        return ans_bar
+
+
 @defadjoint(np.copy, np.asarray, elementwise=True)
 def copy(ans_bar, ans, a):
     return ans_bar

@@ -50,14 +50,16 @@ _METHODS = {
     "var": np.var, "std": np.std, "dot": np.dot, "reshape": np.reshape,
     "transpose": np.transpose, "ravel": np.ravel, "flatten": np.ravel, "squeeze": np.squeeze,
     "clip": np.clip, "copy": np.copy, "argmax": np.argmax, "argmin": np.argmin,
-    "any": np.any, "all": np.all, "round": np.round,
+    "any": np.any, "all": np.all, "round": np.round, "item": float,
 }
+if hasattr(np, "astype"):  # NumPy >= 2.1
+    _METHODS["astype"] = np.astype
 # x.reshape(2, 3) means np.reshape(x, (2, 3)); x.transpose(1, 0) means np.transpose(x, (1, 0)).
 _VARARG_METHODS = {"reshape", "transpose"}
 _ARRAY_ATTRIBUTES = {"shape", "ndim", "size", "dtype", "itemsize", "nbytes"}
 
-# operator.floordiv / mod / not / invert have no derivative: integer-valued or boolean.
-registry.nondifferentiable(operator.floordiv, operator.mod, operator.not_, operator.invert)
+# operator.floordiv / not / invert have no derivative: integer-valued or boolean.
+registry.nondifferentiable(operator.floordiv, operator.not_, operator.invert)
 
 
 @dataclasses.dataclass
@@ -116,6 +118,10 @@ class _Lowering:
         self.aggregates = {}  # name of a tuple/list/dict value -> {key: atom}
         self.made_by = {}     # name -> (is a new array, origin): may `name[i] = v` write into it?
         self.lists = set()    # lists grown with append
+        self.containers = set()  # names of lists, tuples and dicts made here
+        self.views = {}          # named view -> the name of the array it looks into
+        self.aliased = set()     # names another name was bound to (`t = s`)
+        self.scalars = {p for p, r in zip(self.params, param_ranks) if r == 0}
         # Names known to hold arrays (or numbers): their .sum() is np.sum.
         self.arrays = {p for p, r in zip(self.params, param_ranks) if isinstance(r, int)}
 
@@ -153,6 +159,7 @@ class _Lowering:
         elif isinstance(stmt, gast.Assign):
             self._lower(stmt.value, target=stmt.targets[0].id)
         elif isinstance(stmt, gast.AugAssign):
+            self._check_augmented(stmt)
             value = gast.BinOp(left=nodes.copy(stmt.target), op=stmt.op, right=stmt.value)
             anno.inherit(value, stmt)
             value.left.ctx = gast.Load()
@@ -467,6 +474,18 @@ class _Lowering:
             new = self.core.fresh(target_hint) if target_hint else self.core.fresh()
         self._emit_stmt(nodes.assign(new, value), origin_node, **annotations)
         self.made_by[new] = (_makes_new_array(annotations, value), anno.get(origin_node, "origin"))
+        kind = annotations.get("kind")
+        if kind == "aggregate":
+            self.containers.add(new)
+        elif kind == "copy" and isinstance(value, gast.Name):
+            self.aliased.add(value.id)  # two names for one value now
+            if value.id in self.containers:
+                self.containers.add(new)
+        elif kind == "copy" and isinstance(value, gast.Constant):
+            self.scalars.add(new)
+        base = _view_base(annotations, value)
+        if target is not None and base is not None:  # a named view: writes into its base would reach it
+            self.views[new] = base
         if self._holds_array(annotations, value):
             self.arrays.add(new)
         return nodes.name(new)
@@ -494,6 +513,26 @@ class _Lowering:
             return self.current.get(node.id, node.id) in self.arrays
         return not isinstance(node, (gast.Name, gast.Attribute))  # (a + b).sum(): an expression
 
+    def _check_augmented(self, stmt):
+        """``s += v`` on an array changes it in place (NumPy); srcgrad computes
+        ``s = s + v``, which is the same only if no other name sees ``s``."""
+        if not isinstance(stmt.target, gast.Name):
+            return
+        user = stmt.target.id
+        name = self.current.get(user, user)
+        if name in self.containers:
+            raise errors.at(stmt, f"`{user} {_op_symbol(stmt.op)}= ...` on a list, tuple or dict is not "
+                            "supported", f"append items one by one (`{user}.append(v)`)")
+        if name in self.scalars:
+            return
+        fresh, origin = self.made_by.get(name, (False, None))
+        if name in self.aliased or not fresh:
+            where = f" (made at {origin.where}: `{origin.text.strip()}`)" if origin else \
+                " (it is an argument: the caller's array)" if name in self.params else ""
+            raise errors.at(stmt, f"`{user} {_op_symbol(stmt.op)}= ...` changes `{user}` in place if it "
+                            f"is an array, and `{user}` may share memory with another name{where}",
+                            f"write `{user} = {user} {_op_symbol(stmt.op)} ...` (a new array)")
+
     def _holds_array(self, annotations, value) -> bool:
         kind, rule = annotations.get("kind"), annotations.get("rule")
         if kind == "copy":
@@ -518,12 +557,24 @@ class _Lowering:
         user = target.value.id
         name = self.current.get(user, user)
         fresh, origin = self.made_by.get(name, (False, None))
+        if name in self.containers:
+            raise errors.at(stmt, f"writing into an element of the list, tuple or dict `{user}` is not "
+                            "supported yet", f"build a new one (`{user} = [x * 3, {user}[1]]`), "
+                            "append to a list, or keep the values in an array")
+        views = [v for v, base in self.views.items() if base == name]
+        if views:
+            view_origin = self.made_by.get(views[0], (None, None))[1]
+            made = f" (made at {view_origin.where}: `{view_origin.text.strip()}`)" if view_origin else ""
+            raise errors.at(stmt, f"cannot write into `{user}`: `{views[0]}` is a view of it{made}, so "
+                            "the write would change that too, which srcgrad does not follow",
+                            f"make `{views[0]}` a copy (`np.copy(...)`), or write before taking it")
         if not fresh:
             where = f" (made at {origin.where}: `{origin.text.strip()}`)" if origin else \
                 " (it is an argument: the caller's array)" if name in self.params else ""
             raise errors.at(stmt, f"cannot write into `{user}`: it may share memory with another "
                             f"array{where}, and the write would change that one too",
-                            f"write into a copy: `{user} = np.copy({user})` before the write")
+                            f"write into a copy: `{user} = np.copy({user})` before the write "
+                            f"(`dict({user})` or `list({user})` for a dict or list)")
         index = self._index(target.slice)
         value = self._lower(value_node)
         saved = self.core.fresh(f"{name}_overwritten")
@@ -667,6 +718,11 @@ class _Lowering:
             spelled = self._spell(callee, node)
             func_node = nodes.dotted(spelled) if spelled else nodes.copy(func)
             return self._apply(callee, None, args, kwargs, node, func_node=func_node, **emit)
+        if isinstance(func, gast.Attribute) and func.attr not in _METHODS and self._is_array(func.value) \
+                and isinstance(func.value, gast.Name):
+            raise errors.at(node, f"srcgrad has no derivative rule for the array method `.{func.attr}()`",
+                            f"call the NumPy function instead (`np.{func.attr}(x, ...)`), or register one "
+                            "with srcgrad.defadjoint")
         if isinstance(func, gast.Attribute) and func.attr in _METHODS and self._is_array(func.value):
             receiver = self._lower(func.value)
             args = [self._argument(a) for a in node.args]
@@ -674,7 +730,7 @@ class _Lowering:
                 args = [nodes.tuple_(args)]
             kwargs = {k.arg: self._argument(k.value) for k in node.keywords}
             prim = _METHODS[func.attr]
-            func_node = nodes.dotted(self.backend.spelling(prim))
+            func_node = nodes.dotted(self.backend.spelling(prim) or prim.__name__)
             return self._apply(prim, None, [receiver] + args, kwargs, node, func_node=func_node, **emit)
         if isinstance(func, gast.Attribute) and func.attr == "append" and isinstance(func.value, gast.Name) \
                 and self.current.get(func.value.id, func.value.id) in self.made_by:
@@ -745,6 +801,21 @@ def _makes_new_array(annotations, value) -> bool:
         return annotations["rule"] not in {registry.lookup(v) for v in _VIEWS} \
             and not isinstance(value, gast.Attribute)  # x.T is a view
     return kind in ("nondiff", "aggregate") and not isinstance(value, (gast.Attribute, gast.Subscript))
+
+
+def _op_symbol(op) -> str:
+    return {gast.Add: "+", gast.Sub: "-", gast.Mult: "*", gast.Div: "/", gast.Pow: "**",
+            gast.MatMult: "@", gast.FloorDiv: "//", gast.Mod: "%"}.get(type(op), "?")
+
+
+def _view_base(annotations, value):
+    """The name a view-producing statement looks into (``v = y[0]``, ``y.T``), or None."""
+    kind, rule = annotations.get("kind"), annotations.get("rule")
+    if kind != "op" or rule not in {registry.lookup(v) for v in _VIEWS}:
+        return None
+    bound = annotations.get("bound", {})
+    base = bound.get("a", bound.get("array"))
+    return base.id if isinstance(base, gast.Name) else None
 
 
 def array_method(name, receiver, args):

@@ -279,6 +279,18 @@ class _Reverse:
         return group.where if group is not None else "?"
 
     def _adjoint(self, stmt):
+        if isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") in ("unknown", "nondiff"):
+            rule = anno.get(stmt, "rule")
+            # Varied, not active: what the call does to its argument is invisible to activity.
+            active = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
+            if active and not (rule is not None and rule.name == "builtins.print"):
+                raise errors.at(stmt.value, f"a call whose result is not used, given `{active[0]}`, "
+                                "which is being differentiated: if it changes its argument in place, "
+                                "srcgrad cannot follow the change",
+                                "write the update as an assignment (`y[idx] += x` rather than "
+                                "`np.add.at(y, idx, x)`), or assign the call's result",
+                                kind=errors.UnsupportedSyntaxError)
+            return
         if anno.get(stmt, "kind") == "def":
             active = [n for n in anno.get(stmt, "captures") if self.activity.active(n)]
             if active and self.activity.active(stmt.name):

@@ -1,0 +1,120 @@
+"""Cases a newcomer's probing found giving silently wrong results or internal
+crashes; each is now either right (checked against finite differences) or a
+clear error naming the line."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import srcgrad
+from srcgrad.testing import check_grads
+
+X = np.array([0.3, -1.2, 0.7])
+
+
+def write_into_list_element(x):
+    items = [x, x]
+    items[0] = x * 3
+    return np.sum(items[0] + items[1])
+
+
+def write_into_dict_key(x):
+    d = {"a": x, "b": x**2}
+    d["c"] = d["a"] * d["b"]
+    return np.sum(d["c"])
+
+
+def augmented_list(x):
+    items = []
+    items += [x * 2]
+    return np.sum(items[0])
+
+
+def view_taken_before_write(x):
+    y = np.outer(x, x)
+    v = y[0]
+    y[0] = 5.0
+    return np.sum(v * x)
+
+
+def augmented_alias_of_argument(x):
+    s = x
+    s += 1.0
+    return np.sum(s * x)
+
+
+def add_at_in_place(x):
+    y = np.zeros(3)
+    np.add.at(y, np.array([0, 0, 2]), x)
+    return np.sum(y**2)
+
+
+@pytest.mark.parametrize("fn, says", [
+    (write_into_list_element, "list, tuple or dict"),
+    (write_into_dict_key, "list, tuple or dict"),
+    (augmented_list, "append"),
+    (view_taken_before_write, "`v` is a view of it"),
+    (augmented_alias_of_argument, "`s = s + ...`"),
+    (add_at_in_place, "y[idx] += x"),
+], ids=lambda v: getattr(v, "__name__", None))
+def test_silently_wrong_before_now_a_clear_error(fn, says):
+    with pytest.raises(srcgrad.UnsupportedSyntaxError) as excinfo:
+        srcgrad.grad(fn)(X)
+    message = str(excinfo.value)
+    assert says in message and "test_found_by_probing.py:" in message
+
+
+def modulo(x):
+    return np.sum(x % 1.0 + np.mod(x, 0.5) * x)
+
+
+def through_float(x):
+    return float(np.sum(x)) * np.sum(x) + np.sum(x).item()
+
+
+def cast(x):
+    return np.sum(x.astype(np.float64) * x)
+
+
+def scalar_augmented(x):
+    s = 0.0
+    for i in range(3):
+        s += x[i] ** 2
+    y = x * 2
+    y += 1.0  # a new array no other name sees: the same as y = y + 1.0
+    return s + np.sum(y)
+
+
+@pytest.mark.parametrize("fn", [modulo, through_float, cast, scalar_augmented], ids=lambda f: f.__name__)
+def test_now_differentiated(fn):
+    check_grads(fn, (X,), rtol=1e-5, atol=1e-6)
+
+
+def loop_intermediate(x):
+    for i in range(3):
+        h = x * (i + 1)
+    return np.sum(h**2)
+
+
+def test_intermediates_of_a_name_assigned_in_a_loop_is_ambiguous():
+    with pytest.raises(srcgrad.UserCodeError, match="more than once"):
+        srcgrad.grad(loop_intermediate, intermediates=("h",))(X)
+
+
+def unknown_array_method(x):
+    return np.sum(x.cumsum())
+
+
+def test_unknown_array_method_names_the_line():
+    with pytest.raises(srcgrad.UnsupportedSyntaxError) as excinfo:
+        srcgrad.grad(unknown_array_method)(X)
+    assert ".cumsum()" in str(excinfo.value) and "test_found_by_probing.py:" in str(excinfo.value)
+
+
+def test_cli_reports_a_user_error_without_a_traceback(tmp_path, capsys):
+    from srcgrad import cli
+
+    (tmp_path / "m.py").write_text("import numpy as np\n\ndef loss(x):\n    return np.sum(x)\n")
+    assert cli.main(["show", f"{tmp_path}/m.py:loss", "--wrt", "q"]) == 1
+    err = capsys.readouterr().err
+    assert "names no parameter" in err and "Traceback" not in err
