@@ -118,3 +118,31 @@ def test_cli_reports_a_user_error_without_a_traceback(tmp_path, capsys):
     assert cli.main(["show", f"{tmp_path}/m.py:loss", "--wrt", "q"]) == 1
     err = capsys.readouterr().err
     assert "names no parameter" in err and "Traceback" not in err
+
+
+class Counter(srcgrad.nn.Module):
+    def __init__(self):
+        self.w = np.ones(3)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1  # bookkeeping on the object: runs as written
+        return np.sum(self.w * x)
+
+
+def counter_loss(model, x):
+    return model(x) * 2
+
+
+def stores_a_differentiated_value(model, x):
+    model.cache = x * 2
+    return np.sum(x)
+
+
+def test_attribute_bookkeeping_runs_and_differentiated_values_are_refused():
+    model = Counter()
+    g = srcgrad.grad(counter_loss)(model, X)
+    np.testing.assert_array_equal(g.w, 2 * X)
+    assert model.calls == 1
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="model.cache"):
+        srcgrad.grad(stores_a_differentiated_value, wrt=1)(model, X)

@@ -150,6 +150,14 @@ class _Lowering:
             self._unpack(stmt.targets[0].elts, stmt.value, stmt)
         elif isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Subscript):
             self._setitem(stmt.targets[0], stmt.value, stmt)
+        elif isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Attribute):
+            self._setattr(stmt.targets[0], stmt.value, stmt)
+        elif isinstance(stmt, gast.AugAssign) and isinstance(stmt.target, gast.Attribute):
+            read = nodes.copy(stmt.target)
+            read.ctx = gast.Load()
+            value = gast.BinOp(left=read, op=stmt.op, right=stmt.value)
+            anno.inherit(value, stmt)
+            self._setattr(stmt.target, value, stmt)
         elif isinstance(stmt, gast.AugAssign) and isinstance(stmt.target, gast.Subscript):
             read = nodes.copy(stmt.target)
             read.ctx = gast.Load()
@@ -545,6 +553,15 @@ class _Lowering:
                 return isinstance(base, gast.Name) and base.id in self.arrays
             return True
         return kind == "nondiff" and not isinstance(value, gast.Attribute)
+
+    def _setattr(self, target, value_node, stmt):
+        """``self.n = v``: bookkeeping on an object (a counter, a cache), run as it
+        is; a differentiated value stored this way is refused in the reverse pass."""
+        obj = self._lower(target.value)
+        value = self._lower(value_node)
+        write = nodes.assign(gast.Attribute(value=nodes.copy(obj), attr=target.attr, ctx=gast.Store()),
+                             nodes.copy(value))
+        self._emit_stmt(write, stmt, kind="setattr", value=value, impure=True)
 
     # ---- writes into arrays -------------------------------------------------
     def _setitem(self, target, value_node, stmt):

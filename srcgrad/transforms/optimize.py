@@ -61,7 +61,7 @@ def _defined(stmt):
 
 
 def _pure(stmt) -> bool:
-    return anno.get(stmt, "kind") not in ("unknown",) and not anno.get(stmt, "impure", False)
+    return anno.get(stmt, "kind") not in ("unknown", "setattr") and not anno.get(stmt, "impure", False)
 
 
 def _header_names(stmt) -> set:

@@ -23,6 +23,7 @@ import gast
 from .. import anno, errors, nodes, templates
 from ..analysis.activity import derivative_inputs as activity_inputs
 from ..rules.registry import diff_params
+from ..rules.registry import lookup as registry_lookup
 from ..analysis.ranks import TreeRank, rank_of
 
 
@@ -291,6 +292,15 @@ class _Reverse:
                                 "`np.add.at(y, idx, x)`), or assign the call's result",
                                 kind=errors.UnsupportedSyntaxError)
             return
+        if anno.get(stmt, "kind") == "setattr":
+            value = anno.get(stmt, "value")
+            if isinstance(value, gast.Name) and value.id in self.activity.varied \
+                    and not self._bookkeeping(value.id):
+                raise errors.at(stmt, f"storing a value that is being differentiated in the attribute "
+                                f"`{nodes.to_source(stmt.targets[0])}` is not supported: srcgrad cannot "
+                                "follow it from there",
+                                "return it (with has_aux=True), or keep it in a local name")
+            return
         if anno.get(stmt, "kind") == "def":
             active = [n for n in anno.get(stmt, "captures") if self.activity.active(n)]
             if active and self.activity.active(stmt.name):
@@ -349,6 +359,22 @@ class _Reverse:
         if kind != "op":
             return
         self._rule_adjoint(stmt, target, g)
+
+    def _bookkeeping(self, name) -> bool:
+        """``self.calls + 1``: an update of a field by constants (a counter), not a
+        differentiated value, though the object it belongs to is differentiated."""
+        defs = {t: s for s in nodes.statements(self.core.body) for t in nodes.assigned_names(s)}
+        stmt = defs.get(name)
+        if stmt is None or anno.get(stmt, "kind") != "op":
+            return False
+        field = registry_lookup(getattr)
+        for atom in anno.get(stmt, "bound").values():
+            if isinstance(atom, gast.Constant):
+                continue
+            source = defs.get(atom.id) if isinstance(atom, gast.Name) else None
+            if source is None or anno.get(source, "rule") is not field:
+                return False
+        return True
 
     def _append_adjoint(self, stmt):
         """Reverse of ``xs.append(h)``: the last adjoint on ``xs_bar`` is ``h``'s."""

@@ -93,16 +93,16 @@ def _check_statement(stmt):
         target = stmt.targets[0]
         unpacking = isinstance(target, (gast.Tuple, gast.List)) and all(
             isinstance(t, gast.Name) for t in target.elts)
-        writes = isinstance(target, gast.Subscript) and isinstance(target.value, gast.Name)
+        writes = isinstance(target, (gast.Subscript, gast.Attribute)) and isinstance(target.value, gast.Name)
         if len(stmt.targets) != 1 or not (isinstance(target, gast.Name) or unpacking or writes):
-            raise errors.at(stmt, "only assignments to names and array elements are supported yet",
-                            "assign to a name (`a = ...`), unpack into names (`a, b = ...`) or "
-                            "write into a local array (`y[i] = ...`); not to an attribute")
+            raise errors.at(stmt, "this assignment target is not supported yet",
+                            "assign to a name (`a = ...`), unpack into names (`a, b = ...`), "
+                            "write into a local array (`y[i] = ...`) or set an attribute (`self.n = ...`)")
     if isinstance(stmt, gast.AugAssign) and not (
-            isinstance(stmt.target, gast.Name) or (isinstance(stmt.target, gast.Subscript)
+            isinstance(stmt.target, gast.Name) or (isinstance(stmt.target, (gast.Subscript, gast.Attribute))
                                                   and isinstance(stmt.target.value, gast.Name))):
-        raise errors.at(stmt, "augmented assignment to an attribute is not supported yet",
-                        "write to a local name and assign it back after the loop")
+        raise errors.at(stmt, "this augmented assignment target is not supported yet",
+                        "update a name, an array element (`y[i] += v`) or an attribute (`self.n += 1`)")
     if isinstance(stmt, (gast.For, gast.While)) and stmt.orelse:
         raise errors.at(stmt, "a loop with an `else:` block is not supported yet",
                         "move the `else:` code after the loop")
