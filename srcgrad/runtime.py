@@ -387,6 +387,14 @@ def vjp_call(fn, wrt, *args, **kwargs):
     differentiated by srcgrad itself (compiled on first use, cached); a
     primitive with a derivative rule is applied through the rule.
     """
+    if kwargs == {} and type(fn) is types.FunctionType:  # the common case, kept short
+        transformed = _VJPS.get((fn, wrt, None))
+        if transformed is not None and array_module(*args) is np:
+            program = transformed._cache.get(tuple(map(_rank_key, args)))
+            if program is not None:
+                value, pullback = program(*args)
+                return (value, _tuple_pullback(pullback, value)) if isinstance(value, tuple) \
+                    else (value, pullback)
     from .rules import registry  # here, not at import: the rules import this module
 
     receiver = ()
@@ -415,7 +423,7 @@ def vjp_call(fn, wrt, *args, **kwargs):
     names = tuple(0 if w == "self" else w + len(receiver) if isinstance(w, int) else w for w in wrt)
     # The callee runs where its data lives: CuPy arrays in, the CuPy backend.
     backend = "cupy" if array_module(*args, *kwargs.values()) is not np else None
-    key = (fn, names, backend)
+    key = (fn, names, backend) if receiver else (fn, wrt, backend)
     transformed = _VJPS.get(key)
     if transformed is None:
         from .api import GradientFunction
@@ -458,6 +466,12 @@ def vjp_method(obj, name, wrt, *args, **kwargs):
             return {name: adjoints}
         return tuple({name: a} if i == position else a for i, a in enumerate(adjoints))
     return value, pull
+
+
+def _rank_key(value):
+    from .pipeline import rank_of_argument
+
+    return rank_of_argument(value)
 
 
 def _tuple_pullback(pullback, value):
