@@ -146,3 +146,14 @@ def test_attribute_bookkeeping_runs_and_differentiated_values_are_refused():
     assert model.calls == 1
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match="model.cache"):
         srcgrad.grad(stores_a_differentiated_value, wrt=1)(model, X)
+
+
+def prints_an_f_string(x):
+    y = np.sum(x**2)
+    print(f"y = {y:.3f}")
+    return y
+
+
+def test_f_strings_in_print(capsys):
+    np.testing.assert_allclose(srcgrad.grad(prints_an_f_string)(X), 2 * X)
+    assert "y = " in capsys.readouterr().out

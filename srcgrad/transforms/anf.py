@@ -649,6 +649,11 @@ class _Lowering:
                                node, **emit)
         if isinstance(node, gast.IfExp):
             return self._ifexp(node, target, target_hint)
+        if isinstance(node, gast.JoinedStr):  # an f-string: text, no derivative
+            parts = [gast.FormattedValue(value=self._lower(p.value), conversion=p.conversion,
+                                         format_spec=nodes.copy(p.format_spec))
+                     if isinstance(p, gast.FormattedValue) else nodes.copy(p) for p in node.values]
+            return self._emit(gast.JoinedStr(values=parts), kind="nondiff", rule=None, **emit)
         if isinstance(node, gast.BoolOp):
             values = [self._lower(v) for v in node.values]
             value = gast.BoolOp(op=type(node.op)(), values=values)

@@ -36,7 +36,7 @@ _STATEMENTS = (gast.FunctionDef, gast.Assign, gast.AugAssign, gast.Return, gast.
 _EXPRESSIONS = (
     gast.Name, gast.Constant, gast.BinOp, gast.UnaryOp, gast.Call, gast.Attribute,
     gast.Subscript, gast.Slice, gast.Tuple, gast.List, gast.Compare, gast.keyword,
-    gast.Starred, gast.IfExp, gast.BoolOp, gast.Dict,
+    gast.Starred, gast.IfExp, gast.BoolOp, gast.Dict, gast.JoinedStr, gast.FormattedValue,
 )
 _CONTEXTS = (gast.Load, gast.Store, gast.Param, gast.Del)
 _OPERATORS = (gast.operator, gast.unaryop, gast.cmpop, gast.boolop)
