@@ -79,3 +79,48 @@ def test_control_flow_without_peers_notes_them_and_runs(monkeypatch, capsys):
     printed = capsys.readouterr().out
     assert "autograd is not installed" in printed and "torch is not installed" in printed
     assert "torch / hand" not in printed
+
+
+def _check_run_result(result):
+    from benchmarks import run
+
+    assert [row.work.key for row in result.rows] == [
+        "two_layer_f64", "two_layer_f32", "dynamic_net", "rnn", "scalar_loop", "scalar_while", "cnn"]
+    for row in result.rows:
+        for lib in ("hand", "srcgrad"):
+            cell = row.cells[lib]
+            assert cell.agree, (row.work.key, lib, cell)
+            assert cell.stats is not None and all(t > 0 for t in cell.stats.samples)
+        assert row.ratio("srcgrad") > 0
+        for lib, cell in row.cells.items():  # only the peers installed here; never their speed
+            assert lib in run.LIBRARIES
+            if cell.stats is not None:
+                assert cell.agree and all(t > 0 for t in cell.stats.samples)
+            else:
+                assert cell.note  # skipped peers say why
+    memory = {row.impl: row for row in result.memory}
+    for impl in ("hand", "srcgrad"):
+        assert memory[impl].grads_agree and memory[impl].traced_peak > 0
+
+
+def test_run_quick_all_workloads_all_installed_peers(capsys):
+    from benchmarks import run
+
+    result = run.main(["--quick"])
+    _check_run_result(result)
+    printed = capsys.readouterr().out
+    assert "## All workloads against the peers" in printed
+    assert "| digits CNN training step, batch 32 | srcgrad |" in printed
+
+
+def test_run_quick_without_peers_notes_them_and_runs(monkeypatch, capsys):
+    from benchmarks import run
+
+    for name in ("autograd", "autograd.numpy", "torch", "jax", "jax.numpy", "tangent"):
+        monkeypatch.setitem(sys.modules, name, None)  # makes `import name` raise ImportError
+    result = run.main(["--quick"])
+    _check_run_result(result)
+    assert result.libraries == {} and len(result.notes) == len(run.PEERS)
+    assert all(set(row.cells) == {"hand", "srcgrad"} for row in result.rows)
+    printed = capsys.readouterr().out
+    assert "tangent is not installed" in printed and "jax is not installed" in printed
