@@ -152,17 +152,24 @@ def count_reduced(x, axis=None) -> int:
     return int(np.prod([shape[a] for a in _axes(axis, len(shape))], dtype=np.int64))
 
 
+def _with_kept_dims(value, x, axis, keepdims):
+    """A reduction's result given back its reduced axes as size 1 (it then broadcasts)."""
+    ndim = np.ndim(x)
+    if keepdims or not ndim:
+        return value
+    return np.expand_dims(value, _axes(axis, ndim))
+
+
 def max_adjoint(ans_bar, ans, x, axis=None, keepdims=False):
     """Adjoint of ``np.max``/``np.min``: the adjoint is split evenly among ties.
 
     Convention as PyTorch's ``amax``/``amin`` and JAX: every element equal to
-    the extremum receives ``ans_bar / (number of ties)``.  The tie count has
-    ``x``'s dtype, so float32 stays float32.
+    the extremum receives ``ans_bar / (number of ties)``.  (The division is done
+    on the reduced array, then broadcast once.)
     """
-    full_ans = broadcast_reduced(ans, x, axis, keepdims)
-    mask = x == full_ans
+    mask = x == _with_kept_dims(ans, x, axis, keepdims)
     counts = np.sum(mask, axis=axis, keepdims=True, dtype=getattr(x, "dtype", None) or np.result_type(x))
-    return mask * broadcast_reduced(ans_bar, x, axis, keepdims) / counts
+    return mask * (_with_kept_dims(ans_bar, x, axis, keepdims) / counts)
 
 
 def prod_adjoint(ans_bar, x, axis=None, keepdims=False):
@@ -343,6 +350,16 @@ def is_basic_index(index) -> bool:
     parts = index if isinstance(index, tuple) else (index,)
     return all(isinstance(p, (int, slice, type(None), type(Ellipsis))) and not isinstance(p, bool)
                for p in parts)
+
+
+def basic_index(index) -> bool:
+    """Whether ``x[index]`` reads each element at most once (basic indexing).
+
+    In a rule template this is decided at compile time from the index's syntax:
+    slices (whatever their bounds), literal ints, ``None``, ``...`` and names
+    of integer scalars (loop indices) are basic; lists and arrays are not.
+    """
+    return is_basic_index(index)
 
 
 def unconcatenate(ans_bar, arrays, axis=0):

@@ -241,6 +241,10 @@ class _Instantiator:
             arg = node.args[0]
             binding = self.env.get(arg.id) if isinstance(arg, gast.Name) else None
             return binding is not None and static_value(binding) is not UNKNOWN
+        if fn is runtime.basic_index:
+            arg = node.args[0]
+            binding = self.env.get(arg.id) if isinstance(arg, gast.Name) else None
+            return UNKNOWN if binding is None else self._basic_syntax(binding)
         if fn is runtime.is_array or fn is runtime.is_structure:
             arg = node.args[0]
             if isinstance(arg, gast.Name) and arg.id in self.site.bindings:
@@ -259,6 +263,23 @@ class _Instantiator:
                 return UNKNOWN
             return fn(*args)
         return UNKNOWN
+
+    def _basic_syntax(self, index):
+        """Basic indexing decided from an index's syntax (see ``rt.basic_index``)."""
+        parts = index.elts if isinstance(index, gast.Tuple) else [index]
+        for part in parts:
+            if isinstance(part, gast.Slice):
+                continue
+            if isinstance(part, gast.Constant) and (part.value is None or part.value is Ellipsis
+                                                    or type(part.value) is int):
+                continue
+            if isinstance(part, gast.Name) and self.site.ndim(part) == 0:
+                continue  # an integer scalar, such as a loop index
+            value = static_value(part)
+            if value is None or value is Ellipsis:
+                continue
+            return UNKNOWN
+        return True
 
     # ---- substitution -----------------------------------------------------
     def _subst(self, node):

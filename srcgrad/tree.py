@@ -57,9 +57,9 @@ def _has_params(value) -> bool:
         return any(_has_params(v) for v in value)
     if isinstance(value, dict):
         return any(_has_params(v) for v in value.values())
-    if _is_object(value):
-        return any(_is_attribute_part(v) for v in vars(value).values())
-    return False
+    # An object counts whatever it holds (one without parameters flattens to
+    # nothing): looking inside would walk the whole model on every call.
+    return _is_object(value)
 
 
 def _is_attribute_part(value) -> bool:
@@ -110,8 +110,15 @@ def _register(value) -> None:
 
 def flatten(tree):
     """``(paths, leaves, treespec)`` of a structure; each path is a tuple of entries."""
-    _register(tree)
-    return optree.tree_flatten_with_path(tree, namespace=NAMESPACE)
+    for _ in range(64):  # each round registers at least one new class
+        paths, leaves, spec = optree.tree_flatten_with_path(tree, namespace=NAMESPACE)
+        # An object optree saw as a leaf is of a class not registered yet.
+        unseen = [leaf for leaf in leaves if _is_object(leaf) and type(leaf) not in _REGISTERED]
+        if not unseen:
+            break
+        for leaf in unseen:
+            _register(leaf)
+    return paths, leaves, spec
 
 
 def unflatten(spec, leaves):

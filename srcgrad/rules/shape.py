@@ -11,7 +11,7 @@ import operator
 
 import numpy as np
 
-from ..runtime import (getitem_adjoint, inverse_permutation, is_array, is_basic_index, is_constant,
+from ..runtime import (basic_index, getitem_adjoint, inverse_permutation, is_array, is_basic_index, is_constant,
                        is_structure,
                        unbroadcast, unconcatenate, window_adjoint)
 from . import _ndim
@@ -108,7 +108,7 @@ def getitem(ans_bar, ans, a, index):
         a_bar = np.zeros_like(a)
         # Basic indexing (a literal index, or one integer such as a loop index) reads
         # each element at most once: assignment.  Anything else may repeat: add.at.
-        if is_constant(index) and is_basic_index(index) or np.ndim(index) == 0:
+        if basic_index(index):
             a_bar[index] = ans_bar
             return a_bar
         np.add.at(a_bar, index, ans_bar)
