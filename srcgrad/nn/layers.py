@@ -79,6 +79,11 @@ class MaxPool2d(_Pool2d):
     """Maximum over each window; ties share the adjoint."""
 
     def forward(self, x):
+        kh, kw = self.kernel_size
+        n, c, h, w = x.shape
+        if self.stride == kh == kw and h % kh == 0 and w % kw == 0:
+            # Non-overlapping windows tile the image: a reshape, cheaper than windows.
+            return np.max(np.reshape(x, (n, c, h // kh, kh, w // kw, kw)), axis=(3, 5))
         return np.max(self.windows(x), axis=(4, 5))
 
 
