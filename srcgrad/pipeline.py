@@ -94,7 +94,7 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     forward, backward = sweeps.forward, sweeps.backward
     if options.optimize:
         forward, backward = optimize.transform(forward, backward, live_out, sweeps.primal_of,
-                                               backend.MODULE_NAME)
+                                               backend.MODULE_NAME, outside={sweeps.seed, *core.params})
     # 8. emit and load.
     module = _assemble(fn, core, forward, backward, sweeps, options, backend)
     text = emit.render(module)
@@ -171,6 +171,41 @@ def _scalar_output_check(core, result, rank_env):
     return check
 
 
+def _pullback_locals(core, forward, backward) -> list:
+    """Let a pullback be called more than once: the values it puts back (stack
+    pops) and the stacks it pops go into local copies, so the closure keeps the
+    forward sweep's values.  Renames in ``backward``; returns the copying lines."""
+    rebound = sorted({n for s in nodes.statements(backward) for n in nodes.assigned_names(s)}
+                     & ({n for s in nodes.statements(forward) for n in nodes.assigned_names(s)}
+                        | set(core.params)))
+    stacks = sorted({anno.get(s, "stack") for s in nodes.statements(backward) if anno.has(s, "stack")})
+    indices = {s.target.id for s in nodes.statements(backward) if isinstance(s, gast.For)}
+    rebound = [n for n in rebound if n not in indices]  # a loop binds its own index first
+    mapping = {n: core.fresh(f"{n}_local") for n in rebound + stacks}
+    for stmt in backward:
+        for node in gast.walk(stmt):
+            if isinstance(node, gast.Name) and node.id in mapping:
+                node.id = mapping[node.id]
+    # Only names read outside the backward loops need their forward value up front
+    # (inside, each iteration's pop sets them; a name local to a loop body may not
+    # even exist when the loop ran no iterations).
+    outside = set()
+
+    def read_outside(stmts):
+        for stmt in stmts:
+            if isinstance(stmt, (gast.For, gast.While)):
+                outside.update(nodes.loaded_names(stmt.iter if isinstance(stmt, gast.For) else stmt.test))
+            elif isinstance(stmt, gast.If):
+                outside.update(nodes.loaded_names(stmt.test))
+                read_outside(stmt.body)
+                read_outside(stmt.orelse)
+            else:
+                outside.update(nodes.loaded_names(stmt))
+    read_outside(backward)
+    return ([nodes.assign(mapping[n], nodes.call("list", [nodes.name(n)])) for n in stacks]
+            + [nodes.assign(mapping[n], nodes.name(n)) for n in rebound if mapping[n] in outside])
+
+
 def _notes(forward, notes) -> list[str]:
     """Header lines that explain each stack and trip count in the generated code."""
     pushed = {anno.get(s, "stack"): s.value.args[0] for s in nodes.statements(forward)
@@ -213,13 +248,8 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend):
     name = _function_name(core, options)
     aux = [nodes.copy(result.elts[1])] if options.has_aux else []
     if options.mode == "vjp":
-        # Stack pops in the pullback rebind forward names: they are the closure's.
-        rebound = sorted({n for s in nodes.statements(backward) for n in nodes.assigned_names(s)}
-                         & ({n for s in nodes.statements(forward) for n in nodes.assigned_names(s)}
-                            | set(core.params)))
-        declare = [gast.Nonlocal(names=rebound)] if rebound else []
         pullback = nodes.function(f"{core.name}_pullback", [sweeps.seed],
-                                  declare + bwd + [nodes.ret(grads_value)])
+                                  _pullback_locals(core, forward, backward) + bwd + [nodes.ret(grads_value)])
         value = result.elts[0] if options.has_aux else result
         body = fwd + [pullback, nodes.ret(nodes.tuple_([nodes.copy(value), nodes.name(pullback.name)]
                                                        + aux))]

@@ -360,3 +360,25 @@ def test_carried_value_from_before_the_loop_is_restored():
 def test_early_exits_compute_the_same_value(fn, args):
     value, _ = srcgrad.value_and_grad(fn)(*args)
     assert value == pytest.approx(fn(*args), rel=1e-14)
+
+
+def test_a_pullback_with_loops_can_be_called_twice():
+    value, pullback = srcgrad.vjp(tanh_recurrence, wrt=(0, 1))(MAT * 0.3, np.eye(3) * 0.5 + 0.1)
+    first = pullback(1.0)
+    second = pullback(1.0)
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+    doubled = pullback(2.0)
+    np.testing.assert_allclose(doubled[1], 2 * first[1], rtol=1e-12)
+
+
+def test_a_pullback_of_a_loop_that_ran_no_iterations():
+    def f(x, n):
+        h = x
+        for i in range(n):
+            h = np.tanh(h) * 2
+        return h
+
+    value, pullback = srcgrad.vjp(f)(VEC, 0)
+    np.testing.assert_array_equal(pullback(np.ones(5)), np.ones(5))
+    np.testing.assert_array_equal(pullback(np.ones(5)), np.ones(5))

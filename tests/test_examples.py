@@ -120,7 +120,7 @@ GALLERY_08_13 = {
                                "guided_backprop.png": None},
                               ["gradient check: the plain saliency agrees with finite differences",
                                "12_guided_backprop: all checks passed"]),
-    "13_rnn_sequence.py": ((), {"13_rnn_sequence_grad.py": "loop1_stack.pop()"},
+    "13_rnn_sequence.py": ((), {"13_rnn_sequence_grad.py": "loop1_stack_local.pop()"},
                            ["gradient check: srcgrad agrees with finite differences",
                             "13_rnn_sequence: all checks passed"]),
 }

@@ -136,27 +136,36 @@ def _remove(stmts, doomed) -> list:
     return out
 
 
-def propagate_copies(stmts, keep=()) -> tuple[list, bool]:
+def propagate_copies(stmts, keep=(), outside=()) -> tuple[list, bool]:
     """After ``a = b``, with both assigned once and never mutated, use one name.
 
     The name kept is the readable one: a temporary ``_t1_bar`` gives way to
-    ``x_bar``, and so does any name in ``keep`` (the adjoints the function returns).
+    ``x_bar``, and so does any name in ``keep`` (the adjoints the function
+    returns).  ``outside``: names bound before these statements run (the seed,
+    parameters, forward values), which count as one more definition.
     """
-    assigned, mutated = {}, set()
+    inside, mutated = {}, set()
     for stmt in nodes.statements(stmts):
         for t in nodes.assigned_names(stmt):
-            assigned[t] = assigned.get(t, 0) + 1
+            inside[t] = inside.get(t, 0) + 1
         if (m := _mutated(stmt)) is not None:
             mutated.add(m)
+
+    def once_here(n):  # defined exactly once, by these statements
+        return inside.get(n) == 1 and n not in outside
+
+    def never_changes(n):  # one value throughout
+        return inside.get(n, 0) + (n in outside) <= 1
+
     for stmt in nodes.statements(stmts):
         t = _defined(stmt)
         if not (t and isinstance(stmt.value, gast.Name) and anno.get(stmt, "kind") is None):
             continue
         src = stmt.value.id
-        if assigned.get(t) != 1 or assigned.get(src, 0) > 1 or {t, src} & mutated or src in keep:
+        if not once_here(t) or not never_changes(src) or {t, src} & mutated or src in keep:
             continue
         prefer_t = t in keep or (src.startswith("_") and not t.startswith("_"))
-        if prefer_t and assigned.get(src) != 1:
+        if prefer_t and not once_here(src):
             if t in keep:
                 continue  # src is a parameter or primal: keep the copy
             prefer_t = False
@@ -168,8 +177,6 @@ def propagate_copies(stmts, keep=()) -> tuple[list, bool]:
                     node.id = new
         return out, True  # one at a time: the counts above are now stale
     return stmts, False
-
-
 def _same_shape_map(forward, primal_of) -> dict:
     """name -> a name known to have the same shape: elementwise results of one array
     and scalars share that array's shape; an adjoint has its primal's shape."""
@@ -459,7 +466,7 @@ def _prune_pop(owner, field, after, pushes) -> bool:
     return True
 
 
-def transform(forward, backward, live_out, primal_of, module_name="np"):
+def transform(forward, backward, live_out, primal_of, module_name="np", outside=()):
     """Run the passes to a fixed point; return the new (forward, backward).
 
     ``primal_of`` maps each adjoint variable to its primal (``h_bar -> h``);
@@ -471,7 +478,9 @@ def transform(forward, backward, live_out, primal_of, module_name="np"):
         n_backward = _count(backward)
         changed = forward_shapes(forward, backward, primal_of)
         changed = fold_scalar_fills(forward, backward, primal_of) or changed
-        backward, c1 = propagate_copies(backward, keep=live_out)
+        backward, c1 = propagate_copies(backward, keep=live_out,
+                                        outside=set(outside) | {n for s in nodes.statements(forward)
+                                                                for n in nodes.assigned_names(s)})
         changed = accumulate_in_place(backward) or changed
         changed = add_in_place(backward) or changed
         forward, backward, c3 = prune_saves(forward, backward)
