@@ -25,7 +25,7 @@ def grad(fn, *args, wrt=0, optimize=True):
         return srcgrad.grad(fn, wrt=wrt, optimize=optimize)(*args)
 
 
-def exact(actual, expected):
+def assert_exact(actual, expected):
     np.testing.assert_array_equal(actual, np.asarray(expected, dtype=np.float64))
 
 
@@ -61,12 +61,12 @@ def sum_min_zero(x):
     (sum_min_zero, [1, 0, 0]),
 ], ids=["np.abs", "abs", "maximum(x,0)", "maximum(0,x)", "minimum(x,0)"])
 def test_kink_at_zero_has_derivative_zero(fn, expected, optimize):
-    exact(grad(fn, np.array([-2.0, 0.0, 3.0]), optimize=optimize), expected)
+    assert_exact(grad(fn, np.array([-2.0, 0.0, 3.0]), optimize=optimize), expected)
 
 
 def test_abs_rule_directly():
     x = np.array([-2.0, 0.0, 3.0])
-    exact(elementwise.absolute(np.ones(3), np.abs(x), x), [-1, 0, 1])
+    assert_exact(elementwise.absolute(np.ones(3), np.abs(x), x), [-1, 0, 1])
 
 
 # ---- maximum / minimum of two differentiated arrays: ties split 0.5 / 0.5 ---------
@@ -88,8 +88,8 @@ def sum_minimum(x, y):
 def test_two_array_ties_split_evenly(fn, expected_x, expected_y, optimize):
     x, y = np.array([1.0, 5.0, -1.0]), np.array([1.0, 2.0, 3.0])
     gx, gy = grad(fn, x, y, wrt=(0, 1), optimize=optimize)
-    exact(gx, expected_x)
-    exact(gy, expected_y)
+    assert_exact(gx, expected_x)
+    assert_exact(gy, expected_y)
 
 
 def sum_maximum_broadcast(x, y):
@@ -100,15 +100,15 @@ def sum_maximum_broadcast(x, y):
 def test_tie_split_sums_back_over_broadcasting(optimize):
     x, y = np.array([[1.0, 2.0], [1.0, 0.0]]), np.array([1.0, 2.0])
     gx, gy = grad(sum_maximum_broadcast, x, y, wrt=(0, 1), optimize=optimize)
-    exact(gx, [[0.5, 0.5], [0.5, 0]])
-    exact(gy, [1.0, 1.5])
+    assert_exact(gx, [[0.5, 0.5], [0.5, 0]])
+    assert_exact(gy, [1.0, 1.5])
 
 
 def test_maximum_rule_directly():
     x, y = np.array([1.0, 5.0, -1.0]), np.array([1.0, 2.0, 3.0])
     gx, gy = elementwise.maximum(np.ones(3), np.maximum(x, y), x, y)
-    exact(gx, [0.5, 1, 0])
-    exact(gy, [0.5, 0, 1])
+    assert_exact(gx, [0.5, 1, 0])
+    assert_exact(gy, [0.5, 0, 1])
 
 
 # ---- clip: the gradient passes at a bound (inclusive) -----------------------------
@@ -130,7 +130,7 @@ def sum_clip_arrays(x, lo, hi):
 @pytest.mark.parametrize("fn", [sum_clip, sum_clip_method], ids=["np.clip", "x.clip"])
 def test_clip_is_inclusive_at_its_bounds(fn, optimize):
     x = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
-    exact(grad(fn, x, optimize=optimize), [0, 1, 1, 1, 0])
+    assert_exact(grad(fn, x, optimize=optimize), [0, 1, 1, 1, 0])
 
 
 @OPTIMIZE
@@ -138,9 +138,9 @@ def test_clip_bounds_get_the_gradient_outside(optimize):
     x = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
     lo, hi = np.full(5, -1.0), np.full(5, 1.0)
     gx, glo, ghi = grad(sum_clip_arrays, x, lo, hi, wrt=(0, 1, 2), optimize=optimize)
-    exact(gx, [0, 1, 1, 1, 0])
-    exact(glo, [1, 0, 0, 0, 0])
-    exact(ghi, [0, 0, 0, 0, 1])
+    assert_exact(gx, [0, 1, 1, 1, 0])
+    assert_exact(glo, [1, 0, 0, 0, 0])
+    assert_exact(ghi, [0, 0, 0, 0, 1])
 
 
 # ---- powers ------------------------------------------------------------------------
@@ -179,8 +179,8 @@ def sum_np_power_two(x):
 def test_power_at_zero_base_has_no_nan(fn, optimize):
     x, y = np.array([0.0, 0.0, 1.0, 4.0]), np.array([2.0, 3.0, 3.0, 0.5])
     gx, gy = grad(fn, x, y, wrt=(0, 1), optimize=optimize)
-    exact(gx, [0, 0, 3, 0.25])
-    exact(gy, [0, 0, 0, np.log(4.0) * 2.0])
+    assert_exact(gx, [0, 0, 3, 0.25])
+    assert_exact(gy, [0, 0, 0, np.log(4.0) * 2.0])
 
 
 @OPTIMIZE
@@ -193,7 +193,7 @@ def test_power_at_zero_base_has_no_nan(fn, optimize):
 ], ids=["x**2", "np.power(x,2)", "x**3", "x**0", "x**1"])
 def test_integer_exponent_uses_n_x_to_the_n_minus_1(fn, expected, optimize):
     """Exact at 0 and at negative bases, where a log-based formula gives NaN."""
-    exact(grad(fn, np.array([0.0, -2.0, 3.0]), optimize=optimize), expected)
+    assert_exact(grad(fn, np.array([0.0, -2.0, 3.0]), optimize=optimize), expected)
 
 
 def test_power_rule_directly_at_zero():
@@ -201,8 +201,8 @@ def test_power_rule_directly_at_zero():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         gx, gy = operators.power(np.ones(2), x ** y, x, y)
-    exact(gx, [0, 12])
-    exact(gy, [0, 8 * np.log(2.0)])
+    assert_exact(gx, [0, 12])
+    assert_exact(gy, [0, 8 * np.log(2.0)])
 
 
 # ---- max / min reductions: ties split evenly ---------------------------------------
@@ -237,7 +237,7 @@ def min_columns_keepdims(x):
     (min_columns_keepdims, [[1.0, 0.0], [1.0, 2.0]], [[0.5, 1], [0.5, 0]]),
 ], ids=["max", "x.max()", "min", "max-axis1", "min-axis0-keepdims"])
 def test_max_min_ties_split_evenly(fn, x, expected, optimize):
-    exact(grad(fn, np.array(x), optimize=optimize), expected)
+    assert_exact(grad(fn, np.array(x), optimize=optimize), expected)
 
 
 # ---- prod with zeros: exact --------------------------------------------------------
@@ -259,13 +259,13 @@ def prod_rows(x):
     (prod_rows, [[0.0, 2.0, 5.0], [1.0, 2.0, 3.0]], [[10, 0, 0], [6, 3, 2]]),
 ], ids=["one-zero", "two-zeros", "no-zero", "axis1"])
 def test_prod_is_exact_with_zeros(fn, x, expected, optimize):
-    exact(grad(fn, np.array(x), optimize=optimize), expected)
+    assert_exact(grad(fn, np.array(x), optimize=optimize), expected)
 
 
 def test_prod_rule_directly_with_a_zero():
     x = np.array([[2.0, 0.0, 3.0], [1.0, 4.0, 0.5]])
     ans = np.prod(x, axis=-1, keepdims=True)
-    exact(reductions.prod(np.ones((2, 1)), ans, x, axis=-1, keepdims=True), [[0, 6, 0], [2, 0.5, 4]])
+    assert_exact(reductions.prod(np.ones((2, 1)), ans, x, axis=-1, keepdims=True), [[0, 6, 0], [2, 0.5, 4]])
 
 
 # ---- std and norm at zero: 0, never NaN ----------------------------------------------
@@ -300,15 +300,15 @@ def norm_rows(x):
     (norm_rows, [[0.0, 0.0], [3.0, 4.0]], [[0, 0], [0.6, 0.8]]),
 ], ids=["std", "std-ddof1", "std-axis1", "norm", "norm-axis1"])
 def test_zero_spread_and_zero_norm_give_zero(fn, x, expected, optimize):
-    exact(grad(fn, np.array(x), optimize=optimize), expected)
+    assert_exact(grad(fn, np.array(x), optimize=optimize), expected)
 
 
 def test_norm_and_std_rules_directly_at_zero():
     x = np.zeros((2, 3))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        exact(linalg.norm(1.0, 0.0, x), np.zeros((2, 3)))
-        exact(reductions.std(np.ones(2), np.zeros(2), x, axis=1), np.zeros((2, 3)))
+        assert_exact(linalg.norm(1.0, 0.0, x), np.zeros((2, 3)))
+        assert_exact(reductions.std(np.ones(2), np.zeros(2), x, axis=1), np.zeros((2, 3)))
 
 
 # ---- repeated indices accumulate ---------------------------------------------------
@@ -332,11 +332,11 @@ def gather_rows_repeated(x):
 
 @OPTIMIZE
 def test_repeated_integer_indices_accumulate(optimize):
-    exact(grad(gather_repeated, np.array([5.0, 6.0, 7.0]), optimize=optimize), [7, 0, 3])
-    exact(grad(gather_rows_repeated, np.ones((3, 2)), optimize=optimize), [[0, 0], [2, 2], [0, 0]])
-    exact(grad(gather_several_times, np.array([5.0, 6.0, 7.0]), optimize=optimize), [5, 2, 2])
+    assert_exact(grad(gather_repeated, np.array([5.0, 6.0, 7.0]), optimize=optimize), [7, 0, 3])
+    assert_exact(grad(gather_rows_repeated, np.ones((3, 2)), optimize=optimize), [[0, 0], [2, 2], [0, 0]])
+    assert_exact(grad(gather_several_times, np.array([5.0, 6.0, 7.0]), optimize=optimize), [5, 2, 2])
 
 
 @OPTIMIZE
 def test_repeated_indices_in_a_list_literal_accumulate(optimize):
-    exact(grad(gather_repeated_list, np.array([5.0, 6.0, 7.0]), optimize=optimize), [2, 1, 0])
+    assert_exact(grad(gather_repeated_list, np.array([5.0, 6.0, 7.0]), optimize=optimize), [2, 1, 0])
