@@ -25,12 +25,12 @@ The same network on the CPU, with its generated code: ``python examples/01_numpy
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from _gallery import check, quick_by_default
 
 try:
     import srcgrad
@@ -51,10 +51,6 @@ def loss(w1, w2, x, y):
     y_pred = h_relu.dot(w2)
     return np.square(y_pred - y).sum()
 
-
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise SystemExit(f"FAILED: {message}")
 
 
 def find_cupy():
@@ -140,7 +136,7 @@ def train_on_gpu(cp, steps: int, report_every: int, seed: int) -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        default=os.environ.get("SRCGRAD_QUICK", "") not in ("", "0"),
+                        default=quick_by_default(),
                         help="50 steps instead of 500, for CI (also SRCGRAD_QUICK=1)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

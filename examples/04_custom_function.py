@@ -26,11 +26,11 @@ It exits with a message starting ``FAILED:`` if a check fails or the loss does n
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
+from _gallery import check, quick_by_default
 
 try:
     import srcgrad
@@ -95,10 +95,6 @@ def relu_probe(h, v):
     return np.sum(my_relu(h) * v)
 
 
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise SystemExit(f"FAILED: {message}")
-
 
 def data(rng, n, d_in, hidden, d_out):
     """(w1, w2, x, y), standard normal, the tutorial's shapes."""
@@ -112,7 +108,7 @@ def data(rng, n, d_in, hidden, d_out):
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        default=os.environ.get("SRCGRAD_QUICK", "") not in ("", "0"),
+                        default=quick_by_default(),
                         help="50 steps instead of 500, for CI (also SRCGRAD_QUICK=1)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from _gallery import check, quick_by_default
 
 try:
     import srcgrad
@@ -80,15 +80,11 @@ def relative_difference(ours, reference) -> float:
     return float(np.max(np.abs(ours - reference)) / np.max(np.abs(reference)))
 
 
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise SystemExit(f"FAILED: {message}")
-
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        default=os.environ.get("SRCGRAD_QUICK", "") not in ("", "0"),
+                        default=quick_by_default(),
                         help="30 timed calls and 50 steps instead of 200 and 500, for CI "
                              "(also SRCGRAD_QUICK=1)")
     parser.add_argument("--seed", type=int, default=0)

@@ -23,12 +23,12 @@ exits with a message starting ``FAILED:`` otherwise.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from _gallery import check, quick_by_default
 
 try:
     import srcgrad
@@ -48,15 +48,11 @@ def loss(model, x, y):
     return nn.mse_loss(y_pred, y)
 
 
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise SystemExit(f"FAILED: {message}")
-
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        default=os.environ.get("SRCGRAD_QUICK", "") not in ("", "0"),
+                        default=quick_by_default(),
                         help="50 steps instead of 500, for CI (also SRCGRAD_QUICK=1)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

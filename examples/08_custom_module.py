@@ -31,12 +31,12 @@ starting ``FAILED:`` otherwise.  It writes ``out/08_custom_module_grad.py``.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from _gallery import check, quick_by_default
 
 try:
     import srcgrad
@@ -68,15 +68,11 @@ def loss_fn(model, x, y):
     return np.sum((y_pred - y) ** 2)
 
 
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise SystemExit(f"FAILED: {message}")
-
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        default=os.environ.get("SRCGRAD_QUICK", "") not in ("", "0"),
+                        default=quick_by_default(),
                         help="100 steps instead of 500, for CI (also SRCGRAD_QUICK=1)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "out",
                         help="where to save the generated code (default: the repository's out/)")

@@ -30,7 +30,6 @@ first loss, 1/100 in the full run).  It exits with a message starting
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import time
@@ -38,6 +37,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from _gallery import check, quick_by_default
 
 try:
     import srcgrad
@@ -70,10 +70,6 @@ def loss_fn(model, x, y):
     y_pred = model(x)
     return np.sum((y_pred - y) ** 2)
 
-
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise SystemExit(f"FAILED: {message}")
 
 
 def next_depth() -> int:
@@ -130,7 +126,7 @@ def check_each_depth(rng, entries=4, step=1e-6) -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        default=os.environ.get("SRCGRAD_QUICK", "") not in ("", "0"),
+                        default=quick_by_default(),
                         help="100 steps instead of 500, for CI (also SRCGRAD_QUICK=1)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "out",
                         help="where to save the generated code (default: the repository's out/)")

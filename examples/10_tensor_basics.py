@@ -38,11 +38,11 @@ and writes ``out/10_tensor_basics_grad.py``.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
+from _gallery import check, quick_by_default
 
 try:
     import srcgrad
@@ -50,10 +50,6 @@ except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     import srcgrad
 
-
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise SystemExit(f"FAILED: {message}")
 
 
 def section(title: str) -> None:
@@ -237,7 +233,7 @@ def autograd() -> str:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        default=os.environ.get("SRCGRAD_QUICK", "") not in ("", "0"),
+                        default=quick_by_default(),
                         help="accepted for uniformity: this example is quick anyway (also SRCGRAD_QUICK=1)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "out",
                         help="where to save the generated code (default: the repository's out/)")

@@ -38,12 +38,12 @@ the same maps.  It exits with a message starting ``FAILED:`` otherwise.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from _gallery import check, quick_by_default
 
 try:
     import srcgrad
@@ -105,10 +105,6 @@ def own_class_score(model, images, digits):
     return np.sum(scores[np.arange(len(digits)), digits])
 
 
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise SystemExit(f"FAILED: {message}")
-
 
 def plot(images, digits, plain, guided, path: Path) -> None:
     matplotlib.use("Agg")  # write a PNG; never needs a display
@@ -138,7 +134,7 @@ def plot(images, digits, plain, guided, path: Path) -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        default=os.environ.get("SRCGRAD_QUICK", "") not in ("", "0"),
+                        default=quick_by_default(),
                         help="train 2 epochs instead of 10, for CI (also SRCGRAD_QUICK=1)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "out",
                         help="where to write the maps and the code (default: the repository's out/)")

@@ -29,12 +29,12 @@ run); it exits with a message starting ``FAILED:`` otherwise.  It writes
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from _gallery import check, quick_by_default
 
 try:
     import srcgrad
@@ -83,10 +83,6 @@ def sine_batch(rng: np.random.Generator, batch: int, steps: int = STEPS):
     return wave[:-1], wave[1:]
 
 
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise SystemExit(f"FAILED: {message}")
-
 
 def plot(xs, targets, predictions, path: Path) -> bool:
     try:
@@ -113,7 +109,7 @@ def plot(xs, targets, predictions, path: Path) -> bool:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        default=os.environ.get("SRCGRAD_QUICK", "") not in ("", "0"),
+                        default=quick_by_default(),
                         help="60 steps instead of 300, for CI (also SRCGRAD_QUICK=1)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "out",
                         help="where to save the code and the plot (default: the repository's out/)")
