@@ -95,7 +95,10 @@ class GradientFunction:
 
     def compiled(self, args) -> Compiled:
         """The compiled program for these (positional) arguments, from the cache if there."""
-        key = tuple(rank_of_argument(a) for a in args)
+        return self.program_for(tuple(map(rank_of_argument, args)))
+
+    def program_for(self, key: tuple) -> Compiled:
+        """The compiled program for arguments of these ranks (see ``rank_of_argument``)."""
         program = self._cache.get(key)
         if program is None:
             backends.get(self.options.backend).check_device()
@@ -106,6 +109,8 @@ class GradientFunction:
     def _check_wrt_types(self, args):
         for i in self._wrt_index:
             value = args[i]
+            if type(value) is np.ndarray and value.dtype.kind in "fc":
+                continue  # the common case, checked first: this runs on every call
             if tree.is_structure(value):
                 continue  # its leaves are checked when the gradient is built
             dtype = getattr(value, "dtype", None)
@@ -170,6 +175,9 @@ class GradientFunction:
 def _match(g, x):
     """Give a gradient its primal's type, shape and dtype (float32 in, float32 out);
     for a structure, a value of the same structure (``g.linear1.weight``)."""
+    if type(g) is np.ndarray and type(x) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape \
+            and g.flags.writeable:
+        return g  # the common case, checked first: this runs on every gradient
     if tree.is_structure(x):
         return tree.materialize(g if isinstance(g, dict) else {}, x)
     if isinstance(x, np.ndarray):

@@ -7,6 +7,7 @@ one analysis in ``analysis/``; read this file to see the whole of srcgrad.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import gast
 import numpy as np
@@ -94,7 +95,8 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     forward, backward = sweeps.forward, sweeps.backward
     if options.optimize:
         forward, backward = optimize.transform(forward, backward, live_out, sweeps.primal_of,
-                                               backend.MODULE_NAME, outside={sweeps.seed, *core.params})
+                                               backend.MODULE_NAME, outside={sweeps.seed, *core.params},
+                                               arrays={n for n, r in rank_env.items() if isinstance(r, int) and r > 0})
     # 8. emit and load.
     module = _assemble(fn, core, forward, backward, sweeps, options, backend)
     text = emit.render(module)
@@ -104,10 +106,19 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     namespace = {"__name__": "srcgrad.generated", backend.MODULE_NAME: backend.module(), "rt": runtime}
     for (name, hook), variable in zip(options.hooks, hook_names.values()):
         namespace[variable] = hook
+    for (key, callee, wrt, arg_ranks), name in sweeps.callees.items():
+        runtime.bind_vjp(namespace, name, callee, wrt, arg_ranks)
+        free.pin(key, callee, functools.partial(_rebound, name, key, wrt))
     free.refresh(namespace)
     emit.load(text, filename, namespace)
     namespace[backend.MODULE_NAME] = backend.module()  # the module the backend chose (tests: a stand-in)
     return Compiled(text, namespace[_function_name(core, options)], free, namespace)
+
+
+def _rebound(name, key, wrt, namespace):
+    """A directly called function was rebound (a global reassigned): from now on call
+    whatever the name holds through ``rt.vjp_call``, as a function known only at run time."""
+    namespace[name] = lambda *args: runtime.vjp_call(namespace[key], wrt, *args)
 
 
 def _function_name(core, options) -> str:
@@ -222,6 +233,16 @@ def _notes(forward, notes) -> list[str]:
     return lines
 
 
+def _callee_notes(callees) -> list[str]:
+    notes = []
+    for (key, callee, wrt, _), name in callees.items():
+        params = ", ".join(callee.__code__.co_varnames[i] for i in wrt)
+        code = callee.__code__
+        notes.append(f"{name}: {key}'s value and pullback wrt {params} (srcgrad.vjp of "
+                     f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}, compiled at its first call)")
+    return notes
+
+
 def _assemble(fn, core, forward, backward, sweeps, options, backend):
     grads = [nodes.name(sweeps.adjoints[p]) for p in options.wrt]
     grads_value = nodes.tuple_(grads) if options.wrt_tuple else grads[0]
@@ -229,7 +250,7 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend):
     header = [
         nodes.comment(f"srcgrad: reverse mode of {core.name} ({origin}) | wrt: "
                       f"{', '.join(options.wrt)} | backend: {options.backend}"),
-    ] + [nodes.comment(f"  {note}") for note in _notes(forward, sweeps.notes)]
+    ] + [nodes.comment(f"  {note}") for note in _notes(forward, sweeps.notes) + _callee_notes(sweeps.callees)]
     imports = [gast.parse(line).body[0] for line in backend.IMPORTS]
     result = core.result
     touched = {n for s in nodes.statements(backward) for n in nodes.assigned_names(s)} | {

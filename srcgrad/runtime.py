@@ -443,17 +443,43 @@ def vjp_call(fn, wrt, *args, **kwargs):
     names = tuple(0 if w == "self" else w + len(receiver) if isinstance(w, int) else w for w in wrt)
     # The callee runs where its data lives: CuPy arrays in, the CuPy backend.
     backend = "cupy" if array_module(*args, *kwargs.values()) is not np else None
-    key = (fn, names, backend) if receiver else (fn, wrt, backend)
-    transformed = _VJPS.get(key)
-    if transformed is None:
-        from .api import GradientFunction
-
-        transformed = _VJPS[key] = GradientFunction(fn, "vjp", names if len(names) > 1 else names[0],
-                                                    backend=backend, internal=True)
+    transformed = _vjp_function(fn, names if receiver else wrt, backend)
     value, pullback = transformed(*receiver, *args, **kwargs)
     if isinstance(value, tuple):
         return value, _tuple_pullback(pullback, value)
     return value, pullback
+
+
+def _vjp_function(fn, wrt, backend=None):
+    """The cached ``GradientFunction`` that ``vjp_call`` uses for ``fn`` and ``wrt``."""
+    key = (fn, wrt, backend)
+    transformed = _VJPS.get(key)
+    if transformed is None:
+        from .api import GradientFunction
+
+        transformed = _VJPS[key] = GradientFunction(fn, "vjp", wrt if len(wrt) > 1 else wrt[0],
+                                                    backend=backend, internal=True)
+    return transformed
+
+
+def bind_vjp(namespace, name, fn, wrt, ranks):
+    """Put ``fn``'s vjp for arguments of these ranks into ``namespace[name]``:
+    what generated code calls for a function known at compile time
+    (``h, h_pullback = layer_vjp(h, w)``), without ``vjp_call``'s dispatch.
+
+    It is compiled at its first call (not now: a recursive function binds its
+    own vjp while being compiled); until then ``namespace[name]`` is a stub."""
+    def first_call(*args):
+        program = _vjp_function(fn, wrt).program_for(ranks)
+
+        def several_outputs(*args):
+            value, pullback = program(*args)
+            return value, _tuple_pullback(pullback, value)
+        value, pullback = program(*args)
+        several = isinstance(value, tuple)  # whether fn returns a tuple is fixed by its source
+        namespace[name] = several_outputs if several else program
+        return value, _tuple_pullback(pullback, value) if several else pullback
+    namespace[name] = first_call
 
 
 def _call_method(cls):

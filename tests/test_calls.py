@@ -124,7 +124,9 @@ def test_calls_match_finite_differences(fn, args, wrt):
 
 def test_shared_layer_accumulates_into_one_gradient():
     code = srcgrad.source(srcgrad.grad(shared_layer_net, wrt=(1, 2)), *CASES[0][1])
-    assert "rt.vjp_call(layer, (0, 1), h, w2)" in code
+    # The layer known at compile time is called through its compiled vjp, by name.
+    assert "h_2, h_2_pullback = layer_vjp(h, w2)" in code
+    assert "h, h_pullback = layer_vjp_w(x, w1)" in code  # only w1 needs an adjoint there
     assert "w2_bar += " in code
 
 
@@ -238,3 +240,55 @@ def test_nested_def_capturing_a_differentiated_value_is_refused():
         srcgrad.grad(nested_def_capturing_a_weight, wrt=1)(X, rng.standard_normal((3, 3)))
     # Not differentiated with respect to w: the capture is a constant, and that is fine.
     srcgrad.testing.check_grads(nested_def_capturing_a_weight, (X, rng.standard_normal((3, 3))), wrt=0)
+
+
+# ---- functions known at compile time are called through their compiled vjp ----
+
+def _double(x):
+    return 2.0 * x
+
+
+def _triple(x):
+    return 3.0 * x
+
+
+swappable = _double
+
+
+def calls_swappable(x):
+    return np.sum(swappable(x) ** 2)
+
+
+def test_a_rebound_global_function_is_called_afresh():
+    """The code calls ``swappable_vjp`` directly; rebinding the global between
+    calls must still reach the new function, as the original code would."""
+    global swappable
+    x = np.array([1.0, -2.0])
+    g = srcgrad.grad(calls_swappable)
+    np.testing.assert_allclose(g(x), 8.0 * x, rtol=1e-14)  # d/dx (2x)^2
+    assert "swappable_vjp(x)" in srcgrad.source(g, x)
+    swappable = _triple
+    try:
+        np.testing.assert_allclose(g(x), 18.0 * x, rtol=1e-14)  # d/dx (3x)^2
+    finally:
+        swappable = _double
+    np.testing.assert_allclose(g(x), 8.0 * x, rtol=1e-14)
+
+
+def scaled_pair(x, w):
+    return x * w, x + w
+
+
+def uses_one_of_two_outputs(x, w):
+    a, b = scaled_pair(x, w)
+    c, d = scaled_pair(a, w)
+    return np.sum(c) + np.sum(b * d)
+
+
+def test_a_tuple_returning_callee_called_directly():
+    x, w = np.array([0.5, -1.5, 2.0]), np.array([1.5, 0.25, -0.5])
+    g = srcgrad.grad(uses_one_of_two_outputs, wrt=(0, 1))
+    assert "scaled_pair_vjp(x, w)" in srcgrad.source(g, x, w)
+    for i, got in enumerate(g(x, w)):
+        np.testing.assert_allclose(got, numerical_grad(uses_one_of_two_outputs, (x, w), i),
+                                   rtol=1e-7, atol=1e-9)

@@ -22,6 +22,7 @@ from .. import anno, nodes
 
 # The generated code's name for the array module ("np", or "cp" for CuPy), set by transform().
 _module = ["np"]
+_arrays: set = set()  # names known to hold arrays, for the pass running now
 
 
 def _is_call_to(node, *attrs) -> bool:
@@ -439,7 +440,8 @@ def _prune_pop(owner, field, after, pushes) -> bool:
         calls = [] if name in after or not isinstance(values[i], gast.Name) else _shape_only(name, block[1:])
         if calls:  # the backward sweep reads only its shape: save the shape, not the array
             shape_name = f"{name}_shape"
-            values[i] = nodes.call(f"{_module[0]}.shape", [nodes.name(name)])
+            values[i] = gast.Attribute(value=nodes.name(name), attr="shape", ctx=gast.Load()) \
+                if name in _arrays else nodes.call(f"{_module[0]}.shape", [nodes.name(name)])
             names[i] = shape_name
             for call in calls:
                 call.func = nodes.dotted("rt.unbroadcast_to")
@@ -466,13 +468,16 @@ def _prune_pop(owner, field, after, pushes) -> bool:
     return True
 
 
-def transform(forward, backward, live_out, primal_of, module_name="np", outside=()):
+def transform(forward, backward, live_out, primal_of, module_name="np", outside=(), arrays=()):
     """Run the passes to a fixed point; return the new (forward, backward).
 
     ``primal_of`` maps each adjoint variable to its primal (``h_bar -> h``);
-    ``module_name`` is the generated code's array module (``np``, ``cp``).
+    ``module_name`` is the generated code's array module (``np``, ``cp``);
+    ``arrays``: names known to hold arrays (``x.shape`` rather than ``np.shape(x)``).
     """
     _module[0] = module_name
+    _arrays.clear()
+    _arrays.update(arrays)
     changed = True
     while changed:
         n_backward = _count(backward)

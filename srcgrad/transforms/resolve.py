@@ -34,6 +34,7 @@ class FreeNames:
         cells = _closure(self.fn)
         self._cells = [(k, cells[k]) for k in self.names if k in cells]
         self._globals = [k for k in self.names if k not in cells]
+        self.pinned = []
 
     def refresh(self, namespace: dict) -> None:
         """Copy the current values of the free names into ``namespace`` (every call:
@@ -44,6 +45,14 @@ class FreeNames:
         for key in self._globals:
             if key in glob:
                 namespace[key] = glob[key]
+        for key, value, stale in self.pinned:
+            if namespace.get(key) is not value:
+                stale(namespace)
+
+    def pin(self, key, value, stale) -> None:
+        """The code was specialised on ``key`` being ``value`` (a callee's compiled
+        vjp is called directly); ``stale(namespace)`` runs if it is rebound."""
+        self.pinned.append((key, value, stale))
 
 
 def _closure(fn) -> dict:

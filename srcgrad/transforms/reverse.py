@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import types
 
 import gast
 
@@ -36,6 +37,7 @@ class Sweeps:
     primal_of: dict  # adjoint variable -> its primal (an adjoint has its primal's shape)
     notes: list      # (stack or trip-count name, loop's file:line), for the header
     intermediates: dict = dataclasses.field(default_factory=dict)  # name -> its adjoint variable
+    callees: dict = dataclasses.field(default_factory=dict)  # (name, fn, wrt, ranks) -> its vjp's name
 
 
 def transform(core, activity, ranks, wrt, backend, output=None, hooks=None, intermediates=()) -> Sweeps:
@@ -85,6 +87,7 @@ class _Reverse:
             s for s in nodes.statements(core.body) if isinstance(s, gast.If))}
         self.loop_depth = 0
         self.save_ids = 0
+        self.callees = {}    # (name, function, wrt, ranks) -> name of its vjp in the code
 
     def run(self, wrt, result) -> Sweeps:
         seed_base = f"{result.id}_bar" if isinstance(result, gast.Name) else "result_bar"
@@ -111,7 +114,7 @@ class _Reverse:
                 self.defined.add(param)
             adjoints[param] = self.bar[param]
         return Sweeps(self.saves + forward, self.out, adjoints, seed,
-                      {b: v for v, b in self.bar.items()}, self.notes)
+                      {b: v for v, b in self.bar.items()}, self.notes, callees=self.callees)
 
     def _bar_name(self, var):
         if var not in self.bar:
@@ -430,11 +433,15 @@ class _Reverse:
         call = stmt.value
         stmt.targets = [nodes.tuple_([nodes.name(target, "store"), nodes.name(pullback, "store")], "store")]
         spec = nodes.tuple_([nodes.const(w) for w, _ in wrt])
-        if isinstance(call.func, gast.Attribute):  # obj.name(...): a method or a stored layer
-            head = ["rt.vjp_method", [nodes.copy(call.func.value), nodes.const(call.func.attr), spec]]
+        direct = self._direct_callee(call, [w for w, _ in wrt])
+        if direct is not None:
+            stmt.value = nodes.call(direct, call.args)
         else:
-            head = ["rt.vjp_call", [call.func, spec]]
-        stmt.value = nodes.call(head[0], head[1] + call.args, [(k.arg, k.value) for k in call.keywords])
+            if isinstance(call.func, gast.Attribute):  # obj.name(...): a method or a stored layer
+                head = ["rt.vjp_method", [nodes.copy(call.func.value), nodes.const(call.func.attr), spec]]
+            else:
+                head = ["rt.vjp_call", [call.func, spec]]
+            stmt.value = nodes.call(head[0], head[1] + call.args, [(k.arg, k.value) for k in call.keywords])
         outputs, later, claimed = [], [], set()
         for _, atom in wrt:
             var = atom.id
@@ -451,6 +458,27 @@ class _Reverse:
         self.defined |= claimed
         for var, temp in later:
             self._accumulate(var, nodes.name(temp))
+
+    def _direct_callee(self, call, wrt):
+        """The name under which the loaded code calls ``call``'s callee's compiled
+        vjp directly, skipping ``rt.vjp_call``'s dispatch per call (what a layer
+        applied in a loop pays), or None.  Only for a function known at compile
+        time, called with all its parameters positionally, argument ranks known."""
+        fn = anno.get(call.func, "resolved") if isinstance(call.func, gast.Name) else None
+        if not isinstance(fn, types.FunctionType) or registry_lookup(fn) is not None or call.keywords \
+                or self.backend.MODULE_NAME != "np":
+            return None
+        code = fn.__code__
+        ranks = tuple(rank_of(a, self.ranks) for a in call.args)
+        if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) or code.co_kwonlyargcount \
+                or code.co_argcount != len(call.args) or not all(isinstance(r, int) for r in ranks):
+            return None
+        key = (call.func.id, fn, tuple(wrt), ranks)
+        if key not in self.callees:
+            params = code.co_varnames[:code.co_argcount]
+            which = "" if len(wrt) == len(params) else "_" + "_".join(params[i] for i in wrt)
+            self.callees[key] = self.core.fresh(f"{call.func.id}_vjp{which}")
+        return self.callees[key]
 
     def _rule_adjoint(self, stmt, target, g):
         rule, bound = anno.get(stmt, "rule"), anno.get(stmt, "bound")
