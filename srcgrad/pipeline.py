@@ -222,14 +222,22 @@ def _notes(forward, notes) -> list[str]:
     pushed = {anno.get(s, "stack"): s.value.args[0] for s in nodes.statements(forward)
               if isinstance(s, gast.Expr) and anno.has(s, "stack")}
     lines = []
-    for name, where in notes:
-        if name.endswith("_trips"):
+    saved = {n.id for values in pushed.values() for n in gast.walk(values) if isinstance(n, gast.Name)}
+    def line(note):
+        number = note[1].rsplit(":", 1)[-1]
+        return int(number) if number.isdigit() else 0
+    for name, where in sorted(notes, key=line):  # in the order of the source
+        if name.endswith("_taken"):
+            if name in saved:
+                lines.append(f"{name}: whether the `if` at {where} took its first branch, in each iteration")
+        elif name.endswith("_trips"):
             lines.append(f"{name}: how many times the loop at {where} ran")
         elif name in pushed:
             values = pushed[name]
             listed = ", ".join(nodes.to_source(v) for v in getattr(values, "elts", [values]))
-            lines.append(f"{name}: {listed} from each iteration of the loop at {where}, "
-                         "for the backward sweep")
+            run = f"each run of a branch of the `if` at {where}" if name.startswith("if") \
+                else f"each iteration of the loop at {where}"
+            lines.append(f"{name}: {listed} from {run}, for the backward sweep")
     return lines
 
 

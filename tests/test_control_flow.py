@@ -343,6 +343,26 @@ def test_while_records_its_trip_count():
     assert "loop1_trips: how many times the loop" in code
 
 
+def branch_in_loop(x, w):
+    for i in range(3):
+        if np.sum(x) > 1.0:
+            x = x * w
+        else:
+            x = x + w
+    return np.sum(x)
+
+
+def test_a_branch_decision_saved_per_iteration_has_a_plain_name():
+    x, w = np.array([0.2, 0.3]), np.array([1.5, 2.0])  # sum 0.5, then 2.0, 3.25: both branches
+    g = srcgrad.grad(branch_in_loop, wrt=(0, 1))
+    code = srcgrad.source(g, x, w)
+    assert "if1_taken = _t1 > 1.0" in code
+    assert "loop1_stack.append((if1_taken, x))" in code
+    assert "if1_taken: whether the `if` at test_control_flow.py:" in code
+    for i, got in enumerate(g(x, w)):
+        np.testing.assert_allclose(got, numerical_grad(branch_in_loop, (x, w), i), rtol=1e-7)
+
+
 def test_carried_value_from_before_the_loop_is_restored():
     """The adjoint of code before a loop sees the values from before the loop."""
     def f(x):

@@ -171,6 +171,11 @@ class _Reverse:
         """Reverse of ``if c: A else: B`` is ``if c: reverse(A) else: reverse(B)``; an
         adjoint that only one branch starts is started as zeros in the other."""
         group, before = self.group, set(self.defined)
+        if self.loop_depth and isinstance(stmt.test, gast.Name) and stmt.test.id.startswith("_t"):
+            # Each iteration's decision is saved for the backward sweep: give it a plain name.
+            taken = self.core.fresh(f"if{self.if_numbers[id(stmt)]}_taken")
+            _rename(self.core.body, stmt.test.id, taken)
+            self.notes.append((taken, self._where(stmt)))
         body = self._in_new_block(stmt.body)
         after_body, self.defined = self.defined, set(before)
         orelse = self._in_new_block(stmt.orelse)
@@ -567,6 +572,13 @@ class _Reverse:
                   "`def rule(ans_bar, ans, <its parameters>): return <adjoint>`")
         return errors.at(stmt.value, f"no derivative rule for `{full}`", advice,
                          kind=errors.NoDerivativeRuleError)
+
+
+def _rename(stmts, old, new):
+    for stmt in stmts:
+        for node in gast.walk(stmt):
+            if isinstance(node, gast.Name) and node.id == old:
+                node.id = new
 
 
 def _index(stmts, stmt) -> int:
