@@ -552,7 +552,7 @@ class _Lowering:
                 base = annotations["bound"]["a"]
                 return isinstance(base, gast.Name) and base.id in self.arrays
             return True
-        return kind == "nondiff" and not isinstance(value, gast.Attribute)
+        return kind == "nondiff" and not isinstance(value, gast.Attribute) and "constructs" not in annotations
 
     def _setattr(self, target, value_node, stmt):
         """``self.n = v``: bookkeeping on an object (a counter, a cache), run as it
@@ -794,6 +794,8 @@ class _Lowering:
             shape = args[0] if args else kwargs.get("shape")
             extra = {"bound": {"shape": nodes.copy(shape)}} if rule.ndim is not None and shape is not None \
                 else {}
+            if _is_user_class(prim):  # `c = Counter()`: an object, whose methods are the user's
+                extra["constructs"] = prim
             return self._emit(value, kind="nondiff", rule=rule,
                               impure=registry.is_random(prim), **extra, **emit)
         try:
@@ -860,6 +862,11 @@ def _is_user_code(obj) -> bool:
     return inspect.isfunction(obj) or inspect.ismethod(obj) or (
         callable(obj) and not isinstance(obj, type) and not registry.is_numpy(obj)
         and inspect.isfunction(getattr(type(obj), "__call__", None)))
+
+
+def _is_user_class(obj) -> bool:
+    """A class whose instances are objects (not NumPy's, not a builtin such as ``float``)."""
+    return isinstance(obj, type) and not registry.is_numpy(obj) and obj.__module__ != "builtins"
 
 
 def _as_node(value):

@@ -292,6 +292,15 @@ class _Reverse:
                                 "`np.add.at(y, idx, x)`), or assign the call's result",
                                 kind=errors.UnsupportedSyntaxError)
             return
+        if anno.has(stmt, "constructs"):
+            varied = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
+            if varied:
+                cls = anno.get(stmt, "constructs").__name__
+                raise errors.at(stmt.value, f"`{cls}(...)` is given `{varied[0]}`, which is being "
+                                "differentiated: srcgrad does not follow values stored in a new object",
+                                f"create the object outside the function and pass it in (and "
+                                f"differentiate with respect to it), or pass `{varied[0]}` to its methods")
+            return
         if anno.get(stmt, "kind") == "setattr":
             value = anno.get(stmt, "value")
             if isinstance(value, gast.Name) and value.id in self.activity.varied \
