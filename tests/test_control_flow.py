@@ -311,6 +311,40 @@ def for_else_after_return(x):
     return np.sum(y * y)
 
 
+def carried_through_nested_loops(x):
+    y = np.tanh(x)  # its adjoint reads y: the nested loops must give back this value
+    for i in range(2):
+        for j in range(3):
+            y = y * 1.1 + np.sin(y)
+    return np.sum(y)
+
+
+def return_inside_nested_loop(x):
+    y = x * 1.0
+    for i in range(3):
+        for j in range(len(x)):
+            y = y * 1.1
+            if np.sum(y) > 4:
+                return np.sum(y * x) + i
+    return np.sum(y)
+
+
+def carried_reslice_of_input(x):
+    h = x[1:]
+    for i in range(3):
+        h = h[1:] * 2
+    return np.sum(h * h)
+
+
+def nested_arange_inner_bound(x):
+    total = 0.0
+    n = len(x)
+    for i in range(n):
+        for j in np.arange(i, n):
+            total = total + x[i] * np.sin(x[j])
+    return total
+
+
 rng = np.random.default_rng(1)
 VEC = rng.standard_normal(5)
 MAT = rng.standard_normal((4, 3))
@@ -354,6 +388,11 @@ CASES = [
     (return_anywhere, (np.array([0.5, 0.6]),), (0,)),
     (while_break, (np.array([1.0, 2.0]),), (0,)),
     (nested_break_leaves_inner_loop_only, (VEC,), (0,)),
+    (carried_through_nested_loops, (VEC,), (0,)),
+    (return_inside_nested_loop, (np.array([0.3, 0.7, 1.1, 0.2, 0.9, 1.3]),), (0,)),  # returns
+    (return_inside_nested_loop, (np.array([0.03, 0.07, 0.11]),), (0,)),  # does not
+    (carried_reslice_of_input, (VEC,), (0,)),
+    (nested_arange_inner_bound, (VEC,), (0,)),
     (for_else, (np.array([1.0, 1.5, 0.5]),), (0,)),  # no break: the else block runs
     (for_else, (np.array([1.0, 2.5, 0.5]),), (0,)),  # break: it does not
     (for_else_without_break, (VEC,), (0,)),
@@ -420,7 +459,8 @@ def test_carried_value_from_before_the_loop_is_restored():
 
 @pytest.mark.parametrize("fn, args", [(c[0], c[1]) for c in CASES if c[0] in (
     for_break, for_continue, return_anywhere, while_break, nested_break_leaves_inner_loop_only,
-    for_else, while_else, for_else_continues_outer_loop, for_else_after_return)])
+    for_else, while_else, for_else_continues_outer_loop, for_else_after_return,
+    return_inside_nested_loop)])
 def test_early_exits_compute_the_same_value(fn, args):
     value, _ = srcgrad.value_and_grad(fn)(*args)
     assert value == pytest.approx(fn(*args), rel=1e-14)

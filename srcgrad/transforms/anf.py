@@ -16,7 +16,8 @@ still assigned once per execution; at the end of an ``if`` the two versions
 of a name meet in a merge copy (``y_3 = y_2`` / ``y_3 = y``); a loop's
 *carried* names (assigned in the body and read by a later iteration or after
 the loop) keep one name, updated by a copy at the end of the body
-(``h = h_2``, annotated ``carry``).  Loops over sequences, ``enumerate``,
+(``h = h_2``, annotated ``carry``; the loop lists them all in ``carried``, also
+those that only a nested loop updates, which need no copy at this level).  Loops over sequences, ``enumerate``,
 ``zip`` and ``reversed`` become index loops over ``range``.
 
 Before/after::
@@ -379,7 +380,8 @@ class _Lowering:
         self._leave_loop(stmt, body, entry)
         node = gast.For(target=nodes.name(index, "store"), iter=header.pop("iter"), body=body,
                         orelse=[], type_comment=None)
-        self._emit_stmt(node, stmt, kind="for", first_defined=anno.get(stmt, "first_defined"))
+        self._emit_stmt(node, stmt, kind="for", first_defined=anno.get(stmt, "first_defined"),
+                        carried=sorted(entry.values()))
 
     def _loop_header(self, stmt):
         """The ``range`` a loop iterates over, its index name, and a body prelude
@@ -457,7 +459,8 @@ class _Lowering:
         self.group = group
         self._leave_loop(stmt, body, entry)
         node = gast.While(test=nodes.name(condition), body=body, orelse=[])
-        self._emit_stmt(node, stmt, kind="while", first_defined=anno.get(stmt, "first_defined"))
+        self._emit_stmt(node, stmt, kind="while", first_defined=anno.get(stmt, "first_defined"),
+                        carried=sorted(entry.values()))
 
     def _store(self, user_name: str) -> str:
         if user_name in self.current or user_name in self.params:

@@ -204,7 +204,8 @@ class _Reverse:
         values its adjoint reads onto a stack; each backward iteration pops them.
         """
         group, k = self.group, self.loop_numbers[id(stmt)]
-        carried = {s.targets[0].id for s in stmt.body if anno.get(s, "carry")}
+        # Also a name only a nested loop updates: its adjoint, too, lives across iterations.
+        carried = set(anno.get(stmt, "carried"))
         local = {n for s in nodes.statements(stmt.body) for n in nodes.assigned_names(s)} - carried
         reads = set(carried)
         for s in nodes.statements(stmt.body):
@@ -225,7 +226,7 @@ class _Reverse:
             if self.activity.active(var) and var not in self.defined:
                 # A name first bound by the loop has no entry value on the first
                 # iteration; the previous iteration's value has the same shape.
-                body.append(self._zeros(var, like=sources[var] if var in first_defined else var))
+                body.append(self._zeros(var, like=sources.get(var, var) if var in first_defined else var))
                 self.defined.add(var)
         self.defined -= local
         if isinstance(stmt, gast.While):
