@@ -184,12 +184,14 @@ def _scalar_output_check(core, result, rank_env):
 
 def _pullback_locals(core, forward, backward) -> list:
     """Let a pullback be called more than once: the values it puts back (stack
-    pops) and the stacks it pops go into local copies, so the closure keeps the
-    forward sweep's values.  Renames in ``backward``; returns the copying lines."""
+    pops), the stacks it pops and the lists it puts popped items back into go into
+    local copies, so the closure keeps the forward sweep's values.  Renames in
+    ``backward``; returns the copying lines."""
     rebound = sorted({n for s in nodes.statements(backward) for n in nodes.assigned_names(s)}
                      & ({n for s in nodes.statements(forward) for n in nodes.assigned_names(s)}
                         | set(core.params)))
-    stacks = sorted({anno.get(s, "stack") for s in nodes.statements(backward) if anno.has(s, "stack")})
+    stacks = sorted({anno.get(s, "stack") for s in nodes.statements(backward) if anno.has(s, "stack")}
+                    | {anno.get(s, "restores") for s in nodes.statements(backward) if anno.has(s, "restores")})
     indices = {s.target.id for s in nodes.statements(backward) if isinstance(s, gast.For)}
     rebound = [n for n in rebound if n not in indices]  # a loop binds its own index first
     mapping = {n: core.fresh(f"{n}_local") for n in rebound + stacks}

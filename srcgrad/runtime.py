@@ -565,6 +565,17 @@ def add_each(adjoints, more):
     return [a + b for a, b in zip(adjoints, more)]
 
 
+def unpop(items, index, value):
+    """Undo ``value = items.pop(index)``: put ``value`` back where it was (a negative
+    ``index`` counted from the end of the list before the pop)."""
+    items.insert(index if index >= 0 else len(items) + 1 + index, value)
+
+
+def zeros_each(items):
+    """A zero adjoint for each item of a list: the adjoint of a list no later code reads."""
+    return [zeros_like(v) for v in items]
+
+
 def add(a, b):
     """Accumulate two adjoints that may be structures (sparse nested dicts) or arrays."""
     if isinstance(a, dict) and isinstance(b, dict):

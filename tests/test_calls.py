@@ -292,3 +292,67 @@ def test_a_tuple_returning_callee_called_directly():
     for i, got in enumerate(g(x, w)):
         np.testing.assert_allclose(got, numerical_grad(uses_one_of_two_outputs, (x, w), i),
                                    rtol=1e-7, atol=1e-9)
+
+
+class Counter:
+    """An object with state that its method updates (`self.n += 1`)."""
+
+    def __init__(self):
+        self.n = 0
+
+    def step(self, x):
+        self.n += 1
+        return x * self.n
+
+
+def object_made_inside(x):
+    c = Counter()
+    y = c.step(x)
+    y = c.step(np.sin(y))  # n is 2 now
+    c.n += 1  # augmented assignment on an attribute, in the function itself
+    return np.sum(y * c.n)
+
+
+def object_passed_in(c, x):
+    y = c.step(x)
+    return np.sum(c.step(y) ** 2)
+
+
+def test_object_made_inside_with_augmented_attribute_updates():
+    srcgrad.testing.check_grads(object_made_inside, (X,))
+    np.testing.assert_allclose(srcgrad.grad(object_made_inside)(X), 6 * np.cos(X), rtol=1e-12)
+
+
+def test_object_passed_in_with_augmented_attribute_updates():
+    # A fresh Counter per evaluation: each call of the function advances it.
+    srcgrad.testing.check_grads(lambda x: object_passed_in(Counter(), x), (X,))
+
+
+class Accumulator:
+    def __init__(self, h):
+        self.h = h
+
+    def add(self, x):
+        self.h = self.h + x
+        return self.h
+
+
+def object_made_from_a_differentiated_value(x):
+    a = Accumulator(x)
+    return np.sum(a.h)
+
+
+def differentiated_attribute_update(x):
+    a = Accumulator(np.zeros(3))
+    return np.sum(a.add(x))
+
+
+def test_object_made_from_a_differentiated_value_is_refused():
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="create the object outside the function"):
+        srcgrad.grad(object_made_from_a_differentiated_value)(X)
+
+
+def test_differentiated_attribute_update_is_refused():
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="`self.h`") as excinfo:
+        srcgrad.grad(differentiated_attribute_update)(X)
+    assert "self.h = self.h + x" in str(excinfo.value)

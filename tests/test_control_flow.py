@@ -257,6 +257,94 @@ def nested_break_leaves_inner_loop_only(x):
     return s
 
 
+def for_else(x):
+    s = 0.0
+    for i in range(len(x)):
+        if x[i] > 2:
+            break
+        s = s + x[i] ** 2
+    else:
+        s = s * 10  # only when no element was over 2
+    return s
+
+
+def for_else_without_break(x):
+    for i in range(3):
+        x = np.sin(x) * 2
+    else:  # noqa: PLW0120 - the construct under test
+        x = x * x  # always runs
+    return np.sum(x)
+
+
+def while_else(x):
+    s = 1.0
+    i = 0
+    while i < len(x):
+        s = s * np.sin(x[i])
+        if s < 0:
+            break
+        i = i + 1
+    else:
+        s = s + np.sum(x)
+    return s
+
+
+def for_else_continues_outer_loop(x):
+    total = 0.0
+    for i in range(3):
+        for j in range(len(x)):
+            if x[j] * (i + 1) > 2.5:
+                total = total + x[j] * i
+                break
+        else:
+            continue  # nothing found: skip the scaling below
+        total = total * 1.5
+    return total
+
+
+def for_else_after_return(x):
+    for i in range(len(x)):
+        if x[i] > 2:
+            return np.sum(x) * x[i]
+    else:  # noqa: PLW0120 - the construct under test
+        y = x * 3
+    return np.sum(y * y)
+
+
+def carried_through_nested_loops(x):
+    y = np.tanh(x)  # its adjoint reads y: the nested loops must give back this value
+    for i in range(2):
+        for j in range(3):
+            y = y * 1.1 + np.sin(y)
+    return np.sum(y)
+
+
+def return_inside_nested_loop(x):
+    y = x * 1.0
+    for i in range(3):
+        for j in range(len(x)):
+            y = y * 1.1
+            if np.sum(y) > 4:
+                return np.sum(y * x) + i
+    return np.sum(y)
+
+
+def carried_reslice_of_input(x):
+    h = x[1:]
+    for i in range(3):
+        h = h[1:] * 2
+    return np.sum(h * h)
+
+
+def nested_arange_inner_bound(x):
+    total = 0.0
+    n = len(x)
+    for i in range(n):
+        for j in np.arange(i, n):
+            total = total + x[i] * np.sin(x[j])
+    return total
+
+
 rng = np.random.default_rng(1)
 VEC = rng.standard_normal(5)
 MAT = rng.standard_normal((4, 3))
@@ -300,6 +388,20 @@ CASES = [
     (return_anywhere, (np.array([0.5, 0.6]),), (0,)),
     (while_break, (np.array([1.0, 2.0]),), (0,)),
     (nested_break_leaves_inner_loop_only, (VEC,), (0,)),
+    (carried_through_nested_loops, (VEC,), (0,)),
+    (return_inside_nested_loop, (np.array([0.3, 0.7, 1.1, 0.2, 0.9, 1.3]),), (0,)),  # returns
+    (return_inside_nested_loop, (np.array([0.03, 0.07, 0.11]),), (0,)),  # does not
+    (carried_reslice_of_input, (VEC,), (0,)),
+    (nested_arange_inner_bound, (VEC,), (0,)),
+    (for_else, (np.array([1.0, 1.5, 0.5]),), (0,)),  # no break: the else block runs
+    (for_else, (np.array([1.0, 2.5, 0.5]),), (0,)),  # break: it does not
+    (for_else_without_break, (VEC,), (0,)),
+    (while_else, (np.array([1.0, 1.5, 0.5]),), (0,)),
+    (while_else, (np.array([1.0, 4.0, 0.5]),), (0,)),
+    (for_else_continues_outer_loop, (np.array([1.0, 1.5, 0.5]),), (0,)),
+    (for_else_continues_outer_loop, (np.array([0.5, 0.6, 0.7]),), (0,)),
+    (for_else_after_return, (np.array([1.0, 1.5, 0.5]),), (0,)),
+    (for_else_after_return, (np.array([1.0, 2.5, 0.5]),), (0,)),
 ]
 
 
@@ -376,7 +478,9 @@ def test_carried_value_from_before_the_loop_is_restored():
 
 
 @pytest.mark.parametrize("fn, args", [(c[0], c[1]) for c in CASES if c[0] in (
-    for_break, for_continue, return_anywhere, while_break, nested_break_leaves_inner_loop_only)])
+    for_break, for_continue, return_anywhere, while_break, nested_break_leaves_inner_loop_only,
+    for_else, while_else, for_else_continues_outer_loop, for_else_after_return,
+    return_inside_nested_loop)])
 def test_early_exits_compute_the_same_value(fn, args):
     value, _ = srcgrad.value_and_grad(fn)(*args)
     assert value == pytest.approx(fn(*args), rel=1e-14)

@@ -23,14 +23,6 @@ def _line_of(fn, text):
     raise AssertionError(text)
 
 
-def loop_with_else(x):
-    for i in range(3):
-        x = x * 2
-    else:
-        x = x + 1
-    return np.sum(x)
-
-
 def no_rule(x):
     return np.sum(np.sinc(x))
 
@@ -70,7 +62,6 @@ def _message(excinfo):
 
 
 @pytest.mark.parametrize("fn, kind, marker, advice", [
-    (loop_with_else, srcgrad.UnsupportedSyntaxError, "for i in range(3):", "after the loop"),
     (no_rule, srcgrad.NoDerivativeRuleError, "np.sinc(x)", "@srcgrad.defadjoint(sinc)"),
     (calls_c_function, srcgrad.NoDerivativeRuleError, "math.erf(x)", "@srcgrad.defadjoint(erf)"),
     (calls_helper_with_a_try, srcgrad.UnsupportedSyntaxError, "    try:", "error handling"),

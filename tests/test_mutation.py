@@ -1,4 +1,5 @@
-"""Writes into arrays: ``y[i] = v``, ``y[mask] = 0``, slices, ``s[i, j] += v``.
+"""Writes into arrays: ``y[i] = v``, ``y[mask] = 0``, slices, ``s[i, j] += v``;
+lists changed in place: ``xs.append(v)``, ``xs.pop(i)``.
 
 The write stays in place; the overwritten elements are saved and put back in
 the backward sweep, so an adjoint that still needs them gets the right values.
@@ -134,3 +135,120 @@ def reads_item_of_appended_list(x):
 def test_reading_an_item_of_an_appended_list_is_reported():
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match="np.stack"):
         srcgrad.grad(reads_item_of_appended_list)(np.ones(3))
+
+
+# ---- list.pop: the list shrinks in place; the backward sweep puts the item back --
+
+
+def pop_last(x):
+    xs = [x, 2 * x, 3 * x]
+    a = xs.pop()
+    return np.sum(a * xs[0])
+
+
+def pop_at_indices_then_stack(x):
+    xs = [x, np.sin(x), x * x, np.cos(x)]
+    b = xs.pop(1)
+    c = xs.pop(-2)  # x * x
+    xs.pop()  # the value is dropped: its adjoint is zero
+    return np.sum(np.stack(xs) * b) + np.sum(c)
+
+
+def stack_built_then_drained(x, w):
+    stack = []
+    h = x
+    for i in range(3):
+        h = np.tanh(h * w)
+        stack.append(h)
+    total = 0.0
+    k = 1.0
+    while len(stack) > 0:
+        top = stack.pop()
+        total = total + np.sum(top) * k
+        k = k + 1
+    return total
+
+
+def drained_while_not_empty(x):
+    stack = [x, x * 2]
+    stack.append(np.sin(x))
+    total = 0.0
+    while stack:
+        total = total * 0.5 + np.sum(stack.pop() ** 2)
+    return total
+
+
+def work_list_popped_and_pushed(x):
+    work = [x]
+    for i in range(3):
+        v = work.pop()
+        work.append(np.sin(v) + x)
+        work.append(v * 2)
+    return np.sum(np.stack(work) ** 2)
+
+
+def pop_in_one_branch(x):
+    xs = [x, x * 3]
+    if np.sum(x) > 0:
+        a = xs.pop(0)
+    else:
+        a = x * 5
+    return np.sum(a) + np.sum(np.stack(xs) ** 2)
+
+
+def pop_after_appends_then_stack(x):
+    xs = []
+    for i in range(4):
+        xs.append(x * (i + 1))
+    last = xs.pop()
+    return np.sum(np.stack(xs) * last)
+
+
+POPS = [
+    (pop_last, (np.array([0.3, -0.7, 1.1]),), (0,)),
+    (pop_at_indices_then_stack, (np.array([0.3, -0.7, 1.1]),), (0,)),
+    (stack_built_then_drained, (np.array([0.3, -0.7, 1.1]), 0.8), (0, 1)),
+    (drained_while_not_empty, (np.array([0.3, -0.7, 1.1]),), (0,)),
+    (work_list_popped_and_pushed, (np.array([0.3, -0.7, 1.1]),), (0,)),
+    (pop_in_one_branch, (np.array([0.3, -0.7, 1.1]),), (0,)),
+    (pop_in_one_branch, (np.array([-0.3, -0.7, 0.1]),), (0,)),
+    (pop_after_appends_then_stack, (np.array([0.3, -0.7, 1.1]),), (0,)),
+]
+
+
+@pytest.mark.parametrize("optimize", [True, False], ids=["opt", "noopt"])
+@pytest.mark.parametrize("fn, args, wrt", POPS, ids=[c[0].__name__ for c in POPS])
+def test_list_pop_matches_finite_differences(fn, args, wrt, optimize):
+    grads = srcgrad.grad(fn, wrt=wrt, optimize=optimize)(*args)
+    for i, g in zip(wrt, grads):
+        np.testing.assert_allclose(g, numerical_grad(fn, args, i), rtol=1e-6, atol=1e-7)
+
+
+def test_a_pullback_of_a_drained_stack_can_be_called_twice():
+    """The backward sweep puts popped items back: into a copy, not the forward's list."""
+    x = np.array([0.3, -0.7, 1.1])
+    value, pullback = srcgrad.vjp(stack_built_then_drained, wrt=(0, 1))(x, 0.8)
+    assert value == pytest.approx(stack_built_then_drained(x, 0.8))
+    first, second = pullback(1.0), pullback(1.0)
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+
+
+def pop_from_an_argument(xs):
+    return np.sum(xs.pop())
+
+
+def pop_from_a_shared_list(x):
+    xs = [x, x * 2]
+    ys = xs
+    a = xs.pop()
+    return np.sum(a) + np.sum(ys[0])
+
+
+@pytest.mark.parametrize("fn, args, why", [
+    (pop_from_an_argument, ([np.ones(2), np.ones(2)],), "caller's list `xs`"),
+    (pop_from_a_shared_list, (np.ones(2),), "no other name refers to"),
+])
+def test_pops_srcgrad_cannot_follow_are_refused(fn, args, why):
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match=why):
+        srcgrad.grad(fn)(*args)

@@ -54,6 +54,8 @@ def derivative_inputs(stmt) -> list[str]:
         return list(anno.get(stmt, "captures"))
     if kind == "append":
         return nodes.loaded_names(anno.get(stmt, "value")) + [anno.get(stmt, "list")]
+    if kind == "pop":
+        return [anno.get(stmt, "list")]
     if kind == "setitem":
         return nodes.loaded_names(anno.get(stmt, "value")) + [anno.get(stmt, "array")]
     if kind == "aggregate":

@@ -16,7 +16,8 @@ still assigned once per execution; at the end of an ``if`` the two versions
 of a name meet in a merge copy (``y_3 = y_2`` / ``y_3 = y``); a loop's
 *carried* names (assigned in the body and read by a later iteration or after
 the loop) keep one name, updated by a copy at the end of the body
-(``h = h_2``, annotated ``carry``).  Loops over sequences, ``enumerate``,
+(``h = h_2``, annotated ``carry``; the loop lists them all in ``carried``, also
+those that only a nested loop updates, which need no copy at this level).  Loops over sequences, ``enumerate``,
 ``zip`` and ``reversed`` become index loops over ``range``.
 
 Before/after::
@@ -117,11 +118,15 @@ class _Lowering:
         self.block = self.core.body  # the statement list being filled
         self.aggregates = {}  # name of a tuple/list/dict value -> {key: atom}
         self.made_by = {}     # name -> (is a new array, origin): may `name[i] = v` write into it?
-        self.lists = set()    # lists grown with append
+        self.lists = set()    # lists grown with append or changed by pop: items known at run time only
+        self.own_lists = set()  # lists made here (`xs = [...]`), which pop may change in place
         self.containers = set()  # names of lists, tuples and dicts made here
         self.views = {}          # named view -> the name of the array it looks into
         self.aliased = set()     # names another name was bound to (`t = s`)
         self.scalars = {p for p, r in zip(self.params, param_ranks) if r == 0}
+        # Lists (and tuples) passed in: the ranks of their items are numbered, not named.
+        self.sequences = {p for p, r in zip(self.params, param_ranks)
+                          if isinstance(r, tuple) and r and all(isinstance(k, int) for k, _ in r)}
         # Names known to hold arrays (or numbers): their .sum() is np.sum.
         self.arrays = {p for p, r in zip(self.params, param_ranks) if isinstance(r, int)}
 
@@ -234,6 +239,8 @@ class _Lowering:
         result = self._emit(value, kind="aggregate", elements=dict(zip(keys, atoms)), **emit)
         if result is not None:
             self.aggregates[result.id] = dict(zip(keys, atoms))
+            if isinstance(node, gast.List):
+                self.own_lists.add(result.id)
         return result
 
     def _aggregate_element(self, base, index):
@@ -373,7 +380,8 @@ class _Lowering:
         self._leave_loop(stmt, body, entry)
         node = gast.For(target=nodes.name(index, "store"), iter=header.pop("iter"), body=body,
                         orelse=[], type_comment=None)
-        self._emit_stmt(node, stmt, kind="for", first_defined=anno.get(stmt, "first_defined"))
+        self._emit_stmt(node, stmt, kind="for", first_defined=anno.get(stmt, "first_defined"),
+                        carried=sorted(entry.values()))
 
     def _loop_header(self, stmt):
         """The ``range`` a loop iterates over, its index name, and a body prelude
@@ -451,7 +459,8 @@ class _Lowering:
         self.group = group
         self._leave_loop(stmt, body, entry)
         node = gast.While(test=nodes.name(condition), body=body, orelse=[])
-        self._emit_stmt(node, stmt, kind="while", first_defined=anno.get(stmt, "first_defined"))
+        self._emit_stmt(node, stmt, kind="while", first_defined=anno.get(stmt, "first_defined"),
+                        carried=sorted(entry.values()))
 
     def _store(self, user_name: str) -> str:
         if user_name in self.current or user_name in self.params:
@@ -514,6 +523,32 @@ class _Lowering:
         self._emit_stmt(gast.Expr(value=call), node, kind="append", list=name, value=value)
         return None if emit.get("effect") else nodes.const(None)
 
+    def _pop(self, user, node, **emit):
+        """``a = xs.pop(i)`` on a list made here: the list shrinks in place; the backward
+        sweep puts ``a`` back (``rt.unpop``) and its adjoint into the list's adjoint."""
+        name = self.current.get(user, user)
+        if name not in self.own_lists or name in self.aliased or len(node.args) > 1 or node.keywords:
+            raise errors.at(node, f"cannot pop from `{user}` here",
+                            f"pop from a list made in this function (`{user} = [...]`, grown with "
+                            "append), that no other name refers to, with at most an index (`.pop(i)`)")
+        index = self._lower(node.args[0]) if node.args else nodes.const(-1)
+        elements = self.aggregates.get(name)
+        key = static_value(index)
+        if elements is not None and self.block is self.core.body and isinstance(key, int) \
+                and -len(elements) <= key < len(elements):
+            # Outside loops and branches the items stay known: `xs[0]` is still an atom.
+            items = list(elements.values())
+            del items[key]
+            self.aggregates[name] = dict(enumerate(items))
+        else:
+            self.aggregates.pop(name, None)
+            self.lists.add(name)
+        call = nodes.call(gast.Attribute(value=nodes.name(name), attr="pop", ctx=gast.Load()),
+                          [nodes.copy(index)] if node.args else [])
+        emit["effect"], effect = False, emit["effect"]  # the value is put back in the backward sweep
+        result = self._emit(call, kind="pop", list=name, index=index, impure=True, **emit)
+        return None if effect else result
+
     def _is_array(self, node) -> bool:
         """Whether ``node`` (a method call's receiver) is known to be an array.  If not,
         ``obj.sum()`` is called as it is and resolved when it runs (``rt.vjp_method``)."""
@@ -552,7 +587,7 @@ class _Lowering:
                 base = annotations["bound"]["a"]
                 return isinstance(base, gast.Name) and base.id in self.arrays
             return True
-        return kind == "nondiff" and not isinstance(value, gast.Attribute)
+        return kind == "nondiff" and not isinstance(value, gast.Attribute) and "constructs" not in annotations
 
     def _setattr(self, target, value_node, stmt):
         """``self.n = v``: bookkeeping on an object (a counter, a cache), run as it
@@ -637,7 +672,8 @@ class _Lowering:
             base = self._lower(node.value)
             index = self._index(node.slice)
             if isinstance(base, gast.Name) and base.id in self.lists:
-                raise errors.at(node, "reading an item of a list grown with append is not supported yet",
+                raise errors.at(node, "reading an item of a list grown with append (or changed by pop "
+                                "in a loop or branch) is not supported yet",
                                 "stack it first (`np.stack(xs)[i]`), or keep the item in a name")
             element = self._aggregate_element(base, index)
             if element is not None:
@@ -754,9 +790,20 @@ class _Lowering:
             prim = _METHODS[func.attr]
             func_node = nodes.dotted(self.backend.spelling(prim) or prim.__name__)
             return self._apply(prim, None, [receiver] + args, kwargs, node, func_node=func_node, **emit)
+        if isinstance(func, gast.Attribute) and func.attr in ("append", "pop") \
+                and isinstance(func.value, gast.Name) and func.value.id in self.sequences \
+                and self.current.get(func.value.id) == func.value.id:
+            user = func.value.id
+            raise errors.at(node, f"`{user}.{func.attr}(...)` would change the caller's list `{user}`, "
+                            "which srcgrad does not follow",
+                            f"build a list of your own from its items (`items = [{user}[0], {user}[1]]`) "
+                            "and change that")
         if isinstance(func, gast.Attribute) and func.attr == "append" and isinstance(func.value, gast.Name) \
                 and self.current.get(func.value.id, func.value.id) in self.made_by:
             return self._append(func.value.id, node, **emit)
+        if isinstance(func, gast.Attribute) and func.attr == "pop" and isinstance(func.value, gast.Name) \
+                and self.current.get(func.value.id, func.value.id) in self.own_lists | self.containers:
+            return self._pop(func.value.id, node, **emit)
         # Known only at run time: a function passed in, a method of an object.
         receiver = None
         if isinstance(func, gast.Attribute):
@@ -794,6 +841,8 @@ class _Lowering:
             shape = args[0] if args else kwargs.get("shape")
             extra = {"bound": {"shape": nodes.copy(shape)}} if rule.ndim is not None and shape is not None \
                 else {}
+            if _is_user_class(prim):  # `c = Counter()`: an object, whose methods are the user's
+                extra["constructs"] = prim
             return self._emit(value, kind="nondiff", rule=rule,
                               impure=registry.is_random(prim), **extra, **emit)
         try:
@@ -860,6 +909,11 @@ def _is_user_code(obj) -> bool:
     return inspect.isfunction(obj) or inspect.ismethod(obj) or (
         callable(obj) and not isinstance(obj, type) and not registry.is_numpy(obj)
         and inspect.isfunction(getattr(type(obj), "__call__", None)))
+
+
+def _is_user_class(obj) -> bool:
+    """A class whose instances are objects (not NumPy's, not a builtin such as ``float``)."""
+    return isinstance(obj, type) and not registry.is_numpy(obj) and obj.__module__ != "builtins"
 
 
 def _as_node(value):

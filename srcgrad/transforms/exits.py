@@ -1,11 +1,13 @@
 """Pass 3a — exits: ``break``, ``continue`` and early ``return`` become flags.
 
 Requires: a resolved ``FunctionDef`` (runs before ``validate``).
-Guarantees: no ``break``/``continue``; one ``return``, at the end.  After a
-statement that may exit, the rest of its block runs under ``if not <flag>:``;
-a loop that may break or return skips its remaining iterations; a ``while``
-also tests the flag.  The flags are ordinary booleans, so the reverse pass
-records them like any branch condition.
+Guarantees: no ``break``/``continue``; one ``return``, at the end; no loop
+``else:``.  After a statement that may exit, the rest of its block runs under
+``if not <flag>:``; a loop that may break or return skips its remaining
+iterations; a ``while`` also tests the flag.  A loop's ``else:`` block becomes
+the code after the loop, under ``if not <break flag>:`` when the loop breaks
+(it runs only when the loop ended by itself).  The flags are ordinary
+booleans, so the reverse pass records them like any branch condition.
 
 Before/after::
 
@@ -45,6 +47,8 @@ def _needs_work(fdef) -> bool:
     for node in _own_nodes(fdef):
         if isinstance(node, (gast.Break, gast.Continue)):
             return True
+        if isinstance(node, (gast.For, gast.While)) and node.orelse:
+            return True
         if isinstance(node, gast.Return) and node is not last:
             return True
     return False
@@ -61,9 +65,11 @@ def _exits_in(stmts, kinds, into_loops):
 
 def _walk(stmt, into_loops):
     yield stmt
-    if isinstance(stmt, (gast.For, gast.While)) and not into_loops or isinstance(stmt, gast.FunctionDef):
+    if isinstance(stmt, gast.FunctionDef):
         return
-    for field in ("body", "orelse"):
+    # A loop's `else:` block belongs to the enclosing loop: its `break` leaves that one.
+    loop = isinstance(stmt, (gast.For, gast.While))
+    for field in ("orelse",) if loop and not into_loops else ("body", "orelse"):
         for child in getattr(stmt, field, None) or []:
             yield from _walk(child, into_loops)
 
@@ -74,6 +80,7 @@ class _Exits:
         self.names = nodes.names_in(fdef)
         self.returned = self.value = None
         self.loop_flags = []  # innermost last: (break flag, continue flag)
+        self.break_flags = {}  # id of a loop with `else:` -> its break flag, named before the loop is
 
     def fresh(self, base):
         name, k = base, 1
@@ -109,17 +116,34 @@ class _Exits:
             return True
         return bool(self.loop_flags) and _exits_in([stmt], (gast.Break, gast.Continue), into_loops=False)
 
-    def _guard(self, stmts, origin):
-        """``if not (flag or ...): stmts``."""
-        flags = [nodes.name(f) for f in self._flags()]
+    def _guard(self, stmts, origin, flags=None):
+        """``if not (flag or ...): stmts`` (by default the flags of every exit in reach)."""
+        flags = [nodes.name(f) for f in (self._flags() if flags is None else flags)]
         test = flags[0] if len(flags) == 1 else gast.BoolOp(op=gast.Or(), values=flags)
         guard = nodes.if_(gast.UnaryOp(op=gast.Not(), operand=test), stmts)
         anno.inherit(guard, origin)
         anno.inherit(guard.test, origin)
         return guard
 
+    def _lift_else(self, stmts):
+        """A loop's ``else:`` block becomes the code right after it, under ``if not
+        <break flag>:`` when the loop breaks; so the block's own exits (of the enclosing
+        loop) and an early ``return`` inside the loop are handled as for any later code."""
+        out = []
+        for stmt in stmts:
+            out.append(stmt)
+            if isinstance(stmt, (gast.For, gast.While)) and stmt.orelse:
+                orelse, stmt.orelse = stmt.orelse, []
+                if _exits_in(stmt.body, gast.Break, into_loops=False):
+                    flag = self.break_flags[id(stmt)] = self.fresh("_break")
+                    test = anno.inherit(gast.UnaryOp(op=gast.Not(), operand=nodes.name(flag)), stmt)
+                    orelse = [anno.inherit(nodes.if_(test, orelse), stmt)]
+                out.extend(orelse)
+        return out
+
     def _block(self, stmts):
         out = []
+        stmts = self._lift_else(stmts)
         for i, stmt in enumerate(stmts):
             if isinstance(stmt, gast.Break):
                 out.append(self._set(self.loop_flags[-1][0], True, stmt))
@@ -156,7 +180,7 @@ class _Exits:
         breaks = _exits_in(loop.body, gast.Break, into_loops=False)
         continues = _exits_in(loop.body, gast.Continue, into_loops=False)
         returns = self.returned is not None and _exits_in(loop.body, gast.Return, into_loops=True)
-        brk = self.fresh("_break") if breaks else None
+        brk = (self.break_flags.pop(id(loop), None) or self.fresh("_break")) if breaks else None
         cont = self.fresh("_continue") if continues else None
         self.loop_flags.append((brk, cont))
         body = self._block(loop.body)
@@ -169,9 +193,7 @@ class _Exits:
             loop.test = gast.BoolOp(op=gast.And(), values=tests)
             anno.inherit(loop.test, loop)
         elif stop:  # a `for` runs its remaining iterations as no-ops
-            flags = [nodes.name(f) for f in stop]
-            test = flags[0] if len(flags) == 1 else gast.BoolOp(op=gast.Or(), values=flags)
-            body = [anno.inherit(nodes.if_(gast.UnaryOp(op=gast.Not(), operand=test), body), loop)]
+            body = [self._guard(body, loop, stop)]
         loop.body = body or [gast.Pass()]
         if brk:
             return _Sequence([self._set(brk, False, loop), loop])

@@ -88,6 +88,13 @@ class _Reverse:
         self.loop_depth = 0
         self.save_ids = 0
         self.callees = {}    # (name, function, wrt, ranks) -> name of its vjp in the code
+        changes = {s: anno.get(s, "kind") for s in nodes.statements(core.body)
+                   if anno.get(s, "kind") in ("append", "pop")}
+        # Lists changed in place: their adjoint is a list of adjoints, one per item.
+        self.lists = {anno.get(s, "list") for s in changes}
+        # Lists that pop changes: the backward sweep puts them back as they were at each
+        # point, so an adjoint that starts there (`rt.zeros_each`) has their length then.
+        self.popped = {anno.get(s, "list") for s, kind in changes.items() if kind == "pop"}
 
     def run(self, wrt, result) -> Sweeps:
         seed_base = f"{result.id}_bar" if isinstance(result, gast.Name) else "result_bar"
@@ -129,7 +136,8 @@ class _Reverse:
         return isinstance(self.ranks.get(var), int)
 
     def _zeros(self, var, like=None):
-        maker = f"{self.backend.MODULE_NAME}.zeros_like" if self._is_array(like or var) else "rt.zeros_like"
+        maker = f"{self.backend.MODULE_NAME}.zeros_like" if self._is_array(like or var) else \
+            "rt.zeros_each" if var in self.lists else "rt.zeros_like"
         zeros = nodes.call(maker, [nodes.name(like or var)])
         stmt = nodes.assign(self._bar_name(var), zeros)
         anno.set(stmt, "group", self.group)
@@ -204,7 +212,8 @@ class _Reverse:
         values its adjoint reads onto a stack; each backward iteration pops them.
         """
         group, k = self.group, self.loop_numbers[id(stmt)]
-        carried = {s.targets[0].id for s in stmt.body if anno.get(s, "carry")}
+        # Also a name only a nested loop updates: its adjoint, too, lives across iterations.
+        carried = set(anno.get(stmt, "carried"))
         local = {n for s in nodes.statements(stmt.body) for n in nodes.assigned_names(s)} - carried
         reads = set(carried)
         for s in nodes.statements(stmt.body):
@@ -225,7 +234,7 @@ class _Reverse:
             if self.activity.active(var) and var not in self.defined:
                 # A name first bound by the loop has no entry value on the first
                 # iteration; the previous iteration's value has the same shape.
-                body.append(self._zeros(var, like=sources[var] if var in first_defined else var))
+                body.append(self._zeros(var, like=sources.get(var, var) if var in first_defined else var))
                 self.defined.add(var)
         self.defined -= local
         if isinstance(stmt, gast.While):
@@ -300,6 +309,15 @@ class _Reverse:
                                 "`np.add.at(y, idx, x)`), or assign the call's result",
                                 kind=errors.UnsupportedSyntaxError)
             return
+        if anno.has(stmt, "constructs"):
+            varied = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
+            if varied:
+                cls = anno.get(stmt, "constructs").__name__
+                raise errors.at(stmt.value, f"`{cls}(...)` is given `{varied[0]}`, which is being "
+                                "differentiated: srcgrad does not follow values stored in a new object",
+                                f"create the object outside the function and pass it in (and "
+                                f"differentiate with respect to it), or pass `{varied[0]}` to its methods")
+            return
         if anno.get(stmt, "kind") == "setattr":
             value = anno.get(stmt, "value")
             if isinstance(value, gast.Name) and value.id in self.activity.varied \
@@ -322,6 +340,9 @@ class _Reverse:
             return
         if anno.get(stmt, "kind") == "append":
             self._append_adjoint(stmt)
+            return
+        if anno.get(stmt, "kind") == "pop":
+            self._pop_adjoint(stmt)
             return
         if not isinstance(stmt, gast.Assign) or not isinstance(stmt.targets[0], gast.Name):
             return
@@ -387,17 +408,43 @@ class _Reverse:
     def _append_adjoint(self, stmt):
         """Reverse of ``xs.append(h)``: the last adjoint on ``xs_bar`` is ``h``'s."""
         xs, value = anno.get(stmt, "list"), anno.get(stmt, "value")
-        if not (self.activity.active(xs) and xs in self.defined):
+        if not self.activity.active(xs):
             return
-        pop = nodes.call(gast.Attribute(value=nodes.name(self.bar[xs]), attr="pop", ctx=gast.Load()))
-        if self._active_name(value):
-            temp = self.core.fresh()
-            stmt_pop = nodes.assign(temp, pop)
-            anno.set(stmt_pop, "impure", True)
-            self._append(stmt_pop, self.group)
-            self._accumulate(value.id, nodes.name(temp))
+        if xs in self.defined:
+            pop = nodes.call(gast.Attribute(value=nodes.name(self.bar[xs]), attr="pop", ctx=gast.Load()))
+            if self._active_name(value):
+                temp = self.core.fresh()
+                stmt_pop = nodes.assign(temp, pop)
+                anno.set(stmt_pop, "impure", True)
+                self._append(stmt_pop, self.group)
+                self._accumulate(value.id, nodes.name(temp))
+            else:
+                self._append(gast.Expr(value=pop), self.group)
+        if xs in self.popped:
+            undo = nodes.call(gast.Attribute(value=nodes.name(xs), attr="pop", ctx=gast.Load()))
+            self._append(anno.set(gast.Expr(value=undo), "restores", xs), self.group)
+
+    def _pop_adjoint(self, stmt):
+        """Reverse of ``a = xs.pop(i)``: ``a``'s adjoint goes back into ``xs_bar`` at ``i``
+        (a list no later code read starts as zeros), then ``a`` goes back into ``xs``."""
+        xs, index, value = anno.get(stmt, "list"), anno.get(stmt, "index"), stmt.targets[0].id
+        if not self.activity.active(xs):
+            return
+        if self.activity.active(value) and value in self.defined:
+            g = nodes.name(self.bar[value])
+        elif xs in self.defined:
+            g = nodes.call("rt.zeros_like", [nodes.name(value)])
         else:
-            self._append(gast.Expr(value=pop), self.group)
+            g = None
+        self.defined.discard(value)
+        if g is not None:
+            if xs not in self.defined:
+                self.out.append(self._zeros(xs))
+                self.defined.add(xs)
+            back = nodes.call("rt.unpop", [nodes.name(self.bar[xs]), nodes.copy(index), g])
+            self._append(gast.Expr(value=back), self.group)
+        undo = nodes.call("rt.unpop", [nodes.name(xs), nodes.copy(index), nodes.name(value)])
+        self._append(anno.set(gast.Expr(value=undo), "restores", xs), self.group)
 
     def _setitem_adjoint(self, stmt):
         """Reverse of ``y[i] = v``: ``v`` gets ``y_bar[i]``; the overwritten elements

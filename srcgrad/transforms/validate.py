@@ -2,7 +2,8 @@
 
 Requires: the parsed ``FunctionDef``.
 Guarantees: only the constructs listed in ``_STATEMENTS``/``_EXPRESSIONS``
-remain, loops have no ``else``, ``break``, ``continue`` or inner ``return``;
+remain (``exits`` has already removed ``break``, ``continue``, inner ``return``
+and loop ``else:`` blocks);
 anything else is raised as an :class:`~srcgrad.errors.UnsupportedSyntaxError`
 that names the user's line and says what to write instead.  Reporting is
 better than a silently wrong gradient.
@@ -103,9 +104,6 @@ def _check_statement(stmt):
                                                   and isinstance(stmt.target.value, gast.Name))):
         raise errors.at(stmt, "this augmented assignment target is not supported yet",
                         "update a name, an array element (`y[i] += v`) or an attribute (`self.n += 1`)")
-    if isinstance(stmt, (gast.For, gast.While)) and stmt.orelse:
-        raise errors.at(stmt, "a loop with an `else:` block is not supported yet",
-                        "move the `else:` code after the loop")
     if isinstance(stmt, gast.For):
         targets = stmt.target.elts if isinstance(stmt.target, gast.Tuple) else [stmt.target]
         if not all(isinstance(t, gast.Name) for t in targets):
