@@ -11,7 +11,7 @@ import linecache
 
 import numpy as np
 
-from . import anno, backends, errors, tree
+from . import anno, backends, errors, runtime, tree
 from .pipeline import Compiled, Options, compile_function, rank_of_argument
 
 
@@ -42,52 +42,75 @@ class GradientFunction:
         self.fn = fn
         functools.update_wrapper(self, fn)
         self._signature = inspect.signature(fn)
-        self._params = [p.name for p in self._signature.parameters.values()
-                        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-        names, as_tuple = self._wrt_names(wrt)
+        parameters = self._signature.parameters.values()
+        # The compiled program takes every parameter in order, *args as one tuple
+        # and **kwargs as one dict: structures, which get adjoints of their own.
+        self._params = [p.name for p in parameters]
+        self._positional = [p.name for p in parameters
+                            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self._var_positional = next((p.name for p in parameters if p.kind is p.VAR_POSITIONAL), None)
+        self._var_keyword = next((p.name for p in parameters if p.kind is p.VAR_KEYWORD), None)
+        self._variadic = bool(self._var_positional or self._var_keyword)
+        # What is asked for: (parameter, None) for a whole parameter, (parameter, key)
+        # for one entry of *args (key: its index there) or of **kwargs (its keyword).
+        self._entries, self._as_tuple = self._wrt_entries(wrt)
+        names = tuple(dict.fromkeys(name for name, _ in self._entries))
+        self._whole = all(key is None for _, key in self._entries)
+        self._wrt_index = tuple(self._params.index(name) for name, _ in self._entries)
         if (intermediates or hooks) and mode == "vjp":
             raise ValueError("intermediates= and hooks= work with grad and value_and_grad")
         backend = backend or backends.default_backend()
         backends.get(backend)  # an unknown name fails here, not at the first call
-        self.options = Options(mode, names, as_tuple, backend, optimize, has_aux, tuple(intermediates),
-                               tuple((hooks or {}).items()))
-        self._wrt_index = tuple(self._params.index(n) for n in names)
+        self.options = Options(mode, names, self._as_tuple or not self._whole, backend, optimize, has_aux,
+                               tuple(intermediates), tuple((hooks or {}).items()))
         self._cache: dict[tuple, Compiled] = {}
         self._last: Compiled | None = None
         # Called from generated code (rt.vjp_call): adjoints stay raw (sparse for
         # structures); the outermost call gives them their primal's shape and type.
         self._internal = internal
 
-    def _wrt_names(self, wrt):
+    def _wrt_entries(self, wrt):
         as_tuple = isinstance(wrt, (tuple, list))
         items = tuple(wrt) if as_tuple else (wrt,)
         if not items:
             raise self._wrt_error("`wrt` is empty")
-        names = []
+        named = [p for p in self._params if p not in (self._var_positional, self._var_keyword)]
+        entries = []
         for item in items:
             if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
-                if not 0 <= item < len(self._params):
+                item = int(item)
+                if self._var_positional and item >= len(self._positional):
+                    # JAX's argnums: positions as passed, so past the named ones, into *args.
+                    entries.append((self._var_positional, item - len(self._positional)))
+                elif 0 <= item < len(named):
+                    entries.append((named[item], None))
+                else:
                     raise self._wrt_error(f"wrt={item} is out of range: {self.fn.__name__} has "
-                                          f"{len(self._params)} parameters")
-                names.append(self._params[item])
+                                          f"{len(named)} parameters")
             elif isinstance(item, str):
-                if item not in self._params:
+                if item in self._params:
+                    entries.append((item, None))
+                elif self._var_keyword:  # a keyword argument that lands in **kwargs
+                    entries.append((self._var_keyword, item))
+                else:
                     raise self._wrt_error(f"wrt={item!r} names no parameter of {self.fn.__name__}")
-                names.append(item)
             else:
                 raise self._wrt_error(f"wrt must be a parameter index or name, got {item!r}")
-        if len(set(names)) != len(names):
-            raise self._wrt_error(f"wrt names a parameter twice: {names}")
-        return tuple(names), as_tuple
+        if len(set(entries)) != len(entries):
+            raise self._wrt_error(f"wrt names a parameter twice: {list(items)}")
+        return tuple(entries), as_tuple
 
     def _wrt_error(self, problem):
+        def spelled(name):
+            return f"*{name}" if name == self._var_positional else \
+                f"**{name}" if name == self._var_keyword else name
         return errors.WrtError(problem, _origin_of(self.fn),
-                               f"the parameters are ({', '.join(self._params)}); pass "
+                               f"the parameters are ({', '.join(map(spelled, self._params))}); pass "
                                "wrt=<index or name> or a tuple of them")
 
     # ---- calling ----------------------------------------------------------
     def _arguments(self, args, kwargs):
-        if not kwargs and len(args) == len(self._params):
+        if not kwargs and not self._variadic and len(args) == len(self._params):
             return args
         bound = self._signature.bind(*args, **kwargs)
         bound.apply_defaults()
@@ -106,9 +129,17 @@ class GradientFunction:
         self._last = program
         return program
 
-    def _check_wrt_types(self, args):
-        for i in self._wrt_index:
-            value = args[i]
+    def _wrt_value(self, args, name, key):
+        value = args[self._params.index(name)]
+        return value if key is None else value[key]
+
+    def _check_wrt(self, args):
+        """The entries of *args/**kwargs asked for were passed; each value asked for is
+        a float, a float array or a structure of them."""
+        for name, key in self._entries:
+            if key is not None:
+                self._check_passed(args[self._params.index(name)], name, key)
+            value = self._wrt_value(args, name, key)
             if type(value) is np.ndarray and value.dtype.kind in "fc":
                 continue  # the common case, checked first: this runs on every call
             if tree.is_structure(value):
@@ -118,18 +149,38 @@ class GradientFunction:
                 "b" if isinstance(value, bool) else "i" if isinstance(value, int) else "f"
                 if isinstance(value, float) else None)
             if kind in ("i", "u", "b"):
+                label = name if key is None else f"{name}[{key!r}]"
                 raise errors.WrtError(
-                    f"cannot differentiate with respect to `{self._params[i]}`: it is an integer "
+                    f"cannot differentiate with respect to `{label}`: it is an integer "
                     f"value ({type(value).__name__}{'' if dtype is None else ' of ' + str(dtype)})",
                     _origin_of(self.fn),
-                    f"pass a floating-point value, e.g. {self._params[i]}.astype(np.float64) "
-                    f"or float({self._params[i]})")
+                    f"pass a floating-point value, e.g. {label}.astype(np.float64) "
+                    f"or float({label})")
+
+    def _check_passed(self, passed, name, key):
+        """``wrt`` asks for an entry of *args (``key``: an index) or **kwargs (a keyword)."""
+        if isinstance(key, int):
+            if key < len(passed):
+                return
+            count = len(self._positional) + len(passed)
+            problem = (f"wrt={len(self._positional) + key} asks for the positional argument at index "
+                       f"{len(self._positional) + key} of {self.fn.__name__}, but only {count} were passed")
+        else:
+            if key in passed:
+                return
+            problem = (f"wrt={key!r} names no parameter of {self.fn.__name__} and no keyword argument "
+                       f"passed to **{name} (passed: {', '.join(map(str, passed)) or 'none'})")
+        raise errors.WrtError(problem, _origin_of(self.fn),
+                              "ask for an argument that is passed, or pass it")
 
     def __call__(self, *args, **kwargs):
         args = self._arguments(args, kwargs)
         if self._internal:  # from generated code: raw (value, pullback), no checks twice
-            return self.compiled(args)(*args)
-        self._check_wrt_types(args)
+            if self._whole:
+                return self.compiled(args)(*args)
+            value, pullback = self.compiled(args)(*args)
+            return value, self._finalizing(pullback, args)
+        self._check_wrt(args)
         program = self.compiled(args)
         mode, has_aux = self.options.mode, self.options.has_aux
         if mode == "vjp":
@@ -155,11 +206,26 @@ class GradientFunction:
         return finalized_pullback
 
     def _finalize(self, grads, args):
-        if self._internal:
-            return grads
-        if not self.options.wrt_tuple:
-            return _match(grads, args[self._wrt_index[0]])
-        return tuple(_match(g, args[i]) for g, i in zip(grads, self._wrt_index))
+        """The adjoints the program returns (one per parameter in ``options.wrt``) as
+        asked for: one per ``wrt`` entry; raw inside generated code, else each with
+        its primal's type, shape and structure."""
+        if self._whole:  # the common case, kept short: this runs on every call
+            if self._internal:
+                return grads
+            if not self._as_tuple:
+                return _match(grads, args[self._wrt_index[0]])
+            return tuple(_match(g, args[i]) for g, i in zip(grads, self._wrt_index))
+        by_name = dict(zip(self.options.wrt, grads if self.options.wrt_tuple else (grads,)))
+        out = []
+        for name, key in self._entries:
+            g, value = by_name[name], self._wrt_value(args, name, key)
+            if key is not None:
+                g = _entry(g, key)
+            if self._internal:
+                out.append(runtime.zeros_like(value) if g is None else g)
+            else:
+                out.append(_match(g, value))
+        return tuple(out) if self._as_tuple else out[0]
 
     @property
     def source(self) -> str:
@@ -172,14 +238,27 @@ class GradientFunction:
         return f"<srcgrad.{self.options.mode} of {self.fn.__qualname__} wrt {self.options.wrt}>"
 
 
+def _entry(g, key):
+    """The adjoint of ``x[key]`` in the adjoint ``g`` of a tuple, list or dict ``x``: a
+    sparse dict, or a list (a sequence rule's, ``np.stack(xs)``); None if none reached it."""
+    if isinstance(g, dict):
+        return g.get(key)
+    if isinstance(g, (list, tuple)):
+        return g[key]
+    return None
+
+
 def _match(g, x):
     """Give a gradient its primal's type, shape and dtype (float32 in, float32 out);
     for a structure, a value of the same structure (``g.linear1.weight``)."""
     if type(g) is np.ndarray and type(x) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape \
             and g.flags.writeable:
         return g  # the common case, checked first: this runs on every gradient
+    if g is None:
+        g = {} if tree.is_structure(x) else np.zeros_like(x)
     if tree.is_structure(x):
-        return tree.materialize(g if isinstance(g, dict) else {}, x)
+        sparse = g if isinstance(g, dict) else dict(enumerate(g)) if isinstance(g, (list, tuple)) else {}
+        return tree.materialize(sparse, x)
     if isinstance(x, np.ndarray):
         if type(g) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape and g.flags.writeable:
             return g
@@ -209,6 +288,14 @@ def grad(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True,
         f: a Python function whose output is a scalar (0-d array or Python float).
         wrt: the parameter(s) to differentiate with respect to: an index, a
             name, or a tuple of them (then a tuple of gradients is returned).
+            An index counts positional arguments as passed (JAX's
+            ``argnums``): for ``def f(x, *ws)``, ``wrt=(1, 2)`` on
+            ``f(x, w1, w2)`` gives the gradients of ``w1`` and ``w2``.  The
+            name of ``*args`` gives a tuple with one gradient per element
+            passed there, the name of ``**kwargs`` a dict, and any other name,
+            for a function with ``**kwargs``, the keyword argument that lands
+            there (``wrt="scale"`` on ``f(x, scale=s)``).  Entries of
+            ``*args``/``**kwargs`` are checked at each call.
         backend: the array library of the generated code: ``"numpy"`` or
             ``"cupy"`` (the same program retargeted to CuPy, for the GPU);
             default: :func:`srcgrad.set_default_backend`'s choice, else NumPy.
@@ -229,7 +316,8 @@ def grad(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True,
 
     Raises:
         srcgrad.errors.WrtError: ``wrt`` names no parameter, or (at call time)
-            an integer-typed argument.
+            an integer-typed argument or an entry of ``*args``/``**kwargs``
+            that was not passed.
         srcgrad.errors.NonScalarOutputError: the output is not a scalar (use ``vjp``).
         srcgrad.errors.UnsupportedSyntaxError, NoDerivativeRuleError,
             NoSourceError: at the first call, naming the user's file and line.

@@ -309,6 +309,11 @@ def rank_of_argument(value):
         return value.ndim
     if isinstance(value, (float, int, np.generic)):
         return 0
+    # A tuple, list or dict records every entry (a None too), so its length is in the key.
+    if isinstance(value, (tuple, list)):
+        return ranks.TreeRank(((i, rank_of_argument(v)) for i, v in enumerate(value)), "sequence")
+    if isinstance(value, dict):
+        return ranks.TreeRank(((k, rank_of_argument(v)) for k, v in value.items()), "mapping")
     if tree.is_structure(value):
         return _tree_rank(value)
     return None

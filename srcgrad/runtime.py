@@ -409,7 +409,8 @@ def vjp_call(fn, wrt, *args, **kwargs):
     """
     if kwargs == {} and type(fn) is types.FunctionType:  # the common case, kept short
         transformed = _VJPS.get((fn, wrt, None))
-        if transformed is not None and array_module(*args) is np:
+        # (A function with *args/**kwargs is called with its arguments packed: not here.)
+        if transformed is not None and not transformed._variadic and array_module(*args) is np:
             program = transformed._cache.get(tuple(map(_rank_key, args)))
             if program is not None:
                 value, pullback = program(*args)
@@ -561,7 +562,10 @@ def written_adjoint(g, index, value):
 
 
 def add_each(adjoints, more):
-    """Add two sequences of adjoints element by element (a list used twice)."""
+    """Add two sequences of adjoints element by element (a list used twice); a
+    sparse adjoint (``{0: g}``, from ``xs[0]``) takes the other's by index."""
+    if isinstance(adjoints, dict):
+        return add(adjoints, dict(enumerate(more)))
     return [a + b for a, b in zip(adjoints, more)]
 
 
@@ -578,6 +582,9 @@ def zeros_each(items):
 
 def add(a, b):
     """Accumulate two adjoints that may be structures (sparse nested dicts) or arrays."""
+    if isinstance(a, dict) != isinstance(b, dict) and isinstance(a if isinstance(b, dict) else b, list):
+        # One a list from a sequence rule (np.stack(xs)), the other sparse: both sparse.
+        a, b = (dict(enumerate(v)) if isinstance(v, list) else v for v in (a, b))
     if isinstance(a, dict) and isinstance(b, dict):
         out = dict(a)
         for key, value in b.items():

@@ -17,7 +17,8 @@ def check_grads(f, args, wrt=0, eps: float = 1e-6, rtol: float = 1e-5, atol: flo
         f: a function with a scalar output.
         args: a tuple of arguments; the ``wrt`` ones are float arrays, floats or
             structures of them (dicts, lists, objects with array attributes).
-        wrt: an argument index or name, or a tuple of them.
+        wrt: an index into ``args`` (``*args`` elements included) or the
+            name of a positional parameter, or a tuple of them.
         eps: the finite-difference step (run in float64).
         rtol, atol: tolerances of the comparison.
 
@@ -29,8 +30,11 @@ def check_grads(f, args, wrt=0, eps: float = 1e-6, rtol: float = 1e-5, atol: flo
     """
     indices = wrt if isinstance(wrt, (tuple, list)) else (wrt,)
     grads = grad(f, wrt=tuple(indices))(*args)
-    names = list(_parameter_names(f))
+    names = _positional_names(f)
     for position, g in zip(indices, grads):
+        if isinstance(position, str) and position not in names:
+            raise TypeError(f"check_grads perturbs positional arguments: give `{position}` by its "
+                            "position in `args` (for *args, the positions of its elements)")
         index = position if isinstance(position, int) else names.index(position)
         paths, leaves, spec = tree.flatten(args[index]) if tree.is_structure(args[index]) else \
             ([()], [args[index]], None)
@@ -43,10 +47,11 @@ def check_grads(f, args, wrt=0, eps: float = 1e-6, rtol: float = 1e-5, atol: flo
                                        err_msg=f"gradient of {getattr(f, '__name__', f)} w.r.t. {label}")
 
 
-def _parameter_names(f):
+def _positional_names(f):
     import inspect
 
-    return inspect.signature(f).parameters
+    return [p.name for p in inspect.signature(f).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
 def _central_differences(f, args, index, path, paths, leaves, spec, eps):

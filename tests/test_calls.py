@@ -356,3 +356,268 @@ def test_differentiated_attribute_update_is_refused():
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match="`self.h`") as excinfo:
         srcgrad.grad(differentiated_attribute_update)(X)
     assert "self.h = self.h + x" in str(excinfo.value)
+
+
+# ---- *args and **kwargs -----------------------------------------------------
+# A differentiated function takes *args as one tuple and **kwargs as one dict
+# (structures); wrt counts positions as passed (JAX's argnums) or names them.
+
+
+def tanh_chain(x, *ws):
+    h = x
+    for w in ws:
+        h = np.tanh(h @ w)
+    return h
+
+
+def chain_loss(x, *ws):
+    return np.sum(tanh_chain(x, *ws) ** 2)
+
+
+def keyword_loss(x, **terms):
+    return np.sum(x * terms["scale"]) + np.sum(terms["bias"] ** 2)
+
+
+def relu_layer(x, **opts):
+    return np.maximum(x * opts["scale"], 0)
+
+
+def passes_a_keyword_through(x, s):
+    return np.sum(relu_layer(x, scale=s) ** 2)
+
+
+def spreads_a_dict(x, s):
+    options = {"scale": s}
+    return np.sum(relu_layer(x, **options) ** 2)
+
+
+def callee_called_three_ways(x, w1, w2):
+    pair = (w1, w2)
+    return (np.sum(tanh_chain(x, w1, w2) ** 2) + np.sum(tanh_chain(x, *pair))
+            + np.sum(tanh_chain(x, w2)))
+
+
+def spreads_a_tuple_argument(x, ws):
+    return np.sum(tanh_chain(x, *ws) ** 2)
+
+
+def spreads_after_a_positional(x, w1, w2):
+    rest = (w2,)
+    return np.sum(tanh_chain(x, w1, *rest) ** 2)
+
+
+def spreads_into_numpy(x, y):
+    pair = (x, y)
+    return np.sum(np.maximum(*pair) ** 2)
+
+
+def defaults_keyword_only_and_var_positional(x, scale=2.0, *ws, shift, power=2, **extra):
+    total = shift * x
+    for w in ws:
+        total = total + w * scale
+    return np.sum(total**power) + extra["bias"] * 3.0
+
+
+def shares_a_weight_across_argument_counts(x, w, c):
+    h = tanh_chain(x, w)
+    h = tanh_chain(h, w, c)  # `c` is data: the same wrt, a second specialisation
+    return np.sum(h**2)
+
+
+class ScaledBy:
+    def __init__(self, rng):
+        self.w = rng.standard_normal(3)
+
+    def __call__(self, x, *scales):
+        out = x * self.w
+        for s in scales:
+            out = out * s
+        return out
+
+
+def calls_an_object_with_var_positional(m, x, a, b):
+    return np.sum(m(x, a, b) ** 2) + np.sum(m(x))
+
+
+W3 = rng.standard_normal((3, 3)) * 0.7
+W3B = rng.standard_normal((3, 3)) * 0.7
+
+
+def _assert_matches_differences(fn, args, wrt, grads):
+    for i, g in zip(wrt, grads):
+        np.testing.assert_allclose(g, numerical_grad(fn, args, i), rtol=1e-6, atol=1e-7)
+
+
+def test_var_positional_top_level_wrt_by_position():
+    args = (X, W3, W3B)
+    grads = srcgrad.grad(chain_loss, wrt=(0, 1, 2))(*args)
+    _assert_matches_differences(chain_loss, args, (0, 1, 2), grads)
+    srcgrad.testing.check_grads(chain_loss, args, wrt=(1, 2))
+    one = srcgrad.grad(chain_loss, wrt=2)(*args)  # one position: one gradient, not a tuple
+    np.testing.assert_array_equal(one, grads[2])
+
+
+def test_var_positional_top_level_wrt_by_name():
+    args = (X, W3, W3B)
+    by_name = srcgrad.grad(chain_loss, wrt="ws")(*args)
+    assert isinstance(by_name, tuple) and len(by_name) == 2
+    by_position = srcgrad.grad(chain_loss, wrt=(1, 2))(*args)
+    for got, expected in zip(by_name, by_position):
+        np.testing.assert_array_equal(got, expected)
+    _assert_matches_differences(chain_loss, args, (1, 2), by_name)
+    # No *args at all: an empty tuple of gradients; the gradient of x is still right.
+    assert srcgrad.grad(chain_loss, wrt="ws")(X) == ()
+    np.testing.assert_allclose(srcgrad.grad(chain_loss)(X), 2 * X, rtol=1e-12)
+
+
+def test_var_positional_value_and_grad_and_vjp():
+    value, grads = srcgrad.value_and_grad(chain_loss, wrt=(1, 2))(X, W3, W3B)
+    assert value == pytest.approx(chain_loss(X, W3, W3B), rel=1e-14)
+    value, pullback = srcgrad.vjp(tanh_chain, wrt="ws")(X, W3, W3B)
+    np.testing.assert_allclose(value, tanh_chain(X, W3, W3B), rtol=1e-14)
+    pulled = pullback(2 * value)
+    for got, expected in zip(pulled, grads):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_var_keyword_top_level_wrt_kwargs():
+    bias = np.array([0.5, -1.0])
+    g = srcgrad.grad(keyword_loss, wrt="terms")(X, scale=1.5, bias=bias)
+    assert set(g) == {"scale", "bias"} and isinstance(g["scale"], float)
+    assert g["scale"] == pytest.approx(np.sum(X), rel=1e-12)
+    np.testing.assert_allclose(g["bias"], 2 * bias, rtol=1e-12)
+    # A keyword that lands in **terms, asked for by its name.
+    g_x, g_bias = srcgrad.grad(keyword_loss, wrt=("x", "bias"))(X, scale=1.5, bias=bias)
+    np.testing.assert_allclose(g_x, np.full_like(X, 1.5), rtol=1e-12)
+    np.testing.assert_allclose(g_bias, 2 * bias, rtol=1e-12)
+
+
+def test_callee_with_var_positional_called_normally_and_spread():
+    args = (X, W3, W3B)
+    grads = srcgrad.grad(callee_called_three_ways, wrt=(0, 1, 2))(*args)
+    _assert_matches_differences(callee_called_three_ways, args, (0, 1, 2), grads)
+    code = srcgrad.source(srcgrad.grad(callee_called_three_ways, wrt=(1, 2)), *args)
+    assert code.count("rt.vjp_call(tanh_chain, (1, 2), x, w1, w2)") == 2  # *pair: its elements
+
+
+def test_spread_of_a_tuple_argument_flows_back_into_the_tuple():
+    ws = (W3, W3B)
+    g = srcgrad.grad(spreads_a_tuple_argument, wrt=1)(X, ws)
+    assert isinstance(g, tuple) and len(g) == 2
+    for i in range(2):
+        def at(w, i=i):
+            return spreads_a_tuple_argument(X, tuple(w if j == i else ws[j] for j in range(2)))
+        np.testing.assert_allclose(g[i], numerical_grad(at, (ws[i],), 0), rtol=1e-6, atol=1e-7)
+    code = srcgrad.source(srcgrad.grad(spreads_a_tuple_argument, wrt=1), X, ws)
+    assert "_t1 = ws[0]" in code and "ws_bar = " in code
+
+
+def test_spread_after_a_positional_and_into_numpy():
+    args = (X, W3, W3B)
+    _assert_matches_differences(spreads_after_a_positional, args, (1, 2),
+                                srcgrad.grad(spreads_after_a_positional, wrt=(1, 2))(*args))
+    y = rng.standard_normal((4, 3))
+    srcgrad.testing.check_grads(spreads_into_numpy, (X, y), wrt=(0, 1))
+    assert "np.maximum(x, y)" in srcgrad.source(srcgrad.grad(spreads_into_numpy), X, y)
+
+
+def test_var_keyword_pass_through():
+    x = rng.standard_normal((4, 3))
+    for fn in (passes_a_keyword_through, spreads_a_dict):
+        g_x, g_s = srcgrad.grad(fn, wrt=(0, 1))(x, 1.5)
+        np.testing.assert_allclose(g_x, 2 * 1.5**2 * np.maximum(x, 0), rtol=1e-12)
+        assert g_s == pytest.approx(2 * 1.5 * np.sum(np.maximum(x, 0) ** 2), rel=1e-12)
+        srcgrad.testing.check_grads(fn, (x, 1.5), wrt=(0, 1))
+
+
+def test_defaults_keyword_only_and_var_positional_mixed():
+    x = rng.standard_normal(3)
+    args = (x, 1.5, x * 2, x * 3)
+    g = srcgrad.grad(defaults_keyword_only_and_var_positional,
+                     wrt=(0, 1, 2, 3, "shift", "bias"))(*args, shift=0.7, bias=0.2)
+
+    def as_positional(x, scale, w1, w2, shift, bias):
+        return defaults_keyword_only_and_var_positional(x, scale, w1, w2, shift=shift, bias=bias)
+    full = args + (0.7, 0.2)
+    for got, i in zip(g, range(6)):
+        np.testing.assert_allclose(got, numerical_grad(as_positional, full, i), rtol=1e-6, atol=1e-7)
+    assert g[5] == 3.0 and isinstance(g[4], float)
+    # With its default scale and no *args at all.
+    g_x = srcgrad.grad(defaults_keyword_only_and_var_positional)(x, shift=0.5, bias=0.0)
+    np.testing.assert_allclose(g_x, 2 * 0.5 * (0.5 * x), rtol=1e-12)
+
+
+def test_weight_shared_callee_with_different_argument_counts():
+    c = rng.standard_normal((3, 3)) * 0.5
+    args = (X, W3, c)
+    grads = srcgrad.grad(shares_a_weight_across_argument_counts, wrt=(0, 1))(*args)
+    _assert_matches_differences(shares_a_weight_across_argument_counts, args, (0, 1), grads)
+    callee = srcgrad.runtime._VJPS[(tanh_chain, (0, 1), None)]
+    assert len(callee._cache) == 2  # (x, (w,)) and (x, (w, c)): one program each
+    top = srcgrad.grad(chain_loss, wrt=0)
+    top(X, W3)
+    top(X, W3, W3B)
+    assert len(top._cache) == 2
+
+
+def test_callable_object_with_var_positional():
+    m = ScaledBy(rng)
+    x = rng.standard_normal(3)
+    args = (m, x, 1.5, 0.5)
+    _assert_matches_differences(calls_an_object_with_var_positional, args, (1, 2, 3),
+                                srcgrad.grad(calls_an_object_with_var_positional, wrt=(1, 2, 3))(*args))
+    g_m = srcgrad.grad(calls_an_object_with_var_positional, wrt=0)(*args)
+    # d/dw of sum((x w 1.5 0.5)^2) + sum(x w)
+    np.testing.assert_allclose(g_m.w, 2 * x**2 * m.w * 0.75**2 + x, rtol=1e-12)
+
+
+def spreads_a_list_grown_with_append(x):
+    hs = []
+    hs.append(x * 2)
+    return np.sum(tanh_chain(x, *hs))
+
+
+def tuple_returned(x):
+    return x, x * 2
+
+
+def spreads_an_unknown_tuple_into_numpy(x):
+    pair = tuple_returned(x)
+    return np.sum(np.maximum(*pair))
+
+
+def star_in_a_list(x):
+    items = [*x]
+    return items[0]
+
+
+def spreads_data_of_unknown_length(x, w):
+    ws = []
+    ws.append(w)
+    return np.sum(tanh_chain(x, *ws))
+
+
+def test_spread_whose_length_is_unknown_is_refused_when_differentiated():
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r"test_calls.py:\d+.*adjoint of `hs`"):
+        srcgrad.grad(spreads_a_list_grown_with_append)(W3)
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r"how many values `pair` holds"):
+        srcgrad.grad(spreads_an_unknown_tuple_into_numpy)(X)
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r"in a call's arguments only"):
+        srcgrad.grad(star_in_a_list)(X)
+    # Not differentiated through the spread: the call runs as written.
+    args = (X, W3)
+    _assert_matches_differences(spreads_data_of_unknown_length, args, (0,),
+                                [srcgrad.grad(spreads_data_of_unknown_length)(*args)])
+
+
+def test_wrt_into_var_positional_and_var_keyword_checked_at_call_time():
+    with pytest.raises(srcgrad.WrtError, match="index 2 of chain_loss, but only 2 were passed"):
+        srcgrad.grad(chain_loss, wrt=2)(X, W3)
+    with pytest.raises(srcgrad.WrtError, match=r"no keyword argument passed to \*\*terms \(passed: bias"):
+        srcgrad.grad(keyword_loss, wrt="scale")(X, bias=1.0)
+    with pytest.raises(srcgrad.WrtError, match=r"names no parameter of tanh_chain"):
+        srcgrad.grad(tanh_chain, wrt="scale")
+    with pytest.raises(srcgrad.WrtError, match=r"`ws\[0\]`: it is an integer"):
+        srcgrad.grad(chain_loss, wrt=1)(X, 3)
+    with pytest.raises(srcgrad.WrtError, match=r"parameters are \(x, \*ws\)"):
+        srcgrad.grad(chain_loss, wrt=-1)

@@ -157,3 +157,29 @@ def prints_an_f_string(x):
 def test_f_strings_in_print(capsys):
     np.testing.assert_allclose(srcgrad.grad(prints_an_f_string)(X), 2 * X)
     assert "y = " in capsys.readouterr().out
+
+
+def swaps_a_tuple_in_a_loop(a, b):
+    pair = (a, b)
+    for _ in range(3):
+        pair = (pair[1], pair[0] * 2.0)
+    return pair[0] * 3.0 + pair[1]
+
+
+def stacks_a_tuple_argument(xs):
+    return np.sum(np.stack(xs) ** 2) + np.sum(xs[0])
+
+
+def test_tuple_rebuilt_in_a_loop_is_not_read_as_its_first_contents():
+    # Found with *args/**kwargs (spreading reads a tuple's elements the same way):
+    # gave (3.0, 1.0), the elements of `pair` before the loop.
+    assert srcgrad.grad(swaps_a_tuple_in_a_loop, wrt=(0, 1))(1.0, 10.0) == (4.0, 6.0)
+
+
+def test_stack_of_a_tuple_argument_gets_its_gradient():
+    # Gave zeros: the rule's adjoint (a list) was not matched to the tuple.
+    xs = (X, X * 2)
+    g = srcgrad.grad(stacks_a_tuple_argument)(xs)
+    assert isinstance(g, tuple)
+    np.testing.assert_allclose(g[0], 2 * X + 1, rtol=1e-12)
+    np.testing.assert_allclose(g[1], 4 * X, rtol=1e-12)

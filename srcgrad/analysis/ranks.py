@@ -15,7 +15,27 @@ from ..templates import UNKNOWN, static_value
 
 
 class TreeRank(tuple):
-    """The ranks inside a structure argument: ``((entry, rank or TreeRank), ...)``."""
+    """The ranks inside a structure argument: ``((entry, rank or TreeRank), ...)``.
+
+    ``kind`` says what holds them: ``"sequence"`` (a tuple or list, whose entries
+    ``f(*xs)`` passes), ``"mapping"`` (a dict) or ``"object"``; it is part of
+    equality, as the cache key of compiled code must tell ``(a,)`` from ``{0: a}``.
+    """
+
+    def __new__(cls, entries=(), kind="object"):
+        self = super().__new__(cls, entries)
+        self.kind = kind
+        return self
+
+    def __eq__(self, other):
+        return isinstance(other, tuple) and tuple.__eq__(self, other) \
+            and getattr(other, "kind", None) == self.kind
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash((self.kind, tuple(self)))
 
     def get(self, entry):
         for key, rank in self:
@@ -92,9 +112,10 @@ def callee_rank(fn, arg_ranks):
         exits.transform(fdef)
         validate.transform(fdef)
         backend = backends.get("numpy")
+        param_ranks = _parameter_ranks(fn, arg_ranks)
         core = anf.transform(fdef, free.names, backend, reserved=(backend.MODULE_NAME, "rt"),
-                             param_ranks=arg_ranks)
-        env = infer(core.body, dict(zip(core.params, arg_ranks)))
+                             param_ranks=param_ranks)
+        env = infer(core.body, dict(zip(core.params, param_ranks)))
         rank = rank_of(core.result, env) if not isinstance(core.result, gast.Tuple) else None
     except Exception:  # noqa: BLE001 - any problem surfaces when the callee is compiled for real
         rank = None
@@ -104,12 +125,29 @@ def callee_rank(fn, arg_ranks):
     return rank
 
 
+def _parameter_ranks(fn, arg_ranks) -> tuple:
+    """Ranks of ``fn``'s parameters given its positional arguments' ranks: those
+    that land in ``*args`` make one tuple's (a parameter left to its default: unknown)."""
+    import inspect
+
+    bound = inspect.signature(fn).bind(*arg_ranks)
+    out = []
+    for name, param in inspect.signature(fn).parameters.items():
+        if param.kind is param.VAR_POSITIONAL:
+            out.append(TreeRank(enumerate(bound.arguments.get(name, ())), "sequence"))
+        elif param.kind is param.VAR_KEYWORD:
+            out.append(TreeRank((), "mapping"))
+        else:
+            out.append(bound.arguments.get(name))
+    return tuple(out)
+
+
 def _rank(stmt, env):
     value, kind = stmt.value, anno.get(stmt, "kind")
     if kind == "copy":
         return rank_of(value, env)
     if kind == "call" and isinstance(value, gast.Call) and anno.has(value.func, "resolved") \
-            and not value.keywords:
+            and not value.keywords and not any(isinstance(a, gast.Starred) for a in value.args):
         ranks = tuple(r if isinstance(r, int) else None for r in (rank_of(a, env) for a in value.args))
         return callee_rank(anno.get(value.func, "resolved"), ranks)
     rule = anno.get(stmt, "rule")

@@ -86,6 +86,9 @@ def _getitem_ndim(ndims, statics):
     rank, index = ndims.get("a"), statics.get("index", _ndim.UNKNOWN)
     if isinstance(rank, int) and ndims.get("index") == 0:
         return rank - 1  # one integer (a loop index): x[t]
+    if hasattr(rank, "get") and index is _ndim.UNKNOWN:  # xs[i] in a loop over a tuple
+        same = {r for _, r in rank}
+        return same.pop() if rank.kind == "sequence" and len(same) == 1 else None
     if rank is None or index is _ndim.UNKNOWN:
         return None
     if hasattr(rank, "get"):  # an entry of a structure

@@ -37,6 +37,7 @@ import gast
 import numpy as np
 
 from .. import anno, errors, nodes, templates
+from ..analysis.ranks import TreeRank
 from ..backends import numpy as numpy_backend
 from ..rules import registry
 from ..templates import UNKNOWN, is_literal, literal, static_value
@@ -109,14 +110,14 @@ def transform(fdef: gast.FunctionDef, free_names, backend, reserved=(), param_ra
 class _Lowering:
     def __init__(self, fdef, free_names, backend, reserved, param_ranks=()):
         self.fdef, self.backend = fdef, backend
-        args = fdef.args
-        self.params = [a.id for a in args.posonlyargs + args.args + args.kwonlyargs]
+        self.params = parameters(fdef.args)
         names = nodes.names_in(fdef) | set(free_names) | set(reserved)
         self.core = Core(fdef.name, self.params, [], None, names)
         self.current = {p: p for p in self.params}  # user name -> its current SSA name
         self.group = None
         self.block = self.core.body  # the statement list being filled
         self.aggregates = {}  # name of a tuple/list/dict value -> {key: atom}
+        self.dicts = set()    # which of those are dicts
         self.made_by = {}     # name -> (is a new array, origin): may `name[i] = v` write into it?
         self.lists = set()    # lists grown with append or changed by pop: items known at run time only
         self.own_lists = set()  # lists made here (`xs = [...]`), which pop may change in place
@@ -129,6 +130,9 @@ class _Lowering:
                           if isinstance(r, tuple) and r and all(isinstance(k, int) for k, _ in r)}
         # Names known to hold arrays (or numbers): their .sum() is np.sum.
         self.arrays = {p for p, r in zip(self.params, param_ranks) if isinstance(r, int)}
+        # Tuples, lists and dicts passed in: what they hold is part of the specialisation,
+        # so `f(*xs)` can pass each element on its own.
+        self.structures = {p: r for p, r in zip(self.params, param_ranks) if isinstance(r, TreeRank)}
 
     def run(self) -> Core:
         self._block(self.fdef.body)
@@ -204,8 +208,7 @@ class _Lowering:
         """``def g(...)`` inside: kept as it is (compiled on its own when called),
         with the outer names it reads renamed to their current versions."""
         inner = nodes.copy(stmt)
-        args = inner.args
-        own = {a.id for a in args.posonlyargs + args.args + args.kwonlyargs} | {
+        own = set(parameters(inner.args)) | {
             n.id for n in gast.walk(inner) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
         captured = set()
         for node in gast.walk(inner):
@@ -241,6 +244,8 @@ class _Lowering:
             self.aggregates[result.id] = dict(zip(keys, atoms))
             if isinstance(node, gast.List):
                 self.own_lists.add(result.id)
+            if isinstance(node, gast.Dict):
+                self.dicts.add(result.id)
         return result
 
     def _aggregate_element(self, base, index):
@@ -361,6 +366,9 @@ class _Lowering:
                 self.core.names.add(user)
                 first_defined.append(user)
             entry[user] = self.current[user]
+            # Later iterations give the name new contents: its elements are no longer
+            # the ones it was built from (`pair = (pair[1], pair[0])` in the body).
+            self.aggregates.pop(self.current[user], None)
         anno.set(loop, "first_defined", first_defined)
         return entry
 
@@ -767,12 +775,12 @@ class _Lowering:
         func = node.func
         if anno.has(func, "resolved"):
             callee = anno.get(func, "resolved")
-            args = [self._argument(a) for a in node.args]
-            kwargs = {k.arg: self._argument(k.value) for k in node.keywords}
+            args, kwargs = self._call_arguments(node)
             rule = registry.lookup(callee)
             if rule is None and _is_user_code(callee) or (
                     rule is not None and rule.differentiable and not templates.self_contained(rule.adjoint)):
                 return self._user_call(nodes.copy(func), args, kwargs, node, **emit)
+            self._check_spread(args, kwargs, node)
             spelled = self._spell(callee, node)
             func_node = nodes.dotted(spelled) if spelled else nodes.copy(func)
             return self._apply(callee, None, args, kwargs, node, func_node=func_node, **emit)
@@ -783,10 +791,10 @@ class _Lowering:
                             "with srcgrad.defadjoint")
         if isinstance(func, gast.Attribute) and func.attr in _METHODS and self._is_array(func.value):
             receiver = self._lower(func.value)
-            args = [self._argument(a) for a in node.args]
+            args, kwargs = self._call_arguments(node)
+            self._check_spread(args, kwargs, node)
             if func.attr in _VARARG_METHODS and len(args) > 1:
                 args = [nodes.tuple_(args)]
-            kwargs = {k.arg: self._argument(k.value) for k in node.keywords}
             prim = _METHODS[func.attr]
             func_node = nodes.dotted(self.backend.spelling(prim) or prim.__name__)
             return self._apply(prim, None, [receiver] + args, kwargs, node, func_node=func_node, **emit)
@@ -811,9 +819,76 @@ class _Lowering:
             callee = gast.Attribute(value=nodes.copy(receiver), attr=func.attr, ctx=gast.Load())
         else:
             callee = self._lower(func)
-        args = [self._argument(a) for a in node.args]
-        kwargs = {k.arg: self._argument(k.value) for k in node.keywords}
+        args, kwargs = self._call_arguments(node)
         return self._user_call(callee, args, kwargs, node, receiver=receiver, **emit)
+
+    def _call_arguments(self, node):
+        """A call's arguments, lowered: ``(args, kwargs)``.
+
+        ``*xs`` and ``**d`` whose entries are known when compiling (a tuple or dict
+        built here, or a parameter: what it holds is part of the specialisation)
+        pass each entry on its own, ``g(*xs)`` → ``g(xs[0], xs[1])``, so each
+        entry's adjoint flows back into ``xs`` as a subscript's does.  Others stay
+        spread, a ``Starred`` in ``args`` or a ``("**", n)`` key in ``kwargs``:
+        the call runs as written, and the reverse pass refuses to differentiate
+        through them.
+        """
+        args, kwargs = [], {}
+        for a in node.args:
+            if isinstance(a, gast.Starred):
+                args += self._spread(a.value, "sequence", len(args))
+            else:
+                args.append(self._argument(a))
+        for k in node.keywords:
+            entries = self._spread(k.value, "mapping", len(kwargs)) if k.arg is None \
+                else {k.arg: self._argument(k.value)}
+            repeated = sorted(set(entries) & set(kwargs), key=str)
+            if repeated:
+                raise errors.at(node, f"the keyword argument `{repeated[0]}` is passed twice",
+                                "pass each keyword once")
+            kwargs.update(entries)
+        return args, kwargs
+
+    def _spread(self, node, kind, position):
+        base = self._lower(node)
+        keys = self._entries(base, kind)
+        if keys is None:
+            if kind == "sequence":
+                return [gast.Starred(value=base, ctx=gast.Load())]
+            return {("**", position): base}
+        elements = []
+        for key in keys:
+            element = self._aggregate_element(base, nodes.const(key))
+            if element is None:
+                item = gast.Subscript(value=nodes.copy(base), slice=nodes.const(key), ctx=gast.Load())
+                element = self._apply(operator.getitem, item, [nodes.copy(base), nodes.const(key)], {},
+                                      node, origin_node=node, target=None, target_hint=None, effect=False)
+            elements.append(element)
+        return elements if kind == "sequence" else dict(zip(keys, elements))
+
+    def _entries(self, base, kind):
+        """The keys of a tuple or list (``kind="sequence"``) or of a dict (``"mapping"``)
+        that are known when compiling, else None."""
+        if not isinstance(base, gast.Name):
+            return None
+        if base.id in self.aggregates and (base.id in self.dicts) == (kind == "mapping"):
+            keys = list(self.aggregates[base.id])
+        elif base.id in self.structures and self.structures[base.id].kind == kind:
+            keys = [key for key, _ in self.structures[base.id]]
+        else:
+            return None
+        return keys if kind == "sequence" or all(isinstance(k, str) for k in keys) else None
+
+    def _check_spread(self, args, kwargs, node):
+        """A NumPy function's rule binds each argument to a parameter when compiling."""
+        spread = [a.value for a in args if isinstance(a, gast.Starred)] + \
+            [v for k, v in kwargs.items() if isinstance(k, tuple)]
+        if spread:
+            raise errors.at(node, f"srcgrad cannot tell how many values `{nodes.to_source(spread[0])}` "
+                            "holds when it compiles this call, so it cannot bind them to the "
+                            "function's parameters",
+                            "unpack it into names first (`a, b = pair`) and pass them, or spread a "
+                            "tuple or dict built in this function or passed in as an argument")
 
     def _user_call(self, callee, args, kwargs, node, receiver=None, **emit):
         """A call to the user's own code: differentiated through its own vjp at run time.
@@ -821,7 +896,7 @@ class _Lowering:
         ``receiver``: for ``obj.name(...)``, the object, whose parameters may be
         differentiated too (a model calling its layers)."""
         value = nodes.call(callee, [nodes.copy(a) for a in args],
-                           [(k, nodes.copy(v)) for k, v in kwargs.items()])
+                           [(None if isinstance(k, tuple) else k, nodes.copy(v)) for k, v in kwargs.items()])
         if receiver is None and isinstance(callee, gast.Name) and not anno.has(callee, "resolved"):
             receiver = callee  # a callable object passed in: its own parameters count
         return self._emit(value, kind="call", args=args, kwargs=kwargs, receiver=receiver,
@@ -902,6 +977,13 @@ def array_method(name, receiver, args):
     if name in _VARARG_METHODS and len(args) > 1:
         args = (tuple(args),)
     return _METHODS[name], (receiver,) + tuple(args)
+
+
+def parameters(args: gast.arguments) -> list:
+    """Parameter names in signature order; ``*args`` is one parameter (a tuple) and
+    ``**kwargs`` one (a dict), as :meth:`inspect.Signature.bind` gives them."""
+    names = args.posonlyargs + args.args + [args.vararg] + args.kwonlyargs + [args.kwarg]
+    return [a.id for a in names if a is not None]
 
 
 def _is_user_code(obj) -> bool:

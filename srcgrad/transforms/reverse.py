@@ -476,6 +476,7 @@ class _Reverse:
         compiled when first called (so recursion and run-time targets work)."""
         args, kwargs = anno.get(stmt, "args"), anno.get(stmt, "kwargs")
         receiver = anno.get(stmt, "receiver")
+        self._check_spread(stmt, args, kwargs)
         wrt = [("self", receiver)] if self._active_name(receiver) else []
         wrt += [(i, a) for i, a in enumerate(args) if self._active_name(a)]
         wrt += [(k, a) for k, a in kwargs.items() if self._active_name(a)]
@@ -531,6 +532,29 @@ class _Reverse:
             which = "" if len(wrt) == len(params) else "_" + "_".join(params[i] for i in wrt)
             self.callees[key] = self.core.fresh(f"{call.func.id}_vjp{which}")
         return self.callees[key]
+
+    def _check_spread(self, stmt, args, kwargs):
+        """``g(*xs)`` whose length is known only at run time (normalize passes the
+        entries one by one when it is known): which position gets which adjoint is
+        unknown when compiling, so a differentiated value must not be in or after it."""
+        starred = next((i for i, a in enumerate(args) if isinstance(a, gast.Starred)), len(args))
+        spread = [a.value for a in args[starred:] if isinstance(a, gast.Starred)] + \
+            [v for k, v in kwargs.items() if isinstance(k, tuple)]
+        after = [a for a in args[starred:] if not isinstance(a, gast.Starred)]
+        active = [a for a in spread + after if self._active_name(a)]
+        if not active:
+            return
+        call = nodes.to_source(stmt.value)
+        if active[0] in spread and active[0].id in self.core.params:  # compiled without ranks
+            raise errors.at(stmt.value, f"srcgrad cannot differentiate through `{call}` without "
+                            f"knowing how many values `{active[0].id}` holds",
+                            "pass example arguments (srcgrad.source(f, *args) or srcgrad.show(f, *args)); "
+                            "their lengths are part of the specialisation")
+        raise errors.at(stmt.value, f"srcgrad cannot differentiate through `{call}`: it cannot tell, "
+                        "when it compiles the call, how many values the `*`/`**` argument holds, so "
+                        f"where the adjoint of `{active[0].id}` goes",
+                        "unpack it into names first (`a, b = pair`) and pass them, or spread a "
+                        "tuple or dict built in this function or passed in as an argument")
 
     def _rule_adjoint(self, stmt, target, g):
         rule, bound = anno.get(stmt, "rule"), anno.get(stmt, "bound")

@@ -52,10 +52,6 @@ def _describe(node) -> str:
 
 
 def transform(fdef: gast.FunctionDef) -> None:
-    args = fdef.args
-    if args.vararg is not None or args.kwarg is not None:
-        raise errors.at(fdef, "cannot differentiate a function with *args or **kwargs yet",
-                        "list the parameters explicitly")
     _check_block(fdef.body, top=True)
     last = fdef.body[-1]
     if not isinstance(last, gast.Return) or last.value is None:
@@ -120,12 +116,14 @@ def _check_statement(stmt):
 
 
 def _check_expression(root):
+    # `f(*xs)` is a call's business (normalize spreads it); `[*xs]` and `(a, *b)` are not supported.
+    spread = {id(a) for node in gast.walk(root) if isinstance(node, gast.Call) for a in node.args}
     for node in gast.walk(root):
         if isinstance(node, _CONTEXTS + _OPERATORS):
             continue
         if not isinstance(node, _EXPRESSIONS):
             raise errors.at(node, f"srcgrad cannot differentiate {_describe(node)} yet",
                             _ADVICE.get(type(node), "rewrite it with assignments and NumPy calls"))
-        if isinstance(node, gast.Starred):
-            raise errors.at(node, "`*` unpacking in calls is not supported yet",
-                            "pass the arguments one by one")
+        if isinstance(node, gast.Starred) and id(node) not in spread:
+            raise errors.at(node, "`*` unpacking is supported in a call's arguments only (`f(*xs)`)",
+                            "build the tuple or list element by element (`(a, xs[0], xs[1])`)")
