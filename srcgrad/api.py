@@ -136,10 +136,11 @@ class GradientFunction:
     def _check_wrt(self, args):
         """The entries of *args/**kwargs asked for were passed; each value asked for is
         a float, a float array or a structure of them."""
-        for name, key in self._entries:
+        for (name, key), i in zip(self._entries, self._wrt_index):
+            value = args[i]
             if key is not None:
-                self._check_passed(args[self._params.index(name)], name, key)
-            value = self._wrt_value(args, name, key)
+                self._check_passed(value, name, key)
+                value = value[key]
             if type(value) is np.ndarray and value.dtype.kind in "fc":
                 continue  # the common case, checked first: this runs on every call
             if tree.is_structure(value):

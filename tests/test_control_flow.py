@@ -257,6 +257,29 @@ def nested_break_leaves_inner_loop_only(x):
     return s
 
 
+def index_read_after_break(x):
+    """Search, then use the index: after `break` the index stays where the loop stopped."""
+    for j in range(len(x)):
+        if x[j] > 0.5:
+            break
+    return x[j] * 2.0 + j
+
+
+def targets_read_after_break(x):
+    for i, v in enumerate(x):
+        if v > 0.5:
+            break
+    return v * x[i] + i
+
+
+def index_kept_when_the_loop_is_empty(x):
+    j = 1
+    for j in range(len(x) - len(x)):
+        if x[j] > 0:
+            break
+    return x[j] * 3.0
+
+
 def for_else(x):
     s = 0.0
     for i in range(len(x)):
@@ -393,6 +416,11 @@ CASES = [
     (return_inside_nested_loop, (np.array([0.03, 0.07, 0.11]),), (0,)),  # does not
     (carried_reslice_of_input, (VEC,), (0,)),
     (nested_arange_inner_bound, (VEC,), (0,)),
+    (index_read_after_break, (np.array([0.3, 0.7, 0.9]),), (0,)),  # breaks at 1
+    (index_read_after_break, (np.array([0.3, 0.2, 0.1]),), (0,)),  # runs to the end
+    (targets_read_after_break, (np.array([0.3, 0.7, 0.9]),), (0,)),
+    (targets_read_after_break, (np.array([0.3, 0.2, 0.1]),), (0,)),
+    (index_kept_when_the_loop_is_empty, (VEC,), (0,)),
     (for_else, (np.array([1.0, 1.5, 0.5]),), (0,)),  # no break: the else block runs
     (for_else, (np.array([1.0, 2.5, 0.5]),), (0,)),  # break: it does not
     (for_else_without_break, (VEC,), (0,)),
@@ -480,7 +508,8 @@ def test_carried_value_from_before_the_loop_is_restored():
 @pytest.mark.parametrize("fn, args", [(c[0], c[1]) for c in CASES if c[0] in (
     for_break, for_continue, return_anywhere, while_break, nested_break_leaves_inner_loop_only,
     for_else, while_else, for_else_continues_outer_loop, for_else_after_return,
-    return_inside_nested_loop)])
+    return_inside_nested_loop, index_read_after_break, targets_read_after_break,
+    index_kept_when_the_loop_is_empty)])
 def test_early_exits_compute_the_same_value(fn, args):
     value, _ = srcgrad.value_and_grad(fn)(*args)
     assert value == pytest.approx(fn(*args), rel=1e-14)

@@ -183,3 +183,51 @@ def test_stack_of_a_tuple_argument_gets_its_gradient():
     assert isinstance(g, tuple)
     np.testing.assert_allclose(g[0], 2 * X + 1, rtol=1e-12)
     np.testing.assert_allclose(g[1], 4 * X, rtol=1e-12)
+
+
+def stacked_by_np_array(x):
+    return np.sum(np.array([x[0], x[1] * 2.0]) ** 2) + np.sum(np.array([[x[0], x[2]], [x[1], x[0]]])
+                                                             * np.array([[1.0, 2.0], [3.0, 4.0]]))
+
+
+def cast_to_numpy_floats(x):
+    return np.float64(np.sum(x**2)) * 3.0 + np.sum(np.float32(x) * x)
+
+
+def test_np_array_and_numpy_float_casts_carry_the_gradient():
+    """Both gave a zero gradient silently: `np.array` and `np.float64` counted as constructors."""
+    check_grads(stacked_by_np_array, (X,))
+    np.testing.assert_allclose(srcgrad.grad(stacked_by_np_array)(np.ones(3)),
+                               [2.0 + 5.0, 8.0 + 3.0, 2.0], rtol=1e-14)
+    # d/dx [3 sum(x^2) + sum(float32(x) x)] = 6x + 2x (the float32 copy's rounding aside)
+    np.testing.assert_allclose(srcgrad.grad(cast_to_numpy_floats)(X), 8.0 * X, rtol=1e-6)
+
+
+def copies_a_list(x):
+    xs = [x, 2 * x]
+    ys = list(xs)
+    return np.sum(ys[0] * ys[1])
+
+
+def copies_into_a_tuple(x):
+    ys = tuple([x, 2 * x])
+    return np.sum(ys[0] * ys[1])
+
+
+def rows_of_an_array(x):
+    rows = list(x)
+    return rows[0] * rows[1]
+
+
+def copies_a_dict(x):
+    e = dict({"a": x})
+    return np.sum(e["a"] ** 2)
+
+
+@pytest.mark.parametrize("fn, copy", [(copies_a_list, "list"), (copies_into_a_tuple, "tuple"),
+                                      (rows_of_an_array, "list"), (copies_a_dict, "dict")])
+def test_container_copies_of_differentiated_values_are_refused(fn, copy):
+    """They gave a zero gradient silently; now a clear error naming the line."""
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match=rf"`{copy}\(\.\.\.\)` is given") as info:
+        srcgrad.grad(fn)(X)
+    assert "test_found_by_probing.py:" in str(info.value)

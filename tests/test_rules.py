@@ -92,7 +92,7 @@ ROWS = [
     # "2.0 / y" and "2.0 ** y" leave x unused: its gradient must be zeros.
     Row(operator.mod, {"x % y": BINARY[:2], "np.mod(x, y)": BINARY[:1], "x % 0.7": UNARY},
         (REAL, POSITIVE)),
-    Row(builtins.float, {"float(x)": [((),)]}),
+    Row(builtins.float, {"float(x)": [((),)], "np.float64(x)": UNARY}),
     Row(np.astype, {"x.astype(np.float64)": MATRIX}),
     Row(operator.truediv, {"x / y": BINARY, "np.divide(x, y)": BINARY[:2], "x / 4": UNARY,
                            "2.0 / y": [((3, 4), (3, 4))]},
@@ -214,6 +214,12 @@ ROWS = [
         "np.stack([x, np.ones((3, 4)), y], axis=1)": [((3, 4), (3, 4))],
     }),
     Row(np.copy, {"np.copy(x)": UNARY, "x.copy()": MATRIX, "np.asarray(x)": UNARY}),
+    Row(np.array, {
+        "np.array(x)": UNARY,
+        "np.array([x, y])": [((3, 4), (3, 4)), ((), ())],
+        "np.array([[x, y], [y, x]])": [((), ())],
+        "np.array((x, y, x))": [((4,), (4,))],
+    }),
     Row(operator.getitem, {
         "x[1]": MATRIX, "x[-1]": MATRIX, "x[1:3]": MATRIX, "x[::2]": MATRIX,
         "x[1, :]": MATRIX, "x[:, 1:3]": MATRIX, "x[1:, ::-2]": MATRIX, "x[-1, 2]": MATRIX,
@@ -312,6 +318,13 @@ def rule_arguments(expr: str) -> str:
     return ", ".join(args + keywords)
 
 
+def _items(arg, adjoint):
+    """(input, its adjoint) pairs: a list argument's items (nested lists too) get slices."""
+    if not isinstance(arg, (list, tuple)):
+        return [(arg, adjoint)]
+    return [pair for a, g in zip(arg, adjoint) for pair in _items(a, g)]
+
+
 def rule_adjoints(case, ans_bar, ans, values):
     """Call the primitive's rule function on ``values``; one adjoint per input (0 if none).
 
@@ -331,8 +344,7 @@ def rule_adjoints(case, ans_bar, ans, values):
         if adjoint is None:
             continue
         arg = bound.arguments.get(param)
-        pairs = zip(arg, adjoint) if param in rule.sequence_params else [(arg, adjoint)]
-        for arg_i, adjoint_i in pairs:
+        for arg_i, adjoint_i in _items(arg, adjoint):
             for i, value in enumerate(values):
                 if arg_i is value:
                     assert np.shape(adjoint_i) == np.shape(value), (param, np.shape(adjoint_i))

@@ -68,6 +68,9 @@ def infer(body, param_ranks: dict) -> dict:
             if isinstance(stmt, gast.For):
                 env[stmt.target.id] = 0  # every core loop iterates over a range
             elif isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name):
+                if anno.get(stmt, "kind") == "copy" and isinstance(stmt.value, gast.Name) \
+                        and stmt.value.id not in env:
+                    continue  # not yet known (a name a later pass over a loop binds): no information
                 target = stmt.targets[0].id
                 rank = _rank(stmt, env)
                 old = env.get(target, _UNSET)

@@ -92,9 +92,10 @@ def arctan(ans_bar, ans, x):
     return ans_bar / (1 + x**2)
 
 
-@defadjoint(builtins.float, elementwise=True)
+@defadjoint(builtins.float, np.float64, np.float32, elementwise=True)
 def to_float(ans_bar, ans, x):
-    """``float(x)`` (and ``x.item()``) of a scalar: the same value as a Python float."""
+    """``float(x)`` (and ``x.item()``) of a scalar, ``np.float32(x)``: the same value
+    as another float type (the gradient takes ``x``'s type back at the end)."""
     return ans_bar
 
 

@@ -14,13 +14,13 @@ from .registry import nondifferentiable
 nondifferentiable(np.zeros, np.ones, np.empty, ndim=_ndim.shape_length("shape"))
 nondifferentiable(np.full, ndim=_ndim.shape_length("shape"))
 nondifferentiable(np.zeros_like, np.ones_like, np.empty_like, np.full_like)
-nondifferentiable(np.arange, np.linspace, np.eye, np.identity, np.array, ndim=None)
+nondifferentiable(np.arange, np.linspace, np.eye, np.identity, ndim=None)
 nondifferentiable(np.shape, np.ndim, np.size, np.argmax, np.argmin, np.argsort, np.nonzero)
 nondifferentiable(np.floor, np.ceil, np.round, np.rint, np.trunc, np.sign, np.isnan,
                   np.isinf, np.isfinite, np.all, np.any, np.count_nonzero)
 nondifferentiable(np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal,
                   np.logical_and, np.logical_or, np.logical_not, np.logical_xor)
-nondifferentiable(np.dtype, np.float32, np.float64, np.int32, np.int64, np.result_type)
+nondifferentiable(np.dtype, np.int32, np.int64, np.result_type)
 nondifferentiable(builtins.len, builtins.range, builtins.print, builtins.int, builtins.bool,
                   builtins.isinstance, builtins.type, builtins.round)
 

@@ -74,6 +74,14 @@ def concatenate(ans_bar, ans, arrays, axis=0):
     return unconcatenate(ans_bar, arrays, axis)
 
 
+@defadjoint(np.array, sequence=("object",))
+def array(ans_bar, ans, object, dtype=None):  # noqa: A002 - NumPy's parameter name
+    """``np.array(x)`` copies ``x``: its adjoint passes through.  ``np.array([a, b])``
+    stacks the items along a new first axis: each gets its slice ``ans_bar[i]``
+    (nested lists, their slices of slices)."""
+    return ans_bar
+
+
 @defadjoint(np.stack, sequence=("arrays",))
 def stack(ans_bar, ans, arrays, axis=0):
     """Returns one adjoint per array in ``arrays``: the slices along ``axis``."""

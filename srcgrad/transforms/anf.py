@@ -117,6 +117,7 @@ class _Lowering:
         self.group = None
         self.block = self.core.body  # the statement list being filled
         self.aggregates = {}  # name of a tuple/list/dict value -> {key: atom}
+        self.unbound = set()  # names a loop carries that nothing bound before it
         self.dicts = set()    # which of those are dicts
         self.made_by = {}     # name -> (is a new array, origin): may `name[i] = v` write into it?
         self.lists = set()    # lists grown with append or changed by pop: items known at run time only
@@ -364,6 +365,8 @@ class _Lowering:
             if user not in self.current:
                 self.current[user] = user
                 self.core.names.add(user)
+                self.unbound.add(user)
+            if self.current[user] in self.unbound:  # (still) unbound before this loop's first pass
                 first_defined.append(user)
             entry[user] = self.current[user]
             # Later iterations give the name new contents: its elements are no longer
@@ -633,8 +636,7 @@ class _Lowering:
                 " (it is an argument: the caller's array)" if name in self.params else ""
             raise errors.at(stmt, f"cannot write into `{user}`: it may share memory with another "
                             f"array{where}, and the write would change that one too",
-                            f"write into a copy: `{user} = np.copy({user})` before the write "
-                            f"(`dict({user})` or `list({user})` for a dict or list)")
+                            f"write into a copy: `{user} = np.copy({user})` before the write")
         index = self._index(target.slice)
         value = self._lower(value_node)
         saved = self.core.fresh(f"{name}_overwritten")

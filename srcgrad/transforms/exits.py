@@ -193,11 +193,24 @@ class _Exits:
             loop.test = gast.BoolOp(op=gast.And(), values=tests)
             anno.inherit(loop.test, loop)
         elif stop:  # a `for` runs its remaining iterations as no-ops
-            body = [self._guard(body, loop, stop)]
+            body = [self._guard(self._bind_target(loop) + body, loop, stop)]
         loop.body = body or [gast.Pass()]
         if brk:
             return _Sequence([self._set(brk, False, loop), loop])
         return loop
+
+
+    def _bind_target(self, loop):
+        """``for j in ...`` iterating on as no-ops must not move ``j`` past the
+        iteration that broke out (code after the loop may read it): the loop binds
+        fresh names, and each iteration that runs copies them to the user's."""
+        copies = []
+        for node in gast.walk(loop.target):
+            if isinstance(node, gast.Name):
+                fresh = self.fresh(f"_{node.id}")
+                copies.append(anno.inherit(nodes.assign(node.id, nodes.name(fresh)), loop))
+                node.id = fresh
+        return copies
 
 
 class _Sequence(list):

@@ -82,6 +82,8 @@ def _dce_block(stmts, live_out):
     """Dead code elimination on a block; returns (kept statements, names live on entry)."""
     live, kept = set(live_out), []
     for stmt in reversed(stmts):
+        if isinstance(stmt, gast.Pass):
+            continue  # a block left empty gets its `pass` back from _with_body
         if isinstance(stmt, gast.If):
             body, live_body = _dce_block(stmt.body, live)
             orelse, live_else = _dce_block(stmt.orelse, live)
@@ -99,13 +101,15 @@ def _dce_block(stmts, live_out):
                 if live_body <= entry:
                     break
                 entry |= live_body
-            if not body:
+            bound = {n.id for n in gast.walk(stmt.target) if isinstance(n, gast.Name)} \
+                if isinstance(stmt, gast.For) else set()
+            if not body and not bound & live:  # (a loop index read after the loop keeps it)
                 continue
             if isinstance(stmt, gast.For):
-                entry.discard(stmt.target.id)
+                entry -= bound
                 entry |= _header_names(stmt)
             live = entry
-            kept.append(_with_body(stmt, body))
+            kept.append(_with_body(stmt, body or [gast.Pass()]))
             continue
         target, mutated = _defined(stmt), _mutated(stmt)
         if target is not None:

@@ -88,6 +88,7 @@ class _Reverse:
         self.loop_depth = 0
         self.save_ids = 0
         self.callees = {}    # (name, function, wrt, ranks) -> name of its vjp in the code
+        self.entry_shapes = {}  # name a loop binds first -> a name of its shape, defined in every iteration
         changes = {s: anno.get(s, "kind") for s in nodes.statements(core.body)
                    if anno.get(s, "kind") in ("append", "pop")}
         # Lists changed in place: their adjoint is a list of adjoints, one per item.
@@ -190,9 +191,9 @@ class _Reverse:
         after_else = self.defined
         self.group = group
         for var in sorted(after_body - after_else):
-            orelse.append(self._zeros(var))
+            orelse.append(self._zeros(var, like=self.entry_shapes.get(var)))
         for var in sorted(after_else - after_body):
-            body.append(self._zeros(var))
+            body.append(self._zeros(var, like=self.entry_shapes.get(var)))
         self.defined = after_body | after_else
         if self.loop_depth:
             # A branch's own values exist only when it ran: it saves them itself.
@@ -224,16 +225,19 @@ class _Reverse:
             if self.activity.active(var) and var not in self.defined:
                 self.out.append(self._zeros(var))
                 self.defined.add(var)
+        first_defined = set(anno.get(stmt, "first_defined", ()))
+        sources = {s.targets[0].id: s.value.id for s in stmt.body if anno.get(s, "carry")}
+        # A name first bound by the loop has no entry value on the first iteration;
+        # the value it ends an iteration with has the same shape.
+        shapes, self.entry_shapes = self.entry_shapes, {
+            **self.entry_shapes, **{v: sources[v] for v in first_defined if v in sources}}
         self.loop_depth += 1
         body = self._in_new_block(stmt.body)
         self.loop_depth -= 1
+        self.entry_shapes = shapes
         self.group = group
-        first_defined = set(anno.get(stmt, "first_defined", ()))
-        sources = {s.targets[0].id: s.value.id for s in stmt.body if anno.get(s, "carry")}
         for var in sorted(carried):
             if self.activity.active(var) and var not in self.defined:
-                # A name first bound by the loop has no entry value on the first
-                # iteration; the previous iteration's value has the same shape.
                 body.append(self._zeros(var, like=sources.get(var, var) if var in first_defined else var))
                 self.defined.add(var)
         self.defined -= local
@@ -318,6 +322,16 @@ class _Reverse:
                                 f"create the object outside the function and pass it in (and "
                                 f"differentiate with respect to it), or pass `{varied[0]}` to its methods")
             return
+        rule = anno.get(stmt, "rule")
+        if anno.get(stmt, "kind") == "nondiff" and rule is not None and rule.name in _CONTAINERS:
+            varied = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
+            if varied:
+                kind = rule.name.split(".")[1]
+                raise errors.at(stmt.value, f"`{kind}(...)` is given `{varied[0]}`, which is being "
+                                f"differentiated: srcgrad does not follow values through `{kind}(...)`",
+                                "use the value itself, or build the new one with a display of its "
+                                f"items (`[{varied[0]}[0], {varied[0]}[1]]`, `{{'a': {varied[0]}['a']}}`)",
+                                kind=errors.UnsupportedSyntaxError)
         if anno.get(stmt, "kind") == "setattr":
             value = anno.get(stmt, "value")
             if isinstance(value, gast.Name) and value.id in self.activity.varied \
@@ -563,7 +577,7 @@ class _Reverse:
         for param in rule.diff_params:
             atom = bound.get(param)
             if param in rule.sequence_params and isinstance(atom, (gast.List, gast.Tuple)):
-                if any(self._active_name(e) for e in atom.elts):
+                if any(self._active_name(e) for e in gast.walk(atom)):
                     wanted.add(param)
             elif param in rule.sequence_params and self._active_name(atom):
                 wanted.add(param)
@@ -595,7 +609,10 @@ class _Reverse:
             if param not in adjoints:
                 continue
             atom, expr = bound[param], adjoints[param]
-            if param in rule.sequence_params and isinstance(atom, gast.Name):
+            if param in rule.sequence_params and isinstance(atom, gast.Name) \
+                    and isinstance(rank_of(atom, self.ranks), int):
+                self._accumulate(atom.id, expr)  # an array (its rows are the items)
+            elif param in rule.sequence_params and isinstance(atom, gast.Name):
                 # A list grown with append: its adjoint is a list, popped by the appends.
                 name = self._bar_name(atom.id)
                 if atom.id in self.defined:
@@ -605,14 +622,21 @@ class _Reverse:
                     self.defined.add(atom.id)
                 self._append(nodes.assign(name, expr), self.group)
             elif param in rule.sequence_params:
-                parts = self.core.fresh()
-                self._append(nodes.assign(parts, expr), self.group)
-                for i, elt in enumerate(atom.elts):
-                    if self._active_name(elt):
-                        self._accumulate(elt.id, gast.Subscript(value=nodes.name(parts),
-                                                                slice=nodes.const(i), ctx=gast.Load()))
+                self._scatter(atom, expr)
             else:
                 self._accumulate(atom.id, expr)
+
+    def _scatter(self, display, expr):
+        """Each item of a list display (``[a, b]``, nested ``[[a, b], [c, d]]``) gets
+        its part of ``expr``, the adjoint of the whole: ``expr[i]``."""
+        parts = self.core.fresh()
+        self._append(nodes.assign(parts, expr), self.group)
+        for i, elt in enumerate(display.elts):
+            part = gast.Subscript(value=nodes.name(parts), slice=nodes.const(i), ctx=gast.Load())
+            if isinstance(elt, (gast.List, gast.Tuple)) and any(self._active_name(e) for e in gast.walk(elt)):
+                self._scatter(elt, part)
+            elif self._active_name(elt):
+                self._accumulate(elt.id, part)
 
     def _same_shape(self, rule, bound):
         """Parameters of an elementwise rule that provably have the output's shape."""
@@ -643,6 +667,11 @@ class _Reverse:
                   "`def rule(ans_bar, ans, <its parameters>): return <adjoint>`")
         return errors.at(stmt.value, f"no derivative rule for `{full}`", advice,
                          kind=errors.NoDerivativeRuleError)
+
+
+# Constructors that copy the values they are given: without a rule, a gradient through
+# them would silently be zero.
+_CONTAINERS = {f"builtins.{t}" for t in ("list", "tuple", "dict", "set", "frozenset")}
 
 
 def _rename(stmts, old, new):
