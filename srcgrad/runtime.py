@@ -126,6 +126,13 @@ def unbroadcast_to(g, shape):
 
 
 @static
+def counts_from_the_end(index) -> bool:
+    """A constant index into a list or tuple that is not already one of its keys:
+    negative (``xs[-1]``) or a slice."""
+    return isinstance(index, slice) or isinstance(index, int) and index < 0
+
+
+@static
 def log_of_base(base) -> float:
     """``log(base)`` of a constant base of ``base ** x``, as a Python float (so it keeps
     float32 float32); 0.0 at ``base == 0`` (the power rule's convention there), NaN below."""
@@ -524,7 +531,9 @@ def _rank_key(value):
 def _tuple_pullback(pullback, value):
     """A function with several outputs: an output nobody used has adjoint zero."""
     def pull(value_bar):
-        return pullback(tuple(np.zeros_like(v) if g is None else g for g, v in zip(value_bar, value)))
+        if isinstance(value_bar, dict):  # sparse: the outputs the caller read, by position
+            value_bar = [value_bar.get(i) for i in range(len(value))]
+        return pullback(tuple(zeros_like(v) if g is None else g for g, v in zip(value_bar, value)))
     return pull
 
 
@@ -610,7 +619,13 @@ def getitem_adjoint(ans_bar, a, index):
     Arrays: ``ans_bar`` scattered into zeros, repeated integer indices
     accumulating (``np.add.at``).  Structures: a sparse adjoint ``{index: ans_bar}``.
     """
-    if isinstance(a, (list, tuple, dict)):
+    if isinstance(a, (list, tuple)) and isinstance(index, slice):
+        positions = range(len(a))[index]
+        parts = [ans_bar.get(j) for j in range(len(positions))] if isinstance(ans_bar, dict) else ans_bar
+        return {i: g for i, g in zip(positions, parts) if g is not None}
+    if isinstance(a, (list, tuple)):
+        return {index % len(a): ans_bar}  # xs[-1] is xs[len(xs) - 1]: one key per item
+    if isinstance(a, dict):
         return {index: ans_bar}
     a_bar = np.zeros_like(a)
     np.add.at(a_bar, index, ans_bar)

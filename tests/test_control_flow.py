@@ -280,6 +280,55 @@ def index_kept_when_the_loop_is_empty(x):
     return x[j] * 3.0
 
 
+def item_read_after_the_loop(x):
+    """`v` after the loop is the last item: only that item gets its adjoint."""
+    s = 0.0
+    for v in x:
+        s = s + v**2
+    return s + v
+
+
+def items_read_after_enumerate_and_zip(x, y):
+    for i, v in enumerate(x):
+        s = v * x[i]
+    for a, b in zip(x, y):
+        s = s + a * b
+    return s
+
+
+def list_item_read_after_the_loop(x):
+    for w in [x, x * 2, x * 3]:
+        pass
+    return np.sum(w)
+
+
+def item_kept_when_the_loop_is_empty(x):
+    v = x[0]
+    for v in x[:len(x) - len(x)]:
+        pass
+    return v * 3.0
+
+
+def conditional_expression_reading_its_target(x):
+    s = x[0]
+    for i in range(len(x)):
+        s = s * x[i] if x[i] > 0 else s + x[i]
+    return s
+
+
+def and_or_as_values(x, y):
+    a = np.sum(x) or np.sum(y)
+    b = (np.sum(x) > 0 and np.sum(y)) + np.sum(x)
+    return a * b
+
+
+def and_short_circuits(x):
+    i = len(x)
+    if i < len(x) and x[i] > 0:  # x[i] would raise: it must not run
+        return np.sum(x)
+    return np.sum(x * 2)
+
+
 def for_else(x):
     s = 0.0
     for i in range(len(x)):
@@ -421,6 +470,15 @@ CASES = [
     (targets_read_after_break, (np.array([0.3, 0.7, 0.9]),), (0,)),
     (targets_read_after_break, (np.array([0.3, 0.2, 0.1]),), (0,)),
     (index_kept_when_the_loop_is_empty, (VEC,), (0,)),
+    (item_read_after_the_loop, (VEC,), (0,)),
+    (items_read_after_enumerate_and_zip, (VEC, VEC + 1), (0, 1)),
+    (list_item_read_after_the_loop, (VEC,), (0,)),
+    (item_kept_when_the_loop_is_empty, (VEC,), (0,)),
+    (conditional_expression_reading_its_target, (VEC,), (0,)),
+    (conditional_expression_reading_its_target, (-VEC,), (0,)),
+    (and_or_as_values, (VEC, VEC + 1), (0, 1)),
+    (and_or_as_values, (VEC * 0, VEC + 1), (1,)),
+    (and_short_circuits, (VEC,), (0,)),
     (for_else, (np.array([1.0, 1.5, 0.5]),), (0,)),  # no break: the else block runs
     (for_else, (np.array([1.0, 2.5, 0.5]),), (0,)),  # break: it does not
     (for_else_without_break, (VEC,), (0,)),
@@ -509,7 +567,8 @@ def test_carried_value_from_before_the_loop_is_restored():
     for_break, for_continue, return_anywhere, while_break, nested_break_leaves_inner_loop_only,
     for_else, while_else, for_else_continues_outer_loop, for_else_after_return,
     return_inside_nested_loop, index_read_after_break, targets_read_after_break,
-    index_kept_when_the_loop_is_empty)])
+    index_kept_when_the_loop_is_empty, item_read_after_the_loop, item_kept_when_the_loop_is_empty,
+    conditional_expression_reading_its_target, and_or_as_values, and_short_circuits)])
 def test_early_exits_compute_the_same_value(fn, args):
     value, _ = srcgrad.value_and_grad(fn)(*args)
     assert value == pytest.approx(fn(*args), rel=1e-14)

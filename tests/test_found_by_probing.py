@@ -231,3 +231,43 @@ def test_container_copies_of_differentiated_values_are_refused(fn, copy):
     with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match=rf"`{copy}\(\.\.\.\)` is given") as info:
         srcgrad.grad(fn)(X)
     assert "test_found_by_probing.py:" in str(info.value)
+
+
+def two_outputs(a):
+    return a * 2, a[0]
+
+
+def indexes_a_returned_tuple(x):
+    p = two_outputs(x)
+    return p[1] * np.sum(p[0])
+
+
+def last_of_var_positional(*xs):
+    return np.sum(xs[-1] * xs[0])
+
+
+def spreads_into_last_of(x):
+    return last_of_var_positional(*(x, x * 3), x)
+
+
+def test_a_returned_tuple_indexed_and_negative_indices_into_tuples():
+    """Each gave a zero or wrong gradient silently: a tuple a call returned, kept
+    whole and indexed (its sparse adjoint was read as a sequence); `xs[-1]` into
+    `*xs` (the key -1 matched no item)."""
+    check_grads(indexes_a_returned_tuple, (X,))
+    y = X[::-1].copy()
+    np.testing.assert_allclose(srcgrad.grad(last_of_var_positional, wrt=(0, 1))(X, y), (y, X), rtol=1e-14)
+    check_grads(spreads_into_last_of, (X,))
+
+
+def enumerate_with_a_start(x):
+    s = 0.0
+    for i, v in enumerate(x, start=1):
+        s = s + v * i
+    return s
+
+
+def test_enumerate_with_a_start_is_refused():
+    """Its start was ignored silently."""
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="no start"):
+        srcgrad.grad(enumerate_with_a_start)(X)

@@ -11,9 +11,8 @@ import operator
 
 import numpy as np
 
-from ..runtime import (basic_index, getitem_adjoint, inverse_permutation, is_array, is_basic_index, is_constant,
-                       is_structure,
-                       unbroadcast, unconcatenate, window_adjoint)
+from ..runtime import (basic_index, counts_from_the_end, getitem_adjoint, inverse_permutation, is_array,
+                       is_basic_index, is_constant, is_structure, unbroadcast, unconcatenate, window_adjoint)
 from . import _ndim
 from .registry import defadjoint
 
@@ -125,6 +124,8 @@ def getitem(ans_bar, ans, a, index):
         np.add.at(a_bar, index, ans_bar)
         return a_bar
     if is_structure(a):
+        if is_constant(index) and counts_from_the_end(index):
+            return getitem_adjoint(ans_bar, a, index)  # xs[-1], xs[1:]: keys of xs's own items
         return {index: ans_bar}
     return getitem_adjoint(ans_bar, a, index)
 

@@ -314,7 +314,10 @@ class _Lowering:
     def _ifexp(self, node, target, target_hint):
         """``a if c else b`` as an ``if`` statement that assigns one name."""
         test = self._lower(node.test)
+        before = self.current.get(target)
         name = self._store(target) if target is not None else self.core.fresh(target_hint)
+        if target is not None:  # the branches read the value from before (`s = s * v if c else s`)
+            self.current[target] = before if before is not None else target
 
         def branch(expr):
             def lower():
@@ -324,6 +327,8 @@ class _Lowering:
 
         body = self._in_block([], prelude=branch(node.body))
         orelse = self._in_block([], prelude=branch(node.orelse))
+        if target is not None:
+            self.current[target] = name
         self._emit_stmt(gast.If(test=test, body=body, orelse=orelse), node, kind="if")
         return nodes.name(name)
 
@@ -338,7 +343,16 @@ class _Lowering:
         """Names a loop body assigns that a later iteration or later code may read."""
         targets = loop.target.elts if isinstance(getattr(loop, "target", None), gast.Tuple) else \
             [loop.target] if isinstance(loop, gast.For) else []
-        target_names = {t.id for t in targets}
+        # The loop's own index is rebound by the loop statement; an item (`for v in x`,
+        # bound by `v = x[_i]` in the body) is an ordinary name, carried if read after.
+        callee = anno.get(loop.iter.func, "resolved", None) \
+            if isinstance(loop, gast.For) and isinstance(loop.iter, gast.Call) else None
+        if callee is range or callee is reversed and isinstance(loop.iter.args[0], gast.Call) \
+                and anno.get(loop.iter.args[0].func, "resolved", None) is range:
+            indices = targets
+        else:
+            indices = targets[:1] if callee is enumerate else []
+        target_names = {t.id for t in indices if isinstance(t, gast.Name)}
         inside = {id(n) for n in gast.walk(loop)}
         stored = {n.id for n in gast.walk(loop) if isinstance(n, gast.Name)
                   and isinstance(n.ctx, gast.Store)} - target_names
@@ -412,8 +426,9 @@ class _Lowering:
             return {"iter": nodes.call("reversed", [nodes.call("range", args)]),
                     "index": self._store(target.id)}, None
         if callee is enumerate:
-            if len(targets) != 2 or len(it.args) != 1:
-                raise errors.at(stmt, "write enumerate loops as `for i, x in enumerate(xs):`")
+            if len(targets) != 2 or len(it.args) != 1 or it.keywords:
+                raise errors.at(stmt, "srcgrad reads `enumerate` loops with two targets and no start",
+                                "write `for i, x in enumerate(xs):` (and add a start to `i` inside the loop)")
             seqs, index_user, item_targets = [self._lower(it.args[0])], targets[0].id, [targets[1]]
         elif callee is zip:
             if len(targets) != len(it.args):
@@ -700,10 +715,20 @@ class _Lowering:
                                          format_spec=nodes.copy(p.format_spec))
                      if isinstance(p, gast.FormattedValue) else nodes.copy(p) for p in node.values]
             return self._emit(gast.JoinedStr(values=parts), kind="nondiff", rule=None, **emit)
-        if isinstance(node, gast.BoolOp):
+        if isinstance(node, gast.BoolOp) and anno.get(node, "flags"):  # exits' flags: plain booleans
             values = [self._lower(v) for v in node.values]
             value = gast.BoolOp(op=type(node.op)(), values=values)
             return self._emit(value, kind="nondiff", rule=None, **emit)
+        if isinstance(node, gast.BoolOp):
+            # `a and b` is `b if a else a`, `a or b` is `a if a else b`: later operands run
+            # only when needed, and the value (an array, perhaps) is one of the operands.
+            first = self._lower(node.values[0])
+            rest = node.values[1] if len(node.values) == 2 else \
+                anno.inherit(gast.BoolOp(op=type(node.op)(), values=node.values[1:]), node)
+            body, orelse = (rest, first) if isinstance(node.op, gast.And) else (first, rest)
+            choice = anno.inherit(gast.IfExp(test=nodes.copy(first), body=nodes.copy(body),
+                                             orelse=nodes.copy(orelse)), node)
+            return self._ifexp(choice, target, target_hint)
         if isinstance(node, (gast.Tuple, gast.List, gast.Dict)):
             return self._aggregate(node, **emit)
         raise errors.at(node, f"cannot differentiate `{nodes.to_source(node)}`")

@@ -119,7 +119,8 @@ class _Exits:
     def _guard(self, stmts, origin, flags=None):
         """``if not (flag or ...): stmts`` (by default the flags of every exit in reach)."""
         flags = [nodes.name(f) for f in (self._flags() if flags is None else flags)]
-        test = flags[0] if len(flags) == 1 else gast.BoolOp(op=gast.Or(), values=flags)
+        test = flags[0] if len(flags) == 1 else \
+            anno.set(gast.BoolOp(op=gast.Or(), values=flags), "flags", True)
         guard = nodes.if_(gast.UnaryOp(op=gast.Not(), operand=test), stmts)
         anno.inherit(guard, origin)
         anno.inherit(guard.test, origin)
@@ -191,6 +192,7 @@ class _Exits:
         if stop and isinstance(loop, gast.While):
             tests = [loop.test] + [gast.UnaryOp(op=gast.Not(), operand=nodes.name(f)) for f in stop]
             loop.test = gast.BoolOp(op=gast.And(), values=tests)
+            anno.set(loop.test, "flags", True)  # the flags are plain booleans: evaluated eagerly
             anno.inherit(loop.test, loop)
         elif stop:  # a `for` runs its remaining iterations as no-ops
             body = [self._guard(self._bind_target(loop) + body, loop, stop)]
