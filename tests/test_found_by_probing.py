@@ -271,3 +271,70 @@ def test_enumerate_with_a_start_is_refused():
     """Its start was ignored silently."""
     with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="no start"):
         srcgrad.grad(enumerate_with_a_start)(X)
+
+
+def scale_in_place(a, k):
+    a *= k
+
+
+def calls_a_function_that_scales_in_place(x):
+    y = x * 1.0
+    scale_in_place(y, 3.0)
+    return np.sum(y * x)
+
+
+def set_key(d, v):
+    d["k"] = v
+
+
+def calls_a_function_that_fills_a_dict(x):
+    d = {}
+    set_key(d, x * 2)
+    return np.sum(d["k"])
+
+
+def writes_into_an_array_stored_in_a_list(x):
+    y = x * 1.0
+    ys = [y, x]
+    y[0] = 0.0
+    return np.sum(np.stack(ys) * x)
+
+
+def writes_into_an_array_appended_to_a_list(x):
+    y = x * 1.0
+    ys = []
+    ys.append(y)
+    y[0] = 0.0
+    return np.sum(np.stack(ys) * x)
+
+
+def first_row(a):
+    return a[0]
+
+
+def writes_into_an_array_a_callee_returned_a_view_of(x):
+    y = np.outer(x, x)
+    r = first_row(y)
+    y[0] = 5.0
+    return np.sum(r * x)
+
+
+def zips_differentiated_values(x):
+    pairs = list(zip(x, x * 2))
+    return pairs[0][0] * pairs[1][1]
+
+
+@pytest.mark.parametrize("fn, message", [
+    (calls_a_function_that_scales_in_place, "changes its arguments in place"),
+    (calls_a_function_that_fills_a_dict, "changes its arguments in place"),
+    (writes_into_an_array_stored_in_a_list, r"stored or passed on at test_found_by_probing.py:\d+: `ys = \[y, x\]`"),
+    (writes_into_an_array_appended_to_a_list, r"stored or passed on at .*`ys.append\(y\)`"),
+    (writes_into_an_array_a_callee_returned_a_view_of, r"stored or passed on at .*`r = first_row\(y\)`"),
+    (zips_differentiated_values, r"`zip\(\.\.\.\)` is given `x`"),
+])
+def test_changes_srcgrad_cannot_follow_are_refused(fn, message):
+    """Each gave a wrong value or gradient silently: a change made inside another
+    function, a write into an array a list or a callee's result also holds, values
+    zipped into a list."""
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match=message):
+        srcgrad.grad(fn)(X)

@@ -118,6 +118,7 @@ class _Lowering:
         self.block = self.core.body  # the statement list being filled
         self.aggregates = {}  # name of a tuple/list/dict value -> {key: atom}
         self.unbound = set()  # names a loop carries that nothing bound before it
+        self.escaped = {}     # array name -> origin of where it was stored or passed on (shared since)
         self.dicts = set()    # which of those are dicts
         self.made_by = {}     # name -> (is a new array, origin): may `name[i] = v` write into it?
         self.lists = set()    # lists grown with append or changed by pop: items known at run time only
@@ -241,6 +242,7 @@ class _Lowering:
                 elts=[nodes.copy(a) for a in atoms], ctx=gast.Load())
         emit.setdefault("target_hint", None)
         result = self._emit(value, kind="aggregate", elements=dict(zip(keys, atoms)), **emit)
+        self._escape(atoms, node)
         if result is not None:
             self.aggregates[result.id] = dict(zip(keys, atoms))
             if isinstance(node, gast.List):
@@ -533,6 +535,18 @@ class _Lowering:
             self.arrays.add(new)
         return nodes.name(new)
 
+    def _escape(self, atoms, node):
+        """Arrays stored in a list or passed to a function: another name may see them
+        from now on, so writing into them in place is refused (as for a view)."""
+        for atom in atoms:
+            for name in nodes.loaded_names(atom):
+                if name in self.arrays and name not in self.escaped:
+                    self.escaped[name] = anno.get(node, "origin")
+
+    def _shared_at(self, name) -> str:
+        origin = self.escaped.get(name)
+        return f" (stored or passed on at {origin.where}: `{origin.text.strip()}`)" if origin else ""
+
     def _append(self, user, node, **emit):
         """``xs.append(h)`` on a list made here: the list grows in place; the backward
         sweep pops ``h``'s adjoint off the list's adjoint."""
@@ -542,6 +556,7 @@ class _Lowering:
             raise errors.at(node, f"cannot append to `{user}` here",
                             f"append one value to a list made in this function (`{user} = []`)")
         value = self._lower(node.args[0])
+        self._escape([value], node)
         self.aggregates.pop(name, None)  # its length is known only at run time now
         self.lists.add(name)
         call = nodes.call(gast.Attribute(value=nodes.name(name), attr="append", ctx=gast.Load()),
@@ -595,9 +610,10 @@ class _Lowering:
         if name in self.scalars:
             return
         fresh, origin = self.made_by.get(name, (False, None))
-        if name in self.aliased or not fresh:
-            where = f" (made at {origin.where}: `{origin.text.strip()}`)" if origin else \
-                " (it is an argument: the caller's array)" if name in self.params else ""
+        if name in self.aliased or not fresh or name in self.escaped:
+            where = self._shared_at(name) or (f" (made at {origin.where}: `{origin.text.strip()}`)" if origin
+                                               else " (it is an argument: the caller's array)"
+                                               if name in self.params else "")
             raise errors.at(stmt, f"`{user} {_op_symbol(stmt.op)}= ...` changes `{user}` in place if it "
                             f"is an array, and `{user}` may share memory with another name{where}",
                             f"write `{user} = {user} {_op_symbol(stmt.op)} ...` (a new array)")
@@ -646,9 +662,10 @@ class _Lowering:
             raise errors.at(stmt, f"cannot write into `{user}`: `{views[0]}` is a view of it{made}, so "
                             "the write would change that too, which srcgrad does not follow",
                             f"make `{views[0]}` a copy (`np.copy(...)`), or write before taking it")
-        if not fresh:
-            where = f" (made at {origin.where}: `{origin.text.strip()}`)" if origin else \
-                " (it is an argument: the caller's array)" if name in self.params else ""
+        if not fresh or name in self.escaped:
+            where = self._shared_at(name) or (f" (made at {origin.where}: `{origin.text.strip()}`)" if origin
+                                               else " (it is an argument: the caller's array)"
+                                               if name in self.params else "")
             raise errors.at(stmt, f"cannot write into `{user}`: it may share memory with another "
                             f"array{where}, and the write would change that one too",
                             f"write into a copy: `{user} = np.copy({user})` before the write")
@@ -926,6 +943,7 @@ class _Lowering:
                            [(None if isinstance(k, tuple) else k, nodes.copy(v)) for k, v in kwargs.items()])
         if receiver is None and isinstance(callee, gast.Name) and not anno.has(callee, "resolved"):
             receiver = callee  # a callable object passed in: its own parameters count
+        self._escape(list(args) + list(kwargs.values()), node)  # the callee may keep or return a view
         return self._emit(value, kind="call", args=args, kwargs=kwargs, receiver=receiver,
                           impure=True, **emit)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import textwrap
 import types
 
 import gast
@@ -327,11 +328,25 @@ class _Reverse:
             varied = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
             if varied:
                 kind = rule.name.split(".")[1]
-                raise errors.at(stmt.value, f"`{kind}(...)` is given `{varied[0]}`, which is being "
+                given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
+                raise errors.at(stmt.value, f"`{kind}(...)` is given {given}, which is being "
                                 f"differentiated: srcgrad does not follow values through `{kind}(...)`",
-                                "use the value itself, or build the new one with a display of its "
-                                f"items (`[{varied[0]}[0], {varied[0]}[1]]`, `{{'a': {varied[0]}['a']}}`)",
+                                "use the value itself, index it, or build the new one with a display of "
+                                "its items (`[xs[0], xs[1]]`, `{'a': d['a']}`)",
                                 kind=errors.UnsupportedSyntaxError)
+        if isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") == "call":
+            fn = anno.get(stmt.value.func, "resolved")
+            varied = [n for a in stmt.value.args + [k.value for k in stmt.value.keywords]
+                      for n in nodes.loaded_names(a) if n in self.activity.varied]
+            if varied and fn is not None and _mutates_parameters(fn):
+                given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
+                raise errors.at(stmt.value, f"`{nodes.to_source(stmt.value.func)}` changes its arguments in "
+                                f"place, and is given {given}, which is being differentiated: srcgrad "
+                                "cannot follow a change made inside another function",
+                                "return the new value from the function and assign it "
+                                f"(`y = {nodes.to_source(stmt.value.func)}(...)`)",
+                                kind=errors.UnsupportedSyntaxError)
+            return
         if anno.get(stmt, "kind") == "setattr":
             value = anno.get(stmt, "value")
             if isinstance(value, gast.Name) and value.id in self.activity.varied \
@@ -669,9 +684,41 @@ class _Reverse:
                          kind=errors.NoDerivativeRuleError)
 
 
+_MUTATING_METHODS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault",
+                     "popitem", "fill", "sort", "resize", "put", "itemset"}
+
+
+@functools.cache
+def _mutates_parameters(fn) -> bool:
+    """Whether ``fn``'s own body may change an argument in place: ``a *= k``,
+    ``a[i] = v``, ``a.n = v``, ``a.append(v)`` on a parameter ``a`` (read from its
+    source; a function whose source cannot be read counts as changing them)."""
+    try:
+        tree = gast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return True
+    params = set(inspect.signature(fn).parameters)
+
+    def base(node):
+        while isinstance(node, (gast.Subscript, gast.Attribute)):
+            node = node.value
+        return node.id if isinstance(node, gast.Name) else None
+    for node in gast.walk(tree):
+        targets = node.targets if isinstance(node, gast.Assign) else [node.target] \
+            if isinstance(node, gast.AugAssign) else []
+        for t in targets:
+            if (isinstance(node, gast.AugAssign) or not isinstance(t, gast.Name)) and base(t) in params:
+                return True
+        if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) \
+                and node.func.attr in _MUTATING_METHODS and base(node.func.value) in params:
+            return True
+    return False
+
+
 # Constructors that copy the values they are given: without a rule, a gradient through
 # them would silently be zero.
-_CONTAINERS = {f"builtins.{t}" for t in ("list", "tuple", "dict", "set", "frozenset")}
+_CONTAINERS = {f"builtins.{t}" for t in ("list", "tuple", "dict", "set", "frozenset", "zip", "enumerate",
+                                          "reversed", "map", "filter")}
 
 
 def _rename(stmts, old, new):
