@@ -613,6 +613,25 @@ def zeros_like(x):
     return {} if tree.is_structure(x) else np.zeros_like(x)
 
 
+def unpacked_adjoint(parts, source):
+    """Adjoint of ``source`` in ``a, b = source`` from ``{0: a_bar, 1: b_bar}``: that
+    (sparse) for a tuple, list or dict; for an array, its rows filled in."""
+    if isinstance(source, (list, tuple, dict)) or not hasattr(source, "shape"):
+        return parts
+    source_bar = zeros_like(source)
+    for i, g in parts.items():
+        source_bar[i] += g
+    return source_bar
+
+
+def entry(g, key, like):
+    """Item ``key`` of the adjoint ``g`` of a tuple, list or dict: ``g`` is sparse
+    (``{0: a_bar}``, only the items something read) or a sequence; zeros shaped
+    like ``like`` where nothing reached that item."""
+    part = g.get(key) if isinstance(g, dict) else g[key]
+    return zeros_like(like) if part is None else part
+
+
 def getitem_adjoint(ans_bar, a, index):
     """Adjoint of ``a[index]`` for any ``a``: an array, or a list/tuple/dict of parameters.
 

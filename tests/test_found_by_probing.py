@@ -338,3 +338,67 @@ def test_changes_srcgrad_cannot_follow_are_refused(fn, message):
     zipped into a list."""
     with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match=message):
         srcgrad.grad(fn)(X)
+
+
+def loss_and_aux_from_two_returns(x):
+    if x[0] > 0:
+        return np.sum(x**2), 1
+    return np.sum(x * 2), 2
+
+
+def test_has_aux_with_a_return_in_each_branch():
+    """Each `return loss, aux` keeps its pair (it was refused as not returning a pair)."""
+    g, aux = srcgrad.grad(loss_and_aux_from_two_returns, has_aux=True)(X)
+    np.testing.assert_allclose(g, 2 * X, rtol=1e-14)
+    assert aux == 1
+    g, aux = srcgrad.grad(loss_and_aux_from_two_returns, has_aux=True)(-X)
+    np.testing.assert_allclose(g, np.full(3, 2.0), rtol=1e-14)
+    assert aux == 2
+
+
+def last_of_a_local_tuple(x):
+    ys = (x, x * 3, x * 2)
+    a, b = ys[1:]
+    return np.sum(ys[-1]) + np.sum(a * b)
+
+
+def rows_unpacked(m):
+    a, b = m
+    return np.sum(a * b)
+
+
+def test_negative_indices_slices_and_rows_unpacked():
+    """Each crashed inside the generated code."""
+    check_grads(last_of_a_local_tuple, (X,))
+    m = np.array([[0.3, 1.2], [0.5, -0.7]])
+    np.testing.assert_allclose(srcgrad.grad(rows_unpacked)(m), [m[1], m[0]], rtol=1e-14)
+
+
+def joins_tuples(x):
+    t = (x,) + (x * 2,)
+    return np.sum(t[1])
+
+
+def reads_a_dict_with_get(x):
+    d = {"b": x**2}
+    return np.sum(d.get("b", x))
+
+
+def reads_real(x):
+    return np.sum((x * 2).real)
+
+
+def fills(x):
+    y = x * 1.0
+    y.fill(1.0)
+    return np.sum(y)
+
+
+@pytest.mark.parametrize("fn, message", [
+    (joins_tuples, "on tuples or lists"), (reads_a_dict_with_get, r"`\.get\(\)` of a list, tuple or dict"),
+    (reads_real, r"array attribute `\.real`"), (fills, r"write it as an assignment"),
+])
+def test_unsupported_container_and_array_operations_are_named(fn, message):
+    """Each crashed inside srcgrad or the generated code (or advised `np.fill`)."""
+    with pytest.raises(srcgrad.errors.UserCodeError, match=message):
+        srcgrad.grad(fn)(X)

@@ -256,6 +256,8 @@ class _Lowering:
             return None
         key = static_value(index)
         elements = self.aggregates[base.id]
+        if isinstance(key, int) and key < 0 and base.id not in self.dicts:
+            key += len(elements)  # ys[-1] of a tuple or list of known length
         if key is UNKNOWN or not isinstance(key, (int, str)) or key not in elements:
             return None
         return nodes.copy(elements[key])
@@ -695,6 +697,10 @@ class _Lowering:
             if prim is None:
                 raise errors.at(node, f"the operator `{type(node.op).__name__}` is not supported",
                                 "use the matching NumPy function")
+            if any(isinstance(a, gast.Name) and a.id in self.containers for a in (left, right)):
+                raise errors.at(node, "`+`/`*` on tuples or lists (joining, repeating) is not supported "
+                                "in differentiated code", "write the whole tuple or list at once "
+                                "(`(a, b, c)`), or append items one by one")
             value = gast.BinOp(left=left, op=type(node.op)(), right=right)
             return self._apply(prim, value, [left, right], {}, node, **emit)
         if isinstance(node, gast.UnaryOp):
@@ -812,6 +818,10 @@ class _Lowering:
             return self._apply(np.transpose, value, [nodes.copy(base)], {}, node, **emit)
         if node.attr in _ARRAY_ATTRIBUTES:
             return self._emit(value, kind="nondiff", rule=None, **emit)
+        if self._is_array(node.value):
+            raise errors.at(node, f"srcgrad has no derivative rule for the array attribute `.{node.attr}`",
+                            "use the NumPy function (`np.real(x)`) or register a rule with "
+                            "srcgrad.defadjoint")
         # A field of a structure (a model's parameter, a sub-layer).
         return self._apply(getattr, value, [nodes.copy(base), nodes.const(node.attr)], {}, node, **emit)
 
@@ -830,9 +840,10 @@ class _Lowering:
             return self._apply(callee, None, args, kwargs, node, func_node=func_node, **emit)
         if isinstance(func, gast.Attribute) and func.attr not in _METHODS and self._is_array(func.value) \
                 and isinstance(func.value, gast.Name):
+            instead = f"call the NumPy function instead (`np.{func.attr}(x, ...)`)" if hasattr(np, func.attr) \
+                else "write it as an assignment or with NumPy functions"
             raise errors.at(node, f"srcgrad has no derivative rule for the array method `.{func.attr}()`",
-                            f"call the NumPy function instead (`np.{func.attr}(x, ...)`), or register one "
-                            "with srcgrad.defadjoint")
+                            f"{instead}, or register a rule with srcgrad.defadjoint")
         if isinstance(func, gast.Attribute) and func.attr in _METHODS and self._is_array(func.value):
             receiver = self._lower(func.value)
             args, kwargs = self._call_arguments(node)
@@ -856,6 +867,11 @@ class _Lowering:
         if isinstance(func, gast.Attribute) and func.attr == "pop" and isinstance(func.value, gast.Name) \
                 and self.current.get(func.value.id, func.value.id) in self.own_lists | self.containers:
             return self._pop(func.value.id, node, **emit)
+        if isinstance(func, gast.Attribute) and isinstance(func.value, gast.Name) \
+                and self.current.get(func.value.id, func.value.id) in self.containers:
+            raise errors.at(node, f"the method `.{func.attr}()` of a list, tuple or dict is not supported "
+                            "in differentiated code (only `append` and `pop`)",
+                            f"index it instead (`{func.value.id}[key]`)")
         # Known only at run time: a function passed in, a method of an object.
         receiver = None
         if isinstance(func, gast.Attribute):

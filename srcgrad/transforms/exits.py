@@ -98,14 +98,27 @@ class _Exits:
         fdef = self.fdef
         prelude = []
         if any(isinstance(n, gast.Return) and n is not fdef.body[-1] for n in _own_nodes(fdef)):
-            self.returned, self.value = self.fresh("_returned"), self.fresh("_return_value")
-            prelude = [self._set(self.returned, False, fdef), self._set(self.value, None, fdef)]
+            self.returned = self.fresh("_returned")
+            returns = [n for n in _own_nodes(fdef) if isinstance(n, gast.Return)]
+            # `return loss, aux` everywhere: one name per element, so the result stays a pair.
+            widths = {len(r.value.elts) if isinstance(r.value, gast.Tuple) else None for r in returns}
+            width = widths.pop() if len(widths) == 1 else None
+            self.value = [self.fresh(f"_return_value{i}") for i in range(width)] if width \
+                else self.fresh("_return_value")
+            prelude = [self._set(self.returned, False, fdef)] + [
+                self._set(v, None, fdef) for v in (self.value if width else [self.value])]
         body = self._block(fdef.body)
         if self.returned:
-            final = nodes.ret(nodes.name(self.value))
+            final = nodes.ret(self._value("load"))
             anno.inherit(final, fdef.body[-1])
             body.append(final)
         fdef.body = prelude + body
+
+    def _value(self, ctx):
+        """The name (or pair of names) the returned value is kept in until the end."""
+        if isinstance(self.value, list):
+            return nodes.tuple_([nodes.name(v, ctx) for v in self.value], ctx)
+        return nodes.name(self.value, ctx)
 
     def _flags(self):
         flags = [f for f in (self.loop_flags[-1] if self.loop_flags else ()) if f]
@@ -153,7 +166,7 @@ class _Exits:
                 out.append(self._set(self.loop_flags[-1][1], True, stmt))
                 return out
             if isinstance(stmt, gast.Return) and self.returned:
-                value = nodes.assign(self.value, stmt.value)
+                value = nodes.assign(self._value("store"), stmt.value)
                 anno.inherit(value, stmt)
                 out += [value, self._set(self.returned, True, stmt)]
                 return out

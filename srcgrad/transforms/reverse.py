@@ -114,8 +114,11 @@ class _Reverse:
         self.group = None
         for source, parts in sorted(self.unpacked.items()):  # `a, b = param`
             if self.activity.active(source):
-                self._accumulate(source, gast.Dict(keys=[nodes.const(i) for i in parts],
-                                                   values=[nodes.name(b) for b in parts.values()]))
+                adjoint = gast.Dict(keys=[nodes.const(i) for i in parts],
+                                    values=[nodes.name(b) for b in parts.values()])
+                if not isinstance(rank_of(nodes.name(source), self.ranks), TreeRank):  # rows of an array?
+                    adjoint = nodes.call("rt.unpacked_adjoint", [adjoint, nodes.name(source)])
+                self._accumulate(source, adjoint)
         adjoints = {}
         for param in wrt:
             if param not in self.defined:
@@ -410,9 +413,9 @@ class _Reverse:
             return
         if kind == "aggregate":
             for key, atom in anno.get(stmt, "elements").items():
-                if self._active_name(atom):
-                    self._accumulate(atom.id, gast.Subscript(value=nodes.copy(g), slice=nodes.const(key),
-                                                             ctx=gast.Load()))
+                if self._active_name(atom):  # (the adjoint may be sparse: only the items read)
+                    self._accumulate(atom.id, nodes.call("rt.entry", [nodes.copy(g), nodes.const(key),
+                                                                      nodes.name(atom.id)]))
             return
         if kind != "op":
             return

@@ -22,7 +22,7 @@ _ADVICE = {
     gast.Continue: _EARLY_EXIT,
     gast.With: "move the `with` block out of the differentiated function",
     gast.Try: "move error handling out of the differentiated function",
-    gast.Lambda: "define the function with `def` at module level",
+    gast.Lambda: "write it as a nested `def` (or define it at module level) and use its name",
     gast.FunctionDef: "define the helper at module level",
     gast.ListComp: "build the list with explicit statements, or use a vectorised NumPy call",
     gast.GeneratorExp: "use a vectorised NumPy call instead",
