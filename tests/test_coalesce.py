@@ -52,15 +52,35 @@ def test_carried_adjoint_keeps_its_name_until_the_new_value():
 
 
 def test_names_whose_values_are_both_needed_stay_apart():
-    # x_bar gets its new value while x_4_bar's is still to be read.
+    # x_bar gets its new value while x_4_bar's is still to be read (by a user's
+    # hook, which may print: the two are not swapped).
     source = """
     for _ in range(n):
         x_4_bar = x_bar
         x_bar = x_4_bar * w
-        w_bar = w_bar + x_4_bar * x
+        w_bar = hook(x_4_bar)
     """
-    assert run(source, {"x_bar", "w_bar"}, entry={"x_bar", "w_bar", "n", "w", "x"}) \
+    assert run(source, {"x_bar", "w_bar"}, entry={"x_bar", "w_bar", "n", "w", "hook"}) \
         == textwrap.dedent(source).strip()
+
+
+def test_a_new_value_waits_for_the_last_read_of_the_old_one():
+    before = """
+    for _ in range(n):
+        x_4_bar = x_bar
+        if c:
+            x_2_bar = x_4_bar
+            x_bar = rt.unbroadcast(x_2_bar * w, x)
+            w_bar += rt.unbroadcast(x_2_bar * x, w)
+    """
+    after = """
+    for _ in range(n):
+        if c:
+            w_bar += rt.unbroadcast(x_bar * x, w)
+            x_bar = rt.unbroadcast(x_bar * w, x)
+    """
+    assert run(before, {"x_bar", "w_bar"}, entry={"x_bar", "w_bar", "n", "c", "w", "x", "rt"}) \
+        == textwrap.dedent(after).strip()
 
 
 def test_two_values_from_before_stay_apart():

@@ -56,6 +56,7 @@ def transform(stmts, live_out, fixed=(), kept=(), entry=()) -> tuple[list, dict]
     """
     renamed = {}
     while True:
+        _sink_rebindings(stmts)
         pair = _next_pair(stmts, set(live_out), set(fixed), set(kept), set(entry))
         if pair is None:
             return stmts, renamed
@@ -64,6 +65,86 @@ def transform(stmts, live_out, fixed=(), kept=(), entry=()) -> tuple[list, dict]
         renamed = {k: (new if v == old else v) for k, v in renamed.items()}
         renamed[old] = new
         stmts = _drop_self_copies(stmts)
+
+
+def _sink_rebindings(stmts):
+    """With a copy ``a = b`` somewhere, move each ``b = f(a)`` below the statements after
+    it that only read ``a`` (same source line, nothing else in common with it), so that
+    ``b`` gets its new value once ``a`` is no longer needed and the two can join::
+
+        x_2_bar = x_bar                        x_2_bar = x_bar
+        x_bar = x_2_bar * w              →     w_bar += x_2_bar * x
+        w_bar += x_2_bar * x                   x_bar = x_2_bar * w
+
+    Safe: neither the moved statement nor one it crosses binds or changes in place
+    a name the other mentions, and both call only ``np.``/``rt.`` functions, so
+    nothing runs that could see the order (a user's hook, a pullback)."""
+    pairs = {c for s in nodes.statements(stmts) if (c := _copy(s))}
+    for block in _blocks(stmts):
+        for j, moved in enumerate(list(block)):
+            if not _movable(moved):
+                continue
+            for a, b in sorted(pairs):
+                if b in _defs(moved) and a in _uses(moved):
+                    j = _index(block, moved)
+                    k = j
+                    while k + 1 < len(block) and _crossable(block[k + 1], moved, a):
+                        k += 1
+                    if k > j and not any(a in nodes.names_in(s) for s in block[k + 1:]):
+                        block[j:k + 1] = block[j + 1:k + 1] + [moved]
+                    break
+
+
+def _index(block, stmt) -> int:
+    return next(i for i, s in enumerate(block) if s is stmt)
+
+
+def _blocks(stmts):
+    yield stmts
+    for stmt in stmts:
+        if isinstance(stmt, (gast.If, gast.For, gast.While)):
+            yield from _blocks(stmt.body)
+            yield from _blocks(stmt.orelse)
+
+
+def _movable(stmt) -> bool:
+    return isinstance(stmt, (gast.Assign, gast.AugAssign)) and _only_library_calls(stmt) \
+        and not _unmodelled([stmt])
+
+
+def _crossable(stmt, moved, a) -> bool:
+    """Whether ``moved`` may go below ``stmt``: neither binds or changes in place a
+    name the other mentions (reading the same names is fine)."""
+    def writes(s):
+        return _defs(s) | _mutated(s)
+    return _movable(stmt) and not writes(stmt) & nodes.names_in(moved) \
+        and not writes(moved) & nodes.names_in(stmt) and a in _uses(stmt) \
+        and anno.get(stmt, "group") is anno.get(moved, "group")
+
+
+# ``rt.`` functions that run user code (a callee's pullback) or check and raise.
+_NOT_PURE = {"vjp_call", "vjp_method", "bind_vjp", "check_scalar_output", "unpop", "to_device", "to_host"}
+
+
+def _only_library_calls(stmt) -> bool:
+    """Calls only pure ``np.``/``rt.`` functions (not ``np.random``)."""
+    for node in gast.walk(stmt):
+        if isinstance(node, gast.Call):
+            parts, func = [], node.func
+            while isinstance(func, gast.Attribute):
+                parts.append(func.attr)
+                func = func.value
+            if not (isinstance(func, gast.Name) and func.id in ("np", "rt") and parts) \
+                    or "random" in parts or (func.id == "rt" and parts[-1] in _NOT_PURE):
+                return False
+    return True
+
+
+def _mutated(stmt) -> set:
+    """Names whose object a statement changes in place (``v[i] += e``, ``v[i] = e``)."""
+    targets = stmt.targets if isinstance(stmt, gast.Assign) else [stmt.target]
+    return {n.value.id for t in targets for n in gast.walk(t)
+            if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name)}
 
 
 def _copy(stmt):
