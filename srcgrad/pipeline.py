@@ -96,7 +96,8 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     if options.optimize:
         forward, backward = optimize.transform(forward, backward, live_out, sweeps.primal_of,
                                                backend.MODULE_NAME, outside={sweeps.seed, *core.params},
-                                               arrays={n for n, r in rank_env.items() if isinstance(r, int) and r > 0})
+                                               arrays={n for n, r in rank_env.items() if isinstance(r, int) and r > 0},
+                                               seed=sweeps.seed)
     # 8. emit and load.
     module = _assemble(fn, core, forward, backward, sweeps, options, backend)
     text = emit.render(module)

@@ -19,6 +19,7 @@ import copy
 import gast
 
 from .. import anno, nodes
+from . import coalesce
 
 # The generated code's name for the array module ("np", or "cp" for CuPy), set by transform().
 _module = ["np"]
@@ -472,12 +473,14 @@ def _prune_pop(owner, field, after, pushes) -> bool:
     return True
 
 
-def transform(forward, backward, live_out, primal_of, module_name="np", outside=(), arrays=()):
+def transform(forward, backward, live_out, primal_of, module_name="np", outside=(), arrays=(), seed=None):
     """Run the passes to a fixed point; return the new (forward, backward).
 
     ``primal_of`` maps each adjoint variable to its primal (``h_bar -> h``);
     ``module_name`` is the generated code's array module (``np``, ``cp``);
-    ``arrays``: names known to hold arrays (``x.shape`` rather than ``np.shape(x)``).
+    ``arrays``: names known to hold arrays (``x.shape`` rather than ``np.shape(x)``);
+    ``outside``: names bound before the backward sweep runs, of which ``seed`` is
+    the output's adjoint.
     """
     _module[0] = module_name
     _arrays.clear()
@@ -499,6 +502,24 @@ def transform(forward, backward, live_out, primal_of, module_name="np", outside=
         c2 = _count(kept_forward) + _count(backward) != _count(forward) + n_backward
         forward = kept_forward
         changed = changed or c1 or c2
+    # Last: the passes above rely on single assignment (a name bound once has one
+    # value), which joining names gives up; joining removes copies and nothing else.
+    return _coalesce(forward, backward, live_out, outside, seed)
+
+
+def _coalesce(forward, backward, live_out, outside, seed):
+    """Join names that copies connect (``coalesce``), in each sweep on its own.
+
+    The backward sweep renames only its own adjoints (it reads forward values
+    and may put some back, which the pullback's local copies rely on); the
+    forward sweep renames only names the backward sweep never mentions."""
+    params = set(outside)
+    forward_names = {n for s in nodes.statements(forward) for n in nodes.names_in(s)}
+    before = params | forward_names
+    backward, _ = coalesce.transform(backward, live_out, fixed={seed}, kept=before - {seed}, entry=before)
+    backward_names = {n for s in nodes.statements(backward) for n in nodes.names_in(s)}
+    forward, _ = coalesce.transform(forward, set(live_out) | backward_names,
+                                    fixed=backward_names | set(live_out) | params, entry=params)
     return forward, backward
 
 

@@ -1,0 +1,316 @@
+"""Pass 7b — coalesce: two names joined by a copy become one name.
+
+Requires: a sweep (forward or backward statement list) and the names it may
+not rename.
+Guarantees: after ``a = b``, where ``a`` and ``b`` never hold different values
+that are both still needed, every ``a`` is spelled ``b`` (or the other way
+round) and the copy, now ``b = b``, is gone.  That is what a person writes
+where single assignment put a copy: the adjoint of a loop-carried name handed
+to its new version at the top of each backward iteration, a branch's value
+handed to the name after the ``if`` in both branches, a flag set and copied
+back.
+
+Why it is safe: this is register coalescing (Chaitin).  ``a`` and ``b``
+*interfere* when one is bound at a point where the other still holds a value
+that a later read needs (is live), unless that binding is a copy between the
+two (then they hold the same value anyway).  Two names that never interfere
+can share one name: at every read, the shared name holds what the original
+name held.  Liveness is computed on the structured code (branches join, loops
+iterate to a fixed point), names bound before the sweep runs count as bound
+at its entry, and names a nested function reads are never renamed (it may run
+later, when the shared name holds something else).
+
+Before/after (backward sweep of ``for t in ...: if c: s = s + ...``)::
+
+    for t in reversed(range(3)):            for t in reversed(range(3)):
+        s_3_bar = s_bar                         if c:
+        if c:                                       x_bar = x_bar + s_bar * ...
+            s_bar = s_3_bar
+            x_bar = x_bar + s_3_bar * ...
+        else:
+            s_bar = s_3_bar
+"""
+from __future__ import annotations
+
+import re
+
+import gast
+
+from .. import anno, nodes
+
+_SIMPLE = (gast.Assign, gast.AugAssign, gast.Expr, gast.Pass, gast.Return)
+
+
+def transform(stmts, live_out, fixed=(), kept=(), entry=()) -> tuple[list, dict]:
+    """Coalesce copies in ``stmts`` until none is left that may be.
+
+    Args:
+        stmts: the sweep's statements (changed in place and returned).
+        live_out: names read after the sweep.
+        fixed: names never renamed away (they may survive a coalescing).
+        kept: names that must not be bound anywhere new (not even survive).
+        entry: names bound before the sweep runs.
+
+    Returns:
+        (statements, {removed name: the name it became}).
+    """
+    renamed = {}
+    while True:
+        _sink_rebindings(stmts)
+        pair = _next_pair(stmts, set(live_out), set(fixed), set(kept), set(entry))
+        if pair is None:
+            return stmts, renamed
+        old, new = pair
+        _rename(stmts, old, new)
+        renamed = {k: (new if v == old else v) for k, v in renamed.items()}
+        renamed[old] = new
+        stmts = _drop_self_copies(stmts)
+
+
+def _sink_rebindings(stmts):
+    """With a copy ``a = b`` somewhere, move each ``b = f(a)`` below the statements after
+    it that only read ``a`` (same source line, nothing else in common with it), so that
+    ``b`` gets its new value once ``a`` is no longer needed and the two can join::
+
+        x_2_bar = x_bar                        x_2_bar = x_bar
+        x_bar = x_2_bar * w              →     w_bar += x_2_bar * x
+        w_bar += x_2_bar * x                   x_bar = x_2_bar * w
+
+    Safe: neither the moved statement nor one it crosses binds or changes in place
+    a name the other mentions, and both call only ``np.``/``rt.`` functions, so
+    nothing runs that could see the order (a user's hook, a pullback)."""
+    pairs = {c for s in nodes.statements(stmts) if (c := _copy(s))}
+    for block in _blocks(stmts):
+        for j, moved in enumerate(list(block)):
+            if not _movable(moved):
+                continue
+            for a, b in sorted(pairs):
+                if b in _defs(moved) and a in _uses(moved):
+                    j = _index(block, moved)
+                    k = j
+                    while k + 1 < len(block) and _crossable(block[k + 1], moved, a):
+                        k += 1
+                    if k > j and not any(a in nodes.names_in(s) for s in block[k + 1:]):
+                        block[j:k + 1] = block[j + 1:k + 1] + [moved]
+                    break
+
+
+def _index(block, stmt) -> int:
+    return next(i for i, s in enumerate(block) if s is stmt)
+
+
+def _blocks(stmts):
+    yield stmts
+    for stmt in stmts:
+        if isinstance(stmt, (gast.If, gast.For, gast.While)):
+            yield from _blocks(stmt.body)
+            yield from _blocks(stmt.orelse)
+
+
+def _movable(stmt) -> bool:
+    return isinstance(stmt, (gast.Assign, gast.AugAssign)) and _only_library_calls(stmt) \
+        and not _unmodelled([stmt])
+
+
+def _crossable(stmt, moved, a) -> bool:
+    """Whether ``moved`` may go below ``stmt``: neither binds or changes in place a
+    name the other mentions (reading the same names is fine)."""
+    def writes(s):
+        return _defs(s) | _mutated(s)
+    return _movable(stmt) and not writes(stmt) & nodes.names_in(moved) \
+        and not writes(moved) & nodes.names_in(stmt) and a in _uses(stmt) \
+        and anno.get(stmt, "group") is anno.get(moved, "group")
+
+
+# ``rt.`` functions that run user code (a callee's pullback) or check and raise.
+_NOT_PURE = {"vjp_call", "vjp_method", "bind_vjp", "check_scalar_output", "unpop", "to_device", "to_host"}
+
+
+def _only_library_calls(stmt) -> bool:
+    """Calls only pure ``np.``/``rt.`` functions (not ``np.random``)."""
+    for node in gast.walk(stmt):
+        if isinstance(node, gast.Call):
+            parts, func = [], node.func
+            while isinstance(func, gast.Attribute):
+                parts.append(func.attr)
+                func = func.value
+            if not (isinstance(func, gast.Name) and func.id in ("np", "rt") and parts) \
+                    or "random" in parts or (func.id == "rt" and parts[-1] in _NOT_PURE):
+                return False
+    return True
+
+
+def _mutated(stmt) -> set:
+    """Names whose object a statement changes in place (``v[i] += e``, ``v[i] = e``)."""
+    targets = stmt.targets if isinstance(stmt, gast.Assign) else [stmt.target]
+    return {n.value.id for t in targets for n in gast.walk(t)
+            if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name)}
+
+
+def _copy(stmt):
+    """``(target, source)`` of a plain ``a = b`` between two names, else None."""
+    if isinstance(stmt, gast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], gast.Name) \
+            and isinstance(stmt.value, gast.Name):
+        return stmt.targets[0].id, stmt.value.id
+    return None
+
+
+def _version(name):
+    """Sort key that prefers ``s_bar`` to ``s_3_bar``, ``x_2`` to ``x_4``, names to temporaries."""
+    core = name.removesuffix("_bar")
+    m = re.fullmatch(r".*?_?(\d+)", core)
+    number = int(m.group(1)) if m else 1
+    return (name.startswith("_t"), name.startswith("_"), number, len(name), name)
+
+
+def _next_pair(stmts, live_out, fixed, kept, entry):
+    banned = set(kept) | _unmodelled(stmts) | _global(stmts, entry)
+    copies = [c for s in nodes.statements(stmts) if (c := _copy(s)) and c[0] != c[1]]
+    if not copies:
+        return None
+    interference = _Interference(stmts, live_out, entry)
+    for a, b in copies:
+        if a in banned or b in banned:
+            continue
+        # Keep the nicer name; a fixed name is never renamed away.
+        old, new = sorted((a, b), key=_version, reverse=True)
+        if old in fixed:
+            old, new = new, old
+        if old in fixed or old in live_out:
+            continue
+        if not interference.between(a, b):
+            return old, new
+    return None
+
+
+def _unmodelled(stmts) -> set:
+    """Names this pass leaves alone: read in a nested function, bound where it does
+    not look (a comprehension's or walrus's target, ``a, *b = ...``), or in a
+    statement it does not model (``with``, ``del``, ``global``)."""
+    names = set()
+    for stmt in stmts:
+        if isinstance(stmt, (gast.If, gast.For, gast.While)):
+            names |= _unmodelled(stmt.body) | _unmodelled(stmt.orelse)
+            header = [stmt.test] if not isinstance(stmt, gast.For) else [stmt.iter, stmt.target]
+            targets = {stmt.target.id} if isinstance(stmt, gast.For) and isinstance(stmt.target, gast.Name) \
+                else set()
+        elif not isinstance(stmt, _SIMPLE):
+            names |= nodes.names_in(stmt)
+            continue
+        else:
+            header, targets = [stmt], _defs(stmt)
+        for root in header:
+            for node in gast.walk(root):
+                if isinstance(node, (gast.Lambda, gast.FunctionDef)):
+                    names |= nodes.names_in(node)
+                elif isinstance(node, gast.Name) and not isinstance(node.ctx, gast.Load) \
+                        and node.id not in targets:
+                    names.add(node.id)
+    return names
+
+
+def _global(stmts, entry) -> set:
+    """Names read but never bound here nor before (globals, builtins): binding one
+    anywhere would make it local to the whole function."""
+    bound = {n for s in nodes.statements(stmts) for n in _defs(s)} | set(entry)
+    return {n for s in stmts for n in nodes.names_in(s)} - bound
+
+
+def _defs(stmt) -> set:
+    """Names a simple statement binds (an in-place ``v += e`` binds ``v`` again)."""
+    if isinstance(stmt, gast.AugAssign):
+        return {stmt.target.id} if isinstance(stmt.target, gast.Name) else set()
+    return set(nodes.assigned_names(stmt))
+
+
+def _uses(stmt) -> set:
+    used = set(nodes.loaded_names(stmt))
+    if isinstance(stmt, gast.AugAssign) and isinstance(stmt.target, gast.Name):
+        used.add(stmt.target.id)
+    return used
+
+
+class _Interference:
+    """For each binding point: the names bound there and the names live just after."""
+
+    def __init__(self, stmts, live_out, entry):
+        self.points = []  # (bound names, live after, copied-from name or None)
+        live_in = self._block(stmts, set(live_out))
+        # Names with a value from before the sweep are bound together at its entry.
+        self.points.append((set(entry) | live_in, live_in, None))
+
+    def between(self, a, b) -> bool:
+        for bound, live, source in self.points:
+            for x, y in ((a, b), (b, a)):
+                if x in bound and y in live and not (source == y and len(bound) == 1):
+                    return True
+        return False
+
+    def _block(self, stmts, live):
+        """Live names before ``stmts``, given ``live`` after; records binding points."""
+        for stmt in reversed(stmts):
+            live = self._statement(stmt, live)
+        return live
+
+    def _statement(self, stmt, live):
+        if isinstance(stmt, gast.If):
+            return self._block(stmt.body, set(live)) | self._block(stmt.orelse, set(live)) \
+                | set(nodes.loaded_names(stmt.test))
+        if isinstance(stmt, gast.While):
+            test = set(nodes.loaded_names(stmt.test))
+            top = live | test
+            while True:
+                mark = len(self.points)
+                entry = self._block(stmt.body, set(top)) | test
+                if entry <= top:
+                    break
+                del self.points[mark:]
+                top |= entry
+            return top
+        if isinstance(stmt, gast.For):
+            target = _defs(stmt)
+            top = set(live)  # live where the next index is bound (and after the last)
+            while True:
+                mark = len(self.points)
+                body_entry = self._block(stmt.body, set(top))
+                new_top = top | body_entry - target
+                if new_top <= top:
+                    break
+                del self.points[mark:]
+                top = new_top
+            self.points.append((target, body_entry, None))
+            return top | set(nodes.loaded_names(stmt.iter))
+        bound = _defs(stmt)
+        copy = _copy(stmt)
+        if bound:
+            self.points.append((bound, set(live), copy[1] if copy else None))
+        return (live - bound) | _uses(stmt)
+
+
+def _rename(stmts, old, new):
+    # The optimizer reads a statement's rule arguments from its ``bound`` atoms too.
+    atoms = [a for s in nodes.statements(stmts) for a in (anno.get(s, "bound") or {}).values()]
+    for root in [*stmts, *atoms]:
+        for node in gast.walk(root):
+            if isinstance(node, gast.Name) and node.id == old:
+                node.id = new
+
+
+def _drop_self_copies(stmts) -> list:
+    out = []
+    for stmt in stmts:
+        if (c := _copy(stmt)) and c[0] == c[1]:
+            continue
+        if isinstance(stmt, (gast.If, gast.For, gast.While)):
+            stmt.body = _drop_self_copies(stmt.body) or [gast.Pass()]
+            stmt.orelse = _drop_self_copies(stmt.orelse)
+            if isinstance(stmt, gast.If) and all(isinstance(s, gast.Pass) for s in stmt.body) \
+                    and not stmt.orelse and not _has_effect(stmt.test):
+                continue
+        out.append(stmt)
+    return out
+
+
+def _has_effect(test) -> bool:
+    return not all(isinstance(n, (gast.Name, gast.Load, gast.Constant, gast.UnaryOp, gast.Not))
+                   for n in gast.walk(test))
