@@ -224,7 +224,8 @@ def _notes(forward, notes) -> list[str]:
     """Header lines that explain each stack and trip count in the generated code."""
     pushed = {anno.get(s, "stack"): s.value.args[0] for s in nodes.statements(forward)
               if isinstance(s, gast.Expr) and anno.has(s, "stack")}
-    lines = []
+    lines = [f"{s.targets[0].id} = None: assigned on some paths only (its adjoint is 0.0 where it was not)"
+             for s in forward if anno.get(s, "prebound")]
     saved = {n.id for values in pushed.values() for n in gast.walk(values) if isinstance(n, gast.Name)}
     def line(note):
         number = note[1].rsplit(":", 1)[-1]

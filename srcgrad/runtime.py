@@ -607,9 +607,12 @@ def add(a, b):
 
 
 def zeros_like(x):
-    """A zero adjoint for ``x``: an empty sparse structure, or an array of zeros."""
+    """A zero adjoint for ``x``: an empty sparse structure, or an array of zeros
+    (``0.0`` for ``None``: a name the path taken never assigned)."""
     from . import tree
 
+    if x is None:
+        return 0.0
     return {} if tree.is_structure(x) else np.zeros_like(x)
 
 

@@ -329,6 +329,21 @@ def and_short_circuits(x):
     return np.sum(x * 2)
 
 
+def assigned_on_one_path_only(x):
+    if x[0] > 0:
+        z = x * 2
+    if x[0] > 0:
+        return np.sum(z)
+    return np.sum(x)
+
+
+def assigned_in_one_iteration_only(x):
+    for i in range(3):
+        if i == 1:
+            keep = x * i
+    return np.sum(keep**2)
+
+
 def for_else(x):
     s = 0.0
     for i in range(len(x)):
@@ -479,6 +494,9 @@ CASES = [
     (and_or_as_values, (VEC, VEC + 1), (0, 1)),
     (and_or_as_values, (VEC * 0, VEC + 1), (1,)),
     (and_short_circuits, (VEC,), (0,)),
+    (assigned_on_one_path_only, (VEC,), (0,)),
+    (assigned_on_one_path_only, (-VEC,), (0,)),  # `z` never assigned: its adjoint is 0.0
+    (assigned_in_one_iteration_only, (VEC,), (0,)),
     (for_else, (np.array([1.0, 1.5, 0.5]),), (0,)),  # no break: the else block runs
     (for_else, (np.array([1.0, 2.5, 0.5]),), (0,)),  # break: it does not
     (for_else_without_break, (VEC,), (0,)),

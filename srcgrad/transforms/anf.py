@@ -83,6 +83,7 @@ class Core:
     names: set
     counter: list = dataclasses.field(default_factory=lambda: [0])
     final_names: dict = dataclasses.field(default_factory=dict)  # user name -> its last SSA name
+    maybe_unbound: set = dataclasses.field(default_factory=set)  # bound on some paths only
 
     def fresh(self, base: str | None = None) -> str:
         """A new name: ``_t<n>`` for temporaries, else ``base``, ``base_2``, ..."""
@@ -139,6 +140,7 @@ class _Lowering:
     def run(self) -> Core:
         self._block(self.fdef.body)
         self.core.final_names = dict(self.current)
+        self.core.maybe_unbound |= self.unbound
         return self.core
 
     def _block(self, stmts):
@@ -301,6 +303,8 @@ class _Lowering:
             in_body, in_else = after_body.get(user), after_else.get(user)
             if in_body == in_else or in_body is None or in_else is None:
                 self.current[user] = in_body or in_else
+                if (in_body is None or in_else is None) and user not in before:
+                    self.core.maybe_unbound.add(in_body or in_else)  # `if c: z = ...` alone
                 continue
             merged = self.core.fresh(user)
             body.append(self._copy(merged, in_body, stmt))

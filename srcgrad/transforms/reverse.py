@@ -90,6 +90,7 @@ class _Reverse:
         self.save_ids = 0
         self.callees = {}    # (name, function, wrt, ranks) -> name of its vjp in the code
         self.entry_shapes = {}  # name a loop binds first -> a name of its shape, defined in every iteration
+        self.prebound = set()   # names bound on some paths only, bound to None first (see _branch_zeros)
         changes = {s: anno.get(s, "kind") for s in nodes.statements(core.body)
                    if anno.get(s, "kind") in ("append", "pop")}
         # Lists changed in place: their adjoint is a list of adjoints, one per item.
@@ -125,7 +126,16 @@ class _Reverse:
                 self.out.append(self._zeros(param))
                 self.defined.add(param)
             adjoints[param] = self.bar[param]
-        return Sweeps(self.saves + forward, self.out, adjoints, seed,
+        # A loop's first iteration may merge a name it has not bound yet (`keep` in
+        # `if c: keep = ...` else keep): that copy needs a value to read.
+        for stmt in nodes.statements(self.core.body):
+            if isinstance(stmt, gast.If):
+                self.prebound.update(s.value.id for s in stmt.body + stmt.orelse
+                                     if anno.get(s, "kind") == "copy" and isinstance(s.value, gast.Name)
+                                     and s.value.id in self.core.maybe_unbound)
+        prebind = [anno.set(anno.set(nodes.assign(v, nodes.const(None)), "impure", True), "prebound", True)
+                   for v in sorted(self.prebound)]
+        return Sweeps(prebind + self.saves + forward, self.out, adjoints, seed,
                       {b: v for v, b in self.bar.items()}, self.notes, callees=self.callees)
 
     def _bar_name(self, var):
@@ -147,6 +157,19 @@ class _Reverse:
         stmt = nodes.assign(self._bar_name(var), zeros)
         anno.set(stmt, "group", self.group)
         return stmt
+
+    def _branch_zeros(self, var):
+        """The zero adjoint a branch that does not start ``var``'s adjoint gives it.
+        Where ``var`` may not exist on that path (`if c: z = ...` alone), it is bound
+        to None first thing (``self.prebound``) and its zero adjoint is ``0.0`` there:
+        nothing reads that adjoint on a path where ``var`` was never assigned."""
+        like = self.entry_shapes.get(var)
+        if like is None and var in self.core.maybe_unbound:
+            self.prebound.add(var)
+            stmt = nodes.assign(self._bar_name(var), nodes.call("rt.zeros_like", [nodes.name(var)]))
+            anno.set(stmt, "group", self.group)
+            return stmt
+        return self._zeros(var, like=like)
 
     def _accumulate(self, var, expr):
         name = self._bar_name(var)
@@ -195,9 +218,9 @@ class _Reverse:
         after_else = self.defined
         self.group = group
         for var in sorted(after_body - after_else):
-            orelse.append(self._zeros(var, like=self.entry_shapes.get(var)))
+            orelse.append(self._branch_zeros(var))
         for var in sorted(after_else - after_body):
-            body.append(self._zeros(var, like=self.entry_shapes.get(var)))
+            body.append(self._branch_zeros(var))
         self.defined = after_body | after_else
         if self.loop_depth:
             # A branch's own values exist only when it ran: it saves them itself.
