@@ -533,6 +533,7 @@ def _tuple_pullback(pullback, value):
     def pull(value_bar):
         if isinstance(value_bar, dict):  # sparse: the outputs the caller read, by position
             value_bar = [value_bar.get(i) for i in range(len(value))]
+        value_bar = list(value_bar) + [None] * (len(value) - len(value_bar))  # `a, _ = f(x)`
         return pullback(tuple(zeros_like(v) if g is None else g for g, v in zip(value_bar, value)))
     return pull
 

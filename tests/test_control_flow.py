@@ -344,6 +344,40 @@ def assigned_in_one_iteration_only(x):
     return np.sum(keep**2)
 
 
+def bound_in_an_inner_loop_read_in_the_outer(m):
+    s = 0.0
+    for i in range(2):
+        for j in range(2):
+            t = m[i, j] * 1.0
+        s = s + np.sin(t)
+    return s
+
+
+def read_before_assigned_later_in_the_body(x):
+    s = 0.0
+    for i in range(3):
+        if i > 0:
+            s = s + w * x[i]
+        w = x[i] ** 2
+    return s
+
+
+def carried_tuple_unpacked_in_the_loop(x):
+    t = (x, x * 2)
+    for i in range(2):
+        a, b = t
+        t = (b, a * 3)
+    return np.sum(t[0])
+
+
+def nested_and_or_in_a_loop(x, y):
+    s = np.sum(x)
+    for i in range(2):
+        s = (s > 0 and s) or np.sum(y)
+        s = s + ((s and np.sum(y)) or 1.0)
+    return s
+
+
 def for_else(x):
     s = 0.0
     for i in range(len(x)):
@@ -497,6 +531,10 @@ CASES = [
     (assigned_on_one_path_only, (VEC,), (0,)),
     (assigned_on_one_path_only, (-VEC,), (0,)),  # `z` never assigned: its adjoint is 0.0
     (assigned_in_one_iteration_only, (VEC,), (0,)),
+    (bound_in_an_inner_loop_read_in_the_outer, (MAT[:2, :2],), (0,)),
+    (read_before_assigned_later_in_the_body, (VEC,), (0,)),
+    (carried_tuple_unpacked_in_the_loop, (VEC,), (0,)),
+    (nested_and_or_in_a_loop, (np.abs(VEC), VEC), (0, 1)),
     (for_else, (np.array([1.0, 1.5, 0.5]),), (0,)),  # no break: the else block runs
     (for_else, (np.array([1.0, 2.5, 0.5]),), (0,)),  # break: it does not
     (for_else_without_break, (VEC,), (0,)),

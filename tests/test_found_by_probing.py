@@ -402,3 +402,36 @@ def test_unsupported_container_and_array_operations_are_named(fn, message):
     """Each crashed inside srcgrad or the generated code (or advised `np.fill`)."""
     with pytest.raises(srcgrad.errors.UserCodeError, match=message):
         srcgrad.grad(fn)(X)
+
+
+def two_results(h, w):
+    return h * w, h + w
+
+
+def uses_the_first_result_only(x, w):
+    a, _ = two_results(x, w)
+    return np.sum(a)
+
+
+def stacks_with_asarray(x):
+    return np.sum(np.asarray([x[0], x[1]]) ** 2)
+
+
+def set_k(d):
+    d["k"] = 2.0
+
+
+def reads_a_dict_a_callee_changed(x):
+    d = {"k": 1.0}
+    set_k(d)
+    return x * d["k"]
+
+
+def test_first_result_asarray_of_a_list_and_a_dict_changed_by_a_callee():
+    """A crash (`a, _ = f(x)`: the pullback got a 1-tuple) and two silent zeros or
+    wrong values (`np.asarray([...])`; `d["k"]` read as its literal though a callee
+    changed it)."""
+    check_grads(uses_the_first_result_only, (X, X + 1), wrt=(0, 1))
+    np.testing.assert_allclose(srcgrad.grad(stacks_with_asarray)(X), [2 * X[0], 2 * X[1], 0.0], rtol=1e-14)
+    value, g = srcgrad.value_and_grad(reads_a_dict_a_callee_changed)(1.5)
+    assert (value, g) == (3.0, 2.0)

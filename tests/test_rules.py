@@ -213,13 +213,14 @@ ROWS = [
         "np.stack((x, y, x))": [((3, 4), (3, 4))],
         "np.stack([x, np.ones((3, 4)), y], axis=1)": [((3, 4), (3, 4))],
     }),
-    Row(np.copy, {"np.copy(x)": UNARY, "x.copy()": MATRIX, "np.asarray(x)": UNARY}),
+    Row(np.copy, {"np.copy(x)": UNARY, "x.copy()": MATRIX}),
     Row(np.array, {
         "np.array(x)": UNARY,
         "np.array([x, y])": [((3, 4), (3, 4)), ((), ())],
         "np.array([[x, y], [y, x]])": [((), ())],
         "np.array((x, y, x))": [((4,), (4,))],
     }),
+    Row(np.asarray, {"np.asarray(x)": UNARY, "np.asarray([x, y])": [((3, 4), (3, 4))]}),
     Row(operator.getitem, {
         "x[1]": MATRIX, "x[-1]": MATRIX, "x[1:3]": MATRIX, "x[::2]": MATRIX,
         "x[1, :]": MATRIX, "x[:, 1:3]": MATRIX, "x[1:, ::-2]": MATRIX, "x[-1, 2]": MATRIX,

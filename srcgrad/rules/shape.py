@@ -56,7 +56,7 @@ if hasattr(np, "astype"):  # NumPy >= 2.1; also x.astype(dtype)
         return ans_bar
 
 
-@defadjoint(np.copy, np.asarray, elementwise=True)
+@defadjoint(np.copy, elementwise=True)
 def copy(ans_bar, ans, a):
     return ans_bar
 
@@ -73,11 +73,17 @@ def concatenate(ans_bar, ans, arrays, axis=0):
     return unconcatenate(ans_bar, arrays, axis)
 
 
-@defadjoint(np.array, sequence=("object",))
+@defadjoint(np.array, sequence=("object",), ndim=_ndim.same_as("object"))
 def array(ans_bar, ans, object, dtype=None):  # noqa: A002 - NumPy's parameter name
     """``np.array(x)`` copies ``x``: its adjoint passes through.  ``np.array([a, b])``
     stacks the items along a new first axis: each gets its slice ``ans_bar[i]``
     (nested lists, their slices of slices)."""
+    return ans_bar
+
+
+@defadjoint(np.asarray, sequence=("a",), ndim=_ndim.same_as("a"))
+def asarray(ans_bar, ans, a, dtype=None):
+    """As ``np.array`` (no copy of an array, which the compiler treats as a view)."""
     return ans_bar
 
 

@@ -388,7 +388,6 @@ class _Lowering:
                 self.current[user] = user
                 self.core.names.add(user)
                 self.unbound.add(user)
-            if self.current[user] in self.unbound:  # (still) unbound before this loop's first pass
                 first_defined.append(user)
             entry[user] = self.current[user]
             # Later iterations give the name new contents: its elements are no longer
@@ -964,6 +963,9 @@ class _Lowering:
         if receiver is None and isinstance(callee, gast.Name) and not anno.has(callee, "resolved"):
             receiver = callee  # a callable object passed in: its own parameters count
         self._escape(list(args) + list(kwargs.values()), node)  # the callee may keep or return a view
+        for atom in list(args) + list(kwargs.values()):  # ... or change a list or dict it is given
+            for name in nodes.loaded_names(atom):
+                self.aggregates.pop(name, None)
         return self._emit(value, kind="call", args=args, kwargs=kwargs, receiver=receiver,
                           impure=True, **emit)
 

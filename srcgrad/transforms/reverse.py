@@ -133,8 +133,7 @@ class _Reverse:
                 self.prebound.update(s.value.id for s in stmt.body + stmt.orelse
                                      if anno.get(s, "kind") == "copy" and isinstance(s.value, gast.Name)
                                      and s.value.id in self.core.maybe_unbound)
-        prebind = [anno.set(anno.set(nodes.assign(v, nodes.const(None)), "impure", True), "prebound", True)
-                   for v in sorted(self.prebound)]
+        prebind = [anno.set(nodes.assign(v, nodes.const(None)), "prebound", True) for v in sorted(self.prebound)]
         return Sweeps(prebind + self.saves + forward, self.out, adjoints, seed,
                       {b: v for v, b in self.bar.items()}, self.notes, callees=self.callees)
 
@@ -207,7 +206,8 @@ class _Reverse:
         """Reverse of ``if c: A else: B`` is ``if c: reverse(A) else: reverse(B)``; an
         adjoint that only one branch starts is started as zeros in the other."""
         group, before = self.group, set(self.defined)
-        if self.loop_depth and isinstance(stmt.test, gast.Name) and stmt.test.id.startswith("_t"):
+        if self.loop_depth and isinstance(stmt.test, gast.Name) and stmt.test.id.startswith("_t") \
+                and not self.activity.active(stmt.test.id):  # (`a or b`'s test may be its value too)
             # Each iteration's decision is saved for the backward sweep: give it a plain name.
             taken = self.core.fresh(f"if{self.if_numbers[id(stmt)]}_taken")
             _rename(self.core.body, stmt.test.id, taken)
@@ -263,9 +263,14 @@ class _Reverse:
         self.loop_depth -= 1
         self.entry_shapes = shapes
         self.group = group
+        # A name an enclosing loop binds first may be unbound when this loop starts (in
+        # the enclosing loop's first iteration): bound to None first, saved like the rest.
+        maybe_unbound = (carried - first_defined) & self.core.maybe_unbound
+        self.prebound |= maybe_unbound
         for var in sorted(carried):
             if self.activity.active(var) and var not in self.defined:
-                body.append(self._zeros(var, like=sources.get(var, var) if var in first_defined else var))
+                body.append(self._branch_zeros(var) if var in maybe_unbound else
+                            self._zeros(var, like=sources.get(var, var) if var in first_defined else var))
                 self.defined.add(var)
         self.defined -= local
         if isinstance(stmt, gast.While):
@@ -286,6 +291,9 @@ class _Reverse:
         # must hold their values from before the forward loop
         index = {stmt.target.id} if isinstance(stmt, gast.For) else set()
         candidates = (_definite(stmt.body) | carried_before) - index
+        # Each iteration pushes the values its backward iteration reads as they were on
+        # entry; a name the loop binds first has none on the first: bound to None first.
+        self.prebound |= {n for s in body for n in nodes.loaded_names(s)} & candidates & first_defined
         self._save(f"loop{k}_stack", stmt, stmt.body, _carry_position(stmt.body), body, candidates,
                    always=carried_before)
         if body:
@@ -408,8 +416,17 @@ class _Reverse:
         if kind == "unknown":
             raise self._no_rule(stmt)
         if kind == "unpack":
-            # a, b = t: t's adjoint is the tuple of a's and b's, built where t is defined.
-            if target in self.defined:
+            # a, b = t: t's adjoint is the tuple of a's and b's, built where t is defined;
+            # in a loop, where `t` is another value each iteration, each part goes in at once.
+            if target in self.defined and self.loop_depth:
+                source = anno.get(stmt, "source")
+                part = gast.Dict(keys=[nodes.const(anno.get(stmt, "index"))],
+                                 values=[nodes.name(self.bar[target])])
+                if not isinstance(rank_of(nodes.name(source), self.ranks), TreeRank):
+                    part = nodes.call("rt.unpacked_adjoint", [part, nodes.name(source)])
+                self._accumulate(source, part)
+                self.defined.discard(target)
+            elif target in self.defined:
                 self.unpacked.setdefault(anno.get(stmt, "source"), {})[anno.get(stmt, "index")] = \
                     self.bar[target]
                 self.defined.discard(target)
