@@ -435,3 +435,15 @@ def test_first_result_asarray_of_a_list_and_a_dict_changed_by_a_callee():
     np.testing.assert_allclose(srcgrad.grad(stacks_with_asarray)(X), [2 * X[0], 2 * X[1], 0.0], rtol=1e-14)
     value, g = srcgrad.value_and_grad(reads_a_dict_a_callee_changed)(1.5)
     assert (value, g) == (3.0, 2.0)
+
+
+def writes_into_a_new_array_from_a_list(x):
+    y = np.array([x[0], x[1]], dtype=np.float64)
+    y[0] = 3.0
+    return np.sum(y * x[:2]) + np.sum(np.asarray(x, dtype=np.float64) ** 2)
+
+
+def test_np_array_keywords_and_a_write_into_its_result():
+    """`np.array(..., dtype=)` is a new array (writing into it is fine); `np.asarray(x, dtype=)`
+    was refused ("does not accept these arguments")."""
+    check_grads(writes_into_a_new_array_from_a_list, (X,))

@@ -216,6 +216,7 @@ ROWS = [
     Row(np.copy, {"np.copy(x)": UNARY, "x.copy()": MATRIX}),
     Row(np.array, {
         "np.array(x)": UNARY,
+        "np.array(x, copy=True)": MATRIX,
         "np.array([x, y])": [((3, 4), (3, 4)), ((), ())],
         "np.array([[x, y], [y, x]])": [((), ())],
         "np.array((x, y, x))": [((4,), (4,))],

@@ -74,7 +74,7 @@ def concatenate(ans_bar, ans, arrays, axis=0):
 
 
 @defadjoint(np.array, sequence=("object",), ndim=_ndim.same_as("object"))
-def array(ans_bar, ans, object, dtype=None):  # noqa: A002 - NumPy's parameter name
+def array(ans_bar, ans, object, dtype=None, copy=True):  # noqa: A002 - NumPy's parameter name
     """``np.array(x)`` copies ``x``: its adjoint passes through.  ``np.array([a, b])``
     stacks the items along a new first axis: each gets its slice ``ans_bar[i]``
     (nested lists, their slices of slices)."""
