@@ -68,6 +68,9 @@ class GradientFunction:
         # Called from generated code (rt.vjp_call): adjoints stay raw (sparse for
         # structures); the outermost call gives them their primal's shape and type.
         self._internal = internal
+        # `grad(f, wrt=(...))(arrays...)`: the call a training loop makes every step.
+        self._plain = mode == "grad" and self._whole and self._as_tuple and not (
+            has_aux or intermediates or internal or self._variadic)
 
     def _wrt_entries(self, wrt):
         as_tuple = isinstance(wrt, (tuple, list))
@@ -175,6 +178,10 @@ class GradientFunction:
                               "ask for an argument that is passed, or pass it")
 
     def __call__(self, *args, **kwargs):
+        if self._plain and not kwargs and len(args) == len(self._params):
+            grads = self._plain_call(args)
+            if grads is not None:
+                return grads
         args = self._arguments(args, kwargs)
         if self._internal:  # from generated code: raw (value, pullback), no checks twice
             if self._whole:
@@ -194,6 +201,21 @@ class GradientFunction:
             return self._finalize_watched(out, args)
         value, grads = out
         return value, self._finalize_watched(grads, args)
+
+    def _plain_call(self, args):
+        """The common call kept short (it runs every training step): float arrays in,
+        gradients that already have their shapes and dtypes out; None where anything
+        differs, for the general path (which checks, and converts, as usual)."""
+        for i in self._wrt_index:
+            value = args[i]
+            if type(value) is not np.ndarray or value.dtype.kind != "f":
+                return None
+        grads = self.compiled(args)(*args)
+        for g, i in zip(grads, self._wrt_index):
+            x = args[i]
+            if not (type(g) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape and g.flags.writeable):
+                return tuple(_match(g, args[i]) for g, i in zip(grads, self._wrt_index))
+        return grads
 
     def _finalize_watched(self, grads, args):
         if self.options.intermediates:
