@@ -211,11 +211,9 @@ class GradientFunction:
             if type(value) is not np.ndarray or value.dtype.kind != "f":
                 return None
         grads = self.compiled(args)(*args)
-        for g, i in zip(grads, self._wrt_index):
-            x = args[i]
-            if not (type(g) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape and g.flags.writeable):
-                return tuple(_match(g, args[i]) for g, i in zip(grads, self._wrt_index))
-        return grads
+        if all(_matches(g, args[i]) for g, i in zip(grads, self._wrt_index)):
+            return grads
+        return tuple(_match(g, args[i]) for g, i in zip(grads, self._wrt_index))
 
     def _finalize_watched(self, grads, args):
         if self.options.intermediates:
@@ -243,7 +241,7 @@ class GradientFunction:
         for name, key in self._entries:
             g, value = by_name[name], self._wrt_value(args, name, key)
             if key is not None:
-                g = _entry(g, key)
+                g = runtime.item_of(g, key)
             if self._internal:
                 out.append(runtime.zeros_like(value) if g is None else g)
             else:
@@ -261,21 +259,16 @@ class GradientFunction:
         return f"<srcgrad.{self.options.mode} of {self.fn.__qualname__} wrt {self.options.wrt}>"
 
 
-def _entry(g, key):
-    """The adjoint of ``x[key]`` in the adjoint ``g`` of a tuple, list or dict ``x``: a
-    sparse dict, or a list (a sequence rule's, ``np.stack(xs)``); None if none reached it."""
-    if isinstance(g, dict):
-        return g.get(key)
-    if isinstance(g, (list, tuple)):
-        return g[key]
-    return None
+def _matches(g, x) -> bool:
+    """``g`` is already a gradient for the array ``x``: its own writable array, same shape and dtype."""
+    return type(g) is np.ndarray and type(x) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape \
+        and g.flags.writeable
 
 
 def _match(g, x):
     """Give a gradient its primal's type, shape and dtype (float32 in, float32 out);
     for a structure, a value of the same structure (``g.linear1.weight``)."""
-    if type(g) is np.ndarray and type(x) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape \
-            and g.flags.writeable:
+    if _matches(g, x):
         return g  # the common case, checked first: this runs on every gradient
     if g is None:
         g = {} if tree.is_structure(x) else np.zeros_like(x)

@@ -133,6 +133,16 @@ def to_source(node) -> str:
     return ast.unparse(tree)
 
 
+def rename(stmts, mapping: dict) -> None:
+    """Rename the names in ``mapping`` (old -> new) throughout ``stmts``, including
+    the rule arguments a statement keeps in its ``bound`` annotation."""
+    atoms = [a for s in statements(stmts) for a in (anno.get(s, "bound") or {}).values()]
+    for root in [*stmts, *atoms]:
+        for node in gast.walk(root):
+            if isinstance(node, gast.Name) and node.id in mapping:
+                node.id = mapping[node.id]
+
+
 def names_in(node) -> set[str]:
     return {n.id for n in gast.walk(node) if isinstance(n, gast.Name)}
 

@@ -196,10 +196,7 @@ def _pullback_locals(core, forward, backward) -> list:
     indices = {s.target.id for s in nodes.statements(backward) if isinstance(s, gast.For)}
     rebound = [n for n in rebound if n not in indices]  # a loop binds its own index first
     mapping = {n: core.fresh(f"{n}_local") for n in rebound + stacks}
-    for stmt in backward:
-        for node in gast.walk(stmt):
-            if isinstance(node, gast.Name) and node.id in mapping:
-                node.id = mapping[node.id]
+    nodes.rename(backward, mapping)
     # Only names read outside the backward loops need their forward value up front
     # (inside, each iteration's pop sets them; a name local to a loop body may not
     # even exist when the loop ran no iterations).

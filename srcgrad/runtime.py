@@ -628,11 +628,18 @@ def unpacked_adjoint(parts, source):
     return source_bar
 
 
-def entry(g, key, like):
+def item_of(g, key):
     """Item ``key`` of the adjoint ``g`` of a tuple, list or dict: ``g`` is sparse
-    (``{0: a_bar}``, only the items something read) or a sequence; zeros shaped
-    like ``like`` where nothing reached that item."""
-    part = g.get(key) if isinstance(g, dict) else g[key]
+    (``{0: a_bar}``, only the items something read) or a sequence; None where
+    nothing reached that item (or ``g`` is a plain zero)."""
+    if isinstance(g, dict):
+        return g.get(key)
+    return g[key] if isinstance(g, (list, tuple, np.ndarray)) else None
+
+
+def entry(g, key, like):
+    """:func:`item_of`, with zeros shaped like ``like`` where nothing reached the item."""
+    part = item_of(g, key)
     return zeros_like(like) if part is None else part
 
 

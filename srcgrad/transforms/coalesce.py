@@ -61,7 +61,7 @@ def transform(stmts, live_out, fixed=(), kept=(), entry=()) -> tuple[list, dict]
         if pair is None:
             return stmts, renamed
         old, new = pair
-        _rename(stmts, old, new)
+        nodes.rename(stmts, {old: new})  # (the optimizer reads `bound` atoms too)
         renamed = {k: (new if v == old else v) for k, v in renamed.items()}
         renamed[old] = new
         stmts = _drop_self_copies(stmts)
@@ -285,15 +285,6 @@ class _Interference:
         if bound:
             self.points.append((bound, set(live), copy[1] if copy else None))
         return (live - bound) | _uses(stmt)
-
-
-def _rename(stmts, old, new):
-    # The optimizer reads a statement's rule arguments from its ``bound`` atoms too.
-    atoms = [a for s in nodes.statements(stmts) for a in (anno.get(s, "bound") or {}).values()]
-    for root in [*stmts, *atoms]:
-        for node in gast.walk(root):
-            if isinstance(node, gast.Name) and node.id == old:
-                node.id = new
 
 
 def _drop_self_copies(stmts) -> list:

@@ -177,10 +177,7 @@ def propagate_copies(stmts, keep=(), outside=()) -> tuple[list, bool]:
             prefer_t = False
         old, new = (src, t) if prefer_t else (t, src)
         out = _remove(stmts, {id(stmt)})
-        for top in out:
-            for node in gast.walk(top):
-                if isinstance(node, gast.Name) and node.id == old:
-                    node.id = new
+        nodes.rename(out, {old: new})
         return out, True  # one at a time: the counts above are now stale
     return stmts, False
 def _same_shape_map(forward, primal_of) -> dict:

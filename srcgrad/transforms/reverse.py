@@ -210,7 +210,7 @@ class _Reverse:
                 and not self.activity.active(stmt.test.id):  # (`a or b`'s test may be its value too)
             # Each iteration's decision is saved for the backward sweep: give it a plain name.
             taken = self.core.fresh(f"if{self.if_numbers[id(stmt)]}_taken")
-            _rename(self.core.body, stmt.test.id, taken)
+            nodes.rename(self.core.body, {stmt.test.id: taken})
             self.notes.append((taken, self._where(stmt)))
         body = self._in_new_block(stmt.body)
         after_body, self.defined = self.defined, set(before)
@@ -762,13 +762,6 @@ def _mutates_parameters(fn) -> bool:
 # them would silently be zero.
 _CONTAINERS = {f"builtins.{t}" for t in ("list", "tuple", "dict", "set", "frozenset", "zip", "enumerate",
                                           "reversed", "map", "filter")}
-
-
-def _rename(stmts, old, new):
-    for stmt in stmts:
-        for node in gast.walk(stmt):
-            if isinstance(node, gast.Name) and node.id == old:
-                node.id = new
 
 
 def _index(stmts, stmt) -> int:
