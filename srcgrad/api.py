@@ -23,6 +23,18 @@ def _origin_of(fn):
     return anno.Origin(code.co_filename, code.co_firstlineno, len(line) - len(line.lstrip()), line)
 
 
+def _no_source(fn):
+    wrapped = getattr(fn, "__wrapped__", None)
+    label = getattr(wrapped or fn, "__qualname__", repr(fn))
+    advice = (f"`{label}` is wrapped by `{type(fn).__module__}.{type(fn).__qualname__}`, which is not "
+              "Python source; differentiate the function it wraps (`fn.__wrapped__`) if the wrapper "
+              "does not change its values" if wrapped is not None else
+              "define the function with `def` in a .py file, or register a derivative rule for it "
+              "with @srcgrad.defadjoint")
+    return errors.NoSourceError(f"srcgrad cannot read the source of `{label}`: it is not a Python function",
+                                _origin_of(wrapped), advice)
+
+
 class GradientFunction:
     """A function transformed by srcgrad; call it like the original.
 
@@ -41,7 +53,10 @@ class GradientFunction:
             raise TypeError(f"srcgrad.{mode} expects a function, got {type(fn).__name__}")
         self.fn = fn
         functools.update_wrapper(self, fn)
-        self._signature = inspect.signature(fn)
+        try:
+            self._signature = inspect.signature(fn, follow_wrapped=False)  # the wrapper's, which runs
+        except ValueError:  # a C callable: functools.lru_cache, np.vectorize of ..., a builtin
+            raise _no_source(fn) from None
         parameters = self._signature.parameters.values()
         # The compiled program takes every parameter in order, *args as one tuple
         # and **kwargs as one dict: structures, which get adjoints of their own.

@@ -56,9 +56,15 @@ class Compiled:
     function: object
     free: resolve.FreeNames
     namespace: dict
+    remake: object = None  # () -> a new Compiled of the same function, options and ranks
 
     def __call__(self, *args):
-        self.free.refresh(self.namespace)
+        if not self.free.refresh(self.namespace):
+            # A function or class the code was specialised on was rebound: compile
+            # again from what the names hold now (in place: callers keep this object).
+            fresh = self.remake()
+            self.source, self.function, self.free, self.namespace = \
+                fresh.source, fresh.function, fresh.free, fresh.namespace
         return self.function(*args)
 
 
@@ -113,7 +119,8 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     free.refresh(namespace)
     emit.load(text, filename, namespace)
     namespace[backend.MODULE_NAME] = backend.module()  # the module the backend chose (tests: a stand-in)
-    return Compiled(text, namespace[_function_name(core, options)], free, namespace)
+    return Compiled(text, namespace[_function_name(core, options)], free, namespace,
+                    functools.partial(compile_function, fn, options, param_ranks))
 
 
 def _rebound(name, key, wrt, namespace):

@@ -133,9 +133,10 @@ def _parameter_ranks(fn, arg_ranks) -> tuple:
     that land in ``*args`` make one tuple's (a parameter left to its default: unknown)."""
     import inspect
 
-    bound = inspect.signature(fn).bind(*arg_ranks)
+    signature = inspect.signature(fn, follow_wrapped=False)  # a wrapper's own parameters
+    bound = signature.bind(*arg_ranks)
     out = []
-    for name, param in inspect.signature(fn).parameters.items():
+    for name, param in signature.parameters.items():
         if param.kind is param.VAR_POSITIONAL:
             out.append(TreeRank(enumerate(bound.arguments.get(name, ())), "sequence"))
         elif param.kind is param.VAR_KEYWORD:

@@ -25,10 +25,18 @@ _MISSING = object()
 
 @dataclasses.dataclass
 class FreeNames:
-    """The user's free names a function reads: globals, closure cells, builtins."""
+    """The user's free names a function reads: globals, closure cells, builtins.
+
+    ``guards``: ``(name, attributes, value)`` for each free name or attribute chain
+    whose compile-time value the code was specialised on (a function whose rule or
+    vjp is used, a class): :meth:`refresh` reports when one of them changed, and the
+    program is compiled again.  Data (numbers, arrays, objects) is read afresh at
+    each call instead, so it needs no guard.
+    """
 
     fn: types.FunctionType
     names: dict  # name -> value at compile time
+    guards: list = dataclasses.field(default_factory=list)
 
     def __post_init__(self):
         cells = _closure(self.fn)
@@ -36,18 +44,26 @@ class FreeNames:
         self._globals = [k for k in self.names if k not in cells]
         self.pinned = []
 
-    def refresh(self, namespace: dict) -> None:
+    def refresh(self, namespace: dict) -> bool:
         """Copy the current values of the free names into ``namespace`` (every call:
-        cheap, and rebinding a global between calls is seen)."""
+        cheap, and rebinding a global between calls is seen).  False when a guarded
+        name or attribute no longer holds the value the code was specialised on."""
         for key, cell in self._cells:
             namespace[key] = cell.cell_contents
         glob = self.fn.__globals__
         for key in self._globals:
             if key in glob:
                 namespace[key] = glob[key]
+        for key, attrs, value in self.guards:
+            current = namespace.get(key, _MISSING)
+            for attr in attrs:
+                current = getattr(current, attr, _MISSING)
+            if current is not value and not (isinstance(value, types.MethodType) and current == value):
+                return False
         for key, value, stale in self.pinned:
             if namespace.get(key) is not value:
                 stale(namespace)
+        return True
 
     def pin(self, key, value, stale) -> None:
         """The code was specialised on ``key`` being ``value`` (a callee's compiled
@@ -82,23 +98,59 @@ def lookup(fn, key):
 
 def transform(fdef: gast.FunctionDef, fn) -> FreeNames:
     locals_ = local_names(fdef)
-    free = {}
+    cells = _closure(fn)
+    free, guards = {}, []
     for node in gast.walk(fdef):
         if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id not in locals_:
             value = lookup(fn, node.id)
             if value is not _MISSING:
                 anno.set(node, "resolved", value)
-                if not hasattr(builtins, node.id) or node.id in fn.__globals__:
+                # A closure variable or global named like a builtin (`abs = 3.0`) is the user's.
+                if not hasattr(builtins, node.id) or node.id in fn.__globals__ or node.id in cells:
+                    if node.id not in free and _specialises(value):
+                        guards.append((node.id, (), value))
                     free[node.id] = value
     # Attribute chains after names, so that each base is resolved first; walk
     # is breadth-first, so collect and sort by depth (innermost first).
     attrs = [n for n in gast.walk(fdef) if isinstance(n, gast.Attribute)]
     for node in sorted(attrs, key=_depth):
         if anno.has(node.value, "resolved"):
-            value = getattr(anno.get(node.value, "resolved"), node.attr, _MISSING)
-            if value is not _MISSING:
+            owner = anno.get(node.value, "resolved")
+            value = getattr(owner, node.attr, _MISSING)
+            if value is _MISSING:
+                continue
+            if _fixed(owner):  # np.pi, np.linalg.norm: NumPy's names do not change
                 anno.set(node, "resolved", value)
-    return FreeNames(fn, free)
+            elif _specialises(value):  # mod.helper, Cls.method: guarded, compiled again if rebound
+                anno.set(node, "resolved", value)
+                root, chain = _chain(node)
+                if root in free and (root, chain, value) not in guards:
+                    guards.append((root, chain, value))
+            # else: data (cfg.beta, Cls.rate, mod.scale) is read when the code runs, as an
+            # object's field: its value then may change between calls.
+    return FreeNames(fn, free, guards)
+
+
+def _fixed(owner) -> bool:
+    """A module whose attributes srcgrad takes as constants (NumPy's, CuPy's, math)."""
+    return isinstance(owner, types.ModuleType) and owner.__name__.split(".")[0] in _FIXED_MODULES
+
+
+_FIXED_MODULES = ("numpy", "cupy", "math", "scipy", "srcgrad", "builtins", "operator")
+
+
+def _specialises(value) -> bool:
+    """Whether compiled code depends on this free value's identity (a function whose
+    rule or vjp it calls, a class), rather than reading it at run time (data)."""
+    return not isinstance(value, types.ModuleType) and (callable(value) or isinstance(value, type))
+
+
+def _chain(node):
+    attrs = []
+    while isinstance(node, gast.Attribute):
+        attrs.append(node.attr)
+        node = node.value
+    return node.id, tuple(reversed(attrs))
 
 
 def _depth(node) -> int:

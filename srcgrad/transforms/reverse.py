@@ -737,10 +737,11 @@ def _mutates_parameters(fn) -> bool:
     ``a[i] = v``, ``a.n = v``, ``a.append(v)`` on a parameter ``a`` (read from its
     source; a function whose source cannot be read counts as changing them)."""
     try:
-        tree = gast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError):
+        # fn.__code__: the code that runs, not the function a functools.wraps wrapper names.
+        tree = gast.parse(textwrap.dedent(inspect.getsource(fn.__code__)))
+    except (OSError, TypeError, SyntaxError, AttributeError):
         return True
-    params = set(inspect.signature(fn).parameters)
+    params = set(inspect.signature(fn, follow_wrapped=False).parameters)
 
     def base(node):
         while isinstance(node, (gast.Subscript, gast.Attribute)):

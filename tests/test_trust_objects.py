@@ -1,0 +1,367 @@
+"""Issue 11, classes 4, 5, 6 and 10: srcgrad differentiates the code that runs,
+with the values it reads when it runs.
+
+Decorators (the wrapper is differentiated, not the function it wraps), objects
+(properties, named tuples, float attributes), names whose values change between
+calls (attributes of globals, class attributes, closure variables named like
+builtins), and source files edited after import (refused).
+"""
+from __future__ import annotations
+
+import collections
+import functools
+import typing
+
+import numpy as np
+import pytest
+
+import srcgrad
+from conftest import numerical_grad
+
+X0 = np.array([0.3, -1.2, 0.7])
+
+
+def check(f, args, index=0, optimize=True, rtol=1e-6, atol=1e-6):
+    got = srcgrad.grad(f, wrt=index, optimize=optimize)(*args)
+    want = numerical_grad(f, args, index)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+    return got
+
+
+# ---- class 4: decorators ------------------------------------------------------
+
+def twice(fn):
+    @functools.wraps(fn)
+    def wrapper(v):
+        return 2 * fn(v)
+    return wrapper
+
+
+def plus_sum(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs) + np.sum(args[0])
+    return wrapper
+
+
+def thrice_no_wraps(fn):
+    def wrapper(v):
+        return fn(v) * 3.0
+    return wrapper
+
+
+def twice_any(fn):
+    @functools.wraps(fn)
+    def wrapper(*args):
+        return 2 * fn(*args)
+    return wrapper
+
+
+@twice
+def squares_twice(v):
+    return np.sum(v ** 2)
+
+
+@plus_sum
+def squares_plus(v):
+    return np.sum(v ** 2)
+
+
+@thrice_no_wraps
+def squares_thrice(v):
+    return np.sum(v ** 2)
+
+
+@twice
+@plus_sum
+def squares_stacked(v):
+    return np.sum(v ** 2)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("f, factor, offset", [(squares_twice, 4.0, 0.0), (squares_plus, 2.0, 1.0),
+                                               (squares_thrice, 6.0, 0.0), (squares_stacked, 4.0, 2.0)])
+def test_decorated_function_given_to_grad_is_the_wrapper(f, factor, offset, optimize):
+    got = srcgrad.grad(f, optimize=optimize)(X0)
+    np.testing.assert_allclose(got, factor * X0 + offset)
+    check(f, (X0,), optimize=optimize)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_decorated_callees_in_a_loop(optimize):
+    def loss(x):
+        s = 0.0
+        for i in range(3):
+            s = s + squares_twice(x * i) + squares_plus(x) + squares_stacked(x)
+        return s
+    got = check(loss, (X0,), optimize=optimize)
+    np.testing.assert_allclose(got, 2 * 5 * 2 * X0 + 3 * (2 * X0 + 1) + 3 * (4 * X0 + 2))
+
+
+def test_decorated_callee_float32():
+    def loss(x):
+        return squares_twice(x) * 1.5
+    x = X0.astype(np.float32)
+    got = srcgrad.grad(loss)(x)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, 6 * X0, rtol=1e-6)
+
+
+class Scaled:
+    def __init__(self, w, k):
+        self.w, self.k = w, k
+
+    @twice_any
+    def energy(self, v):
+        return np.sum(v * self.w) * self.k
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_decorated_method(optimize):
+    def loss(model, x):
+        return model.energy(x)
+    model = Scaled(X0 * 2, 3.0)
+    gx = srcgrad.grad(loss, wrt=1, optimize=optimize)(model, X0)
+    np.testing.assert_allclose(gx, 2 * 3.0 * model.w)
+    gm = srcgrad.grad(loss, wrt=0, optimize=optimize)(model, X0)
+    np.testing.assert_allclose(gm.w, 2 * 3.0 * X0)
+
+    def built_inside(x):
+        return Scaled(np.ones(3), 2.0).energy(x)
+    check(built_inside, (X0,), optimize=optimize)
+
+
+def test_decorator_on_custom_adjoint_primitive_keeps_both():
+    @srcgrad.custom_adjoint
+    def cube(x):
+        return x ** 3
+
+    @cube.defadjoint
+    def cube_adjoint(ans_bar, ans, x):
+        return ans_bar * 3 * x ** 2
+
+    doubled = twice(lambda v: np.sum(cube(v)))
+
+    def loss(x):
+        return doubled(x)
+    np.testing.assert_allclose(srcgrad.grad(loss)(X0), 6 * X0 ** 2)
+
+
+def test_lru_cache_callee_is_refused_at_the_call():
+    @functools.lru_cache
+    def cached(v):
+        return v * 2
+
+    def loss(s):
+        return cached(s) * s
+    with pytest.raises(srcgrad.errors.SrcgradError) as info:
+        srcgrad.grad(loss)(1.5)
+    assert "test_trust_objects.py" in str(info.value)
+
+
+def test_lru_cache_function_given_to_grad_is_refused():
+    @functools.lru_cache
+    def cached(v):
+        return v * 2
+    with pytest.raises(srcgrad.errors.NoSourceError, match="__wrapped__") as info:
+        srcgrad.grad(cached)
+    assert "test_trust_objects.py" in str(info.value)
+
+
+# ---- class 6: names whose values change between calls ------------------------------
+
+class Config:
+    rate = 1.0
+
+    def __init__(self):
+        self.beta = 1.0
+
+
+CFG = Config()
+
+
+def scaled_by_cfg(x):
+    return np.sum(x ** 2) * CFG.beta
+
+
+def scaled_by_class(x):
+    return np.sum(x ** 2) * Config.rate
+
+
+def scaled_by_module(x):
+    return np.sum(x ** 2) * np.e * _THIS_MODULE.MODULE_SCALE
+
+
+MODULE_SCALE = 1.0
+_THIS_MODULE = __import__(__name__)
+
+
+def _set(which, value):
+    global MODULE_SCALE
+    if which == "cfg":
+        CFG.beta = value
+    elif which == "class":
+        Config.rate = value
+    else:
+        MODULE_SCALE = value
+
+
+@pytest.fixture
+def restore_config():
+    yield
+    CFG.beta, Config.rate = 1.0, 1.0
+    _set("module", 1.0)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("which, f, base", [("cfg", scaled_by_cfg, 1.0), ("class", scaled_by_class, 1.0),
+                                            ("module", scaled_by_module, np.e)])
+def test_attribute_of_a_global_changed_between_calls(which, f, base, optimize, restore_config):
+    g = srcgrad.value_and_grad(f, optimize=optimize)
+    for epoch in (1.0, 2.0, 5.0):
+        _set(which, epoch)
+        value, grad = g(X0)
+        np.testing.assert_allclose(value, f(X0))
+        np.testing.assert_allclose(grad, 2 * X0 * base * epoch)
+
+
+def helper_reading_cfg(x):
+    return x * CFG.beta
+
+
+class Reads:
+    def energy(self, x):
+        return np.sum(helper_reading_cfg(x) * Config.rate)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_changed_attribute_inside_a_helper_and_a_method(optimize, restore_config):
+    def loss(x):
+        s = 0.0
+        for i in range(2):
+            s = s + np.sum(helper_reading_cfg(x) ** 2)
+        return s + Reads().energy(x)
+    g = srcgrad.grad(loss, optimize=optimize)
+    for beta, rate in ((1.0, 1.0), (3.0, 2.0), (0.5, -1.0)):
+        CFG.beta, Config.rate = beta, rate
+        np.testing.assert_allclose(g(X0), 2 * 2 * beta ** 2 * X0 + beta * rate, rtol=1e-12)
+
+
+ACTIVATION = np.sin
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_global_function_rebound_between_calls(optimize):
+    global ACTIVATION
+
+    def loss(x):
+        return np.sum(ACTIVATION(x))
+    g = srcgrad.grad(loss, optimize=optimize)
+    try:
+        np.testing.assert_allclose(g(X0), np.cos(X0))
+        ACTIVATION = np.tanh
+        np.testing.assert_allclose(g(X0), 1 - np.tanh(X0) ** 2)
+        ACTIVATION = squares_twice
+        np.testing.assert_allclose(g(X0), 4 * X0)
+    finally:
+        ACTIVATION = np.sin
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_closure_variables_named_like_builtins(optimize):
+    def make():
+        abs = 3.0  # noqa: A001 - the point of the test
+        ord = np.array([1.0, 2.0, 3.0])  # noqa: A001
+        filter = np.tanh  # noqa: A001
+
+        def f(x):
+            return np.sum(filter(x * abs) * ord)
+        return f
+    f = make()
+    check(f, (X0,), optimize=optimize)
+    np.testing.assert_allclose(srcgrad.grad(f, optimize=optimize)(X0),
+                               3.0 * (1 - np.tanh(3 * X0) ** 2) * np.array([1.0, 2.0, 3.0]))
+
+
+def test_closure_variable_changed_between_calls():
+    scale = 1.0
+
+    def f(x):
+        return np.sum(x ** 2) * scale
+    g = srcgrad.grad(f)
+    np.testing.assert_allclose(g(X0), 2 * X0)
+    scale = 4.0
+    np.testing.assert_allclose(g(X0), 8 * X0)
+
+
+# ---- class 10: a source file edited after its module was imported ---------------------
+
+EDITED_MODULE = '''from __future__ import annotations
+
+import numpy as np
+
+SCALE = 2.0
+
+
+def helper(x):
+    return x * SCALE
+
+
+class Layer:
+    def __init__(self):
+        self.w = np.ones(3)
+
+    def energy(self, x):
+        return np.sum(helper(x) * self.w)
+
+
+def loss(x):
+    def inner(y: float):
+        return y * SCALE
+    return np.sum(inner(x) ** 2)
+
+
+def lam():
+    return lambda x: np.sum(x * SCALE)
+'''
+
+
+def _import_fresh(tmp_path, name, text, monkeypatch):
+    import importlib
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    return importlib.import_module(name), path
+
+
+@pytest.mark.parametrize("where", ["function", "callee", "method", "lambda"])
+def test_source_edited_after_import_is_refused(tmp_path, where, monkeypatch):
+    import sys
+    name = f"srcgrad_edited_{where}"
+    module, path = _import_fresh(tmp_path, name, EDITED_MODULE, monkeypatch)
+    try:
+        layer, lam = module.Layer(), module.lam()
+        f = {"function": module.loss, "callee": lambda x: module.helper(x) @ x,
+             "method": lambda x: layer.energy(x), "lambda": lam}[where]
+        want = {"function": 8 * X0, "callee": 4 * X0, "method": 2 * np.ones(3), "lambda": 2 * np.ones(3)}[where]
+        if where in ("function", "lambda"):  # (a callee's vjp, once compiled, is kept: still right)
+            np.testing.assert_allclose(srcgrad.grad(f)(X0), want)  # unedited: compiled and right
+        edited = EDITED_MODULE.replace("x * SCALE", "x * SCALE * 3.0").replace("y * SCALE", "y + SCALE")
+        path.write_text(edited)
+        with pytest.raises(srcgrad.errors.NoSourceError, match="changed after its module was imported") as info:
+            srcgrad.grad(f, optimize=False)(X0)
+        assert f"{name}.py:" in str(info.value)
+        # Edited above the function: its lines moved, its own text did not change.
+        path.write_text("# a new first line\n" + EDITED_MODULE)
+        with pytest.raises(srcgrad.errors.NoSourceError, match="changed after its module was imported"):
+            srcgrad.grad(f)(X0)
+        # Reloaded: the code that runs is the text again.
+        import importlib
+        module = importlib.reload(module)
+        layer, lam = module.Layer(), module.lam()
+        f = {"function": module.loss, "callee": lambda x: module.helper(x) @ x,
+             "method": lambda x: layer.energy(x), "lambda": lam}[where]
+        np.testing.assert_allclose(srcgrad.grad(f)(X0), want)
+    finally:
+        sys.modules.pop(name, None)
