@@ -438,6 +438,8 @@ def vjp_call(fn, wrt, *args, **kwargs):
     elif not isinstance(fn, types.FunctionType) and isinstance(getattr(type(fn), "__call__", None),
                                                                types.FunctionType):
         fn, receiver = _call_method(type(fn)), (fn,)
+    if receiver and fn in _parameter_lists():  # model.parameters(): the model's own arrays
+        return _parameters_vjp(fn, receiver[0], wrt, args, kwargs)
     rule = registry.lookup(fn)
     if rule is not None and rule.differentiable:
         return _rule_vjp(rule, fn, wrt, args, kwargs)
@@ -455,6 +457,39 @@ def vjp_call(fn, wrt, *args, **kwargs):
     value, pullback = transformed(*receiver, *args, **kwargs)
     if isinstance(value, tuple):
         return value, _tuple_pullback(pullback, value)
+    return value, pullback
+
+
+def _parameter_lists():
+    from .nn.module import Module
+
+    return {Module.parameters: False, Module.named_parameters: True}
+
+
+def _parameters_vjp(fn, model, wrt, args, kwargs):
+    """``model.parameters()`` / ``model.named_parameters()`` with its pullback: the
+    adjoint of the list (of arrays, or of ``(name, array)`` pairs) goes back to the
+    model's parameters by path (a sparse adjoint of the model)."""
+    from . import tree
+
+    if wrt != ("self",):
+        raise TypeError(f"srcgrad differentiates {fn.__name__}() with respect to the model only")
+    value = fn(model, *args, **kwargs)
+    named = _parameter_lists()[fn]
+    paths = tree.flatten(model)[0]
+
+    def pullback(value_bar):
+        sparse: dict = {}
+        for i, path in enumerate(paths):
+            g = item_of(value_bar, i)
+            g = item_of(g, 1) if named else g
+            if g is None or not path:
+                continue
+            node = sparse
+            for entry in path[:-1]:
+                node = node.setdefault(entry, {})
+            node[path[-1]] = add(node.get(path[-1]), g)
+        return sparse
     return value, pullback
 
 
@@ -522,6 +557,55 @@ def vjp_method(obj, name, wrt, *args, **kwargs):
     return value, pull
 
 
+def super_method(cls, obj, name):
+    """What ``super(cls, obj).name`` finds, as a plain function of ``obj``: the first
+    class after ``cls`` in ``type(obj)``'s MRO that defines ``name``.
+
+    Raises:
+        AttributeError: no class after ``cls`` defines it (as Python's ``super`` does).
+        TypeError: it is not a plain method (a property, staticmethod or classmethod).
+    """
+    mro = type(obj).__mro__
+    for klass in mro[mro.index(cls) + 1:]:
+        if name in vars(klass):
+            found = vars(klass)[name]
+            if not isinstance(found, types.FunctionType):
+                raise TypeError(f"srcgrad differentiates `super().{name}(...)` for plain methods only; "
+                                f"{klass.__name__}.{name} is a {type(found).__name__}")
+            return found
+    raise AttributeError(f"'super' object has no attribute {name!r}")
+
+
+def vjp_field(obj, name):
+    """``obj.name`` with ``(value, pullback)``, ``pullback`` giving ``obj``'s adjoint:
+    for a property (or ``functools.cached_property``), its getter's own reverse mode;
+    for a plain field, ``{name: value_bar}``; for a method read as a value, the method's
+    adjoint is its receiver's."""
+    import functools
+
+    attribute = None
+    for klass in type(obj).__mro__:
+        if name in vars(klass):
+            attribute = vars(klass)[name]
+            break
+    getter = attribute.fget if isinstance(attribute, property) else \
+        attribute.func if isinstance(attribute, functools.cached_property) else None
+    if getter is not None:
+        value, pullback = vjp_call(getter, (0,), obj)
+        return getattr(obj, name) if isinstance(attribute, functools.cached_property) else value, pullback
+    value = getattr(obj, name)
+    if isinstance(obj, tuple) and name in getattr(type(obj), "_fields", ()):
+        return value, lambda value_bar: {name: value_bar}  # a named tuple's field (by name)
+    if isinstance(attribute, types.FunctionType) and name not in getattr(obj, "__dict__", ()):
+        return value, lambda value_bar: value_bar  # a bound method: its adjoint is obj's
+    if attribute is not None and hasattr(attribute, "__get__") and name not in getattr(obj, "__dict__", ()) \
+            and not isinstance(attribute, (staticmethod, classmethod, type)):
+        raise TypeError(f"srcgrad cannot differentiate reading `{name}` of a {type(obj).__name__}: it is "
+                        f"computed by a {type(attribute).__name__} descriptor, which srcgrad does not follow; "
+                        "write it as a @property or a method")
+    return value, lambda value_bar: {name: value_bar}
+
+
 def _rank_key(value):
     from .pipeline import rank_of_argument
 
@@ -532,6 +616,9 @@ def _tuple_pullback(pullback, value):
     """A function with several outputs: an output nobody used has adjoint zero."""
     def pull(value_bar):
         if isinstance(value_bar, dict):  # sparse: the outputs the caller read, by position
+            if hasattr(type(value), "_fields"):  # a named tuple's fields read by name too
+                from .tree import by_position
+                value_bar = by_position(value_bar, value)
             value_bar = [value_bar.get(i) for i in range(len(value))]
         value_bar = list(value_bar) + [None] * (len(value) - len(value_bar))  # `a, _ = f(x)`
         return pullback(tuple(zeros_like(v) if g is None else g for g, v in zip(value_bar, value)))
@@ -634,6 +721,8 @@ def item_of(g, key):
     nothing reached that item (or ``g`` is a plain zero)."""
     if isinstance(g, dict):
         return g.get(key)
+    if isinstance(key, str):  # a named tuple's field by name: a sequence's items are by position
+        return None
     return g[key] if isinstance(g, (list, tuple, np.ndarray)) else None
 
 

@@ -14,6 +14,7 @@ value of the original structure, with zeros for the leaves not reached.
 from __future__ import annotations
 
 import copy
+import functools
 import types
 
 import numpy as np
@@ -79,7 +80,10 @@ def _is_part(value) -> bool:
 
 
 def _flatten_object(obj):
-    keys = tuple(k for k, v in vars(obj).items() if _is_attribute_part(v))
+    cls = type(obj)
+    # (A functools.cached_property's stored value is derived from the parameters, not one.)
+    keys = tuple(k for k, v in vars(obj).items() if _is_attribute_part(v)
+                 and not isinstance(getattr(cls, k, None), functools.cached_property))
     return [vars(obj)[k] for k in keys], _Original(obj, keys), keys
 
 
@@ -149,7 +153,13 @@ def lookup(sparse, path):
 
 
 def materialize(sparse, like):
-    """A value shaped like ``like`` from a sparse adjoint (zeros where nothing reached)."""
+    """A value shaped like ``like`` from a sparse adjoint (zeros where nothing reached).
+
+    A named tuple's fields may be keyed by name (``t.a``) or position (``t[0]``) in
+    ``sparse``: both count.  An object's float attributes (``g.scale``), which are
+    not parameters (an optimizer does not update them), get their gradients too.
+    """
+    sparse = by_position(sparse, like)
     paths, leaves, spec = flatten(like)
     values = []
     for path, leaf in zip(paths, leaves):
@@ -164,7 +174,63 @@ def materialize(sparse, like):
         elif isinstance(leaf, float):
             g = float(g)
         values.append(g)
-    return unflatten(spec, values)
+    out = unflatten(spec, values)
+    _float_fields(out, like, sparse)
+    return out
+
+
+def _child(like, key):
+    if isinstance(like, (list, tuple)):
+        return like[key] if isinstance(key, int) and -len(like) <= key < len(like) else None
+    if isinstance(like, dict):
+        return like.get(key)
+    if _is_object(like):
+        return vars(like).get(key)
+    return None
+
+
+def by_position(sparse, like):
+    """``sparse`` with each named tuple's field names turned into positions (adding
+    the two where a field was read both ways)."""
+    if not isinstance(sparse, dict):
+        return sparse
+    from .runtime import add  # here: runtime imports this module lazily too
+
+    fields = getattr(type(like), "_fields", None) if isinstance(like, tuple) else None
+    out = {}
+    for key, g in sparse.items():
+        if fields is not None and isinstance(key, str) and key in fields:
+            key = fields.index(key)
+        g = by_position(g, _child(like, key))
+        out[key] = add(out[key], g) if key in out else g
+    return out
+
+
+def _is_float(value) -> bool:
+    return isinstance(value, (float, np.floating)) and not isinstance(value, bool)
+
+
+def _float_fields(out, like, sparse):
+    """Give the float attributes of the objects in ``out`` (a gradient made from
+    ``like``) their gradients from ``sparse``: 0.0 where nothing reached them."""
+    if out is like:
+        return
+    if _is_object(like):
+        for key, value in vars(like).items():
+            g = sparse.get(key) if isinstance(sparse, dict) else None
+            if _is_float(value):
+                g = 0.0 if g is None or isinstance(g, dict) else g
+                object.__setattr__(out, key, type(value)(g))
+            elif _is_attribute_part(value) and key in vars(out):
+                _float_fields(vars(out)[key], value, g)
+    elif isinstance(like, (list, tuple)) and isinstance(out, (list, tuple)):
+        for i, value in enumerate(like):
+            if _is_part(value):
+                _float_fields(out[i], value, sparse.get(i) if isinstance(sparse, dict) else None)
+    elif isinstance(like, dict) and isinstance(out, dict):
+        for key, value in like.items():
+            if _is_part(value) and key in out:
+                _float_fields(out[key], value, sparse.get(key) if isinstance(sparse, dict) else None)
 
 
 def is_structure(value) -> bool:

@@ -365,3 +365,277 @@ def test_source_edited_after_import_is_refused(tmp_path, where, monkeypatch):
         np.testing.assert_allclose(srcgrad.grad(f)(X0), want)
     finally:
         sys.modules.pop(name, None)
+
+
+# ---- class 5: objects -------------------------------------------------------------------
+
+class WithProperty:
+    def __init__(self, w, k=1.5):
+        self.w, self.k = w, k
+
+    @property
+    def w2(self):
+        return self.w * 2
+
+    @property
+    def w4(self):  # a property reading a property
+        return self.w2 * 2 * self.k
+
+    @functools.cached_property
+    def w3(self):
+        return self.w * 3
+
+    def energy(self, x):
+        return np.sum(self.w2 * x)
+
+
+class HoldsLayer:
+    def __init__(self, layer):
+        self.layer = layer
+
+
+def _model_grad_fd(loss, model, x, attribute="w"):
+    """Finite differences of ``loss(model, x)`` in ``model.<attribute>`` (an array)."""
+    def in_w(w):
+        clone = type(model).__new__(type(model))
+        clone.__dict__.update(vars(model))
+        clone.__dict__.pop("w3", None)
+        clone.__dict__[attribute] = w
+        return loss(clone, x)
+    return numerical_grad(in_w, (getattr(model, attribute),), 0)
+
+
+def loss_property(m, x):
+    return np.sum(m.w2 ** 2 * x)
+
+
+def loss_property_loop(m, x):
+    s = 0.0
+    for i in range(3):
+        s = s + np.sum(m.w4 * x * i) + m.energy(x)
+    return s
+
+
+def _property_helper(m, x):
+    return m.w2 * x
+
+
+def loss_property_helper(m, x):
+    return np.sum(_property_helper(m, x) ** 2)
+
+
+def loss_cached_property(m, x):
+    return np.sum(m.w3 * x)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("loss", [loss_property, loss_property_loop, loss_property_helper, loss_cached_property])
+def test_property_of_the_differentiated_object(loss, optimize):
+    model = WithProperty(X0 * 1.0)
+    got = srcgrad.grad(loss, optimize=optimize)(model, X0 + 1)
+    assert isinstance(got, WithProperty)
+    np.testing.assert_allclose(got.w, _model_grad_fd(loss, model, X0 + 1), rtol=1e-6, atol=1e-8)
+    gx = srcgrad.grad(loss, wrt=1, optimize=optimize)(model, X0 + 1)
+    np.testing.assert_allclose(gx, numerical_grad(lambda x: loss(model, x), (X0 + 1,), 0), rtol=1e-6, atol=1e-8)
+
+
+def test_property_of_a_sub_layer_and_float32():
+    def loss(outer, x):
+        return np.sum(outer.layer.w2 * x)
+    outer = HoldsLayer(WithProperty(X0.astype(np.float32)))
+    got = srcgrad.grad(loss)(outer, (X0 + 1).astype(np.float32))
+    assert got.layer.w.dtype == np.float32
+    np.testing.assert_allclose(got.layer.w, 2 * (X0 + 1), rtol=1e-6)
+
+
+def test_property_float_attribute_gradient():
+    def loss(m):
+        return np.sum(m.w4)
+    got = srcgrad.grad(loss)(WithProperty(X0 * 1.0, k=1.5))
+    np.testing.assert_allclose(got.w, 6.0 * np.ones(3))
+    assert isinstance(got.k, float)
+    np.testing.assert_allclose(got.k, 4 * np.sum(X0))
+
+
+def test_object_made_inside_from_differentiated_values_is_refused():
+    def loss(x):
+        return np.sum(WithProperty(x).w2 ** 2)
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="new object") as info:
+        srcgrad.grad(loss)(X0)
+    assert "test_trust_objects.py" in str(info.value)
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+class TypedPair(typing.NamedTuple):
+    a: np.ndarray
+    b: float = 2.0
+
+
+def _make_pair(x):
+    return Pair(x, x ** 2)
+
+
+def nt_fields(x):
+    t = Pair(x, x * 2)
+    return np.sum(t.a * t.b)
+
+
+def nt_keywords_mixed(x):
+    t = Pair(b=x * 2, a=x)
+    a, b = t
+    return np.sum(a * t[1] * t.a + b)
+
+
+def nt_typed_default(x):
+    t = TypedPair(x)
+    return np.sum(t.a * t.b)
+
+
+def nt_loop_and_callee(x):
+    s = 0.0
+    for i in range(3):
+        t = Pair(x * i, x)
+        s = s + np.sum(t.a * t.b)
+    u = _make_pair(x)
+    return s + np.sum(u.b) + np.sum(u[0] * u.a)
+
+
+def nt_in_a_list(x):
+    t = Pair(x, x * 2)
+    ts = [t, t]
+    return np.sum(ts[1].a * t.b)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("f", [nt_fields, nt_keywords_mixed, nt_typed_default, nt_loop_and_callee, nt_in_a_list])
+def test_named_tuple_made_inside(f, optimize):
+    check(f, (X0,), optimize=optimize)
+
+
+def nt_loss(t):
+    return np.sum(t.a * t.b) + np.sum(t[0] ** 2)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("cls", [Pair, TypedPair])
+def test_named_tuple_argument_gradient_has_its_type(cls, optimize):
+    t = cls(X0 * 1.0, 3.0)
+    got = srcgrad.grad(nt_loss, optimize=optimize)(t)
+    assert type(got) is cls
+    np.testing.assert_allclose(got.a, 3.0 + 2 * X0)
+    assert isinstance(got.b, float)
+    np.testing.assert_allclose(got.b, np.sum(X0))
+
+    def via_helper(t):
+        s = 0.0
+        for i in range(2):
+            s = s + nt_loss(t)
+        return s
+    got = srcgrad.grad(via_helper, optimize=optimize)(t)
+    assert type(got) is cls
+    np.testing.assert_allclose(got.a, 2 * (3.0 + 2 * X0))
+    np.testing.assert_allclose(got.b, 2 * np.sum(X0))
+
+
+class Scaler:
+    def __init__(self, w, scale, inner=None):
+        self.w, self.scale, self.inner = w, scale, inner
+        self.steps = 3  # an int: carried along
+
+
+def float_attribute_loss(g):
+    s = 0.0
+    for i in range(g.steps):
+        s = s + np.sum(g.w * g.scale) + g.inner.scale ** 2
+    return s
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("dtype", [float, np.float32])
+def test_float_attributes_get_gradients(dtype, optimize):
+    g = Scaler(X0.astype(dtype), dtype(3.0), Scaler(X0.astype(dtype), dtype(0.5)))
+    got = srcgrad.grad(float_attribute_loss, optimize=optimize)(g)
+    assert type(got.scale) is dtype and type(got.inner.scale) is dtype
+    np.testing.assert_allclose(got.w, 9.0 * np.ones(3), rtol=1e-6)
+    np.testing.assert_allclose(got.scale, 3 * np.sum(X0), rtol=1e-5)
+    np.testing.assert_allclose(got.inner.scale, 3.0, rtol=1e-6)
+    np.testing.assert_allclose(got.inner.w, 0.0)
+    assert got.steps == 3
+
+
+# ---- crashes that became answers: super(), model.parameters() ----------------------------
+
+class Base(srcgrad.nn.Module):
+    def __init__(self):
+        self.w = np.array([1.0, 2.0, 3.0])
+
+    def forward(self, x):
+        return np.sum(self.w * x)
+
+    def scale(self):
+        return 2.0
+
+
+class SubZeroArg(Base):
+    def forward(self, x):
+        return super().forward(x) * self.scale()
+
+
+class SubTwoArg(Base):
+    def forward(self, x):
+        h = 0.0
+        for i in range(2):
+            h = h + super(SubTwoArg, self).forward(x * i)
+        return h
+
+
+class SubSub(SubZeroArg):
+    def forward(self, x):
+        return super().forward(x ** 2)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("cls, dx, dw", [
+    (SubZeroArg, lambda w, x: 2 * w, lambda w, x: 2 * x),
+    (SubTwoArg, lambda w, x: w, lambda w, x: x),
+    (SubSub, lambda w, x: 4 * w * x, lambda w, x: 2 * x ** 2)])
+def test_super_method_call(cls, dx, dw, optimize):
+    def loss(model, x):
+        return model(x)
+    model = cls()
+    gm, gx = srcgrad.grad(loss, wrt=(0, 1), optimize=optimize)(model, X0)
+    np.testing.assert_allclose(gx, dx(model.w, X0))
+    np.testing.assert_allclose(gm.w, dw(model.w, X0))
+
+
+def test_super_used_other_than_to_call_a_method_is_refused():
+    class Sub(Base):
+        def forward(self, x):
+            parent = super()
+            return parent.forward(x)
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="super") as info:
+        srcgrad.grad(lambda m, x: m(x))(Sub(), X0)
+    assert "test_trust_objects.py" in str(info.value)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_loss_calling_model_parameters(optimize):
+    class Two(srcgrad.nn.Module):
+        def __init__(self):
+            self.a = Base()
+            self.b = np.array([[1.0, -1.0], [0.5, 2.0]])
+
+        def forward(self, x):
+            return self.a(x) + np.sum(self.b)
+
+    def loss(model, x):
+        penalty = 0.0
+        for p in model.parameters():
+            penalty = penalty + np.sum(p ** 2)
+        return model(x) + 0.5 * penalty
+    model = Two()
+    got = srcgrad.grad(loss, optimize=optimize)(model, X0)
+    np.testing.assert_allclose(got.a.w, X0 + model.a.w)
+    np.testing.assert_allclose(got.b, 1.0 + model.b)

@@ -111,6 +111,7 @@ def transform(fdef: gast.FunctionDef, free_names, backend, reserved=(), param_ra
 class _Lowering:
     def __init__(self, fdef, free_names, backend, reserved, param_ranks=()):
         self.fdef, self.backend = fdef, backend
+        self.free_names = free_names
         self.params = parameters(fdef.args)
         names = nodes.names_in(fdef) | set(free_names) | set(reserved)
         self.core = Core(fdef.name, self.params, [], None, names)
@@ -125,6 +126,7 @@ class _Lowering:
         self.lists = set()    # lists grown with append or changed by pop: items known at run time only
         self.own_lists = set()  # lists made here (`xs = [...]`), which pop may change in place
         self.containers = set()  # names of lists, tuples and dicts made here
+        self.named_fields = {}  # name of a named tuple made here -> its field names
         self.views = {}          # named view -> the name of the array it looks into
         self.aliased = set()     # names another name was bound to (`t = s`)
         self.scalars = {p for p, r in zip(self.params, param_ranks) if r == 0}
@@ -251,6 +253,51 @@ class _Lowering:
                 self.own_lists.add(result.id)
             if isinstance(node, gast.Dict):
                 self.dicts.add(result.id)
+        return result
+
+    def _super_call(self, node, **emit):
+        """``super().name(args)`` → ``rt.super_method(C, self, 'name')(self, args)``: the
+        base class's function, found at run time along ``type(self)``'s MRO after ``C``
+        and called as a function of ``self``, so ``self``'s adjoint flows back through it."""
+        sup = node.func.value
+        if sup.args:
+            if len(sup.args) != 2 or sup.keywords:
+                raise errors.at(sup, "`super(...)` takes a class and an object here",
+                                "write `super().name(...)` or `super(Class, self).name(...)`")
+            cls, obj = self._lower(sup.args[0]), self._lower(sup.args[1])
+        else:
+            params = self.params
+            if "__class__" not in self.free_names or not params:
+                raise errors.at(sup, "`super()` without arguments outside a method",
+                                "write `super(Class, self).name(...)`")
+            cls, obj = nodes.name("__class__"), nodes.name(self.current.get(params[0], params[0]))
+        method = self._emit(nodes.call("rt.super_method", [cls, nodes.copy(obj), nodes.const(node.func.attr)]),
+                            node, None, "method", False, kind="nondiff", rule=None)
+        args, kwargs = self._call_arguments(node)
+        return self._user_call(method, [obj] + args, kwargs, node, **emit)
+
+    def _named_tuple(self, cls, node, **emit):
+        """``t = Point(a, b)`` (a ``collections.namedtuple`` or ``typing.NamedTuple``):
+        a tuple whose items are known by position and by field name, so ``t.x`` and
+        ``t[0]`` are just ``a``; each item's adjoint is read by either key."""
+        args, kwargs = self._call_arguments(node)
+        self._check_spread(args, kwargs, node)
+        try:
+            given = inspect.signature(cls).bind_partial(*args, **kwargs).arguments
+        except TypeError as exc:
+            raise errors.at(node, f"`{cls.__name__}(...)` does not accept these arguments ({exc})",
+                            f"pass its fields: {', '.join(cls._fields)}") from None
+        elements = {}
+        for i, field in enumerate(cls._fields):
+            if field in given:
+                elements[i] = elements[field] = given[field]
+        value = nodes.call(nodes.copy(node.func), [], [(k, nodes.copy(v)) for k, v in given.items()])
+        emit.setdefault("target_hint", None)
+        result = self._emit(value, kind="aggregate", elements=elements, **emit)
+        self._escape(list(given.values()), node)
+        if result is not None and len(given) == len(cls._fields):  # (defaults: read when it runs)
+            self.aggregates[result.id] = {i: given[f] for i, f in enumerate(cls._fields)}
+            self.named_fields[result.id] = cls._fields
         return result
 
     def _aggregate_element(self, base, index):
@@ -600,6 +647,8 @@ class _Lowering:
         ``obj.sum()`` is called as it is and resolved when it runs (``rt.vjp_method``)."""
         if isinstance(node, gast.Name) and not anno.has(node, "resolved"):
             return self.current.get(node.id, node.id) in self.arrays
+        if isinstance(node, gast.Call) and _is_user_class(anno.get(node.func, "resolved", None)):
+            return False  # P(x).w: an object made here
         return not isinstance(node, (gast.Name, gast.Attribute))  # (a + b).sum(): an expression
 
     def _check_augmented(self, stmt):
@@ -816,6 +865,13 @@ class _Lowering:
 
     def _attribute(self, node, **emit):
         base = self._lower(node.value)
+        fields = self.named_fields.get(base.id, ()) if isinstance(base, gast.Name) else ()
+        if node.attr in fields:  # a field of a named tuple made here: the item itself
+            element = self._aggregate_element(base, nodes.const(fields.index(node.attr)))
+            if element is not None:
+                if emit.get("target") is None and not emit.get("effect"):
+                    return element
+                return self._emit(element, kind="copy", **emit)
         value = gast.Attribute(value=base, attr=node.attr, ctx=gast.Load())
         if node.attr == "T":
             return self._apply(np.transpose, value, [nodes.copy(base)], {}, node, **emit)
@@ -830,6 +886,15 @@ class _Lowering:
 
     def _call(self, node, **emit):
         func = node.func
+        if isinstance(func, gast.Attribute) and isinstance(func.value, gast.Call) \
+                and anno.get(func.value.func, "resolved", None) is super:
+            return self._super_call(node, **emit)
+        if anno.get(func, "resolved", None) is super:
+            raise errors.at(node, "`super()` is supported only to call a method (`super().forward(x)`)",
+                            "call the method through it, or name the base class's method "
+                            "(`Base.forward(self, x)`)")
+        if anno.has(func, "resolved") and _is_named_tuple_class(anno.get(func, "resolved")):
+            return self._named_tuple(anno.get(func, "resolved"), node, **emit)
         if anno.has(func, "resolved"):
             callee = anno.get(func, "resolved")
             args, kwargs = self._call_arguments(node)
@@ -1058,6 +1123,10 @@ def _is_user_code(obj) -> bool:
     return inspect.isfunction(obj) or inspect.ismethod(obj) or (
         callable(obj) and not isinstance(obj, type) and not registry.is_numpy(obj)
         and inspect.isfunction(getattr(type(obj), "__call__", None)))
+
+
+def _is_named_tuple_class(obj) -> bool:
+    return isinstance(obj, type) and issubclass(obj, tuple) and isinstance(getattr(obj, "_fields", None), tuple)
 
 
 def _is_user_class(obj) -> bool:

@@ -110,6 +110,11 @@ def transform(fdef: gast.FunctionDef, fn) -> FreeNames:
                     if node.id not in free and _specialises(value):
                         guards.append((node.id, (), value))
                     free[node.id] = value
+    if "__class__" in cells:  # `super()` in a method: its class, for rt.super_method
+        try:
+            free["__class__"] = cells["__class__"].cell_contents
+        except ValueError:
+            pass
     # Attribute chains after names, so that each base is resolved first; walk
     # is breadth-first, so collect and sort by depth (innermost first).
     attrs = [n for n in gast.walk(fdef) if isinstance(n, gast.Attribute)]

@@ -459,7 +459,28 @@ class _Reverse:
             return
         if kind != "op":
             return
+        if anno.get(stmt, "rule") is registry_lookup(getattr) and not self._plain_field(stmt):
+            self._field_adjoint(stmt, target, g)
+            return
         self._rule_adjoint(stmt, target, g)
+
+    def _plain_field(self, stmt) -> bool:
+        """``obj.name`` reads a parameter stored in ``obj`` (known from the structure
+        ``obj`` was specialised on), not a property computed from them."""
+        bound = anno.get(stmt, "bound")
+        rank, name = rank_of(bound["obj"], self.ranks), templates.static_value(bound["name"])
+        return isinstance(rank, TreeRank) and any(key == name for key, _ in rank)
+
+    def _field_adjoint(self, stmt, target, g):
+        """``y = obj.name`` where ``name`` may be a property: ``rt.vjp_field`` runs the
+        getter's own reverse mode (or reads a plain field), as for a method call."""
+        bound = anno.get(stmt, "bound")
+        stmt.value = nodes.call(gast.Attribute(value=nodes.copy(bound["obj"]), attr=bound["name"].value,
+                                               ctx=gast.Load()), [])
+        for key, value in (("kind", "call"), ("receiver", bound["obj"]), ("args", []), ("kwargs", {}),
+                           ("field", True), ("impure", True)):
+            anno.set(stmt, key, value)
+        self._call_adjoint(stmt, target, g)
 
     def _bookkeeping(self, name) -> bool:
         """``self.calls + 1``: an update of a field by constants (a counter), not a
@@ -562,7 +583,9 @@ class _Reverse:
         if direct is not None:
             stmt.value = nodes.call(direct, call.args)
         else:
-            if isinstance(call.func, gast.Attribute):  # obj.name(...): a method or a stored layer
+            if anno.get(stmt, "field"):  # obj.name: a field or a property
+                head = ["rt.vjp_field", [nodes.copy(call.func.value), nodes.const(call.func.attr)]]
+            elif isinstance(call.func, gast.Attribute):  # obj.name(...): a method or a stored layer
                 head = ["rt.vjp_method", [nodes.copy(call.func.value), nodes.const(call.func.attr), spec]]
             else:
                 head = ["rt.vjp_call", [call.func, spec]]
