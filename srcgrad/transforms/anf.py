@@ -242,16 +242,73 @@ class _Lowering:
             keys = list(range(len(atoms)))
             value = (gast.Tuple if isinstance(node, gast.Tuple) else gast.List)(
                 elts=[nodes.copy(a) for a in atoms], ctx=gast.Load())
+        return self._emit_aggregate(value, keys, atoms, node, **emit)
+
+    def _emit_aggregate(self, value, keys, atoms, node, **emit):
         emit.setdefault("target_hint", None)
+        emit.setdefault("origin_node", node)
         result = self._emit(value, kind="aggregate", elements=dict(zip(keys, atoms)), **emit)
         self._escape(atoms, node)
         if result is not None:
             self.aggregates[result.id] = dict(zip(keys, atoms))
-            if isinstance(node, gast.List):
+            if isinstance(value, gast.List):
                 self.own_lists.add(result.id)
-            if isinstance(node, gast.Dict):
+            if isinstance(value, gast.Dict):
                 self.dicts.add(result.id)
         return result
+
+    def _display_value(self, display, node):
+        """A list or tuple display already lowered in an argument position
+        (``f([a, b])``, see :meth:`_argument`) as a value of its own, so that its
+        adjoint reaches its items as an aggregate's does (nested displays too)."""
+        atoms = [self._display_value(e, node) if isinstance(e, (gast.List, gast.Tuple)) else e
+                 for e in display.elts]
+        value = type(display)(elts=[nodes.copy(a) for a in atoms], ctx=gast.Load())
+        return self._emit_aggregate(value, list(range(len(atoms))), atoms, node,
+                                    target=None, effect=False)
+
+    def _holds_sequence(self, name) -> bool:
+        """Whether ``name`` is known to be a list or tuple: made here (a display, a list
+        grown with append) or passed in (its items are part of the specialisation)."""
+        return (name in self.containers and name not in self.dicts) or name in self.lists \
+            or name in self.sequences
+
+    def _array_arguments(self, prim, rule, args, kwargs, node):
+        """Lists and tuples given where a rule takes an array, made values of their own.
+
+        NumPy reads a list or tuple given for an array (``np.sum([a, 2 * b])``,
+        ``np.max(xs)``) as ``np.array(it)``: so does srcgrad, with ``np.array``'s
+        rule carrying each item's adjoint back.  A rule of yours (not NumPy's) is
+        given the list or tuple itself, built as an aggregate, and its adjoint for
+        that parameter is split among the items.  (Parameters that take a list of
+        arrays, such as ``np.stack``'s, read displays item by item already.)
+        Returns the new ``(args, kwargs)``.
+        """
+        try:
+            bound = rule.signature.bind(*args, **kwargs)
+        except TypeError:
+            return args, kwargs  # reported by _apply
+        numpy = registry.is_numpy(prim) or (getattr(prim, "__module__", None) or "").split(".")[0] == "scipy"
+        replaced = {}
+        for param in rule.diff_params:
+            atom = bound.arguments.get(param)
+            if param in rule.sequence_params or atom is None:
+                continue
+            if isinstance(atom, (gast.List, gast.Tuple)) \
+                    and any(isinstance(n, gast.Name) for n in gast.walk(atom)):
+                replaced[id(atom)] = self._as_array(atom, node) if numpy else self._display_value(atom, node)
+            elif numpy and isinstance(atom, gast.Name) and self._holds_sequence(atom.id):
+                replaced[id(atom)] = self._as_array(atom, node)
+        if not replaced:
+            return args, kwargs
+        return ([replaced.get(id(a), a) for a in args],
+                {k: replaced.get(id(v), v) for k, v in kwargs.items()})
+
+    def _as_array(self, atom, node):
+        """``np.array(atom)`` as a statement of its own; its atom."""
+        func = nodes.dotted(self._spell(np.array, node) or "np.array")
+        return self._apply(np.array, None, [atom], {}, node, func_node=func, origin_node=node,
+                           target=None, target_hint=None, effect=False)
 
     def _aggregate_element(self, base, index):
         if not isinstance(base, gast.Name) or base.id not in self.aggregates:
@@ -957,7 +1014,16 @@ class _Lowering:
         """A call to the user's own code: differentiated through its own vjp at run time.
 
         ``receiver``: for ``obj.name(...)``, the object, whose parameters may be
-        differentiated too (a model calling its layers)."""
+        differentiated too (a model calling its layers).  A list or tuple display
+        among the arguments (``g([a, b])``) is built as a value first, so its
+        adjoint (the callee's for that parameter) reaches the items."""
+        def value_of(atom):
+            if isinstance(atom, (gast.List, gast.Tuple)) and any(isinstance(n, gast.Name)
+                                                                  for n in gast.walk(atom)):
+                return self._display_value(atom, node)
+            return atom
+        args = [value_of(a) for a in args]
+        kwargs = {k: value_of(v) for k, v in kwargs.items()}
         value = nodes.call(callee, [nodes.copy(a) for a in args],
                            [(None if isinstance(k, tuple) else k, nodes.copy(v)) for k, v in kwargs.items()])
         if receiver is None and isinstance(callee, gast.Name) and not anno.has(callee, "resolved"):
@@ -972,6 +1038,8 @@ class _Lowering:
     def _apply(self, prim, value, args, kwargs, node, func_node=None, **emit):
         """Emit a primitive application, binding its arguments to the rule's parameters."""
         rule = registry.lookup(prim)
+        if value is None and rule is not None and rule.differentiable:
+            args, kwargs = self._array_arguments(prim, rule, args, kwargs, node)
         if value is None:
             value = nodes.call(func_node, [nodes.copy(a) for a in args],
                                [(k, nodes.copy(v)) for k, v in kwargs.items()])
