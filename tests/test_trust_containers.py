@@ -270,3 +270,163 @@ def test_tuple_argument_given_to_numpy():
     for i in range(2):
         expected = numerical_grad(lambda a: f(tuple(a if j == i else xs[j] for j in range(2))), [xs[i]], 0)
         np.testing.assert_allclose(got[i], expected, atol=1e-6)
+
+
+# ---- class 7: a list held in a container and appended to -----------------------
+
+def list_in_list(x):
+    ys = [[]]
+    ys[0].append(x * x)
+    return np.sum(ys[0][0])
+
+
+def list_in_dict(x):
+    d = {'a': []}
+    d['a'].append(x * x)
+    return np.sum(d['a'][0])
+
+
+def lists_in_dict_in_loop(x):
+    d = {'a': [], 'b': []}
+    for i in range(3):
+        d['a'].append(x[i] * x)
+        d['b'].append(x[i] ** 2)
+    return np.sum(np.stack(d['a'])) + np.sum(d['b']) + d['b'][-1]
+
+
+def list_in_list_stacked(x):
+    ys = [[], []]
+    for i in range(3):
+        ys[0].append(x[i] * x)
+        ys[1].append(np.sin(x[i]))
+    return np.sum(np.stack(ys[0]) ** 2) * np.sum(ys[1])
+
+
+def _collect(v):
+    d = {'h': []}
+    for i in range(2):
+        d['h'].append(v * (i + 1.5))
+    return np.sum(d['h'][1] * d['h'][0])
+
+
+def list_in_dict_in_helper(x):
+    return _collect(x ** 2)
+
+
+class _Collector:
+    def run(self, v):
+        ys = [[]]
+        ys[0].append(np.tanh(v))
+        return np.sum(ys[0][0] ** 2)
+
+
+def list_in_list_in_method(x):
+    return _Collector().run(x)
+
+
+@pytest.mark.parametrize("fn", [list_in_list, list_in_dict, lists_in_dict_in_loop, list_in_list_stacked,
+                                list_in_dict_in_helper, list_in_list_in_method])
+def test_list_held_in_a_container_and_appended_to(fn):
+    check(fn)
+
+
+def append_by_key_known_at_run_time(x):
+    ys = [[], []]
+    for i in range(3):
+        ys[i % 2].append(x[i])
+    return np.sum(ys[0])
+
+
+class _Holder:
+    pass
+
+
+_holder = _Holder()
+_holder.items = []
+
+
+def _append_to_untracked(buffer, v):
+    buffer.append(v * 2.0)
+    return np.sum(v)
+
+
+def append_to_a_list_of_an_object(x):
+    _holder.items.append(x * 2.0)
+    return np.sum(x)
+
+
+def append_in_a_helper(x):
+    buffer = []
+    _append_to_untracked(buffer, x)
+    return np.sum(np.stack(buffer))
+
+
+@pytest.mark.parametrize("fn", [append_by_key_known_at_run_time, append_to_a_list_of_an_object,
+                                append_in_a_helper])
+def test_append_to_a_list_srcgrad_does_not_follow_is_refused(fn):
+    refused(fn, srcgrad.UnsupportedSyntaxError, r"append|in place")
+
+
+# ---- items of lists grown with append: read by index, in loops too ---------------
+
+def rnn_reads_last_item(x):
+    hs = [x]
+    for t in range(3):
+        h = np.tanh(hs[-1] * 1.5)
+        hs.append(h)
+    return np.sum(hs[-1])
+
+
+def rnn_reads_last_item_then_stacks(x):
+    hs = [x]
+    for t in range(3):
+        hs.append(np.tanh(hs[-1] * 1.5))
+    return np.sum(np.stack(hs))
+
+
+def reads_first_item_in_loop(x):
+    hs = [x]
+    for t in range(3):
+        hs.append(np.tanh(hs[0] * 1.5 + hs[t]))
+    return np.sum(np.stack(hs) ** 2)
+
+
+def pop_and_append_in_loop(x):
+    hs = [x, x * 2]
+    for t in range(2):
+        hs.pop(0)
+        hs.append(hs[0] * 2 + x)
+    return np.sum(np.stack(hs) * x)
+
+
+def reads_in_while(x):
+    hs = [x]
+    k = 0
+    while k < 3:
+        hs.append(np.sin(hs[k]) * hs[-1])
+        k = k + 1
+    return np.sum(hs[2] + hs[-1])
+
+
+def reads_in_branch(x):
+    hs = []
+    for t in range(4):
+        if t % 2 == 0:
+            hs.append(x * t)
+        else:
+            hs.append(np.cos(x) + hs[-1])
+    return np.sum(hs[1] * hs[3])
+
+
+@pytest.mark.parametrize("fn", [rnn_reads_last_item, rnn_reads_last_item_then_stacks,
+                                reads_first_item_in_loop, pop_and_append_in_loop, reads_in_while,
+                                reads_in_branch])
+def test_items_of_an_appended_list(fn):
+    check(fn)
+
+
+def test_items_of_an_appended_list_pullback_twice():
+    value, pullback = srcgrad.vjp(rnn_reads_last_item)(X0)
+    first, second = pullback(1.0), pullback(2.0)
+    np.testing.assert_allclose(second, 2 * first)
+    np.testing.assert_allclose(first, numerical_grad(rnn_reads_last_item, [X0], 0), atol=1e-6)

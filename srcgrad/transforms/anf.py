@@ -450,6 +450,7 @@ class _Lowering:
             # Later iterations give the name new contents: its elements are no longer
             # the ones it was built from (`pair = (pair[1], pair[0])` in the body).
             self.aggregates.pop(self.current[user], None)
+        self._changed_in(loop)
         anno.set(loop, "first_defined", first_defined)
         return entry
 
@@ -609,10 +610,25 @@ class _Lowering:
         origin = self.escaped.get(name)
         return f" (stored or passed on at {origin.where}: `{origin.text.strip()}`)" if origin else ""
 
-    def _append(self, user, node, **emit):
+    def _held(self, node):
+        """The name of the value ``node`` (a method's receiver) denotes, when known at
+        compile time: a local name, or an item with a literal key of a tuple, list or
+        dict made here (``ys[0]``, ``d['a']``, ``ys[0][1]``); else None."""
+        if isinstance(node, gast.Name) and not anno.has(node, "resolved"):
+            return self.current.get(node.id, node.id)
+        if isinstance(node, gast.Subscript) and isinstance(node.slice, gast.Constant):
+            base = self._held(node.value)
+            if base is not None:
+                element = self._aggregate_element(nodes.name(base), node.slice)
+                if isinstance(element, gast.Name):
+                    return element.id
+        return None
+
+    def _append(self, user, node, name=None, **emit):
         """``xs.append(h)`` on a list made here: the list grows in place; the backward
-        sweep pops ``h``'s adjoint off the list's adjoint."""
-        name = self.current.get(user, user)
+        sweep pops ``h``'s adjoint off the list's adjoint.  ``name``: the list's
+        current name, when ``user`` is an item of a container (``ys[0].append(h)``)."""
+        name = name or self.current.get(user, user)
         fresh, origin = self.made_by.get(name, (False, None))
         if not fresh or len(node.args) != 1 or node.keywords:
             raise errors.at(node, f"cannot append to `{user}` here",
@@ -626,10 +642,10 @@ class _Lowering:
         self._emit_stmt(gast.Expr(value=call), node, kind="append", list=name, value=value)
         return None if emit.get("effect") else nodes.const(None)
 
-    def _pop(self, user, node, **emit):
+    def _pop(self, user, node, name=None, **emit):
         """``a = xs.pop(i)`` on a list made here: the list shrinks in place; the backward
         sweep puts ``a`` back (``rt.unpop``) and its adjoint into the list's adjoint."""
-        name = self.current.get(user, user)
+        name = name or self.current.get(user, user)
         if name not in self.own_lists or name in self.aliased or len(node.args) > 1 or node.keywords:
             raise errors.at(node, f"cannot pop from `{user}` here",
                             f"pop from a list made in this function (`{user} = [...]`, grown with "
@@ -651,6 +667,31 @@ class _Lowering:
         emit["effect"], effect = False, emit["effect"]  # the value is put back in the backward sweep
         result = self._emit(call, kind="pop", list=name, index=index, impure=True, **emit)
         return None if effect else result
+
+    def _item(self, base, index, node, **emit):
+        """``h = xs[i]`` on a list whose items are known at run time only (grown with
+        append, changed by pop in a loop or branch): one integer index, the item as it
+        is; the backward sweep adds ``h``'s adjoint to the list's adjoint at ``i``."""
+        key = static_value(index)
+        if isinstance(index, (gast.Slice, gast.Tuple, gast.List)) \
+                or key is not UNKNOWN and not isinstance(key, int):
+            raise errors.at(node, "reading a list grown with append (or changed by pop in a loop or "
+                            "branch) by anything but one integer index is not supported",
+                            f"stack it first (`np.stack({base.id})[...]`), or read items one by one")
+        value = gast.Subscript(value=nodes.copy(base), slice=nodes.copy(index), ctx=gast.Load())
+        return self._emit(value, kind="item", list=base.id, index=index, **emit)
+
+    def _changed_in(self, loop):
+        """Lists and dicts made here that ``loop``'s body changes in place (append, pop,
+        through another's item too: ``ys[0].append(h)``): from the loop on, what they
+        hold is known at run time only, also to reads in the body before the change."""
+        for node in gast.walk(loop):
+            if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) \
+                    and node.func.attr in _CHANGES:
+                held = self._held(node.func.value)
+                if held is not None and held in self.aggregates:
+                    del self.aggregates[held]
+                    self.lists.add(held)
 
     def _is_array(self, node) -> bool:
         """Whether ``node`` (a method call's receiver) is known to be an array.  If not,
@@ -780,9 +821,7 @@ class _Lowering:
             base = self._lower(node.value)
             index = self._index(node.slice)
             if isinstance(base, gast.Name) and base.id in self.lists:
-                raise errors.at(node, "reading an item of a list grown with append (or changed by pop "
-                                "in a loop or branch) is not supported yet",
-                                "stack it first (`np.stack(xs)[i]`), or keep the item in a name")
+                return self._item(base, index, node, **emit)
             element = self._aggregate_element(base, index)
             if element is not None:
                 if target is None and not effect:
@@ -921,17 +960,17 @@ class _Lowering:
                             "which srcgrad does not follow",
                             f"build a list of your own from its items (`items = [{user}[0], {user}[1]]`) "
                             "and change that")
-        if isinstance(func, gast.Attribute) and func.attr == "append" and isinstance(func.value, gast.Name) \
-                and self.current.get(func.value.id, func.value.id) in self.made_by:
-            return self._append(func.value.id, node, **emit)
-        if isinstance(func, gast.Attribute) and func.attr == "pop" and isinstance(func.value, gast.Name) \
-                and self.current.get(func.value.id, func.value.id) in self.own_lists | self.containers:
-            return self._pop(func.value.id, node, **emit)
-        if isinstance(func, gast.Attribute) and isinstance(func.value, gast.Name) \
-                and self.current.get(func.value.id, func.value.id) in self.containers:
+        # A list or dict made here, by its name or as an item of another (`ys[0].append(h)`).
+        held = self._held(func.value) if isinstance(func, gast.Attribute) else None
+        user = nodes.to_source(func.value) if held is not None else None
+        if held is not None and func.attr == "append" and held in self.made_by:
+            return self._append(user, node, name=held, **emit)
+        if held is not None and func.attr == "pop" and held in self.own_lists | self.containers:
+            return self._pop(user, node, name=held, **emit)
+        if held is not None and held in self.containers:
             raise errors.at(node, f"the method `.{func.attr}()` of a list, tuple or dict is not supported "
                             "in differentiated code (only `append` and `pop`)",
-                            f"index it instead (`{func.value.id}[key]`)")
+                            f"index it instead (`{user}[key]`)")
         # Known only at run time: a function passed in, a method of an object.
         receiver = None
         if isinstance(func, gast.Attribute):
@@ -1070,6 +1109,10 @@ class _Lowering:
         arguments = {k: _as_node(v) for k, v in arguments.items()}
         return self._emit(value, kind="op", rule=rule, bound=arguments, **emit)
 
+
+# Methods that change a list or dict in place.
+_CHANGES = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem",
+            "sort", "reverse"}
 
 _VIEWS = (operator.getitem, np.reshape, np.ravel, np.transpose, np.expand_dims, np.squeeze,
           np.broadcast_to, np.asarray)
