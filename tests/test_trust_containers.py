@@ -430,3 +430,155 @@ def test_items_of_an_appended_list_pullback_twice():
     first, second = pullback(1.0), pullback(2.0)
     np.testing.assert_allclose(second, 2 * first)
     np.testing.assert_allclose(first, numerical_grad(rnn_reads_last_item, [X0], 0), atol=1e-6)
+
+
+# ---- class 9: a name rebound in a loop while an iterable or an item holds its old value
+
+def rebinds_iterated_list(x):
+    c = [x[0], x[1]]
+    for e in c:
+        c = x * e
+    return np.sum(c)
+
+
+def rebinds_iterated_array(x):
+    c = x * 1.0
+    for e in c:
+        c = x * e
+    return np.sum(c)
+
+
+def rebinds_iterated_array_from_itself(x):
+    c = x * 1.0
+    for e in c:
+        c = c * e
+    return np.sum(c)
+
+
+def rebinds_item_of_tuple_in_loop(x):
+    y = x
+    for i in range(2):
+        t = (y, 1.0)
+        y = t[0] * 2.0
+    return np.sum(y * x)
+
+
+def rebinds_item_of_tuple_made_before(x):
+    y = x[0]
+    t = (y, 1.0)
+    for i in range(2):
+        y = t[0] * 2.0 + y
+    return y
+
+
+def rebinds_item_of_list_then_reads_it(x):
+    y = x
+    lst = [y]
+    y = y * 2
+    return np.sum(lst[0] * y)
+
+
+def rebinds_in_while(x):
+    y = x[0]
+    t = (y, 1.0)
+    k = 0
+    while k < 3:
+        y = t[0] * 2.0 + y * t[1]
+        k = k + 1
+    return y * t[0]
+
+
+def rebinds_iterated_in_nested_loops(x):
+    c = x * 1.0
+    for i in range(2):
+        for e in c:
+            c = c * e + x
+    return np.sum(c)
+
+
+def rebinds_zipped(x):
+    a = x * 2.0
+    b = x + 1.0
+    for p, q in zip(a, b):
+        a = a * q + p
+    return np.sum(a)
+
+
+def rebinds_enumerated(x):
+    c = x ** 2
+    for i, e in enumerate(c):
+        c = c + e * i
+    return np.sum(c)
+
+
+def rebinds_item_of_dict_and_list(x):
+    y = x * 1.0
+    d = {'a': y}
+    lst = [y, 2.0]
+    for i in range(3):
+        y = y * 1.5 + d['a']
+    return np.sum(y * lst[0] + d['a'])
+
+
+def rebinds_item_of_tuple_made_in_outer_loop(x):
+    y = x[0]
+    s = 0.0
+    for i in range(3):
+        t = (y, 2.0)
+        for j in range(2):
+            y = t[0] * t[1] + y * 0.5
+        s = s + y
+    return s
+
+
+def rebinds_iterated_with_break(x):
+    c = x * 1.0
+    for e in c:
+        if e > 0.5:
+            break
+        c = c * e + 1.0
+    return np.sum(c)
+
+
+def rebinds_appended_item(x):
+    y = x * 1.0
+    lst = [y]
+    for i in range(2):
+        lst.append(y * 2)
+        y = y + lst[-1]
+    return np.sum(y) + np.sum(lst[0])
+
+
+def _rebinds_in_helper(v):
+    c = v * 1.0
+    for e in c:
+        c = c * e
+    return np.sum(c)
+
+
+def rebinds_in_helper(x):
+    return _rebinds_in_helper(x + 0.5)
+
+
+class _Rebinder:
+    def run(self, v):
+        y = v[0]
+        t = (y, 1.0)
+        for i in range(2):
+            y = t[0] * 2.0 + y
+        return y
+
+
+def rebinds_in_method(x):
+    return _Rebinder().run(x)
+
+
+@pytest.mark.parametrize("fn", [
+    rebinds_iterated_list, rebinds_iterated_array, rebinds_iterated_array_from_itself,
+    rebinds_item_of_tuple_in_loop, rebinds_item_of_tuple_made_before, rebinds_item_of_list_then_reads_it,
+    rebinds_in_while, rebinds_iterated_in_nested_loops, rebinds_zipped, rebinds_enumerated,
+    rebinds_item_of_dict_and_list, rebinds_item_of_tuple_made_in_outer_loop, rebinds_iterated_with_break,
+    rebinds_appended_item, rebinds_in_helper, rebinds_in_method,
+])
+def test_rebound_name_keeps_the_old_value_where_it_was_held(fn):
+    check(fn)

@@ -438,14 +438,31 @@ class _Lowering:
                   for n in gast.walk(inner.target) if isinstance(n, gast.Name)}
         return sorted(stored & (set(self.current) | outside | early))
 
-    def _enter_loop(self, loop) -> dict:
+    def _enter_loop(self, loop, iterated=()) -> dict:
+        """The loop's carried names, each bound to the name it keeps in the loop.
+
+        A carried name is updated in place by the copy at the end of the body, so a
+        value that still refers to the name it had before the loop (an item of a
+        tuple, list or dict, ``t = (y, 1.0)``; the sequence the loop iterates over,
+        ``for e in c: c = x * e``) would see the new values: such a name is carried
+        under a new name (``c_2 = c`` before the loop), and the old one keeps its value.
+        ``iterated``: the atoms of the sequences the loop iterates over.
+        """
         entry, first_defined = {}, []
+        held = {n for elements in self.aggregates.values() for atom in elements.values()
+                for n in nodes.loaded_names(atom)}
+        held.update(n for atom in iterated for n in nodes.loaded_names(atom))
         for user in self._carried(loop):
             if user not in self.current:
                 self.current[user] = user
                 self.core.names.add(user)
                 self.unbound.add(user)
                 first_defined.append(user)
+            elif self.current[user] in held:
+                old, new = self.current[user], self.core.fresh(user)
+                self.block.append(self._copy(new, old, loop))
+                self._same_kind(new, old)
+                self.current[user] = new
             entry[user] = self.current[user]
             # Later iterations give the name new contents: its elements are no longer
             # the ones it was built from (`pair = (pair[1], pair[0])` in the body).
@@ -454,8 +471,22 @@ class _Lowering:
         anno.set(loop, "first_defined", first_defined)
         return entry
 
+    def _same_kind(self, new, old):
+        """``new = old``: what normalize knows of ``old``'s kind holds for ``new``."""
+        for known in (self.arrays, self.scalars, self.containers, self.lists, self.own_lists, self.dicts):
+            if old in known:
+                known.add(new)
+        if old in self.made_by:
+            self.made_by[new] = self.made_by[old]
+        if old in self.escaped:
+            self.escaped[new] = self.escaped[old]
+
     def _leave_loop(self, loop, body, entry):
         for user, name in entry.items():
+            final = self.current[user]
+            for known in (self.containers, self.lists, self.own_lists, self.dicts):
+                if final != name and final not in known:
+                    known.discard(name)  # a list before the loop, perhaps an array after it
             if self.current[user] != name:
                 body.append(self._copy(name, self.current[user], loop, carry=True))
             self.current[user] = name
@@ -463,7 +494,7 @@ class _Lowering:
     def _for(self, stmt):
         group = self.group
         header, prelude = self._loop_header(stmt)
-        entry = self._enter_loop(stmt)
+        entry = self._enter_loop(stmt, header.pop("iterated", ()))
         index = header.pop("index")
         body = self._in_block(stmt.body, prelude=prelude)
         self.group = group
@@ -523,7 +554,7 @@ class _Lowering:
                 value = gast.Subscript(value=nodes.copy(seq), slice=nodes.name(index), ctx=gast.Load())
                 self._apply(operator.getitem, value, [nodes.copy(seq), nodes.name(index)], {}, stmt,
                             origin_node=stmt, target=item.id, target_hint=None, effect=False)
-        return {"iter": iter_, "index": index}, prelude
+        return {"iter": iter_, "index": index, "iterated": seqs}, prelude
 
     def _while(self, stmt):
         group = self.group
