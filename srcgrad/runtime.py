@@ -7,6 +7,7 @@ their arguments are known at compile time (``einsum`` subscripts, axes).
 from __future__ import annotations
 
 import math
+import operator
 import types
 
 import numpy as np
@@ -664,6 +665,19 @@ def add_each(adjoints, more):
     if isinstance(adjoints, dict):
         return add(adjoints, dict(enumerate(more)))
     return [a + b for a, b in zip(adjoints, more)]
+
+
+def add_item(items, index, g):
+    """A new list of adjoints: ``items`` with ``g`` added to item ``index`` (the
+    adjoint of ``xs[index]`` read from a list grown with append).
+
+    Raises:
+        TypeError: ``index`` is not an integer (a list is read by one integer index).
+    """
+    index = operator.index(index)
+    out = list(items)
+    out[index] = g if out[index] is None else add(out[index], g)
+    return out
 
 
 def unpop(items, index, value):

@@ -132,9 +132,17 @@ def reads_item_of_appended_list(x):
     return np.sum(xs[0])
 
 
-def test_reading_an_item_of_an_appended_list_is_reported():
+def reads_slice_of_appended_list(x):
+    xs = []
+    xs.append(x * 2)
+    return np.sum(xs[0:1])
+
+
+def test_reading_an_item_of_an_appended_list():
+    x = np.array([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(srcgrad.grad(reads_item_of_appended_list)(x), [2.0, 2.0, 2.0])
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match="np.stack"):
-        srcgrad.grad(reads_item_of_appended_list)(np.ones(3))
+        srcgrad.grad(reads_slice_of_appended_list)(x)
 
 
 # ---- list.pop: the list shrinks in place; the backward sweep puts the item back --

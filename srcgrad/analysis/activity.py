@@ -54,7 +54,7 @@ def derivative_inputs(stmt) -> list[str]:
         return list(anno.get(stmt, "captures"))
     if kind == "append":
         return nodes.loaded_names(anno.get(stmt, "value")) + [anno.get(stmt, "list")]
-    if kind == "pop":
+    if kind in ("pop", "item"):
         return [anno.get(stmt, "list")]
     if kind == "setitem":
         return nodes.loaded_names(anno.get(stmt, "value")) + [anno.get(stmt, "array")]

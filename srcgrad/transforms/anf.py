@@ -244,14 +244,18 @@ class _Lowering:
             keys = list(range(len(atoms)))
             value = (gast.Tuple if isinstance(node, gast.Tuple) else gast.List)(
                 elts=[nodes.copy(a) for a in atoms], ctx=gast.Load())
+        return self._emit_aggregate(value, keys, atoms, node, **emit)
+
+    def _emit_aggregate(self, value, keys, atoms, node, **emit):
         emit.setdefault("target_hint", None)
+        emit.setdefault("origin_node", node)
         result = self._emit(value, kind="aggregate", elements=dict(zip(keys, atoms)), **emit)
         self._escape(atoms, node)
         if result is not None:
             self.aggregates[result.id] = dict(zip(keys, atoms))
-            if isinstance(node, gast.List):
+            if isinstance(value, gast.List):
                 self.own_lists.add(result.id)
-            if isinstance(node, gast.Dict):
+            if isinstance(value, gast.Dict):
                 self.dicts.add(result.id)
         return result
 
@@ -299,6 +303,59 @@ class _Lowering:
             self.aggregates[result.id] = {i: given[f] for i, f in enumerate(cls._fields)}
             self.named_fields[result.id] = cls._fields
         return result
+
+    def _display_value(self, display, node):
+        """A list or tuple display already lowered in an argument position
+        (``f([a, b])``, see :meth:`_argument`) as a value of its own, so that its
+        adjoint reaches its items as an aggregate's does (nested displays too)."""
+        atoms = [self._display_value(e, node) if isinstance(e, (gast.List, gast.Tuple)) else e
+                 for e in display.elts]
+        value = type(display)(elts=[nodes.copy(a) for a in atoms], ctx=gast.Load())
+        return self._emit_aggregate(value, list(range(len(atoms))), atoms, node,
+                                    target=None, effect=False)
+
+    def _holds_sequence(self, name) -> bool:
+        """Whether ``name`` is known to be a list or tuple: made here (a display, a list
+        grown with append) or passed in (its items are part of the specialisation)."""
+        return (name in self.containers and name not in self.dicts) or name in self.lists \
+            or name in self.sequences
+
+    def _array_arguments(self, prim, rule, args, kwargs, node):
+        """Lists and tuples given where a rule takes an array, made values of their own.
+
+        NumPy reads a list or tuple given for an array (``np.sum([a, 2 * b])``,
+        ``np.max(xs)``) as ``np.array(it)``: so does srcgrad, with ``np.array``'s
+        rule carrying each item's adjoint back.  A rule of yours (not NumPy's) is
+        given the list or tuple itself, built as an aggregate, and its adjoint for
+        that parameter is split among the items.  (Parameters that take a list of
+        arrays, such as ``np.stack``'s, read displays item by item already.)
+        Returns the new ``(args, kwargs)``.
+        """
+        try:
+            bound = rule.signature.bind(*args, **kwargs)
+        except TypeError:
+            return args, kwargs  # reported by _apply
+        numpy = registry.is_numpy(prim) or (getattr(prim, "__module__", None) or "").split(".")[0] == "scipy"
+        replaced = {}
+        for param in rule.diff_params:
+            atom = bound.arguments.get(param)
+            if param in rule.sequence_params or atom is None:
+                continue
+            if isinstance(atom, (gast.List, gast.Tuple)) \
+                    and any(isinstance(n, gast.Name) for n in gast.walk(atom)):
+                replaced[id(atom)] = self._as_array(atom, node) if numpy else self._display_value(atom, node)
+            elif numpy and isinstance(atom, gast.Name) and self._holds_sequence(atom.id):
+                replaced[id(atom)] = self._as_array(atom, node)
+        if not replaced:
+            return args, kwargs
+        return ([replaced.get(id(a), a) for a in args],
+                {k: replaced.get(id(v), v) for k, v in kwargs.items()})
+
+    def _as_array(self, atom, node):
+        """``np.array(atom)`` as a statement of its own; its atom."""
+        func = nodes.dotted(self._spell(np.array, node) or "np.array")
+        return self._apply(np.array, None, [atom], {}, node, func_node=func, origin_node=node,
+                           target=None, target_hint=None, effect=False)
 
     def _aggregate_element(self, base, index):
         if not isinstance(base, gast.Name) or base.id not in self.aggregates:
@@ -428,23 +485,55 @@ class _Lowering:
                   for n in gast.walk(inner.target) if isinstance(n, gast.Name)}
         return sorted(stored & (set(self.current) | outside | early))
 
-    def _enter_loop(self, loop) -> dict:
+    def _enter_loop(self, loop, iterated=()) -> dict:
+        """The loop's carried names, each bound to the name it keeps in the loop.
+
+        A carried name is updated in place by the copy at the end of the body, so a
+        value that still refers to the name it had before the loop (an item of a
+        tuple, list or dict, ``t = (y, 1.0)``; the sequence the loop iterates over,
+        ``for e in c: c = x * e``) would see the new values: such a name is carried
+        under a new name (``c_2 = c`` before the loop), and the old one keeps its value.
+        ``iterated``: the atoms of the sequences the loop iterates over.
+        """
         entry, first_defined = {}, []
+        held = {n for elements in self.aggregates.values() for atom in elements.values()
+                for n in nodes.loaded_names(atom)}
+        held.update(n for atom in iterated for n in nodes.loaded_names(atom))
         for user in self._carried(loop):
             if user not in self.current:
                 self.current[user] = user
                 self.core.names.add(user)
                 self.unbound.add(user)
                 first_defined.append(user)
+            elif self.current[user] in held:
+                old, new = self.current[user], self.core.fresh(user)
+                self.block.append(self._copy(new, old, loop))
+                self._same_kind(new, old)
+                self.current[user] = new
             entry[user] = self.current[user]
             # Later iterations give the name new contents: its elements are no longer
             # the ones it was built from (`pair = (pair[1], pair[0])` in the body).
             self.aggregates.pop(self.current[user], None)
+        self._changed_in(loop)
         anno.set(loop, "first_defined", first_defined)
         return entry
 
+    def _same_kind(self, new, old):
+        """``new = old``: what normalize knows of ``old``'s kind holds for ``new``."""
+        for known in (self.arrays, self.scalars, self.containers, self.lists, self.own_lists, self.dicts):
+            if old in known:
+                known.add(new)
+        if old in self.made_by:
+            self.made_by[new] = self.made_by[old]
+        if old in self.escaped:
+            self.escaped[new] = self.escaped[old]
+
     def _leave_loop(self, loop, body, entry):
         for user, name in entry.items():
+            final = self.current[user]
+            for known in (self.containers, self.lists, self.own_lists, self.dicts):
+                if final != name and final not in known:
+                    known.discard(name)  # a list before the loop, perhaps an array after it
             if self.current[user] != name:
                 body.append(self._copy(name, self.current[user], loop, carry=True))
             self.current[user] = name
@@ -452,7 +541,7 @@ class _Lowering:
     def _for(self, stmt):
         group = self.group
         header, prelude = self._loop_header(stmt)
-        entry = self._enter_loop(stmt)
+        entry = self._enter_loop(stmt, header.pop("iterated", ()))
         index = header.pop("index")
         body = self._in_block(stmt.body, prelude=prelude)
         self.group = group
@@ -512,7 +601,7 @@ class _Lowering:
                 value = gast.Subscript(value=nodes.copy(seq), slice=nodes.name(index), ctx=gast.Load())
                 self._apply(operator.getitem, value, [nodes.copy(seq), nodes.name(index)], {}, stmt,
                             origin_node=stmt, target=item.id, target_hint=None, effect=False)
-        return {"iter": iter_, "index": index}, prelude
+        return {"iter": iter_, "index": index, "iterated": seqs}, prelude
 
     def _while(self, stmt):
         group = self.group
@@ -599,10 +688,25 @@ class _Lowering:
         origin = self.escaped.get(name)
         return f" (stored or passed on at {origin.where}: `{origin.text.strip()}`)" if origin else ""
 
-    def _append(self, user, node, **emit):
+    def _held(self, node):
+        """The name of the value ``node`` (a method's receiver) denotes, when known at
+        compile time: a local name, or an item with a literal key of a tuple, list or
+        dict made here (``ys[0]``, ``d['a']``, ``ys[0][1]``); else None."""
+        if isinstance(node, gast.Name) and not anno.has(node, "resolved"):
+            return self.current.get(node.id, node.id)
+        if isinstance(node, gast.Subscript) and isinstance(node.slice, gast.Constant):
+            base = self._held(node.value)
+            if base is not None:
+                element = self._aggregate_element(nodes.name(base), node.slice)
+                if isinstance(element, gast.Name):
+                    return element.id
+        return None
+
+    def _append(self, user, node, name=None, **emit):
         """``xs.append(h)`` on a list made here: the list grows in place; the backward
-        sweep pops ``h``'s adjoint off the list's adjoint."""
-        name = self.current.get(user, user)
+        sweep pops ``h``'s adjoint off the list's adjoint.  ``name``: the list's
+        current name, when ``user`` is an item of a container (``ys[0].append(h)``)."""
+        name = name or self.current.get(user, user)
         fresh, origin = self.made_by.get(name, (False, None))
         if not fresh or len(node.args) != 1 or node.keywords:
             raise errors.at(node, f"cannot append to `{user}` here",
@@ -616,10 +720,10 @@ class _Lowering:
         self._emit_stmt(gast.Expr(value=call), node, kind="append", list=name, value=value)
         return None if emit.get("effect") else nodes.const(None)
 
-    def _pop(self, user, node, **emit):
+    def _pop(self, user, node, name=None, **emit):
         """``a = xs.pop(i)`` on a list made here: the list shrinks in place; the backward
         sweep puts ``a`` back (``rt.unpop``) and its adjoint into the list's adjoint."""
-        name = self.current.get(user, user)
+        name = name or self.current.get(user, user)
         if name not in self.own_lists or name in self.aliased or len(node.args) > 1 or node.keywords:
             raise errors.at(node, f"cannot pop from `{user}` here",
                             f"pop from a list made in this function (`{user} = [...]`, grown with "
@@ -641,6 +745,31 @@ class _Lowering:
         emit["effect"], effect = False, emit["effect"]  # the value is put back in the backward sweep
         result = self._emit(call, kind="pop", list=name, index=index, impure=True, **emit)
         return None if effect else result
+
+    def _item(self, base, index, node, **emit):
+        """``h = xs[i]`` on a list whose items are known at run time only (grown with
+        append, changed by pop in a loop or branch): one integer index, the item as it
+        is; the backward sweep adds ``h``'s adjoint to the list's adjoint at ``i``."""
+        key = static_value(index)
+        if isinstance(index, (gast.Slice, gast.Tuple, gast.List)) \
+                or key is not UNKNOWN and not isinstance(key, int):
+            raise errors.at(node, "reading a list grown with append (or changed by pop in a loop or "
+                            "branch) by anything but one integer index is not supported",
+                            f"stack it first (`np.stack({base.id})[...]`), or read items one by one")
+        value = gast.Subscript(value=nodes.copy(base), slice=nodes.copy(index), ctx=gast.Load())
+        return self._emit(value, kind="item", list=base.id, index=index, **emit)
+
+    def _changed_in(self, loop):
+        """Lists and dicts made here that ``loop``'s body changes in place (append, pop,
+        through another's item too: ``ys[0].append(h)``): from the loop on, what they
+        hold is known at run time only, also to reads in the body before the change."""
+        for node in gast.walk(loop):
+            if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) \
+                    and node.func.attr in _CHANGES:
+                held = self._held(node.func.value)
+                if held is not None and held in self.aggregates:
+                    del self.aggregates[held]
+                    self.lists.add(held)
 
     def _is_array(self, node) -> bool:
         """Whether ``node`` (a method call's receiver) is known to be an array.  If not,
@@ -772,9 +901,7 @@ class _Lowering:
             base = self._lower(node.value)
             index = self._index(node.slice)
             if isinstance(base, gast.Name) and base.id in self.lists:
-                raise errors.at(node, "reading an item of a list grown with append (or changed by pop "
-                                "in a loop or branch) is not supported yet",
-                                "stack it first (`np.stack(xs)[i]`), or keep the item in a name")
+                return self._item(base, index, node, **emit)
             element = self._aggregate_element(base, index)
             if element is not None:
                 if target is None and not effect:
@@ -929,17 +1056,17 @@ class _Lowering:
                             "which srcgrad does not follow",
                             f"build a list of your own from its items (`items = [{user}[0], {user}[1]]`) "
                             "and change that")
-        if isinstance(func, gast.Attribute) and func.attr == "append" and isinstance(func.value, gast.Name) \
-                and self.current.get(func.value.id, func.value.id) in self.made_by:
-            return self._append(func.value.id, node, **emit)
-        if isinstance(func, gast.Attribute) and func.attr == "pop" and isinstance(func.value, gast.Name) \
-                and self.current.get(func.value.id, func.value.id) in self.own_lists | self.containers:
-            return self._pop(func.value.id, node, **emit)
-        if isinstance(func, gast.Attribute) and isinstance(func.value, gast.Name) \
-                and self.current.get(func.value.id, func.value.id) in self.containers:
+        # A list or dict made here, by its name or as an item of another (`ys[0].append(h)`).
+        held = self._held(func.value) if isinstance(func, gast.Attribute) else None
+        user = nodes.to_source(func.value) if held is not None else None
+        if held is not None and func.attr == "append" and held in self.made_by:
+            return self._append(user, node, name=held, **emit)
+        if held is not None and func.attr == "pop" and held in self.own_lists | self.containers:
+            return self._pop(user, node, name=held, **emit)
+        if held is not None and held in self.containers:
             raise errors.at(node, f"the method `.{func.attr}()` of a list, tuple or dict is not supported "
                             "in differentiated code (only `append` and `pop`)",
-                            f"index it instead (`{func.value.id}[key]`)")
+                            f"index it instead (`{user}[key]`)")
         # Known only at run time: a function passed in, a method of an object.
         receiver = None
         if isinstance(func, gast.Attribute):
@@ -1022,7 +1149,16 @@ class _Lowering:
         """A call to the user's own code: differentiated through its own vjp at run time.
 
         ``receiver``: for ``obj.name(...)``, the object, whose parameters may be
-        differentiated too (a model calling its layers)."""
+        differentiated too (a model calling its layers).  A list or tuple display
+        among the arguments (``g([a, b])``) is built as a value first, so its
+        adjoint (the callee's for that parameter) reaches the items."""
+        def value_of(atom):
+            if isinstance(atom, (gast.List, gast.Tuple)) and any(isinstance(n, gast.Name)
+                                                                  for n in gast.walk(atom)):
+                return self._display_value(atom, node)
+            return atom
+        args = [value_of(a) for a in args]
+        kwargs = {k: value_of(v) for k, v in kwargs.items()}
         value = nodes.call(callee, [nodes.copy(a) for a in args],
                            [(None if isinstance(k, tuple) else k, nodes.copy(v)) for k, v in kwargs.items()])
         if receiver is None and isinstance(callee, gast.Name) and not anno.has(callee, "resolved"):
@@ -1037,6 +1173,8 @@ class _Lowering:
     def _apply(self, prim, value, args, kwargs, node, func_node=None, **emit):
         """Emit a primitive application, binding its arguments to the rule's parameters."""
         rule = registry.lookup(prim)
+        if value is None and rule is not None and rule.differentiable:
+            args, kwargs = self._array_arguments(prim, rule, args, kwargs, node)
         if value is None:
             value = nodes.call(func_node, [nodes.copy(a) for a in args],
                                [(k, nodes.copy(v)) for k, v in kwargs.items()])
@@ -1067,6 +1205,10 @@ class _Lowering:
         arguments = {k: _as_node(v) for k, v in arguments.items()}
         return self._emit(value, kind="op", rule=rule, bound=arguments, **emit)
 
+
+# Methods that change a list or dict in place.
+_CHANGES = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem",
+            "sort", "reverse"}
 
 _VIEWS = (operator.getitem, np.reshape, np.ravel, np.transpose, np.expand_dims, np.squeeze,
           np.broadcast_to, np.asarray)

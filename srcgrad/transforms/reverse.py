@@ -92,12 +92,13 @@ class _Reverse:
         self.entry_shapes = {}  # name a loop binds first -> a name of its shape, defined in every iteration
         self.prebound = set()   # names bound on some paths only, bound to None first (see _branch_zeros)
         changes = {s: anno.get(s, "kind") for s in nodes.statements(core.body)
-                   if anno.get(s, "kind") in ("append", "pop")}
+                   if anno.get(s, "kind") in ("append", "pop", "item")}
         # Lists changed in place: their adjoint is a list of adjoints, one per item.
         self.lists = {anno.get(s, "list") for s in changes}
-        # Lists that pop changes: the backward sweep puts them back as they were at each
-        # point, so an adjoint that starts there (`rt.zeros_each`) has their length then.
-        self.popped = {anno.get(s, "list") for s, kind in changes.items() if kind == "pop"}
+        # Lists that pop changes, or whose items are read (`xs[i]`): the backward sweep
+        # puts them back as they were at each point, so an adjoint that starts there
+        # (`rt.zeros_each`) has their length then, and `xs_bar[i]` is `xs[i]`'s.
+        self.popped = {anno.get(s, "list") for s, kind in changes.items() if kind in ("pop", "item")}
 
     def run(self, wrt, result) -> Sweeps:
         seed_base = f"{result.id}_bar" if isinstance(result, gast.Name) else "result_bar"
@@ -372,6 +373,18 @@ class _Reverse:
             fn = anno.get(stmt.value.func, "resolved")
             varied = [n for a in stmt.value.args + [k.value for k in stmt.value.keywords]
                       for n in nodes.loaded_names(a) if n in self.activity.varied]
+            method = stmt.value.func.attr if isinstance(stmt.value.func, gast.Attribute) else None
+            if varied and fn is None and method in _MUTATING_METHODS:
+                # `obj.items.append(h)`, `ys[i].append(h)`: a list or dict that normalize does
+                # not track (not made here, or reached through a key known only at run time).
+                given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
+                raise errors.at(stmt.value, f"`.{method}(...)` is given {given}, which is being "
+                                "differentiated, on a list or dict that srcgrad does not follow "
+                                "(only one made in this function and named, or held in a tuple, list or "
+                                "dict made here under a literal key)",
+                                "build the list in a local name (`hs = []`, `hs.append(h)`) and use it "
+                                "from there, or return it (with has_aux=True)",
+                                kind=errors.UnsupportedSyntaxError)
             if varied and fn is not None and _mutates_parameters(fn):
                 given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
                 raise errors.at(stmt.value, f"`{nodes.to_source(stmt.value.func)}` changes its arguments in "
@@ -450,6 +463,9 @@ class _Reverse:
             return
         if kind == "call":
             self._call_adjoint(stmt, target, g)
+            return
+        if kind == "item":
+            self._item_adjoint(stmt, g)
             return
         if kind == "aggregate":
             for key, atom in anno.get(stmt, "elements").items():
@@ -538,6 +554,18 @@ class _Reverse:
             self._append(gast.Expr(value=back), self.group)
         undo = nodes.call("rt.unpop", [nodes.name(xs), nodes.copy(index), nodes.name(value)])
         self._append(anno.set(gast.Expr(value=undo), "restores", xs), self.group)
+
+    def _item_adjoint(self, stmt, g):
+        """Reverse of ``h = xs[i]`` on a list grown with append: ``h``'s adjoint is added
+        to item ``i`` of ``xs_bar`` (a list of adjoints, as long as ``xs`` was then)."""
+        xs, index = anno.get(stmt, "list"), anno.get(stmt, "index")
+        if not self.activity.active(xs):
+            return
+        if xs not in self.defined:
+            self.out.append(self._zeros(xs))
+            self.defined.add(xs)
+        self._append(nodes.assign(self.bar[xs], nodes.call("rt.add_item", [
+            nodes.name(self.bar[xs]), nodes.copy(index), g])), self.group)
 
     def _setitem_adjoint(self, stmt):
         """Reverse of ``y[i] = v``: ``v`` gets ``y_bar[i]``; the overwritten elements
