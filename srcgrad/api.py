@@ -8,10 +8,11 @@ from __future__ import annotations
 import functools
 import inspect
 import linecache
+import os
 
 import numpy as np
 
-from . import anno, backends, errors, runtime, tree
+from . import anno, backends, checking, errors, runtime, tree
 from .pipeline import Compiled, Options, compile_function, rank_of_argument
 
 
@@ -43,12 +44,16 @@ class GradientFunction:
         options: what is generated (mode, wrt, backend).
     """
 
+    __srcgrad_gradient__ = True  # what generated code refuses to differentiate through (for now)
+
     def __init__(self, fn, mode: str, wrt, backend: str | None = None, optimize: bool = True,
-                 has_aux: bool = False, internal: bool = False, intermediates=(), hooks=None):
+                 has_aux: bool = False, internal: bool = False, intermediates=(), hooks=None,
+                 check: bool | None = None):
         if isinstance(fn, GradientFunction):
             raise errors.UnsupportedSyntaxError(
-                "srcgrad cannot differentiate a gradient function yet (higher-order derivatives)",
-                _origin_of(fn.fn), "differentiate the original function")
+                f"srcgrad cannot differentiate `{fn!r}` yet: higher-order derivatives (a gradient "
+                "of a gradient) are not supported", _origin_of(fn.fn),
+                "differentiate the original function")
         if not callable(fn):
             raise TypeError(f"srcgrad.{mode} expects a function, got {type(fn).__name__}")
         self.fn = fn
@@ -84,8 +89,12 @@ class GradientFunction:
         # structures); the outermost call gives them their primal's shape and type.
         self._internal = internal
         # `grad(f, wrt=(...))(arrays...)`: the call a training loop makes every step.
+        # check=True / SRCGRAD_CHECK=1: every call also checks itself (srcgrad/checking.py).
+        self._check = not internal and (check if check is not None
+                                        else os.environ.get("SRCGRAD_CHECK", "") not in ("", "0"))
+        self._wrt_spec = wrt
         self._plain = mode == "grad" and self._whole and self._as_tuple and not (
-            has_aux or intermediates or internal or self._variadic)
+            has_aux or intermediates or internal or self._variadic or self._check)
 
     def _wrt_entries(self, wrt):
         as_tuple = isinstance(wrt, (tuple, list))
@@ -143,7 +152,11 @@ class GradientFunction:
         program = self._cache.get(key)
         if program is None:
             backends.get(self.options.backend).check_device()
-            program = self._cache[key] = compile_function(self.fn, self.options, key)
+            try:
+                program = self._cache[key] = compile_function(self.fn, self.options, key)
+            except errors.UserCodeError as error:
+                error.compiling.append(self.fn)  # which function's code the error sits in
+                raise
         self._last = program
         return program
 
@@ -159,7 +172,7 @@ class GradientFunction:
             if key is not None:
                 self._check_passed(value, name, key)
                 value = value[key]
-            if type(value) is np.ndarray and value.dtype.kind in "fc":
+            if type(value) is np.ndarray and value.dtype.kind == "f":
                 continue  # the common case, checked first: this runs on every call
             if tree.is_structure(value):
                 continue  # its leaves are checked when the gradient is built
@@ -167,8 +180,15 @@ class GradientFunction:
             kind = dtype.kind if dtype is not None else (
                 "b" if isinstance(value, bool) else "i" if isinstance(value, int) else "f"
                 if isinstance(value, float) else None)
+            label = name if key is None else f"{name}[{key!r}]"
+            if kind == "c" or isinstance(value, complex):
+                raise errors.WrtError(
+                    f"cannot differentiate with respect to `{label}`: it is a complex value "
+                    f"({type(value).__name__}{'' if dtype is None else ' of ' + str(dtype)}); srcgrad "
+                    "does not differentiate complex numbers yet", _origin_of(self.fn),
+                    "differentiate with respect to the real and imaginary parts as two float "
+                    "arguments (z = re + 1j * im)")
             if kind in ("i", "u", "b"):
-                label = name if key is None else f"{name}[{key!r}]"
                 raise errors.WrtError(
                     f"cannot differentiate with respect to `{label}`: it is an integer "
                     f"value ({type(value).__name__}{'' if dtype is None else ' of ' + str(dtype)})",
@@ -193,11 +213,22 @@ class GradientFunction:
                               "ask for an argument that is passed, or pass it")
 
     def __call__(self, *args, **kwargs):
-        if self._plain and not kwargs and len(args) == len(self._params):
-            grads = self._plain_call(args)
-            if grads is not None:
-                return grads
-        args = self._arguments(args, kwargs)
+        try:
+            if self._plain and not kwargs and len(args) == len(self._params):
+                grads = self._plain_call(args)
+                if grads is not None:
+                    return grads
+            if self._check:
+                return checking.checked_call(self, args, kwargs)
+            return self._call(self._arguments(args, kwargs))
+        except errors.UserCodeError as error:
+            if self._internal:
+                raise  # the outermost call shows it
+            # Located at the user's line, without srcgrad's frames (SRCGRAD_TRACEBACK=1 keeps them).
+            raise errors.shown_to_user(error, _origin_of(self.fn)) from None
+
+    def _call(self, args):
+        """The call, given every parameter's value in order (``_arguments``)."""
         if self._internal:  # from generated code: raw (value, pullback), no checks twice
             if self._whole:
                 return self.compiled(args)(*args)
@@ -208,14 +239,29 @@ class GradientFunction:
         mode, has_aux = self.options.mode, self.options.has_aux
         if mode == "vjp":
             value, pullback, *aux = program(*args)
-            return (value, self._finalizing(pullback, args), *aux)
+            self._check_value(value)
+            return (value, self._finalizing(pullback, args, value), *aux)
         out = program(*args)
         if mode == "grad":
             if has_aux:
                 return self._finalize_watched(out[0], args), out[1]
             return self._finalize_watched(out, args)
         value, grads = out
+        self._check_value(value[0] if has_aux else value)
         return value, self._finalize_watched(grads, args)
+
+    def _check_value(self, value):
+        """The function's value (value_and_grad, vjp) is not None and not complex."""
+        if value is None:
+            raise errors.UserCodeError(
+                f"{self.fn.__name__} returned None on the path this call took, so it has no "
+                "gradient", _origin_of(self.fn), "return the value to differentiate on every path")
+        for leaf in value if isinstance(value, tuple) else (value,):
+            if isinstance(leaf, complex) or getattr(getattr(leaf, "dtype", None), "kind", "") == "c":
+                raise errors.UnsupportedSyntaxError(
+                    f"{self.fn.__name__} returned a complex value; srcgrad does not differentiate "
+                    "complex numbers yet", _origin_of(self.fn),
+                    "return a real value (np.abs(z) ** 2, z.real, z.imag), computed from real arguments")
 
     def _plain_call(self, args):
         """The common call kept short (it runs every training step): float arrays in,
@@ -235,11 +281,23 @@ class GradientFunction:
             return self._finalize(grads[0], args), grads[1]
         return self._finalize(grads, args)
 
-    def _finalizing(self, pullback, args):
+    def _finalizing(self, pullback, args, value=None):
+        """The pullback handed out: for the user (``value`` given), it checks the
+        cotangent's shape; inside generated code it is used as it is."""
+        if value is None:
+            @functools.wraps(pullback)
+            def finalized_pullback(ans_bar):
+                return self._finalize(pullback(ans_bar), args)
+            return finalized_pullback
+
         @functools.wraps(pullback)
-        def finalized_pullback(ans_bar):
-            return self._finalize(pullback(ans_bar), args)
-        return finalized_pullback
+        def checked_pullback(ans_bar):
+            _check_cotangent(ans_bar, value, self.fn.__name__)
+            try:
+                return self._finalize(pullback(ans_bar), args)
+            except errors.UserCodeError as error:
+                raise errors.shown_to_user(error, _origin_of(self.fn)) from None
+        return checked_pullback
 
     def _finalize(self, grads, args):
         """The adjoints the program returns (one per parameter in ``options.wrt``) as
@@ -274,6 +332,29 @@ class GradientFunction:
         return f"<srcgrad.{self.options.mode} of {self.fn.__qualname__} wrt {self.options.wrt}>"
 
 
+def _check_cotangent(ans_bar, value, name, path="value"):
+    """``vjp``'s pullback is given an adjoint of its output's shape (a tuple for a tuple)."""
+    if isinstance(value, tuple):
+        if not isinstance(ans_bar, (tuple, list)) or len(ans_bar) != len(value):
+            raise ValueError(f"the pullback of {name} takes a tuple of {len(value)} adjoints, one per "
+                             f"output, got {type(ans_bar).__name__}"
+                             + (f" of {len(ans_bar)}" if isinstance(ans_bar, (tuple, list)) else ""))
+        for i, (g, v) in enumerate(zip(ans_bar, value)):
+            if g is not None:
+                _check_cotangent(g, v, name, f"{path}[{i}]")
+        return
+    if tree.is_structure(value) or tree.is_structure(ans_bar):
+        return
+    expected, given = np.shape(value), np.shape(ans_bar)
+    if expected != given:
+        raise ValueError(f"the pullback of {name} takes an adjoint of the shape of its output "
+                         f"{'' if path == 'value' else path + ' '}{expected}, but was given one of shape "
+                         f"{given}")
+    if isinstance(ans_bar, complex) or getattr(getattr(ans_bar, "dtype", None), "kind", "") == "c":
+        raise ValueError(f"the pullback of {name} was given a complex adjoint; srcgrad does not "
+                         "differentiate complex numbers yet")
+
+
 def _matches(g, x) -> bool:
     """``g`` is already a gradient for the array ``x``: its own writable array, same shape and dtype."""
     return type(g) is np.ndarray and type(x) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape \
@@ -287,6 +368,13 @@ def _match(g, x):
         return g  # the common case, checked first: this runs on every gradient
     if g is None:
         g = {} if tree.is_structure(x) else np.zeros_like(x)
+    if (isinstance(g, complex) or getattr(getattr(g, "dtype", None), "kind", "") == "c") \
+            and not (isinstance(x, complex) or getattr(getattr(x, "dtype", None), "kind", "") == "c"):
+        raise errors.UnsupportedSyntaxError(
+            "a complex value reached the gradient of a real argument (a complex output, or a complex "
+            "value on the way to it); srcgrad does not differentiate complex numbers yet", None,
+            "keep the computation real (np.abs(z) ** 2, z.real, z.imag) or split it into real and "
+            "imaginary parts")
     if tree.is_structure(x):
         sparse = g if isinstance(g, dict) else dict(enumerate(g)) if isinstance(g, (list, tuple)) else {}
         return tree.materialize(sparse, x)
@@ -301,16 +389,19 @@ def _match(g, x):
     return g
 
 
-def _transform(mode, f, wrt, backend, optimize, has_aux, intermediates=(), hooks=None):
+def _transform(mode, f, wrt, backend, optimize, has_aux, intermediates=(), hooks=None, check=None):
     if f is None:
         return functools.partial(_transform, mode, wrt=wrt, backend=backend, optimize=optimize,
-                                 has_aux=has_aux, intermediates=intermediates, hooks=hooks)
-    return GradientFunction(f, mode, wrt, backend, optimize, has_aux, intermediates=intermediates,
-                            hooks=hooks)
+                                 has_aux=has_aux, intermediates=intermediates, hooks=hooks, check=check)
+    try:
+        return GradientFunction(f, mode, wrt, backend, optimize, has_aux, intermediates=intermediates,
+                                hooks=hooks, check=check)
+    except errors.UserCodeError as error:
+        raise errors.shown_to_user(error) from None
 
 
 def grad(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True,
-         has_aux: bool = False, intermediates=(), hooks=None):
+         has_aux: bool = False, intermediates=(), hooks=None, check: bool | None = None):
     """Reverse-mode gradient of a scalar-valued function, by source transformation.
 
     Usable as ``grad(f)``, ``@grad`` and ``@grad(wrt=(0, 1))``.
@@ -339,6 +430,13 @@ def grad(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True,
         hooks: ``{"h": fn}``: in the backward sweep, ``h``'s adjoint becomes
             ``fn(h_bar)`` before it flows further (PyTorch's tensor hooks; e.g.
             guided backpropagation clamps negative adjoints at each ReLU).
+        check: each call also runs ``f`` itself, compares its value with the
+            generated code's, and checks the gradient along a random direction
+            against a central difference (see ``srcgrad/checking.py`` for what
+            is called how often, random numbers and arguments ``f`` writes
+            into).  Default: on when the environment variable
+            ``SRCGRAD_CHECK=1`` is set.  Several times slower; for tests and
+            debugging.
 
     Returns:
         A function with ``f``'s parameters that returns the gradient(s).  Each
@@ -351,19 +449,24 @@ def grad(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True,
             that was not passed.
         srcgrad.errors.NonScalarOutputError: the output is not a scalar (use ``vjp``).
         srcgrad.errors.UnsupportedSyntaxError, NoDerivativeRuleError,
-            NoSourceError: at the first call, naming the user's file and line.
+            NoSourceError: at the first call, naming the user's file and line
+            (the traceback ends at the user's call; ``SRCGRAD_TRACEBACK=1``
+            shows srcgrad's own frames too, for a bug report).
+        srcgrad.errors.GradientCheckError: with ``check=True``, a value or
+            gradient that disagrees with ``f``'s own.
     """
-    return _transform("grad", f, wrt, backend, optimize, has_aux, intermediates, hooks)
+    return _transform("grad", f, wrt, backend, optimize, has_aux, intermediates, hooks, check)
 
 
 def value_and_grad(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True,
-                   has_aux: bool = False, intermediates=(), hooks=None):
+                   has_aux: bool = False, intermediates=(), hooks=None, check: bool | None = None):
     """Like :func:`grad`, but the function returns ``(value, gradient)``
     (``((value, aux), gradient)`` with ``has_aux=True``)."""
-    return _transform("value_and_grad", f, wrt, backend, optimize, has_aux, intermediates, hooks)
+    return _transform("value_and_grad", f, wrt, backend, optimize, has_aux, intermediates, hooks, check)
 
 
-def vjp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True, has_aux: bool = False):
+def vjp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True, has_aux: bool = False,
+        check: bool | None = None):
     """Vector-Jacobian product for outputs of any shape.
 
     Returns:
@@ -373,8 +476,15 @@ def vjp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True, has
         A function returning a tuple has a tuple ``value`` and takes a tuple
         ``value_bar`` (``None`` for an output with no adjoint).  With
         ``has_aux=True``: ``(value, pullback, aux)``.
+
+    Raises:
+        ValueError: the pullback is given an adjoint whose shape is not the output's.
+
+    With ``check=True`` (or ``SRCGRAD_CHECK=1``) the value is compared with
+    ``f``'s own, and each pullback call checks ``<pullback(u), v>`` against a
+    central difference of ``<u, f>`` along a random direction ``v``.
     """
-    return _transform("vjp", f, wrt, backend, optimize, has_aux)
+    return _transform("vjp", f, wrt, backend, optimize, has_aux, check=check)
 
 
 def source(fn, *example_args, **example_kwargs) -> str:

@@ -10,6 +10,12 @@ and renders like a compiler diagnostic::
 """
 from __future__ import annotations
 
+import linecache
+import os
+import re
+import sys
+import sysconfig
+
 from . import anno
 
 
@@ -28,21 +34,29 @@ class UserCodeError(SrcgradError):
 
     def __init__(self, problem: str, origin: anno.Origin | None = None, advice: str = ""):
         self.problem, self.origin, self.advice = problem, origin, advice
+        self.notes: list[tuple[str, anno.Origin]] = []  # (what, where): shown below the error
+        self.compiling: list = []  # the functions being compiled when it was raised, innermost first
         super().__init__(self._render())
 
     def _render(self) -> str:
-        if self.origin is None:
-            head = f"error: {self.problem}"
-            body = ""
-        else:
-            o = self.origin
-            head = f"{o.filename}:{o.line}:{o.col + 1}: error: {self.problem}"
-            stripped = o.text.lstrip()
-            indent = len(o.text) - len(stripped)
-            caret = " " * (4 + max(o.col - indent, 0)) + "^"
-            body = f"\n    {stripped}\n{caret}"
-        help_ = f"\nhelp: {self.advice}" if self.advice else ""
-        return head + body + help_
+        text = _located("error", self.problem, self.origin)
+        for what, where in self.notes:
+            text += "\n" + _located("note", what, where)
+        return text + (f"\nhelp: {self.advice}" if self.advice else "")
+
+    def rerender(self) -> None:
+        """Update the message after ``problem``, ``origin``, ``advice`` or ``notes`` changed."""
+        self.args = (self._render(),)
+
+
+def _located(kind: str, what: str, origin: anno.Origin | None) -> str:
+    """``file:line:col: kind: what``, the source line and a caret under the column."""
+    if origin is None:
+        return f"{kind}: {what}"
+    stripped = origin.text.lstrip()
+    indent = len(origin.text) - len(stripped)
+    caret = " " * (4 + max(origin.col - indent, 0)) + "^"
+    return f"{origin.filename}:{origin.line}:{origin.col + 1}: {kind}: {what}\n    {stripped}\n{caret}"
 
 
 class UnsupportedSyntaxError(UserCodeError):
@@ -72,3 +86,117 @@ def at(node, problem: str, advice: str = "", kind: type[UserCodeError] = Unsuppo
 
 class BackendError(UserCodeError, RuntimeError):
     """The chosen array backend cannot run here (CuPy missing, no GPU)."""
+
+
+class GradientCheckError(SrcgradError, AssertionError):
+    """``grad(f, check=True)`` (or ``SRCGRAD_CHECK=1``) found srcgrad's value or
+    gradient disagreeing with the original function: a defect in srcgrad (please
+    report it), or a function that is not smooth at this point (a kink of ``abs``,
+    ``maximum``, a ReLU at exactly 0), where finite differences mean nothing.
+
+    Attributes:
+        origin: where the checked function is defined.
+        srcgrad_value, expected: the two numbers compared.
+    """
+
+    def __init__(self, problem: str, origin: anno.Origin | None, srcgrad_value, expected, advice: str = ""):
+        self.problem, self.origin, self.advice = problem, origin, advice
+        self.srcgrad_value, self.expected = srcgrad_value, expected
+        super().__init__(_located("error", problem, origin) + (f"\nhelp: {advice}" if advice else ""))
+
+
+# ---- errors as the user sees them -------------------------------------------------
+
+_GENERATED: dict[str, str] = {}  # generated code's file name -> the user's file it was compiled from
+_GROUP_COMMENT = re.compile(r"^\s*# (\S+):(\d+)  ")
+
+
+def register_generated(filename: str, user_file: str) -> None:
+    """Remember which user file the generated code ``filename`` came from, so a
+    traceback through it can be mapped back to the user's lines."""
+    _GENERATED[filename] = user_file
+
+
+def _library_roots() -> tuple:
+    roots = {os.path.dirname(os.path.abspath(__file__))}
+    paths = sysconfig.get_paths()
+    roots |= {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    for name in ("numpy", "scipy"):
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "__file__", None):
+            roots.add(os.path.dirname(os.path.abspath(module.__file__)))
+    return tuple(os.path.join(r, "") for r in roots)
+
+
+def is_library_file(filename: str) -> bool:
+    """Whether ``filename`` is srcgrad's, NumPy's, SciPy's or another installed
+    library's own file (not a place the user can fix), or not a file at all."""
+    if not filename or filename.startswith("<"):
+        return True
+    return os.path.abspath(filename).startswith(_library_roots())
+
+
+def user_lines(tb) -> list:
+    """The user's lines a traceback passed through, outermost first: for each frame of
+    generated code, the user statement it was running (from the ``# file:line``
+    comments that head each group of generated lines)."""
+    found = []
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        user_file = _GENERATED.get(filename)
+        if user_file is not None:
+            lines = linecache.getlines(filename)
+            for i in range(min(tb.tb_lineno, len(lines)) - 1, -1, -1):
+                match = _GROUP_COMMENT.match(lines[i])
+                if match:
+                    line = int(match.group(2))
+                    text = linecache.getline(user_file, line).rstrip("\n")
+                    found.append(anno.Origin(user_file, line, len(text) - len(text.lstrip()), text))
+                    break
+        tb = tb.tb_next
+    return found
+
+
+def _call_in(text: str, name: str):
+    """``(column, dotted name)`` of the first call of ``name`` in a line of source
+    (``scipy.special.logsumexp(x)`` for ``logsumexp``), or None."""
+    match = re.search(r"([A-Za-z_][\w.]*\.)?\b" + re.escape(name) + r"\s*\(", text)
+    if match is None:
+        return None
+    return match.start(), text[match.start():match.end()].rstrip("( ")
+
+
+def shown_to_user(error: UserCodeError, fallback: anno.Origin | None = None) -> UserCodeError:
+    """``error`` as the user sees it: located at the user's own line and, unless the
+    environment variable ``SRCGRAD_TRACEBACK=1`` asks for srcgrad's internal frames
+    (for a bug report), without them — the traceback ends at the user's call.
+
+    An error located in a library's file (SciPy's code that srcgrad was asked to
+    differentiate), or not located at all, is moved to the user's line that called
+    into it; the library's line stays as a note.  One raised where no user line is
+    known is located at ``fallback`` (the differentiated function's ``def``)."""
+    calls = [o for o in user_lines(error.__traceback__) if not is_library_file(o.filename)]
+    if calls and (error.origin is None or is_library_file(error.origin.filename)):
+        call = calls[-1]
+        library = next((fn for fn in reversed(error.compiling)
+                        if is_library_file(getattr(getattr(fn, "__code__", None), "co_filename", ""))), None)
+        if error.origin is not None:
+            error.notes.append(("in the library code the call above runs: " + error.problem, error.origin))
+        if library is not None:
+            name = f"{getattr(library, '__module__', '') or ''}.{library.__qualname__}".lstrip(".")
+            spelled = _call_in(call.text, library.__name__)
+            if spelled is not None:  # as the user wrote it, with the caret under it
+                call = anno.Origin(call.filename, call.line, spelled[0], call.text)
+                name = spelled[1]
+            error.problem = f"srcgrad cannot differentiate `{name}`, called here" + (
+                " (see the note below)" if error.origin is not None else f": {error.problem}")
+            error.advice = (f"give `{name}` a derivative rule (@srcgrad.defadjoint({library.__name__}), "
+                            "see docs/rules.md), or compute it with NumPy functions that have rules")
+        error.origin = call
+        error.rerender()
+    elif error.origin is None and fallback is not None:
+        error.origin = fallback
+        error.rerender()
+    if os.environ.get("SRCGRAD_TRACEBACK") == "1":
+        return error
+    return error.with_traceback(None)

@@ -117,6 +117,7 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
         runtime.bind_vjp(namespace, name, callee, wrt, arg_ranks)
         free.pin(key, callee, functools.partial(_rebound, name, key, wrt))
     free.refresh(namespace)
+    errors.register_generated(filename, fn.__code__.co_filename)
     emit.load(text, filename, namespace)
     namespace[backend.MODULE_NAME] = backend.module()  # the module the backend chose (tests: a stand-in)
     return Compiled(text, namespace[_function_name(core, options)], free, namespace,
@@ -156,6 +157,9 @@ def _differentiated_output(core, options):
     """The returned atom whose adjoint seeds the backward sweep."""
     result = core.result
     origin = anno.get(core.body[-1], "origin")
+    if isinstance(result, gast.Constant) and result.value is None:
+        raise errors.UserCodeError(f"{core.name} returns None, so it has no gradient", origin,
+                                   "return the value to differentiate")
     if options.has_aux:
         if not (isinstance(result, gast.Tuple) and len(result.elts) == 2):
             raise errors.UserCodeError("has_aux=True needs the function to return a pair",

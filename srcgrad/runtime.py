@@ -384,7 +384,17 @@ def unconcatenate(ans_bar, arrays, axis=0):
 
 
 def check_scalar_output(value, where: str):
-    """Raise a clear error when ``grad`` is given a function with a non-scalar output."""
+    """Raise a clear error when ``grad`` is given a function with a non-scalar output,
+    or one that returned None on the path taken (whose gradient would silently be 0)."""
+    if value is None:
+        raise errors.UserCodeError(
+            f"the function returned None on the path this call took (at {where}), so it has no "
+            "gradient", None, "return the value to differentiate on every path (a function that "
+            "ends without `return` returns None)")
+    if isinstance(value, complex) or getattr(getattr(value, "dtype", None), "kind", "") == "c":
+        raise errors.UnsupportedSyntaxError(
+            f"the function returned a complex value (at {where}); srcgrad does not differentiate "
+            "complex numbers yet", None, "return a real value (np.abs(z) ** 2, z.real, z.imag)")
     if np.ndim(value) != 0:
         raise errors.NonScalarOutputError(
             f"grad needs a scalar output, but the function returned shape {np.shape(value)} "
@@ -426,6 +436,8 @@ def vjp_call(fn, wrt, *args, **kwargs):
                     else (value, pullback)
     from .rules import registry  # here, not at import: the rules import this module
 
+    if getattr(fn, "__srcgrad_gradient__", False):
+        raise higher_order_error(fn, None)
     receiver = ()
     owner = getattr(fn, "__self__", None)
     if isinstance(owner, np.ndarray) or type(owner).__module__.split(".")[0] == "cupy" \
@@ -492,6 +504,15 @@ def _parameters_vjp(fn, model, wrt, args, kwargs):
             node[path[-1]] = add(node.get(path[-1]), g)
         return sparse
     return value, pullback
+
+
+def higher_order_error(fn, origin):
+    """The refusal of a differentiated value passed to a srcgrad gradient function."""
+    return errors.UnsupportedSyntaxError(
+        f"this passes a differentiated value to `{fn!r}`, a srcgrad gradient function: "
+        "higher-order derivatives (a gradient of a gradient) are not supported yet", origin,
+        "compute this value outside the differentiated function and pass it in, or pass "
+        "srcgrad.stop_gradient(<argument>) to treat the argument as a constant")
 
 
 def _vjp_function(fn, wrt, backend=None):

@@ -25,6 +25,7 @@ import gast
 from .. import anno, errors, nodes, templates
 from ..analysis.activity import derivative_inputs as activity_inputs
 from ..rules.registry import diff_params
+from ..runtime import higher_order_error
 from ..rules.registry import lookup as registry_lookup
 from ..analysis.ranks import TreeRank, rank_of
 
@@ -603,6 +604,8 @@ class _Reverse:
         wrt += [(k, a) for k, a in kwargs.items() if self._active_name(a)]
         if not wrt:
             return
+        if getattr(anno.get(call_func := stmt.value.func, "resolved"), "__srcgrad_gradient__", False):
+            raise higher_order_error(anno.get(call_func, "resolved"), anno.get(stmt, "origin"))
         pullback = self.core.fresh(f"{target}_pullback")
         call = stmt.value
         stmt.targets = [nodes.tuple_([nodes.name(target, "store"), nodes.name(pullback, "store")], "store")]
