@@ -97,8 +97,6 @@ def test_check_on_structures_methods_and_tuples():
     np.testing.assert_allclose(gm.w, 0.5 * 2 * x.T @ (x @ model.w))
 
 
-@pytest.mark.xfail(reason="issue 11 class 5 (another branch): a float attribute of an object is not a "
-                          "leaf of srcgrad.tree, so neither differentiated nor checked", strict=True)
 def test_check_covers_float_attributes():
     model = Scaled(np.ones((2, 2)), 0.5)
     x = np.array([[1.0, 2.0]])
