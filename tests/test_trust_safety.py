@@ -417,8 +417,6 @@ def test_complex_values_are_refused(optimize):
         assert _first_line(excinfo).startswith(f"{__file__}:")
 
 
-@pytest.mark.xfail(reason="issue 11 class 5 (another branch): named-tuple fields get no gradient; "
-                          "check=True catches it (GradientCheckError)")
 def test_named_tuple_fields_under_check():
     Params = namedtuple("Params", ["w", "b"])
 
