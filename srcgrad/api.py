@@ -51,6 +51,13 @@ class GradientFunction:
                 _origin_of(fn.fn), "differentiate the original function")
         if not callable(fn):
             raise TypeError(f"srcgrad.{mode} expects a function, got {type(fn).__name__}")
+        if inspect.ismethod(fn) and not internal:
+            name = fn.__func__.__name__
+            raise errors.NoSourceError(
+                f"`{fn.__qualname__}` is a method bound to an object, which srcgrad does not take as "
+                "an argument of its own", _origin_of(fn.__func__),
+                f"pass the object as an argument: srcgrad.{mode}({type(fn.__self__).__name__}.{name}, wrt=1)"
+                f"(obj, x), or wrap the call: srcgrad.{mode}(lambda x: obj.{name}(x))")
         self.fn = fn
         functools.update_wrapper(self, fn)
         try:
@@ -167,6 +174,14 @@ class GradientFunction:
             kind = dtype.kind if dtype is not None else (
                 "b" if isinstance(value, bool) else "i" if isinstance(value, int) else "f"
                 if isinstance(value, float) else None)
+            if kind is None and not isinstance(value, complex):
+                label = name if key is None else f"{name}[{key!r}]"
+                slots = " (its class uses __slots__)" if hasattr(type(value), "__slots__") else ""
+                raise errors.WrtError(
+                    f"cannot differentiate with respect to `{label}`: a {type(value).__name__} is not a "
+                    f"float, an array or a structure of them{slots}", _origin_of(self.fn),
+                    "pass float arrays, or an object whose attributes (in its __dict__) hold them, "
+                    "or a list, tuple or dict of them")
             if kind in ("i", "u", "b"):
                 label = name if key is None else f"{name}[{key!r}]"
                 raise errors.WrtError(

@@ -639,3 +639,74 @@ def test_loss_calling_model_parameters(optimize):
     got = srcgrad.grad(loss, optimize=optimize)(model, X0)
     np.testing.assert_allclose(got.a.w, X0 + model.a.w)
     np.testing.assert_allclose(got.b, 1.0 + model.b)
+
+
+class _Settings:
+    pass
+
+
+SETTINGS = _Settings()
+
+
+def _settings(axis=0, n=3, shape=(3, 2), p=2.0, keep=True):
+    SETTINGS.axis, SETTINGS.n, SETTINGS.shape, SETTINGS.p, SETTINGS.keep = axis, n, shape, p, keep
+
+
+def uses_axis(x):
+    return np.sum(np.sum(x, axis=SETTINGS.axis, keepdims=SETTINGS.keep) ** 2)
+
+
+def uses_range_and_power(x):
+    s = 0.0
+    for i in range(SETTINGS.n):
+        s = s + np.sum(x[:, i] ** SETTINGS.p)
+    return s
+
+
+def uses_shape(x):
+    return np.sum(x.reshape(SETTINGS.shape) @ np.ones(SETTINGS.shape[1]) * np.ones(SETTINGS.n))
+
+
+def uses_norm_axis(x):
+    return np.sum(np.linalg.norm(x, axis=SETTINGS.axis))
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("f", [uses_axis, uses_range_and_power, uses_shape, uses_norm_axis])
+def test_settings_read_from_a_global_object_each_call(f, optimize):
+    x = np.arange(6.0).reshape(2, 3) / 7 + 0.1
+    g = srcgrad.grad(f, optimize=optimize)
+    try:
+        _settings()
+        np.testing.assert_allclose(g(x), numerical_grad(f, (x,), 0), rtol=1e-6, atol=1e-8)
+        _settings(axis=1, p=3.0, keep=False)
+        np.testing.assert_allclose(g(x), numerical_grad(f, (x,), 0), rtol=1e-6, atol=1e-8)
+    finally:
+        _settings()
+
+
+_settings()
+
+
+def test_slots_object_as_the_differentiated_argument_is_refused():
+    class Slotted:
+        __slots__ = ("w",)
+
+        def __init__(self, w):
+            self.w = w
+
+    def loss(o):
+        return np.sum(o.w)
+    with pytest.raises(srcgrad.errors.WrtError, match="__slots__") as info:
+        srcgrad.grad(loss)(Slotted(X0))
+    assert "test_trust_objects.py" in str(info.value)
+
+
+def test_grad_of_a_bound_method_is_refused_with_advice():
+    model = Scaled(X0, 2.0)
+    with pytest.raises(srcgrad.errors.NoSourceError, match="wrt=1") as info:
+        srcgrad.grad(model.energy)
+    assert "test_trust_objects.py" in str(info.value)
+    # The advice works:
+    np.testing.assert_allclose(srcgrad.grad(Scaled.energy, wrt=1)(model, X0), 2 * 2.0 * X0)
+    np.testing.assert_allclose(srcgrad.grad(lambda x: model.energy(x))(X0), 2 * 2.0 * X0)
