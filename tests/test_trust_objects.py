@@ -9,6 +9,7 @@ builtins), and source files edited after import (refused).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import typing
 
@@ -459,7 +460,7 @@ def test_property_float_attribute_gradient():
 
 def test_object_made_inside_from_differentiated_values_is_refused():
     def loss(x):
-        return np.sum(WithProperty(x).w2 ** 2)
+        return np.sum(Transforms(x).w ** 2)  # its __init__ computes: srcgrad does not follow it
     with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="new object") as info:
         srcgrad.grad(loss)(X0)
     assert "test_trust_objects.py" in str(info.value)
@@ -710,3 +711,110 @@ def test_grad_of_a_bound_method_is_refused_with_advice():
     # The advice works:
     np.testing.assert_allclose(srcgrad.grad(Scaled.energy, wrt=1)(model, X0), 2 * 2.0 * X0)
     np.testing.assert_allclose(srcgrad.grad(lambda x: model.energy(x))(X0), 2 * 2.0 * X0)
+
+
+class Stored:
+    """Made from its parameters only: srcgrad follows values through it."""
+
+    def __init__(self, w, k):
+        self.w = w
+        self.k = k
+
+    @property
+    def w2(self):
+        return self.w * 2 * self.k
+
+    def energy(self, x):
+        return np.sum(self.w2 * x + self.k)
+
+    def reset_k(self):
+        self.k = 10.0
+
+
+@dataclasses.dataclass
+class Fields:
+    a: np.ndarray
+    b: float = 2.0
+
+    @property
+    def ab(self):
+        return self.a * self.b
+
+
+class Transforms:
+    def __init__(self, w):
+        self.w = w * 2
+
+
+def made_property(x):
+    return np.sum(Stored(x, 3.0).w2 ** 2)
+
+
+def made_method_and_fields(x):
+    p = Stored(x, x[0])
+    return p.energy(x) + np.sum(p.w * p.k)
+
+
+def made_dataclass_in_a_loop(x):
+    s = 0.0
+    for i in range(3):
+        d = Fields(x * i)
+        s = s + np.sum(d.ab) + np.sum(d.a) * d.b
+    return s + np.sum(Fields(x, x[1]).ab)
+
+
+def made_then_changed_by_a_method(x):
+    p = Stored(x, x[2])
+    before = np.sum(p.w * p.k)
+    p.reset_k()
+    return before + np.sum(p.w * p.k)
+
+
+def _made_in_helper(x):
+    return Stored(x, 2.0)
+
+
+def made_in_a_helper(x):
+    return _made_in_helper(x).energy(x)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("f", [made_property, made_method_and_fields, made_dataclass_in_a_loop,
+                               made_in_a_helper])
+def test_object_made_inside_from_its_fields(f, optimize):
+    check(f, (X0,), optimize=optimize)
+
+
+def test_object_made_inside_float32():
+    got = srcgrad.grad(made_method_and_fields)(X0.astype(np.float32))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, numerical_grad(made_method_and_fields, (X0,), 0), rtol=1e-5, atol=1e-5)
+
+
+def test_replacing_a_float_field_of_a_differentiated_object_is_refused():
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="k") as info:
+        srcgrad.grad(made_then_changed_by_a_method)(X0)
+    assert "test_trust_objects.py" in str(info.value)
+
+    def loss(m, x):  # the object passed in, changed by a method or directly
+        before = np.sum(m.w * m.k * x)
+        m.reset_k()
+        return before + np.sum(m.w * m.k)
+
+    def loss_direct(m, x):
+        m.k = 10.0
+        return np.sum(m.w * m.k * x)
+
+    for f in (loss, loss_direct):
+        with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="attribute `.k`") as info:
+            srcgrad.grad(f)(Stored(X0 * 1.0, 2.0), X0)
+        assert "test_trust_objects.py" in str(info.value)
+
+    def counting(m, x):  # a counter is fine
+        m.calls = m.calls + 1
+        m.tag = "seen"
+        return np.sum(m.w * x)
+    model = Stored(X0 * 1.0, 2.0)
+    model.calls = 0
+    np.testing.assert_allclose(srcgrad.grad(counting)(model, X0).w, X0)
+    assert model.calls == 1

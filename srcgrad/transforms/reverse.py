@@ -380,6 +380,16 @@ class _Reverse:
                                 "return the new value from the function and assign it "
                                 f"(`y = {nodes.to_source(stmt.value.func)}(...)`)",
                                 kind=errors.UnsupportedSyntaxError)
+            receiver, call = anno.get(stmt, "receiver"), stmt.value
+            if isinstance(receiver, gast.Name) and receiver.id in self.activity.varied \
+                    and isinstance(call.func, gast.Attribute):
+                # `model.reset()`: run as written, but a float field it replaces is refused
+                # (a later read would send its adjoint to the parameter it replaced).
+                origin = anno.get(stmt, "origin")
+                stmt.value = nodes.call("rt.keeping_fields", [
+                    nodes.copy(call.func.value), nodes.const(call.func.attr),
+                    nodes.const(origin.where if origin else "?")] + call.args,
+                    [(k.arg, k.value) for k in call.keywords])
             return
         if anno.get(stmt, "kind") == "setattr":
             value = anno.get(stmt, "value")
@@ -389,6 +399,13 @@ class _Reverse:
                                 f"`{nodes.to_source(stmt.targets[0])}` is not supported: srcgrad cannot "
                                 "follow it from there",
                                 "return it (with has_aux=True), or keep it in a local name")
+            target = stmt.targets[0]
+            if isinstance(target.value, gast.Name) and target.value.id in self.activity.varied:
+                # An object being differentiated: a float stored in it now would be read
+                # later with its adjoint going to the parameter it replaced. Counters pass.
+                origin = anno.get(stmt, "origin")
+                stmt.value = nodes.call("rt.stored", [stmt.value, nodes.const(target.attr),
+                                                      nodes.const(origin.where if origin else "?")])
             return
         if anno.get(stmt, "kind") == "def":
             active = [n for n in anno.get(stmt, "captures") if self.activity.active(n)]
