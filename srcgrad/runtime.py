@@ -387,12 +387,17 @@ def keeping_fields(obj, name, where, *args, **kwargs):
     refused if it replaced a float field of ``obj`` (see :func:`stored`)."""
     fields = getattr(obj, "__dict__", None)
     before = dict(fields) if fields is not None else None
+    # (A float array field changed in place, `self.w[0] = 0`, is refused too.)
+    arrays = {k: v.copy() for k, v in (before or {}).items()
+              if isinstance(v, np.ndarray) and v.dtype.kind in "fc"}
     result = getattr(obj, name)(*args, **kwargs)
     if before is not None:
         for key, value in vars(obj).items():
             if before.get(key, _ABSENT) is not value:
                 for old_or_new in (before.get(key), value):
                     stored(old_or_new, key, f"{where}, in `.{name}()`")
+            elif key in arrays and not np.array_equal(arrays[key], value, equal_nan=True):
+                stored(value, key, f"{where}, in `.{name}()`, which changed it in place")
     return result
 
 

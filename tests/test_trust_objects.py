@@ -818,3 +818,26 @@ def test_replacing_a_float_field_of_a_differentiated_object_is_refused():
     model.calls = 0
     np.testing.assert_allclose(srcgrad.grad(counting)(model, X0).w, X0)
     assert model.calls == 1
+
+
+def test_float_array_field_changed_in_place_by_a_method_is_refused():
+    class Clamps(Stored):
+        def clamp(self):
+            self.w[0] = 0.0
+
+    def loss(m, x):
+        m.clamp()
+        return np.sum(m.w * x)
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="in place"):
+        srcgrad.grad(loss)(Clamps(X0 * 1.0, 1.0), X0)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_getattr_with_a_name_known_at_run_time(optimize):
+    def loss(m, x):
+        s = 0.0
+        for name in ("w", "w2"):
+            s = s + np.sum(getattr(m, name) * x)
+        return s + np.sum(getattr(m, "w2"))
+    got = srcgrad.grad(loss, optimize=optimize)(WithProperty(X0 * 1.0), X0)
+    np.testing.assert_allclose(got.w, 3 * X0 + 2)

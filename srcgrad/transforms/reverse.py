@@ -492,10 +492,8 @@ class _Reverse:
         """``y = obj.name`` where ``name`` may be a property: ``rt.vjp_field`` runs the
         getter's own reverse mode (or reads a plain field), as for a method call."""
         bound = anno.get(stmt, "bound")
-        stmt.value = nodes.call(gast.Attribute(value=nodes.copy(bound["obj"]), attr=bound["name"].value,
-                                               ctx=gast.Load()), [])
         for key, value in (("kind", "call"), ("receiver", bound["obj"]), ("args", []), ("kwargs", {}),
-                           ("field", True), ("impure", True)):
+                           ("field", (bound["obj"], bound["name"])), ("impure", True)):
             anno.set(stmt, key, value)
         self._call_adjoint(stmt, target, g)
 
@@ -596,13 +594,14 @@ class _Reverse:
         call = stmt.value
         stmt.targets = [nodes.tuple_([nodes.name(target, "store"), nodes.name(pullback, "store")], "store")]
         spec = nodes.tuple_([nodes.const(w) for w, _ in wrt])
-        direct = self._direct_callee(call, [w for w, _ in wrt])
-        if direct is not None:
+        field = anno.get(stmt, "field")
+        direct = None if field else self._direct_callee(call, [w for w, _ in wrt])
+        if field:  # obj.name or getattr(obj, name): a field or a property
+            stmt.value = nodes.call("rt.vjp_field", [nodes.copy(field[0]), nodes.copy(field[1])])
+        elif direct is not None:
             stmt.value = nodes.call(direct, call.args)
         else:
-            if anno.get(stmt, "field"):  # obj.name: a field or a property
-                head = ["rt.vjp_field", [nodes.copy(call.func.value), nodes.const(call.func.attr)]]
-            elif isinstance(call.func, gast.Attribute):  # obj.name(...): a method or a stored layer
+            if isinstance(call.func, gast.Attribute):  # obj.name(...): a method or a stored layer
                 head = ["rt.vjp_method", [nodes.copy(call.func.value), nodes.const(call.func.attr), spec]]
             else:
                 head = ["rt.vjp_call", [call.func, spec]]
