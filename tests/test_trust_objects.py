@@ -841,3 +841,46 @@ def test_getattr_with_a_name_known_at_run_time(optimize):
         return s + np.sum(getattr(m, "w2"))
     got = srcgrad.grad(loss, optimize=optimize)(WithProperty(X0 * 1.0), X0)
     np.testing.assert_allclose(got.w, 3 * X0 + 2)
+
+
+class _Doubler:
+    def scale(self, v):
+        return v * 2
+
+
+DOUBLER = _Doubler()
+RNG = np.random.default_rng(0)
+
+
+def uses_bound_methods(x):
+    return np.sum(DOUBLER.scale(x) * RNG.uniform(1.0, 1.0, size=3))
+
+
+def test_methods_of_global_objects_compiled_once_and_again_when_replaced():
+    g = srcgrad.grad(uses_bound_methods)
+    np.testing.assert_allclose(g(X0), 2 * np.ones(3))
+    program = g._last
+    function = program.function
+    for _ in range(3):  # `DOUBLER.scale` and `RNG.uniform` are new objects at each read: not a change
+        g(X0)
+    assert program.function is function
+    DOUBLER.scale = lambda v: v * 5  # replaced: compiled again, with the new function
+    try:
+        np.testing.assert_allclose(g(X0), 5 * np.ones(3))
+        assert program.function is not function
+    finally:
+        del DOUBLER.scale
+    np.testing.assert_allclose(g(X0), 2 * np.ones(3))
+
+
+def test_module_attributes_read_each_call_and_functions_guarded(tmp_path, monkeypatch):
+    module, _ = _import_fresh(tmp_path, "srcgrad_settings_module",
+                              "import numpy as np\nSCALE = 2.0\n\n\ndef act(x):\n    return np.tanh(x)\n",
+                              monkeypatch)
+
+    def f(x):
+        return np.sum(module.np.exp(x) * module.SCALE + module.act(x))
+    g = srcgrad.grad(f)
+    np.testing.assert_allclose(g(X0), 2 * np.exp(X0) + 1 - np.tanh(X0) ** 2)
+    module.SCALE, module.act = 3.0, np.sin
+    np.testing.assert_allclose(g(X0), 3 * np.exp(X0) + np.cos(X0))
