@@ -56,6 +56,13 @@ class GradientFunction:
                 "differentiate the original function")
         if not callable(fn):
             raise TypeError(f"srcgrad.{mode} expects a function, got {type(fn).__name__}")
+        if inspect.ismethod(fn) and not internal:
+            name = fn.__func__.__name__
+            raise errors.NoSourceError(
+                f"`{fn.__qualname__}` is a method bound to an object, which srcgrad does not take as "
+                "an argument of its own", _origin_of(fn.__func__),
+                f"pass the object as an argument: srcgrad.{mode}({type(fn.__self__).__name__}.{name}, wrt=1)"
+                f"(obj, x), or wrap the call: srcgrad.{mode}(lambda x: obj.{name}(x))")
         self.fn = fn
         functools.update_wrapper(self, fn)
         try:
@@ -188,6 +195,13 @@ class GradientFunction:
                     "does not differentiate complex numbers yet", _origin_of(self.fn),
                     "differentiate with respect to the real and imaginary parts as two float "
                     "arguments (z = re + 1j * im)")
+            if kind is None:
+                slots = " (its class uses __slots__)" if hasattr(type(value), "__slots__") else ""
+                raise errors.WrtError(
+                    f"cannot differentiate with respect to `{label}`: a {type(value).__name__} is not a "
+                    f"float, an array or a structure of them{slots}", _origin_of(self.fn),
+                    "pass float arrays, or an object whose attributes (in its __dict__) hold them, "
+                    "or a list, tuple or dict of them")
             if kind in ("i", "u", "b"):
                 raise errors.WrtError(
                     f"cannot differentiate with respect to `{label}`: it is an integer "

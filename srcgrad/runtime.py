@@ -383,6 +383,47 @@ def unconcatenate(ans_bar, arrays, axis=0):
     return np.split(ans_bar, np.cumsum(sizes)[:-1], axis=axis)
 
 
+def keeping_fields(obj, name, where, *args, **kwargs):
+    """``obj.name(*args, **kwargs)`` for its effects, on an object being differentiated:
+    refused if it replaced a float field of ``obj`` (see :func:`stored`)."""
+    fields = getattr(obj, "__dict__", None)
+    before = dict(fields) if fields is not None else None
+    # (A float array field changed in place, `self.w[0] = 0`, is refused too.)
+    arrays = {k: v.copy() for k, v in (before or {}).items()
+              if isinstance(v, np.ndarray) and v.dtype.kind in "fc"}
+    result = getattr(obj, name)(*args, **kwargs)
+    if before is not None:
+        for key, value in vars(obj).items():
+            if before.get(key, _ABSENT) is not value:
+                for old_or_new in (before.get(key), value):
+                    stored(old_or_new, key, f"{where}, in `.{name}()`")
+            elif key in arrays and not np.array_equal(arrays[key], value, equal_nan=True):
+                stored(value, key, f"{where}, in `.{name}()`, which changed it in place")
+    return result
+
+
+_ABSENT = object()
+
+
+def stored(value, name: str, where: str):
+    """``value``, about to be stored as ``obj.name`` of an object being differentiated:
+    a counter, flag or label is fine; a float (or float array, or structure) is refused,
+    as a later read would send its adjoint to the parameter it replaced."""
+    from . import tree
+
+    if isinstance(value, (bool, int, str, type(None))) or isinstance(value, np.ndarray) \
+            and value.dtype.kind not in "fc":
+        return value
+    if isinstance(value, (float, complex, np.number, np.ndarray)) or tree.is_structure(value) \
+            or hasattr(value, "dtype"):
+        raise errors.UnsupportedSyntaxError(
+            f"storing a float value in the attribute `.{name}` of an object being differentiated is "
+            f"not supported (at {where}): a later read of `.{name}` would send its adjoint to the "
+            "parameter it replaced", None,
+            "keep the value in a local name (or return it with has_aux=True), or make a new object")
+    return value
+
+
 def check_scalar_output(value, where: str):
     """Raise a clear error when ``grad`` is given a function with a non-scalar output,
     or one that returned None on the path taken (whose gradient would silently be 0)."""

@@ -347,9 +347,16 @@ def differentiated_attribute_update(x):
     return np.sum(a.add(x))
 
 
-def test_object_made_from_a_differentiated_value_is_refused():
-    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="create the object outside the function"):
-        srcgrad.grad(object_made_from_a_differentiated_value)(X)
+def object_made_from_a_differentiated_value_then_updated(x):
+    a = Accumulator(x)
+    return np.sum(a.add(x))
+
+
+def test_object_made_from_a_differentiated_value():
+    # Accumulator.__init__ only stores its parameter: a.h is x (issue 11, class 5).
+    np.testing.assert_allclose(srcgrad.grad(object_made_from_a_differentiated_value)(X), np.ones_like(X))
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="`self.h`"):
+        srcgrad.grad(object_made_from_a_differentiated_value_then_updated)(X)
 
 
 def test_differentiated_attribute_update_is_refused():

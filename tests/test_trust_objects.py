@@ -9,6 +9,7 @@ builtins), and source files edited after import (refused).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import typing
 
@@ -459,7 +460,7 @@ def test_property_float_attribute_gradient():
 
 def test_object_made_inside_from_differentiated_values_is_refused():
     def loss(x):
-        return np.sum(WithProperty(x).w2 ** 2)
+        return np.sum(Transforms(x).w ** 2)  # its __init__ computes: srcgrad does not follow it
     with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="new object") as info:
         srcgrad.grad(loss)(X0)
     assert "test_trust_objects.py" in str(info.value)
@@ -639,3 +640,247 @@ def test_loss_calling_model_parameters(optimize):
     got = srcgrad.grad(loss, optimize=optimize)(model, X0)
     np.testing.assert_allclose(got.a.w, X0 + model.a.w)
     np.testing.assert_allclose(got.b, 1.0 + model.b)
+
+
+class _Settings:
+    pass
+
+
+SETTINGS = _Settings()
+
+
+def _settings(axis=0, n=3, shape=(3, 2), p=2.0, keep=True):
+    SETTINGS.axis, SETTINGS.n, SETTINGS.shape, SETTINGS.p, SETTINGS.keep = axis, n, shape, p, keep
+
+
+def uses_axis(x):
+    return np.sum(np.sum(x, axis=SETTINGS.axis, keepdims=SETTINGS.keep) ** 2)
+
+
+def uses_range_and_power(x):
+    s = 0.0
+    for i in range(SETTINGS.n):
+        s = s + np.sum(x[:, i] ** SETTINGS.p)
+    return s
+
+
+def uses_shape(x):
+    return np.sum(x.reshape(SETTINGS.shape) @ np.ones(SETTINGS.shape[1]) * np.ones(SETTINGS.n))
+
+
+def uses_norm_axis(x):
+    return np.sum(np.linalg.norm(x, axis=SETTINGS.axis))
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("f", [uses_axis, uses_range_and_power, uses_shape, uses_norm_axis])
+def test_settings_read_from_a_global_object_each_call(f, optimize):
+    x = np.arange(6.0).reshape(2, 3) / 7 + 0.1
+    g = srcgrad.grad(f, optimize=optimize)
+    try:
+        _settings()
+        np.testing.assert_allclose(g(x), numerical_grad(f, (x,), 0), rtol=1e-6, atol=1e-8)
+        _settings(axis=1, p=3.0, keep=False)
+        np.testing.assert_allclose(g(x), numerical_grad(f, (x,), 0), rtol=1e-6, atol=1e-8)
+    finally:
+        _settings()
+
+
+_settings()
+
+
+def test_slots_object_as_the_differentiated_argument_is_refused():
+    class Slotted:
+        __slots__ = ("w",)
+
+        def __init__(self, w):
+            self.w = w
+
+    def loss(o):
+        return np.sum(o.w)
+    with pytest.raises(srcgrad.errors.WrtError, match="__slots__") as info:
+        srcgrad.grad(loss)(Slotted(X0))
+    assert "test_trust_objects.py" in str(info.value)
+
+
+def test_grad_of_a_bound_method_is_refused_with_advice():
+    model = Scaled(X0, 2.0)
+    with pytest.raises(srcgrad.errors.NoSourceError, match="wrt=1") as info:
+        srcgrad.grad(model.energy)
+    assert "test_trust_objects.py" in str(info.value)
+    # The advice works:
+    np.testing.assert_allclose(srcgrad.grad(Scaled.energy, wrt=1)(model, X0), 2 * 2.0 * X0)
+    np.testing.assert_allclose(srcgrad.grad(lambda x: model.energy(x))(X0), 2 * 2.0 * X0)
+
+
+class Stored:
+    """Made from its parameters only: srcgrad follows values through it."""
+
+    def __init__(self, w, k):
+        self.w = w
+        self.k = k
+
+    @property
+    def w2(self):
+        return self.w * 2 * self.k
+
+    def energy(self, x):
+        return np.sum(self.w2 * x + self.k)
+
+    def reset_k(self):
+        self.k = 10.0
+
+
+@dataclasses.dataclass
+class Fields:
+    a: np.ndarray
+    b: float = 2.0
+
+    @property
+    def ab(self):
+        return self.a * self.b
+
+
+class Transforms:
+    def __init__(self, w):
+        self.w = w * 2
+
+
+def made_property(x):
+    return np.sum(Stored(x, 3.0).w2 ** 2)
+
+
+def made_method_and_fields(x):
+    p = Stored(x, x[0])
+    return p.energy(x) + np.sum(p.w * p.k)
+
+
+def made_dataclass_in_a_loop(x):
+    s = 0.0
+    for i in range(3):
+        d = Fields(x * i)
+        s = s + np.sum(d.ab) + np.sum(d.a) * d.b
+    return s + np.sum(Fields(x, x[1]).ab)
+
+
+def made_then_changed_by_a_method(x):
+    p = Stored(x, x[2])
+    before = np.sum(p.w * p.k)
+    p.reset_k()
+    return before + np.sum(p.w * p.k)
+
+
+def _made_in_helper(x):
+    return Stored(x, 2.0)
+
+
+def made_in_a_helper(x):
+    return _made_in_helper(x).energy(x)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("f", [made_property, made_method_and_fields, made_dataclass_in_a_loop,
+                               made_in_a_helper])
+def test_object_made_inside_from_its_fields(f, optimize):
+    check(f, (X0,), optimize=optimize)
+
+
+def test_object_made_inside_float32():
+    got = srcgrad.grad(made_method_and_fields)(X0.astype(np.float32))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, numerical_grad(made_method_and_fields, (X0,), 0), rtol=1e-5, atol=1e-5)
+
+
+def test_replacing_a_float_field_of_a_differentiated_object_is_refused():
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="k") as info:
+        srcgrad.grad(made_then_changed_by_a_method)(X0)
+    assert "test_trust_objects.py" in str(info.value)
+
+    def loss(m, x):  # the object passed in, changed by a method or directly
+        before = np.sum(m.w * m.k * x)
+        m.reset_k()
+        return before + np.sum(m.w * m.k)
+
+    def loss_direct(m, x):
+        m.k = 10.0
+        return np.sum(m.w * m.k * x)
+
+    for f in (loss, loss_direct):
+        with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="attribute `.k`") as info:
+            srcgrad.grad(f)(Stored(X0 * 1.0, 2.0), X0)
+        assert "test_trust_objects.py" in str(info.value)
+
+    def counting(m, x):  # a counter is fine
+        m.calls = m.calls + 1
+        m.tag = "seen"
+        return np.sum(m.w * x)
+    model = Stored(X0 * 1.0, 2.0)
+    model.calls = 0
+    np.testing.assert_allclose(srcgrad.grad(counting)(model, X0).w, X0)
+    assert model.calls == 1
+
+
+def test_float_array_field_changed_in_place_by_a_method_is_refused():
+    class Clamps(Stored):
+        def clamp(self):
+            self.w[0] = 0.0
+
+    def loss(m, x):
+        m.clamp()
+        return np.sum(m.w * x)
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="in place"):
+        srcgrad.grad(loss)(Clamps(X0 * 1.0, 1.0), X0)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_getattr_with_a_name_known_at_run_time(optimize):
+    def loss(m, x):
+        s = 0.0
+        for name in ("w", "w2"):
+            s = s + np.sum(getattr(m, name) * x)
+        return s + np.sum(getattr(m, "w2"))
+    got = srcgrad.grad(loss, optimize=optimize)(WithProperty(X0 * 1.0), X0)
+    np.testing.assert_allclose(got.w, 3 * X0 + 2)
+
+
+class _Doubler:
+    def scale(self, v):
+        return v * 2
+
+
+DOUBLER = _Doubler()
+RNG = np.random.default_rng(0)
+
+
+def uses_bound_methods(x):
+    return np.sum(DOUBLER.scale(x) * RNG.uniform(1.0, 1.0, size=3))
+
+
+def test_methods_of_global_objects_compiled_once_and_again_when_replaced():
+    g = srcgrad.grad(uses_bound_methods)
+    np.testing.assert_allclose(g(X0), 2 * np.ones(3))
+    program = g._last
+    function = program.function
+    for _ in range(3):  # `DOUBLER.scale` and `RNG.uniform` are new objects at each read: not a change
+        g(X0)
+    assert program.function is function
+    DOUBLER.scale = lambda v: v * 5  # replaced: compiled again, with the new function
+    try:
+        np.testing.assert_allclose(g(X0), 5 * np.ones(3))
+        assert program.function is not function
+    finally:
+        del DOUBLER.scale
+    np.testing.assert_allclose(g(X0), 2 * np.ones(3))
+
+
+def test_module_attributes_read_each_call_and_functions_guarded(tmp_path, monkeypatch):
+    module, _ = _import_fresh(tmp_path, "srcgrad_settings_module",
+                              "import numpy as np\nSCALE = 2.0\n\n\ndef act(x):\n    return np.tanh(x)\n",
+                              monkeypatch)
+
+    def f(x):
+        return np.sum(module.np.exp(x) * module.SCALE + module.act(x))
+    g = srcgrad.grad(f)
+    np.testing.assert_allclose(g(X0), 2 * np.exp(X0) + 1 - np.tanh(X0) ** 2)
+    module.SCALE, module.act = 3.0, np.sin
+    np.testing.assert_allclose(g(X0), 3 * np.exp(X0) + np.cos(X0))

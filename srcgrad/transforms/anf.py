@@ -127,6 +127,7 @@ class _Lowering:
         self.own_lists = set()  # lists made here (`xs = [...]`), which pop may change in place
         self.containers = set()  # names of lists, tuples and dicts made here
         self.named_fields = {}  # name of a named tuple made here -> its field names
+        self.records = set()  # objects made here from their fields (`P(a, b)`): known by attribute
         self.views = {}          # named view -> the name of the array it looks into
         self.aliased = set()     # names another name was bound to (`t = s`)
         self.scalars = {p for p, r in zip(self.params, param_ranks) if r == 0}
@@ -279,6 +280,29 @@ class _Lowering:
                             node, None, "method", False, kind="nondiff", rule=None)
         args, kwargs = self._call_arguments(node)
         return self._user_call(method, [obj] + args, kwargs, node, **emit)
+
+    def _record(self, cls, stored, node, **emit):
+        """``p = P(a, b)`` for a class whose ``__init__`` only stores its parameters
+        (``self.w = w``; a dataclass): made as written, and known attribute by
+        attribute, so ``p.w`` is just ``a`` and ``p``'s adjoint (``{'w': w_bar}``, from
+        its fields, properties and methods) flows back into ``a`` and ``b``."""
+        args, kwargs = self._call_arguments(node)
+        self._check_spread(args, kwargs, node)
+        try:
+            given = inspect.signature(cls).bind_partial(*args, **kwargs).arguments
+        except TypeError as exc:
+            raise errors.at(node, f"`{cls.__name__}(...)` does not accept these arguments ({exc})",
+                            f"pass {cls.__name__}'s parameters") from None
+        elements = {attr: given[param] for attr, param in stored.items() if param in given}
+        value = nodes.call(nodes.copy(node.func), [], [(k, nodes.copy(v)) for k, v in given.items()])
+        emit.setdefault("target_hint", None)
+        result = self._emit(value, kind="aggregate", elements=elements, **emit)
+        self._escape(list(given.values()), node)
+        if result is not None:
+            self.aggregates[result.id] = dict(elements)
+            self.records.add(result.id)
+            self.containers.discard(result.id)  # an object: its methods are the user's
+        return result
 
     def _named_tuple(self, cls, node, **emit):
         """``t = Point(a, b)`` (a ``collections.namedtuple`` or ``typing.NamedTuple``):
@@ -819,6 +843,8 @@ class _Lowering:
         is; a differentiated value stored this way is refused in the reverse pass."""
         obj = self._lower(target.value)
         value = self._lower(value_node)
+        if isinstance(obj, gast.Name):
+            self.aggregates.pop(obj.id, None)  # its fields may differ from those it was made with
         write = nodes.assign(gast.Attribute(value=nodes.copy(obj), attr=target.attr, ctx=gast.Store()),
                              nodes.copy(value))
         self._emit_stmt(write, stmt, kind="setattr", value=value, impure=True)
@@ -993,8 +1019,10 @@ class _Lowering:
     def _attribute(self, node, **emit):
         base = self._lower(node.value)
         fields = self.named_fields.get(base.id, ()) if isinstance(base, gast.Name) else ()
-        if node.attr in fields:  # a field of a named tuple made here: the item itself
-            element = self._aggregate_element(base, nodes.const(fields.index(node.attr)))
+        key = fields.index(node.attr) if node.attr in fields else node.attr \
+            if isinstance(base, gast.Name) and base.id in self.records else None
+        if key is not None:  # a field of a named tuple or of an object made here: the item itself
+            element = self._aggregate_element(base, nodes.const(key))
             if element is not None:
                 if emit.get("target") is None and not emit.get("effect"):
                     return element
@@ -1022,6 +1050,10 @@ class _Lowering:
                             "(`Base.forward(self, x)`)")
         if anno.has(func, "resolved") and _is_named_tuple_class(anno.get(func, "resolved")):
             return self._named_tuple(anno.get(func, "resolved"), node, **emit)
+        if anno.has(func, "resolved") and _is_user_class(anno.get(func, "resolved")):
+            stored = _stored_parameters(anno.get(func, "resolved"))
+            if stored is not None:
+                return self._record(anno.get(func, "resolved"), stored, node, **emit)
         if anno.has(func, "resolved"):
             callee = anno.get(func, "resolved")
             args, kwargs = self._call_arguments(node)
@@ -1164,8 +1196,8 @@ class _Lowering:
         if receiver is None and isinstance(callee, gast.Name) and not anno.has(callee, "resolved"):
             receiver = callee  # a callable object passed in: its own parameters count
         self._escape(list(args) + list(kwargs.values()), node)  # the callee may keep or return a view
-        for atom in list(args) + list(kwargs.values()):  # ... or change a list or dict it is given
-            for name in nodes.loaded_names(atom):
+        for atom in list(args) + list(kwargs.values()) + ([receiver] if receiver is not None else []):
+            for name in nodes.loaded_names(atom):  # ... or change a list, dict or object it is given
                 self.aggregates.pop(name, None)
         return self._emit(value, kind="call", args=args, kwargs=kwargs, receiver=receiver,
                           impure=True, **emit)
@@ -1265,6 +1297,48 @@ def _is_user_code(obj) -> bool:
     return inspect.isfunction(obj) or inspect.ismethod(obj) or (
         callable(obj) and not isinstance(obj, type) and not registry.is_numpy(obj)
         and inspect.isfunction(getattr(type(obj), "__call__", None)))
+
+
+def _stored_parameters(cls):
+    """``{attribute: parameter}`` when making a ``cls`` only stores its parameters
+    as attributes: a dataclass's own ``__init__``, or an ``__init__`` whose body is
+    ``self.w = w`` lines (and a docstring); None for any other class."""
+    init = getattr(cls, "__init__", None)
+    if getattr(cls, "__setattr__", object.__setattr__) is not object.__setattr__ or hasattr(cls, "__slots__") \
+            or type(cls) is not type:
+        return None
+    code = getattr(init, "__code__", None)
+    if code is None:
+        return None
+    if dataclasses.is_dataclass(cls) and code.co_filename == "<string>":  # made by @dataclass
+        if hasattr(cls, "__post_init__"):
+            return None
+        stored = {f.name: f.name for f in dataclasses.fields(cls) if f.init}
+    else:
+        from . import parse
+        try:
+            fdef = parse.transform(init)
+        except errors.SrcgradError:
+            return None
+        args = fdef.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or not args.args:
+            return None
+        me, params = args.args[0].id, {a.id for a in args.args[1:]}
+        stored = {}
+        for stmt in fdef.body:
+            if isinstance(stmt, gast.Expr) and isinstance(stmt.value, gast.Constant):
+                continue  # a docstring
+            if isinstance(stmt, gast.Assign) and len(stmt.targets) == 1 \
+                    and isinstance(stmt.targets[0], gast.Attribute) \
+                    and isinstance(stmt.targets[0].value, gast.Name) and stmt.targets[0].value.id == me \
+                    and isinstance(stmt.value, gast.Name) and stmt.value.id in params \
+                    and stmt.targets[0].attr not in stored:
+                stored[stmt.targets[0].attr] = stmt.value.id
+                continue
+            return None
+    if any(hasattr(inspect.getattr_static(cls, attr, None), "__get__") for attr in stored):
+        return None  # a property (or another descriptor) of that name: not the stored value
+    return stored
 
 
 def _is_named_tuple_class(obj) -> bool:

@@ -21,6 +21,8 @@ import gast
 from .. import anno
 
 _MISSING = object()
+# Methods made afresh at each attribute read (`rng.normal`, `obj.method`): equal, not identical.
+_BOUND = (types.MethodType, types.BuiltinMethodType, types.MethodWrapperType)
 
 
 @dataclasses.dataclass
@@ -58,7 +60,7 @@ class FreeNames:
             current = namespace.get(key, _MISSING)
             for attr in attrs:
                 current = getattr(current, attr, _MISSING)
-            if current is not value and not (isinstance(value, types.MethodType) and current == value):
+            if current is not value and not (isinstance(value, _BOUND) and current == value):
                 return False
         for key, value, stale in self.pinned:
             if namespace.get(key) is not value:
@@ -124,7 +126,7 @@ def transform(fdef: gast.FunctionDef, fn) -> FreeNames:
             value = getattr(owner, node.attr, _MISSING)
             if value is _MISSING:
                 continue
-            if _fixed(owner):  # np.pi, np.linalg.norm: NumPy's names do not change
+            if _fixed(owner) or isinstance(value, types.ModuleType):  # np.pi, np.linalg, mylib.np
                 anno.set(node, "resolved", value)
             elif _specialises(value):  # mod.helper, Cls.method: guarded, compiled again if rebound
                 anno.set(node, "resolved", value)

@@ -394,6 +394,16 @@ class _Reverse:
                                 "return the new value from the function and assign it "
                                 f"(`y = {nodes.to_source(stmt.value.func)}(...)`)",
                                 kind=errors.UnsupportedSyntaxError)
+            receiver, call = anno.get(stmt, "receiver"), stmt.value
+            if isinstance(receiver, gast.Name) and receiver.id in self.activity.varied \
+                    and isinstance(call.func, gast.Attribute):
+                # `model.reset()`: run as written, but a float field it replaces is refused
+                # (a later read would send its adjoint to the parameter it replaced).
+                origin = anno.get(stmt, "origin")
+                stmt.value = nodes.call("rt.keeping_fields", [
+                    nodes.copy(call.func.value), nodes.const(call.func.attr),
+                    nodes.const(origin.where if origin else "?")] + call.args,
+                    [(k.arg, k.value) for k in call.keywords])
             return
         if anno.get(stmt, "kind") == "setattr":
             value = anno.get(stmt, "value")
@@ -403,6 +413,13 @@ class _Reverse:
                                 f"`{nodes.to_source(stmt.targets[0])}` is not supported: srcgrad cannot "
                                 "follow it from there",
                                 "return it (with has_aux=True), or keep it in a local name")
+            target = stmt.targets[0]
+            if isinstance(target.value, gast.Name) and target.value.id in self.activity.varied:
+                # An object being differentiated: a float stored in it now would be read
+                # later with its adjoint going to the parameter it replaced. Counters pass.
+                origin = anno.get(stmt, "origin")
+                stmt.value = nodes.call("rt.stored", [stmt.value, nodes.const(target.attr),
+                                                      nodes.const(origin.where if origin else "?")])
             return
         if anno.get(stmt, "kind") == "def":
             active = [n for n in anno.get(stmt, "captures") if self.activity.active(n)]
@@ -492,10 +509,8 @@ class _Reverse:
         """``y = obj.name`` where ``name`` may be a property: ``rt.vjp_field`` runs the
         getter's own reverse mode (or reads a plain field), as for a method call."""
         bound = anno.get(stmt, "bound")
-        stmt.value = nodes.call(gast.Attribute(value=nodes.copy(bound["obj"]), attr=bound["name"].value,
-                                               ctx=gast.Load()), [])
         for key, value in (("kind", "call"), ("receiver", bound["obj"]), ("args", []), ("kwargs", {}),
-                           ("field", True), ("impure", True)):
+                           ("field", (bound["obj"], bound["name"])), ("impure", True)):
             anno.set(stmt, key, value)
         self._call_adjoint(stmt, target, g)
 
@@ -610,13 +625,14 @@ class _Reverse:
         call = stmt.value
         stmt.targets = [nodes.tuple_([nodes.name(target, "store"), nodes.name(pullback, "store")], "store")]
         spec = nodes.tuple_([nodes.const(w) for w, _ in wrt])
-        direct = self._direct_callee(call, [w for w, _ in wrt])
-        if direct is not None:
+        field = anno.get(stmt, "field")
+        direct = None if field else self._direct_callee(call, [w for w, _ in wrt])
+        if field:  # obj.name or getattr(obj, name): a field or a property
+            stmt.value = nodes.call("rt.vjp_field", [nodes.copy(field[0]), nodes.copy(field[1])])
+        elif direct is not None:
             stmt.value = nodes.call(direct, call.args)
         else:
-            if anno.get(stmt, "field"):  # obj.name: a field or a property
-                head = ["rt.vjp_field", [nodes.copy(call.func.value), nodes.const(call.func.attr)]]
-            elif isinstance(call.func, gast.Attribute):  # obj.name(...): a method or a stored layer
+            if isinstance(call.func, gast.Attribute):  # obj.name(...): a method or a stored layer
                 head = ["rt.vjp_method", [nodes.copy(call.func.value), nodes.const(call.func.attr), spec]]
             else:
                 head = ["rt.vjp_call", [call.func, spec]]
