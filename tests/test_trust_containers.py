@@ -582,3 +582,164 @@ def rebinds_in_method(x):
 ])
 def test_rebound_name_keeps_the_old_value_where_it_was_held(fn):
     check(fn)
+
+
+# ---- dicts: iterated, keys(), values(), items(), get() -----------------------------
+
+def iterates_dict(x):
+    p = {'a': x, 'b': x * 2}
+    s = 0.0
+    for k in p:
+        s = s + np.sum(p[k] ** 2)
+    return s
+
+
+def iterates_keys(x):
+    p = {'a': x, 'b': x * 2}
+    s = 0.0
+    for k in p.keys():
+        s = s + np.sum(p[k] ** 2)
+    return s
+
+
+def iterates_values(x):
+    p = {'a': x, 'b': np.sin(x)}
+    s = 0.0
+    for v in p.values():
+        s = s + np.sum(v ** 2)
+    return s
+
+
+def iterates_items(x):
+    p = {'a': x, 'bb': x * 2}
+    s = 0.0
+    for k, v in p.items():
+        s = s + np.sum(v ** 3) * len(k)
+    return s
+
+
+def enumerates_dict(x):
+    p = {'a': x, 'b': x * 2}
+    s = 0.0
+    for i, k in enumerate(p):
+        s = s + np.sum(p[k]) * (i + 1)
+    return s
+
+
+def gets(x):
+    p = {'a': x, 'b': x * 2}
+    return np.sum(p.get('a') * p.get('b', 1.0) + p.get('c', 2.0) + p.get('c', x))
+
+
+def gets_with_default_of_a_dict(x):
+    d = {"b": x ** 2}
+    return np.sum(d.get("b", x))
+
+
+def stacks_values(x):
+    p = {'a': x, 'b': x * 2}
+    return np.sum(np.stack(list(p.values())) ** 2) + np.sum(tuple(p.values())[1])
+
+
+def _make_dict(v):
+    return {'a': v, 'b': v * 2}
+
+
+def iterates_dict_from_a_call(x):
+    d = _make_dict(x)
+    s = 0.0
+    for k in d:
+        s = s + np.sum(d[k] ** 2)
+    return s
+
+
+def values_of_a_dict_from_a_call(x):
+    d = _make_dict(x)
+    s = 0.0
+    for v in d.values():
+        s = s + np.sum(np.cos(v))
+    return s + np.sum(d.get('a') * d.get('z', x))
+
+
+def items_of_a_dict_from_a_call(x):
+    d = _make_dict(x)
+    s = 0.0
+    for kv in d.items():
+        s = s + np.sum(kv[1] ** 2)
+    return s
+
+
+def _sum_dict(d):
+    s = 0.0
+    for k, v in d.items():
+        s = s + np.sum(v * v)
+    return s
+
+
+def dict_iterated_in_helper(x):
+    return _sum_dict({'a': x, 'b': x + 1.0})
+
+
+class _DictModel:
+    def loss(self, v):
+        p = {'w': v, 'u': v ** 2}
+        return sum_values(p)
+
+
+def sum_values(p):
+    s = 0.0
+    for k in p:
+        s = s + np.sum(p[k])
+    return s
+
+
+def dict_in_method(x):
+    return _DictModel().loss(x)
+
+
+def dict_in_loop(x):
+    s = 0.0
+    for i in range(2):
+        p = {'a': x * i, 'b': x + i}
+        for k, v in p.items():
+            s = s + np.sum(v ** 2)
+    return s
+
+
+@pytest.mark.parametrize("fn", [
+    iterates_dict, iterates_keys, iterates_values, iterates_items, enumerates_dict, gets,
+    gets_with_default_of_a_dict, stacks_values, iterates_dict_from_a_call, values_of_a_dict_from_a_call,
+    items_of_a_dict_from_a_call, dict_iterated_in_helper, dict_in_method, dict_in_loop,
+])
+def test_dicts(fn):
+    check(fn)
+
+
+def test_dict_argument_iterated():
+    params = {'a': X0, 'b': X0 * 2.0 + 1.0}
+
+    def loss(p):
+        s = 0.0
+        for k, v in p.items():
+            s = s + np.sum(np.sin(v) * p['a'])
+        for k in p:
+            s = s + np.sum(p.get(k) ** 2)
+        return s
+
+    for optimize in (True, False):
+        got = srcgrad.grad(loss, optimize=optimize)(params)
+        for key in params:
+            expected = numerical_grad(lambda a: loss({**params, key: a}), [params[key]], 0)
+            np.testing.assert_allclose(got[key], expected, atol=1e-6)
+
+
+def gets_with_a_key_known_at_run_time(x):
+    p = {'a': x, 'b': x * 2}
+    s = 0.0
+    for k in ['a', 'b', 'c']:
+        s = s + np.sum(p.get(k, x ** 2))
+    return s
+
+
+def test_get_with_a_key_known_at_run_time():
+    check(gets_with_a_key_known_at_run_time)
