@@ -651,6 +651,17 @@ def add_item(items, index, g):
     return out
 
 
+def as_items(g, items):
+    """The adjoint ``g`` of the list ``items`` as a list of adjoints, one per item
+    (``g`` may be that already, the rows of an array, a tuple, or sparse: ``{0: a}``;
+    zeros where nothing reached an item)."""
+    if isinstance(g, list):
+        return g
+    if isinstance(g, tuple) or hasattr(g, "ndim") and g.ndim > 0:
+        return list(g)  # as long as the list was where its holder was read
+    return [entry(g, i, item) for i, item in enumerate(items)]
+
+
 def unpop(items, index, value):
     """Undo ``value = items.pop(index)``: put ``value`` back where it was (a negative
     ``index`` counted from the end of the list before the pop)."""

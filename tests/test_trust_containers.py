@@ -743,3 +743,117 @@ def gets_with_a_key_known_at_run_time(x):
 
 def test_get_with_a_key_known_at_run_time():
     check(gets_with_a_key_known_at_run_time)
+
+
+# ---- lists shared with another name, container or function ------------------------
+
+def list_in_tuple_read_by_item(x):
+    xs = [x]
+    ys = (xs, x)
+    xs.append(x * 2)
+    return np.sum(np.stack(ys[0]) ** 2) + np.sum(ys[1])
+
+
+def list_in_dict_copied_after(x):
+    xs = []
+    d = {'h': xs}
+    for i in range(2):
+        xs.append(x * i)
+    return np.sum(np.array(d['h']) * x) + np.sum(np.array(list(d.values())) ** 2)
+
+
+def rows_appended_to_rows(x):
+    out = []
+    for i in range(3):
+        row = []
+        for j in range(2):
+            row.append(x[i] * j + x[j])
+        out.append(row)
+    return np.sum(np.array(out) ** 2)
+
+
+def appended_in_branch(x):
+    xs = [x]
+    if x[0] > 0:
+        xs.append(x * 3)
+    return np.sum(xs[-1])
+
+
+def list_of_lists_grown(x):
+    ys = [[x]]
+    for i in range(2):
+        ys.append([ys[-1][0] * 2])
+    return np.sum(ys[-1][0])
+
+
+def loop_over_a_display(x):
+    xs = []
+    for v in [x, x * 2]:
+        xs.append(v)
+    return np.sum(np.stack(xs))
+
+
+def popped_while_held(x):
+    xs = [x, x * 2]
+    t = (xs, 1.0)
+    xs.pop()
+    return np.sum(np.stack(t[0]))
+
+
+@pytest.mark.parametrize("fn", [list_in_tuple_read_by_item, list_in_dict_copied_after, rows_appended_to_rows,
+                                appended_in_branch, list_of_lists_grown, loop_over_a_display,
+                                popped_while_held])
+def test_lists_shared_and_followed(fn):
+    check(fn)
+
+
+def appended_after_stored(x):
+    xs = [x]
+    ys = [xs]
+    xs.append(x * 2)
+    return np.sum(np.array(ys) ** 2)
+
+
+def appended_after_appended_to_another(x):
+    out = []
+    row = []
+    out.append(row)
+    row.append(x * 2)
+    return np.sum(np.array(out) ** 2)
+
+
+def appended_through_an_alias(x):
+    xs = [x * 1.0]
+    ys = xs
+    for i in range(2):
+        xs.append(x)
+    return np.sum(np.stack(ys))
+
+
+def appended_after_passed(x):
+    xs = [x * 1.0]
+    total = _sum_list(xs)
+    xs.append(x * 3)
+    return total + np.sum(np.stack(xs))
+
+
+def _sum_list(items):
+    return np.sum(np.stack(items))
+
+
+def appended_by_a_nested_function(x):
+    xs = []
+
+    def add(v):
+        xs.append(v * 2)
+    add(x)
+    return np.sum(np.stack(xs))
+
+
+@pytest.mark.parametrize("fn, match", [
+    (appended_after_stored, "holds"), (appended_after_appended_to_another, "holds"),
+    (appended_through_an_alias, "another name"), (appended_after_passed, "passed to a function"),
+    (appended_by_a_nested_function, "changes a value in place"),
+])
+def test_lists_shared_and_changed_are_refused(fn, match):
+    refused(fn, srcgrad.UnsupportedSyntaxError, match)

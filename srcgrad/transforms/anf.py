@@ -127,6 +127,7 @@ class _Lowering:
         self.containers = set()  # names of lists, tuples and dicts made here
         self.views = {}          # named view -> the name of the array it looks into
         self.aliased = set()     # names another name was bound to (`t = s`)
+        self.passed = {}         # lists and dicts given to a function of yours -> origin of the call
         self.scalars = {p for p, r in zip(self.params, param_ranks) if r == 0}
         # Lists (and tuples) passed in: the ranks of their items are numbered, not named.
         self.sequences = {p for p, r in zip(self.params, param_ranks)
@@ -673,6 +674,13 @@ class _Lowering:
         if not fresh or len(node.args) != 1 or node.keywords:
             raise errors.at(node, f"cannot append to `{user}` here",
                             f"append one value to a list made in this function (`{user} = []`)")
+        if name in self.aliased or name in self.passed:
+            where = self.passed.get(name)
+            seen = f"it was passed to a function at {where.where} (`{where.text.strip()}`), which may " \
+                "keep it" if where is not None else "another name refers to the same list (`ys = xs`)"
+            raise errors.at(node, f"cannot append to `{user}` here: {seen}, and srcgrad follows the "
+                            "items of a list by its own name only",
+                            "append all items before the list is shared, and use one name for it")
         value = self._lower(node.args[0])
         self._escape([value], node)
         self.aggregates.pop(name, None)  # its length is known only at run time now
@@ -1200,6 +1208,10 @@ class _Lowering:
             return atom
         args = [value_of(a) for a in args]
         kwargs = {k: value_of(v) for k, v in kwargs.items()}
+        for atom in list(args) + list(kwargs.values()) + ([receiver] if receiver is not None else []):
+            for name in nodes.loaded_names(atom):
+                if name in self.containers or name in self.lists:
+                    self.passed.setdefault(name, anno.get(node, "origin"))
         value = nodes.call(callee, [nodes.copy(a) for a in args],
                            [(None if isinstance(k, tuple) else k, nodes.copy(v)) for k, v in kwargs.items()])
         if receiver is None and isinstance(callee, gast.Name) and not anno.has(callee, "resolved"):
