@@ -857,3 +857,36 @@ def appended_by_a_nested_function(x):
 ])
 def test_lists_shared_and_changed_are_refused(fn, match):
     refused(fn, srcgrad.UnsupportedSyntaxError, match)
+
+
+# ---- extend: appends of items known when compiling ---------------------------------
+
+def extends_in_loop(x):
+    xs = [x]
+    for i in range(2):
+        xs.extend([x * i, np.sin(x)])
+    return np.sum(np.stack(xs) ** 2) + np.sum(xs[-2])
+
+
+def extends_with_a_named_tuple(x):
+    xs = []
+    ys = (x, 2.0 * x)
+    xs.extend(ys)
+    return np.sum(np.stack(xs) ** 2)
+
+
+@pytest.mark.parametrize("fn", [extends_in_loop, extends_with_a_named_tuple])
+def test_extend(fn):
+    check(fn)
+
+
+def extends_with_a_list_grown_elsewhere(x):
+    xs = []
+    ys = []
+    ys.append(x)
+    xs.extend(ys)
+    return np.sum(np.stack(xs))
+
+
+def test_extend_with_items_known_at_run_time_is_refused():
+    refused(extends_with_a_list_grown_elsewhere, srcgrad.UnsupportedSyntaxError, "extend")

@@ -665,10 +665,23 @@ class _Lowering:
                     return element.id
         return None
 
-    def _append(self, user, node, name=None, **emit):
+    def _extend(self, user, node, name, **emit):
+        """``xs.extend(items)`` with items known when compiling (``[a, b]``, a tuple made
+        here): ``xs.append(a)``, ``xs.append(b)``."""
+        items = self._lower(node.args[0]) if len(node.args) == 1 and not node.keywords else None
+        if not isinstance(items, gast.Name) or items.id not in self.aggregates or items.id in self.dicts:
+            raise errors.at(node, f"`{user}.extend(...)` is supported with items known when compiling",
+                            f"extend with a list or tuple display (`{user}.extend([a, b])`), or append "
+                            "items one by one")
+        for value in list(self.aggregates[items.id].values()):
+            self._append(user, node, name=name, value=value, effect=True)
+        return None if emit.get("effect") else nodes.const(None)
+
+    def _append(self, user, node, name=None, value=None, **emit):
         """``xs.append(h)`` on a list made here: the list grows in place; the backward
         sweep pops ``h``'s adjoint off the list's adjoint.  ``name``: the list's
-        current name, when ``user`` is an item of a container (``ys[0].append(h)``)."""
+        current name, when ``user`` is an item of a container (``ys[0].append(h)``);
+        ``value``: the atom appended, if lowered already (by ``extend``)."""
         name = name or self.current.get(user, user)
         fresh, origin = self.made_by.get(name, (False, None))
         if not fresh or len(node.args) != 1 or node.keywords:
@@ -681,7 +694,7 @@ class _Lowering:
             raise errors.at(node, f"cannot append to `{user}` here: {seen}, and srcgrad follows the "
                             "items of a list by its own name only",
                             "append all items before the list is shared, and use one name for it")
-        value = self._lower(node.args[0])
+        value = self._lower(node.args[0]) if value is None else value
         self._escape([value], node)
         self.aggregates.pop(name, None)  # its length is known only at run time now
         self.lists.add(name)
@@ -1108,13 +1121,15 @@ class _Lowering:
         user = nodes.to_source(func.value) if held is not None else None
         if held is not None and func.attr == "append" and held in self.made_by:
             return self._append(user, node, name=held, **emit)
+        if held is not None and func.attr == "extend" and held in self.made_by:
+            return self._extend(user, node, held, **emit)
         if held is not None and func.attr == "pop" and held in self.own_lists | self.containers:
             return self._pop(user, node, name=held, **emit)
         if self._dict_method_call(node) is not None:
             return self._dict_method(held, func.attr, node, **emit)
         if held is not None and held in self.containers:
             raise errors.at(node, f"the method `.{func.attr}()` of a list, tuple or dict is not supported "
-                            "in differentiated code (only `append` and `pop`, and a dict's `keys`, "
+                            "in differentiated code (only `append`, `extend` and `pop`, and a dict's `keys`, "
                             "`values`, `items` and `get`)", f"index it instead (`{user}[key]`)")
         # Known only at run time: a function passed in, a method of an object.
         receiver = None
