@@ -487,6 +487,8 @@ def vjp_call(fn, wrt, *args, **kwargs):
         from .transforms.anf import array_method
         fn, args = array_method(fn.__name__, owner, args)
         wrt = tuple(0 if w == "self" else w + 1 if isinstance(w, int) else w for w in wrt)
+    if isinstance(owner, dict) and getattr(fn, "__name__", None) in _DICT_METHODS:
+        return _dict_method_vjp(owner, fn.__name__, wrt, args, kwargs)
     if isinstance(fn, types.MethodType):
         fn, receiver = fn.__func__, (fn.__self__,)
     elif not isinstance(fn, types.FunctionType) and isinstance(getattr(type(fn), "__call__", None),
@@ -554,6 +556,62 @@ def higher_order_error(fn, origin):
         "higher-order derivatives (a gradient of a gradient) are not supported yet", origin,
         "compute this value outside the differentiated function and pass it in, or pass "
         "srcgrad.stop_gradient(<argument>) to treat the argument as a constant")
+
+
+_DICT_METHODS = ("keys", "values", "items", "get")
+
+
+def _dict_method_vjp(d, name, wrt, args, kwargs):
+    """``d.keys()``, ``d.values()``, ``d.items()``, ``d.get(key, default)`` on a dict
+    known only at run time, with ``(value, pullback)``.  The views come back as
+    tuples (iterated, measured and tested alike; the generated loop indexes them);
+    the pullback gives ``d`` the adjoints of the values read (a sparse dict), and
+    ``get``'s default its adjoint where the key was missing."""
+    keys = list(d)
+    if name == "get":
+        key = args[0] if args else kwargs["key"]
+        default = args[1] if len(args) > 1 else kwargs.get("default")
+        value = d.get(key, default)
+    else:
+        value = tuple(getattr(d, name)())
+
+    def pullback(value_bar):
+        if name == "keys":
+            own = {}
+        elif name == "get":
+            own = {key: value_bar} if key in d and value_bar is not None else {}
+        else:
+            own = {}
+            for i, k in enumerate(keys):
+                part = item_of(value_bar, i)
+                part = item_of(part, 1) if name == "items" else part
+                if part is not None:
+                    own[k] = part
+        out = []
+        for w in wrt:
+            if w == "self":
+                out.append(own)
+            elif name == "get" and w in (1, "default") and key not in d:
+                out.append(value_bar)
+            else:  # the key, or a default that was not used
+                out.append(zeros_like(default) if w in (1, "default") else 0.0)
+        return tuple(out) if len(out) > 1 else out[0]
+    return value, pullback
+
+
+def iterated(items):
+    """What ``for v in items`` visits, as something the generated loop can index
+    (``items[i]``): the keys of a dict, the items of a set or of a dict's view, as a
+    tuple; a list, tuple or array as it is."""
+    if isinstance(items, (dict, set, frozenset, type({}.keys()), type({}.values()), type({}.items()))):
+        return tuple(items)
+    return items
+
+
+def iterated_adjoint(ans_bar, ans, items):
+    """Adjoint of :func:`iterated`: the same object's passes through; a dict's keys
+    carry none."""
+    return ans_bar if ans is items else {}
 
 
 def _vjp_function(fn, wrt, backend=None):
@@ -740,6 +798,17 @@ def add_item(items, index, g):
     out = list(items)
     out[index] = g if out[index] is None else add(out[index], g)
     return out
+
+
+def as_items(g, items):
+    """The adjoint ``g`` of the list ``items`` as a list of adjoints, one per item
+    (``g`` may be that already, the rows of an array, a tuple, or sparse: ``{0: a}``;
+    zeros where nothing reached an item)."""
+    if isinstance(g, list):
+        return g
+    if isinstance(g, tuple) or hasattr(g, "ndim") and g.ndim > 0:
+        return list(g)  # as long as the list was where its holder was read
+    return [entry(g, i, item) for i, item in enumerate(items)]
 
 
 def unpop(items, index, value):

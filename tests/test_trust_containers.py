@@ -582,3 +582,311 @@ def rebinds_in_method(x):
 ])
 def test_rebound_name_keeps_the_old_value_where_it_was_held(fn):
     check(fn)
+
+
+# ---- dicts: iterated, keys(), values(), items(), get() -----------------------------
+
+def iterates_dict(x):
+    p = {'a': x, 'b': x * 2}
+    s = 0.0
+    for k in p:
+        s = s + np.sum(p[k] ** 2)
+    return s
+
+
+def iterates_keys(x):
+    p = {'a': x, 'b': x * 2}
+    s = 0.0
+    for k in p.keys():
+        s = s + np.sum(p[k] ** 2)
+    return s
+
+
+def iterates_values(x):
+    p = {'a': x, 'b': np.sin(x)}
+    s = 0.0
+    for v in p.values():
+        s = s + np.sum(v ** 2)
+    return s
+
+
+def iterates_items(x):
+    p = {'a': x, 'bb': x * 2}
+    s = 0.0
+    for k, v in p.items():
+        s = s + np.sum(v ** 3) * len(k)
+    return s
+
+
+def enumerates_dict(x):
+    p = {'a': x, 'b': x * 2}
+    s = 0.0
+    for i, k in enumerate(p):
+        s = s + np.sum(p[k]) * (i + 1)
+    return s
+
+
+def gets(x):
+    p = {'a': x, 'b': x * 2}
+    return np.sum(p.get('a') * p.get('b', 1.0) + p.get('c', 2.0) + p.get('c', x))
+
+
+def gets_with_default_of_a_dict(x):
+    d = {"b": x ** 2}
+    return np.sum(d.get("b", x))
+
+
+def stacks_values(x):
+    p = {'a': x, 'b': x * 2}
+    return np.sum(np.stack(list(p.values())) ** 2) + np.sum(tuple(p.values())[1])
+
+
+def _make_dict(v):
+    return {'a': v, 'b': v * 2}
+
+
+def iterates_dict_from_a_call(x):
+    d = _make_dict(x)
+    s = 0.0
+    for k in d:
+        s = s + np.sum(d[k] ** 2)
+    return s
+
+
+def values_of_a_dict_from_a_call(x):
+    d = _make_dict(x)
+    s = 0.0
+    for v in d.values():
+        s = s + np.sum(np.cos(v))
+    return s + np.sum(d.get('a') * d.get('z', x))
+
+
+def items_of_a_dict_from_a_call(x):
+    d = _make_dict(x)
+    s = 0.0
+    for kv in d.items():
+        s = s + np.sum(kv[1] ** 2)
+    return s
+
+
+def _sum_dict(d):
+    s = 0.0
+    for k, v in d.items():
+        s = s + np.sum(v * v)
+    return s
+
+
+def dict_iterated_in_helper(x):
+    return _sum_dict({'a': x, 'b': x + 1.0})
+
+
+class _DictModel:
+    def loss(self, v):
+        p = {'w': v, 'u': v ** 2}
+        return sum_values(p)
+
+
+def sum_values(p):
+    s = 0.0
+    for k in p:
+        s = s + np.sum(p[k])
+    return s
+
+
+def dict_in_method(x):
+    return _DictModel().loss(x)
+
+
+def dict_in_loop(x):
+    s = 0.0
+    for i in range(2):
+        p = {'a': x * i, 'b': x + i}
+        for k, v in p.items():
+            s = s + np.sum(v ** 2)
+    return s
+
+
+@pytest.mark.parametrize("fn", [
+    iterates_dict, iterates_keys, iterates_values, iterates_items, enumerates_dict, gets,
+    gets_with_default_of_a_dict, stacks_values, iterates_dict_from_a_call, values_of_a_dict_from_a_call,
+    items_of_a_dict_from_a_call, dict_iterated_in_helper, dict_in_method, dict_in_loop,
+])
+def test_dicts(fn):
+    check(fn)
+
+
+def test_dict_argument_iterated():
+    params = {'a': X0, 'b': X0 * 2.0 + 1.0}
+
+    def loss(p):
+        s = 0.0
+        for k, v in p.items():
+            s = s + np.sum(np.sin(v) * p['a'])
+        for k in p:
+            s = s + np.sum(p.get(k) ** 2)
+        return s
+
+    for optimize in (True, False):
+        got = srcgrad.grad(loss, optimize=optimize)(params)
+        for key in params:
+            expected = numerical_grad(lambda a: loss({**params, key: a}), [params[key]], 0)
+            np.testing.assert_allclose(got[key], expected, atol=1e-6)
+
+
+def gets_with_a_key_known_at_run_time(x):
+    p = {'a': x, 'b': x * 2}
+    s = 0.0
+    for k in ['a', 'b', 'c']:
+        s = s + np.sum(p.get(k, x ** 2))
+    return s
+
+
+def test_get_with_a_key_known_at_run_time():
+    check(gets_with_a_key_known_at_run_time)
+
+
+# ---- lists shared with another name, container or function ------------------------
+
+def list_in_tuple_read_by_item(x):
+    xs = [x]
+    ys = (xs, x)
+    xs.append(x * 2)
+    return np.sum(np.stack(ys[0]) ** 2) + np.sum(ys[1])
+
+
+def list_in_dict_copied_after(x):
+    xs = []
+    d = {'h': xs}
+    for i in range(2):
+        xs.append(x * i)
+    return np.sum(np.array(d['h']) * x) + np.sum(np.array(list(d.values())) ** 2)
+
+
+def rows_appended_to_rows(x):
+    out = []
+    for i in range(3):
+        row = []
+        for j in range(2):
+            row.append(x[i] * j + x[j])
+        out.append(row)
+    return np.sum(np.array(out) ** 2)
+
+
+def appended_in_branch(x):
+    xs = [x]
+    if x[0] > 0:
+        xs.append(x * 3)
+    return np.sum(xs[-1])
+
+
+def list_of_lists_grown(x):
+    ys = [[x]]
+    for i in range(2):
+        ys.append([ys[-1][0] * 2])
+    return np.sum(ys[-1][0])
+
+
+def loop_over_a_display(x):
+    xs = []
+    for v in [x, x * 2]:
+        xs.append(v)
+    return np.sum(np.stack(xs))
+
+
+def popped_while_held(x):
+    xs = [x, x * 2]
+    t = (xs, 1.0)
+    xs.pop()
+    return np.sum(np.stack(t[0]))
+
+
+@pytest.mark.parametrize("fn", [list_in_tuple_read_by_item, list_in_dict_copied_after, rows_appended_to_rows,
+                                appended_in_branch, list_of_lists_grown, loop_over_a_display,
+                                popped_while_held])
+def test_lists_shared_and_followed(fn):
+    check(fn)
+
+
+def appended_after_stored(x):
+    xs = [x]
+    ys = [xs]
+    xs.append(x * 2)
+    return np.sum(np.array(ys) ** 2)
+
+
+def appended_after_appended_to_another(x):
+    out = []
+    row = []
+    out.append(row)
+    row.append(x * 2)
+    return np.sum(np.array(out) ** 2)
+
+
+def appended_through_an_alias(x):
+    xs = [x * 1.0]
+    ys = xs
+    for i in range(2):
+        xs.append(x)
+    return np.sum(np.stack(ys))
+
+
+def appended_after_passed(x):
+    xs = [x * 1.0]
+    total = _sum_list(xs)
+    xs.append(x * 3)
+    return total + np.sum(np.stack(xs))
+
+
+def _sum_list(items):
+    return np.sum(np.stack(items))
+
+
+def appended_by_a_nested_function(x):
+    xs = []
+
+    def add(v):
+        xs.append(v * 2)
+    add(x)
+    return np.sum(np.stack(xs))
+
+
+@pytest.mark.parametrize("fn, match", [
+    (appended_after_stored, "holds"), (appended_after_appended_to_another, "holds"),
+    (appended_through_an_alias, "another name"), (appended_after_passed, "passed to a function"),
+    (appended_by_a_nested_function, "changes a value in place"),
+])
+def test_lists_shared_and_changed_are_refused(fn, match):
+    refused(fn, srcgrad.UnsupportedSyntaxError, match)
+
+
+# ---- extend: appends of items known when compiling ---------------------------------
+
+def extends_in_loop(x):
+    xs = [x]
+    for i in range(2):
+        xs.extend([x * i, np.sin(x)])
+    return np.sum(np.stack(xs) ** 2) + np.sum(xs[-2])
+
+
+def extends_with_a_named_tuple(x):
+    xs = []
+    ys = (x, 2.0 * x)
+    xs.extend(ys)
+    return np.sum(np.stack(xs) ** 2)
+
+
+@pytest.mark.parametrize("fn", [extends_in_loop, extends_with_a_named_tuple])
+def test_extend(fn):
+    check(fn)
+
+
+def extends_with_a_list_grown_elsewhere(x):
+    xs = []
+    ys = []
+    ys.append(x)
+    xs.extend(ys)
+    return np.sum(np.stack(xs))
+
+
+def test_extend_with_items_known_at_run_time_is_refused():
+    refused(extends_with_a_list_grown_elsewhere, srcgrad.UnsupportedSyntaxError, "extend")

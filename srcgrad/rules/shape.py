@@ -12,7 +12,8 @@ import operator
 import numpy as np
 
 from ..runtime import (basic_index, counts_from_the_end, getitem_adjoint, inverse_permutation, is_array,
-                       is_basic_index, is_constant, is_structure, unbroadcast, unconcatenate, window_adjoint)
+                       is_basic_index, is_constant, is_structure, iterated, iterated_adjoint, unbroadcast,
+                       unconcatenate, window_adjoint)
 from . import _ndim
 from .registry import defadjoint
 
@@ -85,6 +86,13 @@ def array(ans_bar, ans, object, dtype=None, copy=True):  # noqa: A002 - NumPy's 
 def asarray(ans_bar, ans, a, dtype=None):
     """As ``np.array`` (no copy of an array, which the compiler treats as a view)."""
     return ans_bar
+
+
+@defadjoint(iterated)
+def iterated_rule(ans_bar, ans, items):
+    """``rt.iterated(items)``: the sequence a loop over a value of a kind unknown when
+    compiling indexes (a dict: its keys, which carry no adjoint)."""
+    return iterated_adjoint(ans_bar, ans, items)
 
 
 @defadjoint(np.stack, sequence=("arrays",))

@@ -36,7 +36,7 @@ import operator
 import gast
 import numpy as np
 
-from .. import anno, errors, nodes, templates
+from .. import anno, errors, nodes, runtime, templates
 from ..analysis.ranks import TreeRank
 from ..backends import numpy as numpy_backend
 from ..rules import registry
@@ -130,6 +130,7 @@ class _Lowering:
         self.records = set()  # objects made here from their fields (`P(a, b)`): known by attribute
         self.views = {}          # named view -> the name of the array it looks into
         self.aliased = set()     # names another name was bound to (`t = s`)
+        self.passed = {}         # lists and dicts given to a function of yours -> origin of the call
         self.scalars = {p for p, r in zip(self.params, param_ranks) if r == 0}
         # Lists (and tuples) passed in: the ranks of their items are numbered, not named.
         self.sequences = {p for p, r in zip(self.params, param_ranks)
@@ -604,11 +605,20 @@ class _Lowering:
             seqs, index_user, item_targets = [self._lower(a) for a in it.args], None, targets
         elif callee is reversed:
             seqs, index_user, item_targets = [self._lower(it.args[0])], None, targets
+        elif len(targets) == 2 and self._dict_method_call(it) == "items":
+            # `for k, v in d.items()` on a dict whose keys are known: `zip(keys, values)`.
+            held = self._held(it.func.value)
+            seqs = [self._dict_method(held, "keys", it), self._dict_method(held, "values", it)]
+            index_user, item_targets = None, targets
         else:
             if len(targets) != 1:
-                raise errors.at(stmt.target, "unpacking loop targets is supported for enumerate and zip",
-                                "index the row inside the loop instead")
+                raise errors.at(stmt.target, "unpacking loop targets is supported for enumerate, zip and "
+                                "the items() of a dict", "index the row inside the loop instead")
             seqs, index_user, item_targets = [self._lower(it)], None, targets
+        # Iterating over a dict is iterating over its keys; over a value whose kind is
+        # known only at run time, over what `rt.iterated` makes of it (a dict: its keys).
+        seqs = [self._dict_method(q.id, "keys", stmt) if isinstance(q, gast.Name)
+                and self._dict_keys(q.id) is not None else self._indexable(q, stmt) for q in seqs]
         length = self._emit(nodes.call("len", [nodes.copy(seqs[0])]) if len(seqs) == 1 else
                             nodes.call("rt.zip_length", [nodes.copy(q) for q in seqs]),
                             stmt, None, None, False, kind="nondiff", rule=None)
@@ -726,16 +736,36 @@ class _Lowering:
                     return element.id
         return None
 
-    def _append(self, user, node, name=None, **emit):
+    def _extend(self, user, node, name, **emit):
+        """``xs.extend(items)`` with items known when compiling (``[a, b]``, a tuple made
+        here): ``xs.append(a)``, ``xs.append(b)``."""
+        items = self._lower(node.args[0]) if len(node.args) == 1 and not node.keywords else None
+        if not isinstance(items, gast.Name) or items.id not in self.aggregates or items.id in self.dicts:
+            raise errors.at(node, f"`{user}.extend(...)` is supported with items known when compiling",
+                            f"extend with a list or tuple display (`{user}.extend([a, b])`), or append "
+                            "items one by one")
+        for value in list(self.aggregates[items.id].values()):
+            self._append(user, node, name=name, value=value, effect=True)
+        return None if emit.get("effect") else nodes.const(None)
+
+    def _append(self, user, node, name=None, value=None, **emit):
         """``xs.append(h)`` on a list made here: the list grows in place; the backward
         sweep pops ``h``'s adjoint off the list's adjoint.  ``name``: the list's
-        current name, when ``user`` is an item of a container (``ys[0].append(h)``)."""
+        current name, when ``user`` is an item of a container (``ys[0].append(h)``);
+        ``value``: the atom appended, if lowered already (by ``extend``)."""
         name = name or self.current.get(user, user)
         fresh, origin = self.made_by.get(name, (False, None))
         if not fresh or len(node.args) != 1 or node.keywords:
             raise errors.at(node, f"cannot append to `{user}` here",
                             f"append one value to a list made in this function (`{user} = []`)")
-        value = self._lower(node.args[0])
+        if name in self.aliased or name in self.passed:
+            where = self.passed.get(name)
+            seen = f"it was passed to a function at {where.where} (`{where.text.strip()}`), which may " \
+                "keep it" if where is not None else "another name refers to the same list (`ys = xs`)"
+            raise errors.at(node, f"cannot append to `{user}` here: {seen}, and srcgrad follows the "
+                            "items of a list by its own name only",
+                            "append all items before the list is shared, and use one name for it")
+        value = self._lower(node.args[0]) if value is None else value
         self._escape([value], node)
         self.aggregates.pop(name, None)  # its length is known only at run time now
         self.lists.add(name)
@@ -794,6 +824,97 @@ class _Lowering:
                 if held is not None and held in self.aggregates:
                     del self.aggregates[held]
                     self.lists.add(held)
+
+    def _copied_container(self, kind, atom, node, **emit):
+        """``list(t)`` / ``tuple(t)`` of a tuple or list whose items are known (or of a dict
+        whose keys are): a new list or tuple of the same items, item by item; else None."""
+        if isinstance(atom, (gast.List, gast.Tuple)):  # list((a, b)): a display
+            atom = self._display_value(atom, node)
+        if not isinstance(atom, gast.Name):
+            return None
+        if self._dict_keys(atom.id) is not None:
+            atom = self._dict_method(atom.id, "keys", node)
+        if atom.id in self.dicts or atom.id not in self.aggregates:
+            return None
+        items = list(self.aggregates[atom.id].values())
+        display = (gast.List if kind is list else gast.Tuple)(elts=[nodes.copy(a) for a in items],
+                                                               ctx=gast.Load())
+        return self._emit_aggregate(display, list(range(len(items))), items, node, **emit)
+
+    def _indexable(self, atom, node):
+        """``atom``, or ``rt.iterated(atom)`` where it may be a dict (or a set, or a view of a
+        dict), which a loop cannot index: a value whose kind normalize does not know."""
+        if not isinstance(atom, gast.Name) or atom.id in self.arrays or atom.id in self.scalars \
+                or self._holds_sequence(atom.id) or atom.id in self.aggregates \
+                or atom.id in self.structures or atom.id in self.dicts:
+            return atom
+        return self._apply(runtime.iterated, None, [atom], {}, node, func_node=nodes.dotted("rt.iterated"),
+                           origin_node=node, target=None, target_hint=None, effect=False)
+
+    def _dict_keys(self, name):
+        """The keys of the dict ``name`` when known at compile time (a dict made here
+        with literal keys, or one passed in: its keys are part of the specialisation)."""
+        if name in self.dicts and name in self.aggregates:
+            return list(self.aggregates[name])
+        if name in self.structures and self.structures[name].kind == "mapping":
+            return [key for key, _ in self.structures[name]]
+        return None
+
+    def _dict_method_call(self, node):
+        """``"keys"``/``"values"``/``"items"``/``"get"`` for such a call on a dict whose keys
+        are known at compile time, else None."""
+        if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) \
+                and node.func.attr in ("keys", "values", "items", "get"):
+            held = self._held(node.func.value)
+            if held is not None and self._dict_keys(held) is not None:
+                return node.func.attr
+        return None
+
+    def _dict_method(self, name, method, node, **emit):
+        """``d.keys()``, ``d.values()``, ``d.items()`` as tuples of what they hold (a
+        view of a dict is iterated, measured and tested as such a tuple is), item by
+        item, so each value's adjoint reaches ``d``'s; ``d.get(k, default)`` with a
+        literal key is ``d[k]`` or the default."""
+        emit.setdefault("origin_node", node)
+        emit.setdefault("target", None)
+        emit.setdefault("effect", False)
+        keys = self._dict_keys(name)
+        args = node.args if isinstance(node, gast.Call) and node.func.attr == method else []
+        keywords = node.keywords if isinstance(node, gast.Call) and node.func.attr == method else []
+        if keywords or (method != "get" and args) or (method == "get" and not 1 <= len(args) <= 2):
+            raise errors.at(node, f"srcgrad reads `.{method}()` of a dict with "
+                            f"{'a key and perhaps a default' if method == 'get' else 'no arguments'}",
+                            f"write `d.{method}({'key, default' if method == 'get' else ''})`")
+
+        def value(key):
+            element = self._aggregate_element(nodes.name(name), nodes.const(key))
+            if element is not None:
+                return element
+            item = gast.Subscript(value=nodes.name(name), slice=nodes.const(key), ctx=gast.Load())
+            return self._apply(operator.getitem, item, [nodes.name(name), nodes.const(key)], {}, node,
+                               origin_node=node, target=None, target_hint=None, effect=False)
+
+        def as_tuple(atoms, **where):
+            display = gast.Tuple(elts=[nodes.copy(a) for a in atoms], ctx=gast.Load())
+            return self._emit_aggregate(display, list(range(len(atoms))), atoms, node, **where)
+
+        if method == "get":
+            key_atom = self._lower(args[0])
+            key = static_value(key_atom)
+            if key is UNKNOWN:  # a key known at run time only: `rt.vjp_method` reads it then
+                rest = [self._lower(a) for a in args[1:]]
+                call = gast.Attribute(value=nodes.name(name), attr="get", ctx=gast.Load())
+                return self._user_call(call, [key_atom] + rest, {}, node, receiver=nodes.name(name), **emit)
+            atom = value(key) if key in keys else self._lower(args[1]) if len(args) > 1 else nodes.const(None)
+            if emit["target"] is None and not emit["effect"]:
+                return atom
+            return self._emit(atom, kind="copy", **emit)
+        if method == "keys":
+            return as_tuple([nodes.const(k) for k in keys], **emit)
+        if method == "values":
+            return as_tuple([value(k) for k in keys], **emit)
+        pairs = [as_tuple([nodes.const(k), value(k)], target=None, effect=False) for k in keys]
+        return as_tuple(pairs, **emit)
 
     def _is_array(self, node) -> bool:
         """Whether ``node`` (a method call's receiver) is known to be an array.  If not,
@@ -1062,6 +1183,10 @@ class _Lowering:
                     rule is not None and rule.differentiable and not templates.self_contained(rule.adjoint)):
                 return self._user_call(nodes.copy(func), args, kwargs, node, **emit)
             self._check_spread(args, kwargs, node)
+            if callee in (list, tuple) and len(args) == 1 and not kwargs:
+                copied = self._copied_container(callee, args[0], node, **emit)
+                if copied is not None:
+                    return copied
             spelled = self._spell(callee, node)
             func_node = nodes.dotted(spelled) if spelled else nodes.copy(func)
             return self._apply(callee, None, args, kwargs, node, func_node=func_node, **emit)
@@ -1093,12 +1218,16 @@ class _Lowering:
         user = nodes.to_source(func.value) if held is not None else None
         if held is not None and func.attr == "append" and held in self.made_by:
             return self._append(user, node, name=held, **emit)
+        if held is not None and func.attr == "extend" and held in self.made_by:
+            return self._extend(user, node, held, **emit)
         if held is not None and func.attr == "pop" and held in self.own_lists | self.containers:
             return self._pop(user, node, name=held, **emit)
+        if self._dict_method_call(node) is not None:
+            return self._dict_method(held, func.attr, node, **emit)
         if held is not None and held in self.containers:
             raise errors.at(node, f"the method `.{func.attr}()` of a list, tuple or dict is not supported "
-                            "in differentiated code (only `append` and `pop`)",
-                            f"index it instead (`{user}[key]`)")
+                            "in differentiated code (only `append`, `extend` and `pop`, and a dict's `keys`, "
+                            "`values`, `items` and `get`)", f"index it instead (`{user}[key]`)")
         # Known only at run time: a function passed in, a method of an object.
         receiver = None
         if isinstance(func, gast.Attribute):
@@ -1191,6 +1320,10 @@ class _Lowering:
             return atom
         args = [value_of(a) for a in args]
         kwargs = {k: value_of(v) for k, v in kwargs.items()}
+        for atom in list(args) + list(kwargs.values()) + ([receiver] if receiver is not None else []):
+            for name in nodes.loaded_names(atom):
+                if name in self.containers or name in self.lists:
+                    self.passed.setdefault(name, anno.get(node, "origin"))
         value = nodes.call(callee, [nodes.copy(a) for a in args],
                            [(None if isinstance(k, tuple) else k, nodes.copy(v)) for k, v in kwargs.items()])
         if receiver is None and isinstance(callee, gast.Name) and not anno.has(callee, "resolved"):

@@ -174,6 +174,15 @@ class _Reverse:
 
     def _accumulate(self, var, expr):
         name = self._bar_name(var)
+        if var in self.lists and not (isinstance(expr, gast.Name) and expr.id == name):
+            # A list changed in place: its adjoint is a list of adjoints, one per item, that
+            # the appends pop (whatever form the contribution came in: rows of an array, sparse).
+            expr = nodes.call("rt.as_items", [expr, nodes.name(var)])
+            if var in self.defined:
+                expr = nodes.call("rt.add_each", [nodes.name(name), expr])
+            self.defined.add(var)
+            self._append(nodes.assign(name, expr), self.group)
+            return
         if var not in self.defined:
             self.defined.add(var)
             if isinstance(expr, gast.Name) and expr.id == name:
@@ -370,6 +379,8 @@ class _Reverse:
                                 "use the value itself, index it, or build the new one with a display of "
                                 "its items (`[xs[0], xs[1]]`, `{'a': d['a']}`)",
                                 kind=errors.UnsupportedSyntaxError)
+        if anno.get(stmt, "kind") == "call":
+            self._check_local_def(stmt)
         if isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") == "call":
             fn = anno.get(stmt.value.func, "resolved")
             varied = [n for a in stmt.value.args + [k.value for k in stmt.value.keywords]
@@ -514,6 +525,32 @@ class _Reverse:
             anno.set(stmt, key, value)
         self._call_adjoint(stmt, target, g)
 
+
+    def _check_local_def(self, stmt):
+        """A call of a function defined in this one (``def add(v): xs.append(v)``) that
+        changes in place what it captures or what it is given: srcgrad compiles the
+        nested function on its own and cannot follow the change, so it is refused when
+        a value being differentiated takes part."""
+        call = stmt.value
+        if not isinstance(call.func, gast.Name):
+            return
+        local = next((s for s in nodes.statements(self.core.body) if isinstance(s, gast.FunctionDef)
+                      and s.name == call.func.id and anno.get(s, "kind") == "def"), None)
+        if local is None:
+            return
+        captured = set(anno.get(local, "captures"))
+        from .anf import parameters
+        touched = captured | set(parameters(local.args))
+        given = [n for a in call.args + [k.value for k in call.keywords] for n in nodes.loaded_names(a)]
+        varied = [n for n in given + sorted(captured) if n in self.activity.varied]
+        if varied and _changes_in_place(local, touched):
+            name = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
+            raise errors.at(call, f"`{call.func.id}` (defined in this function) changes a value in place "
+                            f"(a list it appends to, an array it writes into), and {name}, which is being "
+                            "differentiated, takes part: srcgrad cannot follow a change made inside "
+                            "another function", f"return the new value from `{call.func.id}` and assign "
+                            "it, or do the change here", kind=errors.UnsupportedSyntaxError)
+
     def _bookkeeping(self, name) -> bool:
         """``self.calls + 1``: an update of a field by constants (a counter), not a
         differentiated value, though the object it belongs to is differentiated."""
@@ -530,11 +567,46 @@ class _Reverse:
                 return False
         return True
 
+    def _check_holders(self, stmt, xs):
+        """``ys = [xs]`` then ``xs.append(h)``: ``ys`` holds the list itself, so what
+        ``ys`` holds grew too, which its adjoint (split at ``ys = [xs]``, before the
+        append) does not see.  Refused where ``ys`` is differentiated as a whole (an
+        item read through it, ``ys[0][1]``, reads ``xs`` itself and is fine)."""
+        flat = list(nodes.statements(self.core.body))
+        position = {id(s): i for i, s in enumerate(flat)}
+        # Loops in which one iteration's append reaches the holder made in an earlier one:
+        # those the list lives across (not a list each iteration makes anew, `row = []`).
+        loops = [{id(s) for s in nodes.statements(loop.body)} for loop in flat
+                 if isinstance(loop, (gast.For, gast.While)) and (
+                     xs in anno.get(loop, "carried") or not any(
+                         xs in nodes.assigned_names(s) for s in nodes.statements(loop.body)))]
+        for holder in flat:
+            kind = anno.get(holder, "kind")
+            if kind == "aggregate":
+                outer, items = holder.targets[0].id, anno.get(holder, "elements").values()
+            elif kind == "append":  # `out.append(row)`, then `row.append(h)`
+                outer, items = anno.get(holder, "list"), [anno.get(holder, "value")]
+            else:
+                continue
+            if not self.activity.active(outer) or not any(isinstance(a, gast.Name) and a.id == xs
+                                                          for a in items):
+                continue
+            if position[id(holder)] < position[id(stmt)] \
+                    or any(id(holder) in body and id(stmt) in body for body in loops):
+                origin = anno.get(holder, "origin")
+                where = f" at {origin.where} (`{origin.text.strip()}`)" if origin else ""
+                raise errors.at(stmt, f"this changes a list that `{outer}` holds{where}, and "
+                                f"`{outer}` is used as a whole later: srcgrad follows a list's "
+                                "items by the list's own name only",
+                                "finish the list before putting it into another list, tuple or dict",
+                                kind=errors.UnsupportedSyntaxError)
+
     def _append_adjoint(self, stmt):
         """Reverse of ``xs.append(h)``: the last adjoint on ``xs_bar`` is ``h``'s."""
         xs, value = anno.get(stmt, "list"), anno.get(stmt, "value")
         if not self.activity.active(xs):
             return
+        self._check_holders(stmt, xs)
         if xs in self.defined:
             pop = nodes.call(gast.Attribute(value=nodes.name(self.bar[xs]), attr="pop", ctx=gast.Load()))
             if self._active_name(value):
@@ -555,6 +627,7 @@ class _Reverse:
         xs, index, value = anno.get(stmt, "list"), anno.get(stmt, "index"), stmt.targets[0].id
         if not self.activity.active(xs):
             return
+        self._check_holders(stmt, xs)
         if self.activity.active(value) and value in self.defined:
             g = nodes.name(self.bar[value])
         elif xs in self.defined:
@@ -811,8 +884,11 @@ def _mutates_parameters(fn) -> bool:
         tree = gast.parse(textwrap.dedent(inspect.getsource(fn.__code__)))
     except (OSError, TypeError, SyntaxError, AttributeError):
         return True
-    params = set(inspect.signature(fn, follow_wrapped=False).parameters)
+    return _changes_in_place(tree, set(inspect.signature(fn, follow_wrapped=False).parameters))
 
+
+def _changes_in_place(tree, params) -> bool:
+    """Whether code in ``tree`` changes a value one of ``params`` names in place."""
     def base(node):
         while isinstance(node, (gast.Subscript, gast.Attribute)):
             node = node.value
