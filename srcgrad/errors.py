@@ -67,6 +67,20 @@ class NoDerivativeRuleError(UserCodeError):
     """A differentiable value flows into a call that has no derivative rule."""
 
 
+class UnsupportedFormError(NoDerivativeRuleError, NotImplementedError):
+    """A call whose rule does not cover the form it was given (a norm order, an
+    einsum specification), found when the adjoint runs; shown at the user's line.
+
+    Attributes:
+        callee: the called function's name (``"norm"``), to put the caret under its call.
+    """
+
+    def __init__(self, problem: str, origin: anno.Origin | None = None, advice: str = "",
+                 callee: str | None = None):
+        self.callee = callee
+        super().__init__(problem, origin, advice)
+
+
 class NoSourceError(UserCodeError, TypeError):
     """The function has no Python source to transform (builtin, exec, REPL)."""
 
@@ -176,23 +190,26 @@ def shown_to_user(error: UserCodeError, fallback: anno.Origin | None = None) -> 
     into it; the library's line stays as a note.  One raised where no user line is
     known is located at ``fallback`` (the differentiated function's ``def``)."""
     calls = [o for o in user_lines(error.__traceback__) if not is_library_file(o.filename)]
-    if calls and (error.origin is None or is_library_file(error.origin.filename)):
+    if calls and error.origin is not None and is_library_file(error.origin.filename):
         call = calls[-1]
         library = next((fn for fn in reversed(error.compiling)
                         if is_library_file(getattr(getattr(fn, "__code__", None), "co_filename", ""))), None)
-        if error.origin is not None:
-            error.notes.append(("in the library code the call above runs: " + error.problem, error.origin))
+        error.notes.append(("in the library code the call above runs: " + error.problem, error.origin))
         if library is not None:
             name = f"{getattr(library, '__module__', '') or ''}.{library.__qualname__}".lstrip(".")
             spelled = _call_in(call.text, library.__name__)
             if spelled is not None:  # as the user wrote it, with the caret under it
                 call = anno.Origin(call.filename, call.line, spelled[0], call.text)
                 name = spelled[1]
-            error.problem = f"srcgrad cannot differentiate `{name}`, called here" + (
-                " (see the note below)" if error.origin is not None else f": {error.problem}")
+            error.problem = f"srcgrad cannot differentiate `{name}`, called here (see the note below)"
             error.advice = (f"give `{name}` a derivative rule (@srcgrad.defadjoint({library.__name__}), "
                             "see docs/rules.md), or compute it with NumPy functions that have rules")
         error.origin = call
+        error.rerender()
+    elif error.origin is None and calls:
+        call = calls[-1]
+        spelled = _call_in(call.text, getattr(error, "callee", None) or "\0")
+        error.origin = call if spelled is None else anno.Origin(call.filename, call.line, spelled[0], call.text)
         error.rerender()
     elif error.origin is None and fallback is not None:
         error.origin = fallback

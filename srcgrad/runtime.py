@@ -219,7 +219,8 @@ def norm_adjoint(ans_bar, ans, x, ord=None, axis=None, keepdims=False):
     """Adjoint of ``np.linalg.norm`` for the 2-norm/Frobenius (default), 1 and inf norms.
 
     At a zero norm the 2-norm's adjoint is 0 (a subgradient). Raises
-    ``NotImplementedError`` for matrix norms other than Frobenius.
+    :class:`srcgrad.errors.UnsupportedFormError` (a ``NotImplementedError``)
+    for matrix norms other than Frobenius.
     """
     x = _as_array(x)
     vector = axis is not None and not isinstance(axis, tuple) or (axis is None and x.ndim == 1)
@@ -232,7 +233,10 @@ def norm_adjoint(ans_bar, ans, x, ord=None, axis=None, keepdims=False):
     if ord == np.inf and vector:
         mask = np.abs(x) == full
         return g * np.sign(x) * mask / np.sum(mask, axis=axis, keepdims=True, dtype=x.dtype)
-    raise NotImplementedError(f"srcgrad has no adjoint for np.linalg.norm(ord={ord!r}) of this input")
+    raise errors.UnsupportedFormError(
+        f"srcgrad has no adjoint for np.linalg.norm(ord={ord!r}) of a {x.ndim}-dimensional input", None,
+        "use the default (Frobenius/2-) norm, ord=1 or ord=np.inf of a vector, or write the norm with "
+        "NumPy operations (np.sqrt(np.sum(x ** 2)))", callee="norm")
 
 
 def matmul_lhs(ans_bar, x1, x2):
@@ -336,11 +340,15 @@ def einsum_adjoint(subscripts, which, ans_bar, x, y):
     """Adjoint of ``np.einsum(subscripts, x, y)`` w.r.t. operand ``which`` (0 or 1).
 
     Handles letters summed out of one operand alone by broadcasting. Raises
-    NotImplementedError for ellipses and repeated letters within an operand.
+    :class:`srcgrad.errors.UnsupportedFormError` (a ``NotImplementedError``)
+    for ellipses and repeated letters within an operand.
     """
     ins, out = _parse_einsum(subscripts)
     if "." in subscripts or any(s.count(c) > 1 for s in ins + [out] for c in s):
-        raise NotImplementedError(f"srcgrad has no adjoint for einsum {subscripts!r}")
+        raise errors.UnsupportedFormError(
+            f"srcgrad has no adjoint for einsum {subscripts!r} (an ellipsis, or a letter repeated "
+            "within one operand)", None, "write the subscripts out without `...` or repeated letters, "
+            "or use np.diagonal/np.trace/np.matmul", callee="einsum")
     mine, other = ins[which], ins[1 - which]
     operand, other_operand = (x, y) if which == 0 else (y, x)
     known = "".join(c for c in mine if c in out or c in other)

@@ -58,6 +58,7 @@ class Snippet:
     kind: str
     prelude: dict = dataclasses.field(default_factory=dict)
     mutate: list = dataclasses.field(default_factory=list)
+    edit: tuple = ()  # (old, new): the module file is edited so after it is imported
 
 
 class _Builder:
@@ -96,6 +97,9 @@ PRELUDE = {
     "helper": "def helper(u, w):\n    return np.tanh(u) * w + u\n",
     "lin": "class Lin:\n    def __init__(self, w):\n        self.w = w\n\n    def apply(self, u):\n"
            "        return self.w @ u\n\n\nLIN = Lin(np.linspace(-1.0, 1.0, 12).reshape(3, 4))\n",
+    "mutating_callee": "def scale_in_place(u):\n    u *= 2.0\n    return u\n",
+    "inherit": "class Base:\n    def forward(self, u):\n        return np.tanh(u)\n\n\nclass Child(Base):\n"
+               "    def forward(self, u):\n        return super().forward(u) * 2.0 + u\n\n\nCHILD = Child()\n",
     "cls_attr": "class Scaler:\n    factor = 0.5\n\n    def scale(self, u):\n        return u * self.factor\n\n\n"
                 "SCALER = Scaler()\n",
 }
@@ -400,6 +404,39 @@ def f_array_methods(b):
     return Snippet("array_methods", [f"{new} = " + form.format(m=b.pick("mat"), v=b.pick("vec"))], new, kind)
 
 
+def f_mutating_callee(b):
+    new, h = b.fresh(), b.fresh("h")
+    v = b.pick("vec")
+    lines = b.choice([[f"{h} = {v} * 1.0", f"{new} = scale_in_place({h}) + {h}"],
+                      [f"{h} = {v} * 1.0", f"scale_in_place({h})", f"{new} = {h} * 1.0"]])
+    return Snippet("mutating_callee", lines, new, "vec", {"mutating_callee": PRELUDE["mutating_callee"]})
+
+
+def f_int_mix(b):
+    new = b.fresh()
+    form, kind = b.choice([("np.mean({v} * np.arange(4))", "sca"), ("np.mean(np.arange(4) + {v})", "sca"),
+                           ("{v} * np.array([1, 2, 3, 4])", "vec"), ("np.mean({m} + np.ones((3, 4), dtype=int), axis=0)",
+                                                                     "vec")])
+    return Snippet("int_mix", [f"{new} = " + form.format(v=b.pick("vec"), m=b.pick("mat"))], new, kind)
+
+
+def f_inheritance(b):
+    new = b.fresh()
+    return Snippet("inheritance", [f"{new} = CHILD.forward({b.pick('vec')})"], new, "vec", {"inherit": PRELUDE["inherit"]})
+
+
+def f_edited_source(b):
+    new = b.fresh()
+    return Snippet("edited_source", [f"{new} = {b.pick('vec')} * 1.25"], new, "vec",
+                   edit=(f"{new} = ", f"{new} = 2.0 + "))
+
+
+def f_zero_base(b):
+    new = b.fresh()
+    form = b.choice(["({v} * 0.0) ** {s} + {v}", "np.power({v} * 0.0, {s}) + {v}", "0.0 ** {s} * {v}"])
+    return Snippet("zero_base", [f"{new} = " + form.format(v=b.pick("vec"), s=b.pick("sca"))], new, "vec")
+
+
 FEATURES = {
     "elementwise": f_elementwise, "broadcast": f_broadcast, "reduction": f_reduction, "matmul": f_matmul,
     "einsum": f_einsum, "einsum_forms": f_einsum_forms, "indexing": f_indexing, "inplace": f_inplace,
@@ -411,14 +448,17 @@ FEATURES = {
     "closure_builtin": f_closure_builtin, "decorator": f_decorator, "helper": f_helper, "method": f_method,
     "loop": f_loop, "for_over_array": f_for_over_array, "while": f_while, "branch": f_branch,
     "rebind_in_loop": f_rebind_in_loop, "random": f_random, "creation": f_creation, "power": f_power,
-    "norm_ord": f_norm_ord, "array_methods": f_array_methods,
+    "norm_ord": f_norm_ord, "array_methods": f_array_methods, "mutating_callee": f_mutating_callee,
+    "int_mix": f_int_mix, "inheritance": f_inheritance, "edited_source": f_edited_source, "zero_base": f_zero_base,
 }
 
 # Features whose programs srcgrad gets right (or refuses) on this branch today: the CI budget.
+# (property, namedtuple, float_attr and view_write pass too, but are always refused today: left out so
+# that the budget checks gradients rather than counting refusals.)
 PASSING_TODAY = (
-    "elementwise", "broadcast", "reduction", "matmul", "einsum", "indexing", "inplace", "concat_stack",
-    "nested_list", "dict_param", "property", "helper", "method", "loop", "for_over_array", "while",
-    "branch", "array_methods",
+    "elementwise", "broadcast", "reduction", "matmul", "einsum", "indexing", "inplace", "inplace_loop",
+    "concat_stack", "nested_list", "dict_param", "helper", "method", "loop", "for_over_array", "while",
+    "branch", "rebind_in_loop", "power", "closure_changes", "class_attr", "array_methods",
 )
 
 
@@ -433,7 +473,7 @@ class Program:
         prelude = {}
         for s in self.snippets:
             prelude.update(s.prelude)
-        mutate = [line for s in self.snippets for line in s.mutate]
+        mutate = list(dict.fromkeys(line for s in self.snippets for line in s.mutate))  # `global` once
         head = ["import collections", "import functools", "import typing", "", "import numpy as np", "", ""]
         parts = [text + "\n\n" for text in prelude.values()]
         body = [f"    {line}" for s in self.snippets for line in s.lines]
@@ -447,6 +487,10 @@ class Program:
     @property
     def features(self):
         return sorted({s.feature for s in self.snippets})
+
+    @property
+    def edits(self):
+        return [s.edit for s in self.snippets if s.edit]
 
     @property
     def changes_between_calls(self) -> bool:
@@ -475,8 +519,9 @@ _modules = itertools.count()
 _DIR = tempfile.mkdtemp(prefix="srcgrad_fuzz_")
 
 
-def load(source: str):
-    """Write ``source`` to a new module file and import it (so inspect.getsource works)."""
+def load(source: str, edits=()):
+    """Write ``source`` to a new module file and import it (so inspect.getsource works);
+    then apply ``edits`` (``(old, new)`` pairs) to the file, as a user editing it would."""
     name = f"srcgrad_fuzz_{os.getpid()}_{next(_modules)}"
     path = os.path.join(_DIR, name + ".py")
     with open(path, "w") as f:
@@ -485,6 +530,14 @@ def load(source: str):
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
+    if edits:
+        for old, new in edits:
+            source = source.replace(old, new)
+        with open(path, "w") as f:
+            f.write(source)
+        import linecache
+
+        linecache.checkcache(path)
     return module
 
 
@@ -571,7 +624,7 @@ def check(program: Program, tries: int = 3) -> list:
     ``unreliable``)."""
     source = program.source()
     try:
-        module = load(source)
+        module = load(source, program.edits)
         fn = module.program
     except Exception as exc:  # noqa: BLE001 - a generator defect
         return [Outcome("invalid", f"{type(exc).__name__}: {exc}")]
@@ -589,7 +642,7 @@ def check(program: Program, tries: int = 3) -> list:
     outcomes = []
     for optimize in (True, False):
         outcomes.append(_check_mode(fn, module, args, reference, optimize, program.changes_between_calls))
-        module = load(source)  # fresh globals for the second setting
+        module = load(source, program.edits)  # fresh globals for the second setting
         fn = module.program
     return outcomes
 
@@ -629,6 +682,29 @@ def _check_mode(fn, module, args, reference, optimize, changes):
                 if flat.shape == expected.shape else ["shape"]
             return Outcome("wrong gradient", f"wrong for {sorted(set(bad))}{when}", optimize)
     return Outcome("pass", "", optimize)
+
+
+def with_check(program: Program, optimize: bool = True) -> str:
+    """What ``srcgrad.value_and_grad(program, check=True)`` does at the oracle's inputs:
+    ``"quiet"``, ``"caught"`` (GradientCheckError), ``"refused"`` or ``"crash"``; for
+    cross-checking the safety net against the oracle."""
+    module = load(program.source(), program.edits)
+    rng = np.random.default_rng(program.seed + 10_000)
+    args = _inputs(rng)
+    gradient = srcgrad.value_and_grad(module.program, wrt=(0, 1, 2, 3), optimize=optimize, check=True)
+    try:
+        for call in range(2 if program.changes_between_calls else 1):
+            if call:
+                module._mutate()
+            np.random.seed(7)
+            gradient(*_copy(args))
+    except srcgrad.GradientCheckError:
+        return "caught"
+    except srcgrad.UserCodeError:
+        return "refused"
+    except Exception:  # noqa: BLE001
+        return "crash"
+    return "quiet"
 
 
 def shrink(program: Program, same) -> Program:

@@ -12,6 +12,7 @@ only when asked for (``pytest -m slow tests/test_fuzz_trust.py`` or
 --shrink`` prints failing programs, shrunk to the snippets that matter."""
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -19,6 +20,7 @@ import pytest
 
 import fuzz_programs as fuzz
 import srcgrad
+from conftest import numerical_grad
 
 
 def _report(failures):
@@ -79,6 +81,113 @@ def test_shrinking_keeps_the_failing_snippet():
                           program.weights + ["1.0"])
     small = fuzz.shrink(marked, lambda outcomes: outcomes[0].kind == "invalid")
     assert [s.name for s in small.snippets] == ["v99"]
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_check_true_agrees_with_the_oracle(seed):
+    """The safety net against the fuzzer's oracle, over every feature: where the
+    oracle finds the value and gradient right, ``check=True`` stays quiet (no false
+    alarm); where it finds them wrong, ``check=True`` raises GradientCheckError.
+    (Holds whichever classes are fixed: it tests the net, not the gradients.)"""
+    program = fuzz.generate(500 + seed, tuple(fuzz.FEATURES), size=(1, 3))
+    outcomes = fuzz.check(program)
+    first = outcomes[0]  # optimize=True
+    if first.kind in ("unreliable", "invalid") or first.detail == "unreliable after the change":
+        pytest.skip(f"finite differences unreliable at this point ({first.kind})")
+    seen = fuzz.with_check(program)
+    expected = {"pass": "quiet", "wrong value": "caught", "wrong gradient": "caught", "refused": "refused",
+                "unlocated refusal": "refused", "crash": "crash"}[first.kind]
+    assert seen == expected, f"oracle: {first.kind} {first.detail}\n{program.source()}"
+
+
+# ---- the fuzzer's findings (FUZZ_FINDINGS.md), each a plain function -----------------------
+X = np.array([0.3, -1.1, 0.8, 0.5])
+Y = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+
+
+def list_literal_sum(x):
+    return np.sum(np.sum([x, x], axis=0))
+
+
+def list_literal_prod(x):
+    return np.prod([0.7, x[1]])
+
+
+def r_literal(x):
+    return np.sum(np.r_[x[:2], x[2:]] * np.arange(4.0))
+
+
+def full_like_of_active(x):
+    return np.sum(np.full_like(x, np.sum(x)))
+
+
+def linspace_of_active(x):
+    return np.sum(np.linspace(x[0], 2.0 * x[0], 4) ** 2)
+
+
+def einsum_three(y):
+    return np.einsum("i,ij,j->", y[:, 0], y, X)
+
+
+def einsum_sublist(y):
+    return np.sum(np.einsum(y, [0, 1], [1, 0]) * np.arange(12.0).reshape(4, 3))
+
+
+def _twice(fn):
+    @functools.wraps(fn)
+    def wrapper(*args):
+        return 2.0 * fn(*args)
+    return wrapper
+
+
+@_twice
+def decorated(u):
+    return np.sin(u)
+
+
+def uses_decorated(x):
+    return np.sum(decorated(x))
+
+
+def list_in_a_dict(x):
+    ys = {"a": []}
+    ys["a"].append(x * 2.0)
+    return np.sum(ys["a"][0])
+
+
+def write_through_alias(x):
+    c = x * 1.0
+    a = c
+    c[1] -= a[2]
+    return np.sum(a * 1.0)
+
+
+def random_of_active(x):
+    return np.sum(np.random.normal(x, 1.0))
+
+
+FINDINGS = [list_literal_sum, list_literal_prod, r_literal, full_like_of_active, linspace_of_active, einsum_three,
+            einsum_sublist, uses_decorated, list_in_a_dict, write_through_alias, random_of_active]
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("fn", FINDINGS, ids=lambda f: f.__name__)
+def test_findings_are_right_refused_or_caught_by_check(fn, optimize):
+    """Each silently wrong class the fuzzer found: right (fixed on some branch), refused
+    at the user's line, or else caught by check=True — never silently wrong under check."""
+    arg = Y.copy() if fn in (einsum_three, einsum_sublist) else X.copy()
+    np.random.seed(1)
+    try:
+        got = srcgrad.grad(fn, optimize=optimize)(arg.copy())
+    except srcgrad.UserCodeError:
+        return
+    np.random.seed(1)
+    expected = numerical_grad(lambda a: (np.random.seed(1), fn(a))[1], (arg.copy(),), 0)
+    if np.allclose(got, expected, rtol=1e-5, atol=1e-7):
+        return
+    np.random.seed(1)
+    with pytest.raises(srcgrad.GradientCheckError):
+        srcgrad.grad(fn, optimize=optimize, check=True)(arg.copy())
 
 
 def _asked_for(config) -> bool:

@@ -105,7 +105,8 @@ def check_program(source, a, b, x, reject=assume):
         np.allclose(c, f, rtol=1e-3, atol=1e-4) and np.allclose(r, l, rtol=1e-3, atol=1e-4)
         for c, f, r, l in zip(coarse, fine, right, left)))
     for optimize in (True, False):
-        grads = srcgrad.grad(fn, wrt=(0, 1, 2), optimize=optimize)(*args)
+        # check=True: the safety net runs on every property example too (and must not cry wolf).
+        grads = srcgrad.grad(fn, wrt=(0, 1, 2), optimize=optimize, check=True)(*args)
         for g, expected in zip(grads, fine):
             np.testing.assert_allclose(g, expected, rtol=1e-5, atol=1e-6, err_msg=source)
 

@@ -428,3 +428,42 @@ def test_named_tuple_fields_under_check():
     r = np.array([1.0, -1.0]) * p.w + p.b
     np.testing.assert_allclose(g.w, 2 * r * np.array([1.0, -1.0]))
     assert g.b == pytest.approx(np.sum(2 * r))
+
+
+def spectral(m):
+    h = m * 2.0
+    return np.linalg.norm(h, ord=2)
+
+
+def norm_in_a_helper(m):
+    total = 0.0
+    for i in range(2):
+        total = total + helper_norm(m * i)
+    return total
+
+
+def helper_norm(m):
+    return np.linalg.norm(m, ord="nuc") * 2.0
+
+
+def ellipsis_einsum(m, v):
+    return np.sum(np.einsum("...j,j->...", m, v))
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("fn, located, marker, call", [
+    (spectral, spectral, "np.linalg.norm(h, ord=2)", "np.linalg.norm"),
+    (norm_in_a_helper, helper_norm, 'np.linalg.norm(m, ord="nuc")', "np.linalg.norm"),
+    (ellipsis_einsum, ellipsis_einsum, "np.einsum(", "np.einsum"),
+], ids=["norm", "norm-in-helper-in-loop", "einsum-ellipsis"])
+def test_forms_without_an_adjoint_are_refused_at_the_users_call(fn, located, marker, call, optimize):
+    """Found only when the backward sweep runs (another branch moves them to compile
+    time), but named at the user's line with the caret under the call."""
+    args = (np.ones((3, 4)), np.ones(4)) if fn is ellipsis_einsum else (np.eye(3)[:, :2] + 0.5,)
+    with pytest.raises(srcgrad.UnsupportedFormError) as excinfo:
+        srcgrad.grad(fn, optimize=optimize)(*args)
+    first, shown, caret = str(excinfo.value).splitlines()[:3]
+    assert first.startswith(f"{__file__}:{_line_of(located, marker)}:")
+    assert caret.index("^") == shown.index(call)
+    assert isinstance(excinfo.value, NotImplementedError)
+    assert len(_srcgrad_frames(excinfo.tb)) == 1
