@@ -216,27 +216,60 @@ def std_adjoint(ans_bar, ans, x, axis=None, ddof=0, keepdims=False):
 
 
 def norm_adjoint(ans_bar, ans, x, ord=None, axis=None, keepdims=False):
-    """Adjoint of ``np.linalg.norm`` for the 2-norm/Frobenius (default), 1 and inf norms.
+    """Adjoint of ``np.linalg.norm`` for every order NumPy accepts.
 
-    At a zero norm the 2-norm's adjoint is 0 (a subgradient). Raises
-    :class:`srcgrad.errors.UnsupportedFormError` (a ``NotImplementedError``)
-    for matrix norms other than Frobenius.
+    Vectors (one axis): ``2`` → ``x / ans``; ``1`` → ``sign(x)``; ``inf``/``-inf``
+    → ``sign(x)`` on the entries of largest/smallest magnitude (ties share);
+    ``0`` (a count) → 0; any other ``p`` → ``sign(x) |x|^(p-1) ans^(1-p)``.
+    Matrices (two axes, stacked over the others): ``'fro'`` → ``x / ans``;
+    ``2``/``-2`` → ``u v^T`` of the largest/smallest singular value; ``'nuc'`` →
+    ``U V^T`` (Giles 2008, "Collected matrix derivative results", §3.3: the
+    adjoint of ``s = svd(A)`` is ``U diag(s_bar) V^T``); ``1``/``-1`` and
+    ``inf``/``-inf`` → ``sign(x)`` on the column/row of largest/smallest absolute
+    sum (ties share).  Where the norm is 0 (or a singular value repeats) this is
+    one subgradient.
     """
     x = _as_array(x)
-    vector = axis is not None and not isinstance(axis, tuple) or (axis is None and x.ndim == 1)
-    g = broadcast_reduced(ans_bar, x, axis if axis is not None else None, keepdims)
-    full = broadcast_reduced(ans, x, axis, keepdims)
-    if ord is None or ord == "fro" or (ord == 2 and vector):
-        return g * x / np.where(full == 0, 1, full)
-    if ord == 1 and vector:
-        return g * np.sign(x)
-    if ord == np.inf and vector:
-        mask = np.abs(x) == full
-        return g * np.sign(x) * mask / np.sum(mask, axis=axis, keepdims=True, dtype=x.dtype)
-    raise errors.UnsupportedFormError(
-        f"srcgrad has no adjoint for np.linalg.norm(ord={ord!r}) of a {x.ndim}-dimensional input", None,
-        "use the default (Frobenius/2-) norm, ord=1 or ord=np.inf of a vector, or write the norm with "
-        "NumPy operations (np.sqrt(np.sum(x ** 2)))", callee="norm")
+    xp = array_module(x)
+    ndim = x.ndim
+    axes = tuple(range(ndim)) if axis is None else \
+        tuple(a % ndim for a in (axis if isinstance(axis, tuple) else (axis,)))  # (rows, columns) as given
+    g = broadcast_reduced(ans_bar, x, axes, keepdims)
+    full = broadcast_reduced(ans, x, axes, keepdims)
+    safe = xp.where(full == 0, 1, full)
+    if ord is None or ord == "fro" or (ord == 2 and len(axes) == 1):
+        return g * x / safe
+    if len(axes) == 1:
+        a = axes[0]
+        if ord == 1:
+            return g * xp.sign(x)
+        if ord == 0:
+            return xp.zeros_like(g * x)
+        if ord in (np.inf, -np.inf):
+            mask = xp.abs(x) == full
+            return g * xp.sign(x) * mask / xp.sum(mask, axis=a, keepdims=True, dtype=x.dtype)
+        p = ord
+        return xp.where(full == 0, 0, g * xp.sign(x) * xp.abs(x) ** (p - 1) * safe ** (1 - p))
+    rows, cols = axes
+    if ord in ("nuc", 2, -2):
+        xm = xp.moveaxis(x, (rows, cols), (-2, -1))
+        gm = xp.moveaxis(g, (rows, cols), (-2, -1))[..., :1, :1]
+        u, _, vt = xp.linalg.svd(xm, full_matrices=False)
+        if ord == "nuc":
+            bar = u @ vt
+        else:
+            i = slice(0, 1) if ord == 2 else slice(-1, None)  # singular values are sorted
+            bar = u[..., :, i] @ vt[..., i, :]
+        return xp.moveaxis(gm * bar, (-2, -1), (rows, cols))
+    if ord in (1, -1):
+        summed, across = rows, cols  # column sums, the largest (smallest) column
+    elif ord in (np.inf, -np.inf):
+        summed, across = cols, rows
+    else:
+        raise ValueError(f"Invalid norm order {ord!r} for matrices")
+    sums = xp.sum(xp.abs(x), axis=summed, keepdims=True)
+    mask = sums == full
+    return g * xp.sign(x) * mask / xp.sum(mask, axis=across, keepdims=True, dtype=x.dtype)
 
 
 def matmul_lhs(ans_bar, x1, x2):
@@ -306,56 +339,112 @@ def tensordot_adjoint(ans_bar, a, b, axes, which):
 
 
 def _parse_einsum(subscripts: str):
+    """``(inputs, output)`` of subscripts without ellipses; implicit output: the letters
+    that appear once, in alphabetical order (NumPy's rule)."""
     subscripts = subscripts.replace(" ", "")
     if "->" in subscripts:
         inputs, out = subscripts.split("->")
     else:
         inputs = subscripts
-        letters = inputs.replace(",", "")
+        letters = inputs.replace(",", "").replace(".", "")
         out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+        if "." in inputs:
+            out = "..." + out
     return inputs.split(","), out
 
 
-@static
-def einsum_adjoint_subscripts(subscripts: str, which: int):
-    """Subscripts of the adjoint einsum of a two-operand einsum, or None.
-
-    For ``"ij,jk->ik"`` and operand 0: ``"ik,jk->ij"`` (``ans_bar``, the other
-    operand → this operand).  None when a plain einsum cannot express it
-    (ellipsis, a letter repeated within one operand, or a letter of this
-    operand that appears nowhere else): then :func:`einsum_adjoint` does it.
-    """
+def _explicit_einsum(subscripts: str, ndims) -> tuple:
+    """``(inputs, output)`` with each ``...`` replaced by letters of its own, one per
+    broadcast axis (right-aligned, as NumPy broadcasts them)."""
     ins, out = _parse_einsum(subscripts)
-    if "." in subscripts or len(ins) != 2:
+    used = set(subscripts)
+    spare = [c for c in _LETTERS if c not in used]
+    widths = [ndim - (len(s) - 3) for s, ndim in zip(ins, ndims) if "..." in s]
+    width = max(widths, default=0)
+    dots = "".join(spare[:width])
+    ins = [s.replace("...", dots[width - (ndim - (len(s) - 3)):]) if "..." in s else s
+           for s, ndim in zip(ins, ndims)]
+    return ins, out.replace("...", dots)
+
+
+@static
+def einsum_adjoint_subscripts(subscripts: str, which: int, count: int = 2):
+    """Subscripts of the one einsum that gives operand ``which``'s adjoint, or None.
+
+    The adjoint of operand k contracts ``ans_bar`` with the other operands: for
+    ``"ij,jk->ik"`` and k = 0, ``"ik,jk->ij"`` (``ans_bar`` takes operand k's
+    place).  None when one plain einsum cannot express it (an ellipsis, a letter
+    repeated within operand k, or one found in operand k alone, ``count``
+    operands not as written): then :func:`einsum_adjoints` does it.
+    """
+    if not isinstance(subscripts, str) or "." in subscripts:
         return None
-    mine, other = ins[which], ins[1 - which]
-    if any(s.count(c) > 1 for s in (mine, other, out) for c in s):
+    ins, out = _parse_einsum(subscripts)
+    if len(ins) != count:
         return None
-    if any(c not in out and c not in other for c in mine):
+    mine = ins[which]
+    others = ins[:which] + ins[which + 1:]
+    if any(mine.count(c) > 1 for c in mine):
         return None
-    return f"{out},{other}->{mine}" if which == 0 else f"{other},{out}->{mine}"
+    if any(c not in out and all(c not in o for o in others) for c in mine):
+        return None
+    return ",".join(ins[:which] + [out] + ins[which + 1:]) + "->" + mine
 
 
 def einsum_adjoint(subscripts, which, ans_bar, x, y):
-    """Adjoint of ``np.einsum(subscripts, x, y)`` w.r.t. operand ``which`` (0 or 1).
+    """Adjoint of ``np.einsum(subscripts, x, y)`` w.r.t. operand ``which`` (0 or 1)."""
+    return einsum_adjoints(subscripts, ans_bar, (x, y), which=which)[which]
 
-    Handles letters summed out of one operand alone by broadcasting. Raises
-    :class:`srcgrad.errors.UnsupportedFormError` (a ``NotImplementedError``)
-    for ellipses and repeated letters within an operand.
+
+def einsum_adjoints(subscripts, ans_bar, operands, optimize=False, which=None):
+    """Adjoints of every operand of ``np.einsum(subscripts, *operands)``, any form NumPy
+    accepts (subscripts as a string; the sublist form is rewritten to one when compiling).
+
+    Operand k's adjoint is an einsum of ``ans_bar`` with the other operands onto
+    operand k's distinct letters (Giles 2008, §2.3: the adjoint of a multilinear
+    map in one argument); then
+
+    * a letter found in operand k alone was summed there: broadcast back;
+    * a letter repeated within operand k (``'ii->i'``, ``'ii,i->'``) reads a
+      diagonal: the adjoint is scattered onto that diagonal, zero elsewhere;
+    * an axis of length 1 that NumPy broadcast (in an ellipsis) is summed back.
+
+    Returns:
+        A list, one adjoint per operand (None for the others when ``which`` names one).
     """
-    ins, out = _parse_einsum(subscripts)
-    if "." in subscripts or any(s.count(c) > 1 for s in ins + [out] for c in s):
-        raise errors.UnsupportedFormError(
-            f"srcgrad has no adjoint for einsum {subscripts!r} (an ellipsis, or a letter repeated "
-            "within one operand)", None, "write the subscripts out without `...` or repeated letters, "
-            "or use np.diagonal/np.trace/np.matmul", callee="einsum")
-    mine, other = ins[which], ins[1 - which]
-    operand, other_operand = (x, y) if which == 0 else (y, x)
-    known = "".join(c for c in mine if c in out or c in other)
-    g = np.einsum(f"{out},{other}->{known}", ans_bar, other_operand)
-    shape = np.shape(operand)
-    expanded = np.reshape(g, [shape[i] if c in known else 1 for i, c in enumerate(mine)])
-    return np.broadcast_to(expanded, shape)
+    xp = array_module(ans_bar, *operands)
+    operands = [_as_array(o) for o in operands]
+    ins, out = _explicit_einsum(subscripts, [o.ndim for o in operands])
+    size = {}
+    for sub, operand in zip(ins, operands):
+        for c, n in zip(sub, operand.shape):
+            if n != 1 or c not in size:
+                size[c] = n
+    g = xp.asarray(ans_bar)
+    adjoints = []
+    for k, (mine, operand) in enumerate(zip(ins, operands)):
+        if which is not None and k != which:
+            adjoints.append(None)
+            continue
+        others = [(s, o) for i, (s, o) in enumerate(zip(ins, operands)) if i != k]
+        letters = "".join(dict.fromkeys(mine))  # distinct, in order of first appearance
+        known = "".join(c for c in letters if c in out or any(c in s for s, _ in others))
+        spec = ",".join([out] + [s for s, _ in others]) + "->" + known
+        part = xp.einsum(spec, g, *[o for _, o in others], optimize=optimize)
+        full = [size[c] for c in letters]
+        part = xp.reshape(part, [size[c] if c in known else 1 for c in letters])
+        part = xp.broadcast_to(part, full)
+        shrink = tuple(i for i, c in enumerate(letters) if operand.shape[mine.index(c)] == 1 and full[i] != 1)
+        if shrink:  # broadcast from length 1
+            part = xp.sum(part, axis=shrink, keepdims=True)
+        if letters == mine:
+            adjoints.append(part)
+            continue
+        bar = xp.zeros(operand.shape, dtype=part.dtype)  # a diagonal: scatter onto it
+        grids = xp.ix_(*[xp.arange(n) for n in part.shape])
+        bar[tuple(grids[letters.index(c)] for c in mine)] = part
+        adjoints.append(bar)
+    return adjoints
 
 
 @static
@@ -379,6 +468,58 @@ def basic_index(index) -> bool:
     of integer scalars (loop indices) are basic; lists and arrays are not.
     """
     return is_basic_index(index)
+
+
+def cast_adjoint(g, ans):
+    """``g``, or zeros where ``ans`` has an integer or boolean dtype (a creation function
+    given ``dtype=int``, a cast to int): a value rounded to integers has zero derivative."""
+    dtype = getattr(ans, "dtype", None)
+    if dtype.kind in "fc" if dtype is not None else isinstance(ans, (float, complex)):
+        return g
+    return array_module(g).zeros_like(g)
+
+
+def fill_like(a, value):
+    """``np.full_like(a, value)`` with a floating dtype: an adjoint's fill (``value``, the
+    adjoint of a full reduction) keeps ``a``'s float dtype, and an integer or boolean
+    ``a`` gets ``value``'s, so that ``1 / n`` is not truncated to 0."""
+    if a.dtype.kind in "fc" if hasattr(a, "dtype") else isinstance(a, float):
+        return array_module(a).full_like(a, value)
+    return array_module(a).full_like(a, value, dtype=np.result_type(value, 1.0))
+
+
+def linspace_adjoint(ans_bar, start, stop, num=50, endpoint=True, axis=0, which=0):
+    """Adjoint of ``start`` (``which=0``) or ``stop`` (1) in ``np.linspace``:
+    ``ans = start + (stop - start) t`` with ``t = i / (num - 1)`` (``i / num``
+    without the endpoint), along ``axis``."""
+    xp = array_module(ans_bar)
+    g = xp.asarray(ans_bar)
+    dtype = g.dtype if g.dtype.kind in "fc" else np.float64
+    t = xp.linspace(0.0, 1.0, num, endpoint=endpoint).astype(dtype)
+    axis = axis % g.ndim
+    t = xp.reshape(t, [num if d == axis else 1 for d in range(g.ndim)])
+    stop_bar = xp.sum(g * t, axis=axis)
+    if which == 1:
+        return unbroadcast(stop_bar, stop)
+    return unbroadcast(xp.sum(g, axis=axis) - stop_bar, start)
+
+
+def index_concat(concat, items):
+    """``np.r_[items]`` or ``np.c_[items]`` (``concat`` is one of them, or CuPy's): how
+    generated code writes them, so that their items get adjoints."""
+    return concat[tuple(items)]
+
+
+def index_concat_adjoint(ans_bar, concat, items):
+    """One adjoint per item of ``np.r_[...]`` (joined along the first axis) or
+    ``np.c_[...]`` (the last; a vector is a column): each item's piece of ``ans_bar``,
+    in the item's shape; None for a slice (a range of numbers, no derivative)."""
+    axis = getattr(concat, "axis", 0)  # np.r_: 0, np.c_: -1
+    pieces = [concat[item] if isinstance(item, slice) else concat[item,] for item in items]
+    sizes = [np.shape(p)[axis] for p in pieces]
+    split = np.split(ans_bar, np.cumsum(sizes)[:-1], axis=axis)
+    return [None if isinstance(item, slice) else np.reshape(part, np.shape(item))
+            for item, part in zip(items, split)]
 
 
 def unconcatenate(ans_bar, arrays, axis=0):
@@ -497,6 +638,8 @@ def vjp_call(fn, wrt, *args, **kwargs):
         wrt = tuple(0 if w == "self" else w + 1 if isinstance(w, int) else w for w in wrt)
     if isinstance(owner, dict) and getattr(fn, "__name__", None) in _DICT_METHODS:
         return _dict_method_vjp(owner, fn.__name__, wrt, args, kwargs)
+    if isinstance(fn, types.MethodType) and (rule := registry.lookup(fn)) is not None and rule.differentiable:
+        return _rule_vjp(rule, fn, wrt, args, kwargs)  # a method with a rule of its own: rng.normal
     if isinstance(fn, types.MethodType):
         fn, receiver = fn.__func__, (fn.__self__,)
     elif not isinstance(fn, types.FunctionType) and isinstance(getattr(type(fn), "__call__", None),
@@ -508,6 +651,13 @@ def vjp_call(fn, wrt, *args, **kwargs):
     if rule is not None and rule.differentiable:
         return _rule_vjp(rule, fn, wrt, args, kwargs)
     if rule is not None:  # no derivative (a random draw, a constructor): zero adjoints
+        given = [w for w in wrt if w != "self"]  # (the receiver: a generator, no derivative)
+        if given and not rule.zero_derivative:
+            raise errors.NoDerivativeRuleError(
+                f"`{rule.name}` is given a value being differentiated (argument {given[0]!r}), and "
+                "srcgrad has no derivative rule for it", None,
+                "compute the value from NumPy functions srcgrad differentiates, or register a rule "
+                "with srcgrad.defadjoint")
         value = fn(*receiver, *args, **kwargs)
         zeros = tuple({} if w == "self" else zeros_like(args[w] if isinstance(w, int) else kwargs[w])
                       for w in wrt)
@@ -758,15 +908,38 @@ def _rule_vjp(rule, fn, wrt, args, kwargs):
     value = fn(*args, **kwargs)
     bound = rule.signature.bind(*args, **kwargs)
     bound.apply_defaults()
-    params = list(rule.signature.parameters)
-    wanted = [params[w] if isinstance(w, int) else w for w in wrt]
+    from .rules.registry import DISCRETE
+
+    params = list(rule.signature.parameters.values())
+    star = next((i for i, p in enumerate(params) if p.kind is p.VAR_POSITIONAL), None)
+
+    def where(w):
+        """(parameter name, item of a *operands parameter or None) of an entry of ``wrt``."""
+        if not isinstance(w, int):
+            return w, None
+        if star is not None and w >= star:
+            return params[star].name, w - star
+        return params[w].name, None
+    wanted = [where(w) for w in wrt if w != "self"]  # the receiver: a generator, no derivative
+    for name, _ in wanted:
+        if name not in rule.diff_params and name not in DISCRETE and name not in rule.zero_params:
+            raise errors.NoDerivativeRuleError(
+                f"`{name}` of `{rule.name}` is given a value being differentiated, but srcgrad's rule "
+                f"has no derivative with respect to `{name}`", None,
+                f"pass a constant as `{name}`, or compute it another way")
 
     def pullback(value_bar):
-        adjoints = rule.adjoint(value_bar, value, **bound.arguments)
+        adjoints = rule.adjoint(value_bar, value, *bound.args, **bound.kwargs)
         adjoints = adjoints if len(rule.diff_params) > 1 else (adjoints,)
         by_name = dict(zip(rule.diff_params, adjoints))
-        out = tuple(0.0 if by_name.get(n) is None else by_name[n] for n in wanted)
-        return out if len(out) > 1 else out[0]
+        out = []
+        for name, item in wanted:
+            g = by_name.get(name)
+            g = g[item] if item is not None and g is not None else g
+            out.append(0.0 if g is None else g)
+        if "self" in wrt:
+            out.insert(list(wrt).index("self"), 0.0)
+        return tuple(out) if len(out) > 1 else out[0]
 
     return value, pullback
 

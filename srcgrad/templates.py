@@ -52,7 +52,8 @@ def self_contained(fn) -> bool:
     helper or a builtin (the generated module binds those).  A rule of yours that
     calls your own helpers runs as a function instead (``rt.vjp_call``)."""
     fdef = _parse(fn)
-    local = {a.id for a in fdef.args.args} | {n.id for n in gast.walk(fdef) if isinstance(n, gast.Name)
+    params = fdef.args.args + fdef.args.kwonlyargs + [a for a in (fdef.args.vararg, fdef.args.kwarg) if a]
+    local = {a.id for a in params} | {n.id for n in gast.walk(fdef) if isinstance(n, gast.Name)
                                               and isinstance(n.ctx, gast.Store)}
     for node in (n for stmt in fdef.body for n in gast.walk(stmt)):
         if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id not in local:
@@ -257,6 +258,9 @@ class _Instantiator:
                 rank = self.site.ndim(self.site.bindings[arg.id])
                 return UNKNOWN if rank is None else rank
             return UNKNOWN
+        if fn is len and isinstance(node.args[0], gast.Name) \
+                and isinstance(self.env.get(node.args[0].id), (gast.Tuple, gast.List)):
+            return len(self.env[node.args[0].id].elts)  # *operands: the call's own count
         if getattr(fn, "__srcgrad_static__", False) or fn in (len, runtime.is_basic_index):
             args = [self._static(a) for a in node.args]
             if any(a is UNKNOWN for a in args):
@@ -307,6 +311,10 @@ class _Substitute(gast.NodeTransformer):
         return node
 
     def visit_Subscript(self, node):
+        # operands[1] of a *operands parameter: that operand.
+        if isinstance(node.value, gast.Name) and isinstance(self.inst.env.get(node.value.id), gast.Tuple) \
+                and isinstance(node.slice, gast.Constant) and type(node.slice.value) is int:
+            return nodes.copy(self.inst.env[node.value.id].elts[node.slice.value])
         # An index bound to a parameter keeps its slice syntax inside [ ].
         if isinstance(node.slice, gast.Name) and node.slice.id in self.inst.env:
             node.value = self.visit(node.value)

@@ -10,7 +10,7 @@ import functools
 
 import numpy as np
 
-from ..runtime import (dot_lhs, dot_rhs, einsum_adjoint, einsum_adjoint_subscripts,
+from ..runtime import (dot_lhs, dot_rhs, einsum_adjoint_subscripts, einsum_adjoints,
                        is_constant, norm_adjoint, tensordot_adjoint)
 from . import _ndim
 from .registry import defadjoint
@@ -36,15 +36,28 @@ def tensordot(ans_bar, ans, a, b, axes=2):
     return tensordot_adjoint(ans_bar, a, b, axes, 0), tensordot_adjoint(ans_bar, a, b, axes, 1)
 
 
-@defadjoint(np.einsum, diff=("x", "y"))
-def einsum(ans_bar, ans, subscripts, x, y, optimize=False):
-    """Two operands.  With literal subscripts the adjoint is itself one einsum
-    (contracting ``ans_bar`` with the other operand), with the same ``optimize``."""
-    if is_constant(subscripts) and einsum_adjoint_subscripts(subscripts, 0) is not None \
-            and einsum_adjoint_subscripts(subscripts, 1) is not None:
-        return (np.einsum(einsum_adjoint_subscripts(subscripts, 0), ans_bar, y, optimize=optimize),
-                np.einsum(einsum_adjoint_subscripts(subscripts, 1), x, ans_bar, optimize=optimize))
-    return einsum_adjoint(subscripts, 0, ans_bar, x, y), einsum_adjoint(subscripts, 1, ans_bar, x, y)
+@defadjoint(np.einsum, diff=("operands",), sequence=("operands",))
+def einsum(ans_bar, ans, subscripts, *operands, out=None, dtype=None, order="K", casting="safe",
+           optimize=False):
+    """Any number of operands, ellipses, repeated letters, implicit output
+    (``rt.einsum_adjoints``).  With literal subscripts and two or three operands
+    each adjoint that one einsum expresses is that einsum, with the same ``optimize``."""
+    if is_constant(subscripts) and len(operands) == 2 \
+            and einsum_adjoint_subscripts(subscripts, 0, 2) is not None \
+            and einsum_adjoint_subscripts(subscripts, 1, 2) is not None:
+        return (np.einsum(einsum_adjoint_subscripts(subscripts, 0, 2), ans_bar, operands[1], optimize=optimize),
+                np.einsum(einsum_adjoint_subscripts(subscripts, 1, 2), operands[0], ans_bar, optimize=optimize))
+    if is_constant(subscripts) and len(operands) == 3 \
+            and einsum_adjoint_subscripts(subscripts, 0, 3) is not None \
+            and einsum_adjoint_subscripts(subscripts, 1, 3) is not None \
+            and einsum_adjoint_subscripts(subscripts, 2, 3) is not None:
+        return (np.einsum(einsum_adjoint_subscripts(subscripts, 0, 3), ans_bar, operands[1], operands[2],
+                          optimize=optimize),
+                np.einsum(einsum_adjoint_subscripts(subscripts, 1, 3), operands[0], ans_bar, operands[2],
+                          optimize=optimize),
+                np.einsum(einsum_adjoint_subscripts(subscripts, 2, 3), operands[0], operands[1], ans_bar,
+                          optimize=optimize))
+    return einsum_adjoints(subscripts, ans_bar, operands, optimize)
 
 
 @defadjoint(np.linalg.norm, ndim=functools.partial(_ndim.reduced, array="x"))

@@ -1,6 +1,11 @@
-"""Functions whose outputs carry no derivative: constructors, shape queries,
-integer-valued and boolean functions, random draws (by module, in the
-registry).  One line each.
+"""Functions whose outputs have zero derivative with respect to every argument:
+constructors that read only shapes and dtypes, shape queries, integer-valued
+and boolean functions.  One line each.
+
+Not here: ``full full_like linspace arange`` (``creation.py``: their values come
+from an argument) and random draws (``random.py`` differentiates the
+location-scale ones; the registry refuses every other given a value being
+differentiated).
 """
 from __future__ import annotations
 
@@ -12,15 +17,15 @@ from . import _ndim
 from .registry import nondifferentiable
 
 nondifferentiable(np.zeros, np.ones, np.empty, ndim=_ndim.shape_length("shape"))
-nondifferentiable(np.full, ndim=_ndim.shape_length("shape"))
-nondifferentiable(np.zeros_like, np.ones_like, np.empty_like, np.full_like)
-nondifferentiable(np.arange, np.linspace, np.eye, np.identity, ndim=None)
+nondifferentiable(np.zeros_like, np.ones_like, np.empty_like)
+nondifferentiable(np.eye, np.identity, ndim=None)
 nondifferentiable(np.shape, np.ndim, np.size, np.argmax, np.argmin, np.argsort, np.nonzero)
 nondifferentiable(np.floor, np.ceil, np.round, np.rint, np.trunc, np.sign, np.isnan,
                   np.isinf, np.isfinite, np.all, np.any, np.count_nonzero)
 nondifferentiable(np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal,
                   np.logical_and, np.logical_or, np.logical_not, np.logical_xor)
-nondifferentiable(np.dtype, np.int32, np.int64, np.result_type)
+nondifferentiable(np.dtype, np.result_type, np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
+                  np.uint16, np.uint32, np.uint64)
 nondifferentiable(builtins.len, builtins.range, builtins.print, builtins.int, builtins.bool,
                   builtins.isinstance, builtins.type, builtins.round)
 

@@ -60,17 +60,21 @@ def power(ans_bar, ans, x1, x2):
     Conventions: a literal exponent ``n`` gives ``n * x1**(n-1)`` (and no
     contribution for ``n == 0``), so ``x**2`` at 0 is 0, not NaN.  Where
     ``x1 == 0`` the ``x2`` adjoint is 0 (the limit along ``x1 -> 0+`` for
-    ``x2 > 0``), as in PyTorch and JAX, never NaN.  A literal base ``b``
+    ``x2 > 0``), as in PyTorch and JAX, never NaN: ``log(x1)`` is read only where
+    ``x1 != 0``.  ``np.power`` rather than ``**``, so a Python float base of 0
+    gives NumPy's ``inf`` (``d sqrt(x)`` at 0) instead of raising.  A literal base ``b``
     (``2.0 ** x``) multiplies by ``log(b)`` computed at compile time.
     """
     if is_constant(x2) and x2 == 0:
         return None, None
-    if is_constant(x2):
+    if is_constant(x2) and x2 >= 1:
         return unbroadcast(ans_bar * (x2 * x1 ** (x2 - 1)), x1), None
+    if is_constant(x2):  # np.power: a Python 0.0 ** -0.5 raises, NumPy's is inf (the derivative)
+        return unbroadcast(ans_bar * (x2 * np.power(x1, x2 - 1)), x1), None
     if is_constant(x1):  # a literal base, 2.0 ** x: its log is a Python float, dtype-neutral
         return None, unbroadcast(ans_bar * ans * log_of_base(x1), x2)
     safe_x1 = np.where(x1 == 0, 1, x1)
-    return (unbroadcast(ans_bar * np.where(x2 == 0, 0, x2 * x1 ** (x2 - 1)), x1),
+    return (unbroadcast(ans_bar * np.where(x2 == 0, 0, x2 * np.power(x1, x2 - 1)), x1),
             unbroadcast(np.where(x1 == 0, 0, ans_bar * ans * np.log(safe_x1)), x2))
 
 

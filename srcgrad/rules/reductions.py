@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from ..runtime import (broadcast_reduced, count_reduced, is_constant, max_adjoint,
+from ..runtime import (broadcast_reduced, count_reduced, fill_like, is_constant, max_adjoint,
                        prod_adjoint, std_adjoint, var_adjoint)
 from . import _ndim
 from .registry import defadjoint
@@ -22,7 +22,7 @@ _reduced = functools.partial(_ndim.reduced, array="a")
 @defadjoint(np.sum, ndim=_reduced)
 def sum(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):  # noqa: A001
     if axis is None and is_constant(keepdims) and not keepdims:
-        return np.full_like(a, ans_bar)
+        return fill_like(a, ans_bar)
     if is_constant(axis) and is_constant(keepdims) and not keepdims:
         return np.broadcast_to(np.expand_dims(ans_bar, axis), np.shape(a))
     return broadcast_reduced(ans_bar, a, axis, keepdims)
@@ -31,7 +31,7 @@ def sum(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):  # no
 @defadjoint(np.mean, ndim=_reduced)
 def mean(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):
     if axis is None and is_constant(keepdims) and not keepdims:
-        return np.full_like(a, ans_bar / np.size(a))
+        return fill_like(a, ans_bar / np.size(a))
     return broadcast_reduced(ans_bar, a, axis, keepdims) / count_reduced(a, axis)
 
 

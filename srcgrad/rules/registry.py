@@ -50,6 +50,22 @@ class Rule:
         ndim: ``(ndims, statics) -> int | None``: the output's rank, given the
             bound parameters' ranks and compile-time values (None: unknown).
         sequence_params: parameters that take a list of arrays (``concatenate``).
+        zero_derivative: for a primitive without an adjoint, whether that is
+            because its output's derivative is zero with respect to every
+            argument (``np.argmax``, ``len``: declared with
+            :func:`nondifferentiable`).  False for a primitive srcgrad merely has
+            no rule for (a random draw, a class): the reverse pass refuses one
+            given a value being differentiated.
+        impure: calling it has an effect (a random draw): never dropped or repeated.
+
+    A parameter outside ``diff_params`` has no adjoint.  Those named in
+    :data:`DISCRETE` take integers, booleans, strings or dtypes only (an axis, a
+    shape, an index, ``np.where``'s condition), so their derivative is zero
+    whatever is passed, and so do those in ``zero_params`` (``np.full_like``'s
+    ``a``, of which only the shape is read); a value being differentiated that
+    reaches any other
+    (``np.linalg.norm(x, ord=p)``, ``np.var(x, ddof=d)``) is refused at compile
+    time by the reverse pass.
     """
 
     name: str
@@ -59,13 +75,23 @@ class Rule:
     elementwise: bool = False
     ndim: Callable | None = None
     sequence_params: frozenset = frozenset()
+    zero_derivative: bool = False
+    impure: bool = False
+    zero_params: frozenset = frozenset()
 
     @property
     def differentiable(self) -> bool:
         return self.adjoint is not None
 
 
+# Parameters that take only discrete values (integers, booleans, strings, dtypes, index
+# expressions): a value that depends on the inputs passed there has zero derivative.
+DISCRETE = frozenset({"axis", "axes", "shape", "dtype", "keepdims", "order", "index", "name", "copy",
+                      "out", "subok", "writeable", "window_shape", "optimize", "condition", "casting",
+                      "size", "num", "endpoint", "retstep"})
+
 _RULES: dict[int, tuple[object, Rule]] = {}  # id(primal) -> (primal, rule); ufuncs are not all hashable alike
+_METHOD_RULES: dict[tuple, Rule] = {}  # (class, method name) -> rule, for bound methods (rng.normal)
 
 
 def _label(obj) -> str:
@@ -79,7 +105,7 @@ def elementwise_ndim(ndims, statics):
 
 
 def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | None = None,
-               sequence: tuple = ()):
+               sequence: tuple = (), methods: tuple = (), zero: tuple = ()):
     """Register ``fn`` as the adjoint rule of each of ``primals``.
 
     Args:
@@ -90,6 +116,11 @@ def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | Non
         diff: names of the differentiable parameters; default: those without
             a default value.
         sequence: parameters that take a list of arrays.
+        zero: parameters, besides those of :data:`DISCRETE`, whose derivative
+            is zero (the rule reads only their shape or dtype).
+        methods: ``(class, name)`` pairs: the rule also covers ``obj.name`` for
+            every instance ``obj`` of ``class`` (``rng.normal`` of a Generator),
+            whose bound methods are new objects at each access.
 
     Returns:
         The decorator; it returns ``fn`` unchanged so the rule stays callable.
@@ -104,7 +135,12 @@ def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | Non
         rule_ndim = ndim if ndim is not None else (elementwise_ndim if elementwise else None)
         for primal in primals:
             _RULES[id(primal)] = (primal, Rule(_label(primal), fn, primal_sig, diff_params,
-                                               elementwise, rule_ndim, frozenset(sequence)))
+                                               elementwise, rule_ndim, frozenset(sequence),
+                                               impure=is_random(primal), zero_params=frozenset(zero)))
+        for cls, name in methods:
+            _METHOD_RULES[cls, name] = Rule(f"{cls.__module__}.{cls.__name__}.{name}", fn, primal_sig,
+                                            diff_params, elementwise, rule_ndim, frozenset(sequence),
+                                            impure=True, zero_params=frozenset(zero))
         return fn
 
     return register
@@ -151,9 +187,15 @@ def diff_params(adjoint) -> tuple:
 
 
 def nondifferentiable(*primals, ndim=None) -> None:
-    """Declare that the outputs of ``primals`` carry no derivative."""
+    """Declare that the outputs of ``primals`` have zero derivative with respect to
+    every argument, wherever they are defined (``np.argmax``, ``np.floor``, ``len``).
+
+    Not for "no rule yet": a function with one differentiable argument needs a
+    rule (``defadjoint(..., diff=(...))``), else its gradient is silently wrong.
+    """
     for primal in primals:
-        _RULES[id(primal)] = (primal, Rule(_label(primal), None, None, ndim=ndim))
+        _RULES[id(primal)] = (primal, Rule(_label(primal), None, None, ndim=ndim, zero_derivative=True,
+                                           impure=is_random(primal)))
 
 
 def is_random(obj) -> bool:
@@ -170,8 +212,14 @@ def lookup(obj) -> Rule | None:
     found = _RULES.get(id(obj))
     if found is not None and found[0] is obj:
         return found[1]
+    owner = getattr(obj, "__self__", None)
+    if owner is not None and not isinstance(owner, types.ModuleType):
+        for cls in type(owner).__mro__:
+            rule = _METHOD_RULES.get((cls, getattr(obj, "__name__", None)))
+            if rule is not None:
+                return rule
     if is_random(obj) or isinstance(obj, (type, types.ModuleType)):
-        return Rule(_label(obj), None, None)
+        return Rule(_label(obj), None, None, impure=is_random(obj))  # no rule: refused if given an active value
     return None
 
 

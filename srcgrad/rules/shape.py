@@ -11,9 +11,10 @@ import operator
 
 import numpy as np
 
-from ..runtime import (basic_index, counts_from_the_end, getitem_adjoint, inverse_permutation, is_array,
-                       is_basic_index, is_constant, is_structure, iterated, iterated_adjoint, unbroadcast,
-                       unconcatenate, window_adjoint)
+from .. import runtime
+from ..runtime import (basic_index, cast_adjoint, counts_from_the_end, getitem_adjoint, index_concat_adjoint, iterated, iterated_adjoint,
+                       inverse_permutation, is_array, is_basic_index, is_constant, is_structure, unbroadcast, unconcatenate,
+                       window_adjoint)
 from . import _ndim
 from .registry import defadjoint
 
@@ -53,8 +54,9 @@ def transpose(ans_bar, ans, a, axes=None):
 if hasattr(np, "astype"):  # NumPy >= 2.1; also x.astype(dtype)
     @defadjoint(np.astype, elementwise=True, diff=("x",))
     def astype(ans_bar, ans, x, dtype, copy=True):
-        """A cast: the adjoint passes through (it gets ``x``'s dtype back at the end)."""
-        return ans_bar
+        """A cast: the adjoint passes through (it gets ``x``'s dtype back at the end);
+        a cast to an integer or boolean dtype has derivative zero (``rt.cast_adjoint``)."""
+        return cast_adjoint(ans_bar, ans)
 
 
 @defadjoint(np.copy, elementwise=True)
@@ -78,14 +80,25 @@ def concatenate(ans_bar, ans, arrays, axis=0):
 def array(ans_bar, ans, object, dtype=None, copy=True):  # noqa: A002 - NumPy's parameter name
     """``np.array(x)`` copies ``x``: its adjoint passes through.  ``np.array([a, b])``
     stacks the items along a new first axis: each gets its slice ``ans_bar[i]``
-    (nested lists, their slices of slices)."""
-    return ans_bar
+    (nested lists, their slices of slices).  An integer ``dtype``: zero."""
+    if is_constant(dtype) and dtype is None:
+        return ans_bar
+    return cast_adjoint(ans_bar, ans)
 
 
 @defadjoint(np.asarray, sequence=("a",), ndim=_ndim.same_as("a"))
 def asarray(ans_bar, ans, a, dtype=None):
     """As ``np.array`` (no copy of an array, which the compiler treats as a view)."""
-    return ans_bar
+    if is_constant(dtype) and dtype is None:
+        return ans_bar
+    return cast_adjoint(ans_bar, ans)
+
+
+@defadjoint(runtime.index_concat, diff=("items",), sequence=("items",), zero=("concat",))
+def index_concat(ans_bar, ans, concat, items):
+    """``np.r_[x, y]`` / ``np.c_[x, y]`` (how the compiler writes them): one adjoint
+    per item, its piece of ``ans_bar`` (``rt.index_concat_adjoint``)."""
+    return index_concat_adjoint(ans_bar, concat, items)
 
 
 @defadjoint(iterated)

@@ -1044,6 +1044,9 @@ class _Lowering:
             return self._call(node, **emit)
         if isinstance(node, gast.Attribute):
             return self._attribute(node, **emit)
+        if isinstance(node, gast.Subscript) and anno.has(node.value, "resolved") \
+                and any(anno.get(node.value, "resolved") is c for c in (np.r_, np.c_)):
+            return self._index_concat(node, **emit)
         if isinstance(node, gast.Subscript):
             base = self._lower(node.value)
             index = self._index(node.slice)
@@ -1081,6 +1084,34 @@ class _Lowering:
         if isinstance(node, (gast.Tuple, gast.List, gast.Dict)):
             return self._aggregate(node, **emit)
         raise errors.at(node, f"cannot differentiate `{nodes.to_source(node)}`")
+
+    def _index_concat(self, node, **emit):
+        """``np.r_[x, 1.0, 0:3]`` / ``np.c_[x, y]`` → ``rt.index_concat(np.r_, [x, 1.0, _t1])``
+        (a slice item made by ``slice(...)``), whose rule splits the adjoint among the
+        items.  With a directive string (``np.r_['0,2', x]``) the call runs as written,
+        and the reverse pass refuses it if it is given a value being differentiated."""
+        concat = self._lower(node.value)
+        parts = node.slice.elts if isinstance(node.slice, gast.Tuple) else [node.slice]
+        if any(isinstance(p, gast.Constant) and isinstance(p.value, str) for p in parts):
+            value = gast.Subscript(value=concat, slice=self._index(node.slice), ctx=gast.Load())
+            name = nodes.to_source(node.value)
+            return self._emit(value, kind="unknown", callee=anno.get(node.value, "resolved"),
+                              why=(f"srcgrad differentiates `{name}[...]` of items and slices, not with a "
+                                   "directive string",
+                                   f"join the items with np.concatenate, np.stack or np.column_stack, or "
+                                   f"write `{name}[a, b]`"), **emit)
+        items = []
+        for part in parts:
+            if isinstance(part, gast.Slice):
+                bounds = [nodes.const(None) if p is None else self._lower(p)
+                          for p in (part.lower, part.upper, part.step)]
+                items.append(self._apply(slice, None, bounds, {}, node, func_node=nodes.name("slice"),
+                                         origin_node=node, target=None, target_hint=None, effect=False))
+            else:
+                items.append(self._argument(part))
+        from .. import runtime
+        return self._apply(runtime.index_concat, None, [concat, gast.List(elts=items, ctx=gast.Load())], {},
+                           node, func_node=nodes.dotted("rt.index_concat"), **emit)
 
     def _atom_or_none(self, node):
         """The atom for ``node`` if it needs no statement of its own."""
@@ -1187,6 +1218,8 @@ class _Lowering:
                 copied = self._copied_container(callee, args[0], node, **emit)
                 if copied is not None:
                     return copied
+            if callee is np.einsum:
+                args = _einsum_sublists(args)
             spelled = self._spell(callee, node)
             func_node = nodes.dotted(spelled) if spelled else nodes.copy(func)
             return self._apply(callee, None, args, kwargs, node, func_node=func_node, **emit)
@@ -1354,7 +1387,7 @@ class _Lowering:
             if _is_user_class(prim):  # `c = Counter()`: an object, whose methods are the user's
                 extra["constructs"] = prim
             return self._emit(value, kind="nondiff", rule=rule,
-                              impure=registry.is_random(prim), **extra, **emit)
+                              impure=rule.impure or registry.is_random(prim), **extra, **emit)
         try:
             bound = rule.signature.bind(*args, **kwargs)
         except TypeError as exc:
@@ -1368,6 +1401,8 @@ class _Lowering:
                 raise errors.at(node, f"`{unsupported}=` is not supported in differentiated code",
                                 "assign the result to a name instead")
         arguments = {k: _as_node(v) for k, v in arguments.items()}
+        if rule.impure:  # a random draw with a rule: it must still happen exactly as often
+            emit["impure"] = True
         return self._emit(value, kind="op", rule=rule, bound=arguments, **emit)
 
 
@@ -1483,9 +1518,47 @@ def _is_user_class(obj) -> bool:
     return isinstance(obj, type) and not registry.is_numpy(obj) and obj.__module__ != "builtins"
 
 
+def _einsum_sublists(args):
+    """``np.einsum(x, [0, 1], y, [1, 2], [0, 2])`` → ``np.einsum('ab,bc->ac', x, y)``: the
+    sublist form as subscripts, when its lists are literal (otherwise the rule's
+    ``subscripts`` parameter gets an array, refused if it is being differentiated)."""
+    if not args or isinstance(args[0], gast.Constant) and isinstance(args[0].value, str):
+        return args
+
+    def letters(sub):
+        if not isinstance(sub, (gast.List, gast.Tuple)):
+            return None
+        out = ""
+        for e in sub.elts:
+            if isinstance(e, gast.Constant) and e.value is Ellipsis or isinstance(e, gast.Name) \
+                    and e.id == "Ellipsis":
+                out += "..."
+            elif isinstance(e, gast.Constant) and type(e.value) is int and 0 <= e.value < 52:
+                out += "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[e.value]
+            else:
+                return None
+        return out
+    pairs, operands = [], []
+    for i in range(0, len(args) - 1, 2):
+        sub = letters(args[i + 1])
+        if sub is None:
+            return args
+        operands.append(args[i])
+        pairs.append(sub)
+    spec = ",".join(pairs)
+    if len(args) % 2:
+        out = letters(args[-1])
+        if out is None:
+            return args
+        spec += "->" + out
+    return [nodes.const(spec)] + operands
+
+
 def _as_node(value):
     if isinstance(value, gast.AST):
         return nodes.copy(value)
+    if isinstance(value, tuple) and value and all(isinstance(v, gast.AST) for v in value):
+        return nodes.tuple_([nodes.copy(v) for v in value])  # a *operands parameter
     return literal(value) if is_literal(value) else nodes.const(None)
 
 

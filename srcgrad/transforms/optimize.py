@@ -216,8 +216,11 @@ def _root(name, same):
 
 
 def _is_full_like(node) -> bool:
-    return _is_call_to(node, "full_like") \
-        and len(node.args) == 2 and isinstance(node.args[0], gast.Name)
+    """``np.full_like(t, v)`` or ``rt.fill_like(t, v)`` (a reduction's adjoint, whose dtype
+    is float even where ``t``'s, or the array forwarded for its shape, is an integer)."""
+    return (_is_call_to(node, "full_like") or isinstance(node, gast.Call)
+            and _dotted(node.func) == ("rt", "fill_like")) \
+        and len(node.args) == 2 and not node.keywords and isinstance(node.args[0], gast.Name)
 
 
 def forward_shapes(forward, backward, primal_of) -> bool:

@@ -24,6 +24,7 @@ import gast
 
 from .. import anno, errors, nodes, templates
 from ..analysis.activity import derivative_inputs as activity_inputs
+from ..rules.registry import DISCRETE as registry_discrete
 from ..rules.registry import diff_params
 from ..runtime import higher_order_error
 from ..rules.registry import lookup as registry_lookup
@@ -452,6 +453,8 @@ class _Reverse:
         if not isinstance(stmt, gast.Assign) or not isinstance(stmt.targets[0], gast.Name):
             return
         target = stmt.targets[0].id
+        if target in self.activity.useful:
+            self._check_underived(stmt)
         if not self.activity.active(target):
             return
         kind = anno.get(stmt, "kind")
@@ -550,6 +553,44 @@ class _Reverse:
                             "differentiated, takes part: srcgrad cannot follow a change made inside "
                             "another function", f"return the new value from `{call.func.id}` and assign "
                             "it, or do the change here", kind=errors.UnsupportedSyntaxError)
+
+    def _check_underived(self, stmt):
+        """Refuse a value being differentiated that reaches an argument srcgrad has no
+        derivative for, where the result matters to the output: an argument of a
+        function it has no rule for (a random draw other than those of
+        ``rules/random.py``, a class), or a parameter a rule gives no adjoint
+        (``np.linalg.norm(x, ord=p)``'s ``ord``).  A function declared with
+        ``nondifferentiable`` has zero derivative in every argument: nothing to refuse."""
+        kind, rule = anno.get(stmt, "kind"), anno.get(stmt, "rule")
+        if kind == "nondiff" and rule is not None and not rule.zero_derivative \
+                and rule.name not in _CONTAINERS:
+            varied = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
+            if varied:
+                given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
+                random = " (a random draw: srcgrad differentiates `normal`, `uniform` and " \
+                    "`exponential` by reparameterisation, see docs/rules.md)" if rule.impure else ""
+                called = nodes.to_source(stmt.value.func) if isinstance(stmt.value, gast.Call) else rule.name
+                raise errors.at(stmt.value, f"`{called}` is given {given}, which is being differentiated, "
+                                "and srcgrad has no "
+                                f"derivative rule for it{random}",
+                                "compute the value from NumPy functions srcgrad differentiates, or "
+                                "register a rule with srcgrad.defadjoint",
+                                kind=errors.NoDerivativeRuleError)
+        if kind != "op":
+            return
+        bound = anno.get(stmt, "bound")
+        for param, atom in bound.items():
+            if param in rule.diff_params or param in registry_discrete or param in rule.zero_params:
+                continue
+            varied = [n for n in nodes.loaded_names(atom) if n in self.activity.varied]
+            if varied:
+                given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
+                raise errors.at(stmt.value, f"`{param}` of `{rule.name}` is given {given}, which is being "
+                                f"differentiated, but srcgrad's rule has no derivative with respect "
+                                f"to `{param}`",
+                                f"pass a constant as `{param}` (one that does not depend on the inputs "
+                                "being differentiated), or compute it another way",
+                                kind=errors.NoDerivativeRuleError)
 
     def _bookkeeping(self, name) -> bool:
         """``self.calls + 1``: an update of a field by constants (a counter), not a
@@ -672,6 +713,8 @@ class _Reverse:
                 else:
                     contribution = nodes.call("rt.written_adjoint", [
                         nodes.name(g), templates._slices_as_calls(nodes.copy(index)), nodes.name(value.id)])
+                # Written into an integer array, the value is rounded: derivative zero.
+                contribution = nodes.call("rt.cast_adjoint", [contribution, nodes.name(array)])
                 self._accumulate(value.id, contribution)
             self._append(nodes.assign(g, nodes.call(f"{module}.copy", [nodes.name(g)])), self.group)
             self._append(nodes.assign(gast.Subscript(value=nodes.name(g), slice=nodes.copy(index),
@@ -692,8 +735,9 @@ class _Reverse:
         wrt += [(k, a) for k, a in kwargs.items() if self._active_name(a)]
         if not wrt:
             return
-        if getattr(anno.get(call_func := stmt.value.func, "resolved"), "__srcgrad_gradient__", False):
-            raise higher_order_error(anno.get(call_func, "resolved"), anno.get(stmt, "origin"))
+        callee = anno.get(stmt.value.func, "resolved") if isinstance(stmt.value, gast.Call) else None
+        if getattr(callee, "__srcgrad_gradient__", False):
+            raise higher_order_error(callee, anno.get(stmt, "origin"))
         pullback = self.core.fresh(f"{target}_pullback")
         call = stmt.value
         stmt.targets = [nodes.tuple_([nodes.name(target, "store"), nodes.name(pullback, "store")], "store")]
@@ -830,6 +874,14 @@ class _Reverse:
     def _scatter(self, display, expr):
         """Each item of a list display (``[a, b]``, nested ``[[a, b], [c, d]]``) gets
         its part of ``expr``, the adjoint of the whole: ``expr[i]``."""
+        if isinstance(expr, (gast.Tuple, gast.List)) and len(expr.elts) == len(display.elts):
+            # The rule wrote one adjoint per item (einsum's operands): only the active are built.
+            for elt, part in zip(display.elts, expr.elts):
+                if isinstance(elt, (gast.List, gast.Tuple)) and any(self._active_name(e) for e in gast.walk(elt)):
+                    self._scatter(elt, part)
+                elif self._active_name(elt):
+                    self._accumulate(elt.id, part)
+            return
         parts = self.core.fresh()
         self._append(nodes.assign(parts, expr), self.group)
         for i, elt in enumerate(display.elts):
@@ -855,6 +907,9 @@ class _Reverse:
         return same
 
     def _no_rule(self, stmt):
+        if anno.has(stmt, "why"):
+            problem, advice = anno.get(stmt, "why")
+            return errors.at(stmt.value, problem, advice, kind=errors.NoDerivativeRuleError)
         callee = anno.get(stmt, "callee")
         if callee is None:
             return errors.at(stmt.value, f"cannot differentiate `{nodes.to_source(stmt.value)}`: "

@@ -1,0 +1,49 @@
+"""Creation functions whose values come from an argument: ``full full_like linspace arange``.
+
+The others (``zeros ones empty eye *_like``) read only shapes and dtypes:
+``nondiff.py``.  An integer ``dtype`` rounds the values, so its derivative is
+zero (``rt.cast_adjoint``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..runtime import cast_adjoint, is_constant, linspace_adjoint, unbroadcast
+from . import _ndim
+from .registry import defadjoint
+
+
+@defadjoint(np.full, diff=("fill_value",), ndim=_ndim.shape_length("shape"))
+def full(ans_bar, ans, shape, fill_value, dtype=None, order="C"):
+    """Each element is ``fill_value`` (broadcast): its adjoint sums them."""
+    if dtype is None:
+        return unbroadcast(ans_bar, fill_value)
+    return unbroadcast(cast_adjoint(ans_bar, ans), fill_value)
+
+
+@defadjoint(np.full_like, diff=("fill_value",), zero=("a",), ndim=_ndim.same_as("a"))
+def full_like(ans_bar, ans, a, fill_value, dtype=None, order="K", subok=True, shape=None):
+    """As ``np.full``; ``a`` gives only the shape and dtype (an integer ``a``: zero)."""
+    return unbroadcast(cast_adjoint(ans_bar, ans), fill_value)
+
+
+@defadjoint(np.linspace, diff=("start", "stop"))
+def linspace(ans_bar, ans, start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    """``ans = start + (stop - start) * t``, ``t = i / (num - 1)`` (``rt.linspace_adjoint``)."""
+    if dtype is None:
+        return (linspace_adjoint(ans_bar, start, stop, num, endpoint, axis, 0),
+                linspace_adjoint(ans_bar, start, stop, num, endpoint, axis, 1))
+    return (linspace_adjoint(cast_adjoint(ans_bar, ans), start, stop, num, endpoint, axis, 0),
+            linspace_adjoint(cast_adjoint(ans_bar, ans), start, stop, num, endpoint, axis, 1))
+
+
+@defadjoint(np.arange, diff=("start", "stop", "step"), ndim=_ndim.fixed(1))
+def arange(ans_bar, ans, start, stop=None, step=None, dtype=None):
+    """``ans[i] = start + i * step``.  The number of elements, which ``stop`` sets (and
+    ``start`` alone, ``np.arange(n)``), is an integer: zero derivative there."""
+    if is_constant(stop) and stop is None:
+        return None, None, None
+    if is_constant(step) and step is None:
+        return np.sum(cast_adjoint(ans_bar, ans)), None, None
+    g = cast_adjoint(ans_bar, ans)
+    return np.sum(g), None, np.sum(g * np.arange(np.size(g)))
