@@ -400,6 +400,15 @@ def zip_length(*sequences) -> int:
     return min(len(s) for s in sequences)
 
 
+def through_write(array, adjoint):
+    """The adjoint of a value written into ``array`` (``array[i] = v``), given the
+    adjoint of the elements it became: zero where ``array`` holds integers or
+    booleans, which truncate the value (a step function: derivative zero)."""
+    if getattr(array, "dtype", None) is None or array.dtype.kind in "fc":
+        return adjoint
+    return array_module(adjoint).zeros_like(adjoint)
+
+
 def restore(array, index, old, done: list) -> None:
     """``array[index] = old`` (a backward sweep puts back what a write overwrote),
     remembering the written values in ``done`` so that :func:`redo` can write them

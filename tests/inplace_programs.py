@@ -83,7 +83,8 @@ class Program:
             out.append(f"{n} = " + r.choice(["x * 1.5", "np.zeros(4)", "np.sin(x)", "np.copy(x)", "x + 0.0",
                                               f"{self._arr()} * {self._scal()}", "own(x)",
                                               f"own_loop({self._arr()}, {self._scal()})",
-                                              f"Holder().scaled({self._arr()})"]))
+                                              f"Holder().scaled({self._arr()})", "np.arange(4)",
+                                              "np.zeros(4, dtype=int)"]))
             self.arrays.append(n)
             self.fresh.append(n)
         elif kind == "alias":

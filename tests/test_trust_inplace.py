@@ -367,6 +367,35 @@ def test_appended_in_a_loop_accumulates():
         assert "test_trust_inplace.py:" in str(error)
 
 
+# ---- values written into an integer array are truncated: no derivative ------------
+
+def written_into_an_integer_array(x):
+    c = np.zeros(4, dtype=int)
+    c[0] = x[0] * 2.5
+    return np.sum(c * x)
+
+
+def written_into_an_arange_in_a_loop(x):
+    c = np.arange(4)
+    s = x[1] * 3.0
+    for i in range(4):
+        c[i] = s * x[i]
+    return np.sum(c * x)
+
+
+def written_into_a_boolean_array(x):
+    c = np.zeros(4, dtype=bool)
+    c[1:3] = x[1:3]
+    return np.sum(c * x)
+
+
+@OPT
+@pytest.mark.parametrize("fn", [written_into_an_integer_array, written_into_an_arange_in_a_loop,
+                                written_into_a_boolean_array], ids=lambda f: f.__name__)
+def test_a_value_written_into_an_integer_array_has_no_derivative(fn, optimize):
+    _assert_right(fn, optimize=optimize)
+
+
 # ---- c. the right-hand side is the target itself or a view of it ------------------
 
 def reversed_into_itself(x):

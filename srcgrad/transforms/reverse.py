@@ -551,6 +551,8 @@ class _Reverse:
                 else:
                     contribution = nodes.call("rt.written_adjoint", [
                         nodes.name(g), templates._slices_as_calls(nodes.copy(index)), nodes.name(value.id)])
+                # Written into an integer array the value is truncated: no derivative reaches it.
+                contribution = nodes.call("rt.through_write", [nodes.name(array), contribution])
                 if value.id == array:  # `y[::-1] = y`: y's own contribution is added after the zeroing
                     written = self.core.fresh()
                     self._append(nodes.assign(written, contribution), self.group)
