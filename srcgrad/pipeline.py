@@ -12,8 +12,8 @@ import functools
 import gast
 import numpy as np
 
-from . import anno, backends, errors, nodes, runtime, tree
-from .analysis import activity, ranks
+from . import anno, backends, errors, nodes, runtime, templates, tree
+from .analysis import activity, ranks, sharing
 from .transforms import anf, emit, exits, optimize, parse, resolve, reverse, validate
 
 MODES = ("grad", "value_and_grad", "vjp")
@@ -84,6 +84,7 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     # 5. analyze: activity (who needs an adjoint) and ranks (which rule form applies).
     body_activity = activity.analyze(core.body, options.wrt)
     rank_env = ranks.infer(core.body, dict(zip(core.params, param_ranks)))
+    shared = sharing.check(core.body, rank_env)  # a write seen through another name is refused
     # 6. reverse: forward sweep + backward sweep from the rules.
     output = _differentiated_output(core, options)
     hook_names = {_final_name(core, name, "hooks"): core.fresh(f"{name}_hook") for name, _ in options.hooks}
@@ -103,7 +104,7 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
         forward, backward = optimize.transform(forward, backward, live_out, sweeps.primal_of,
                                                backend.MODULE_NAME, outside={sweeps.seed, *core.params},
                                                arrays={n for n, r in rank_env.items() if isinstance(r, int) and r > 0},
-                                               seed=sweeps.seed)
+                                               seed=sweeps.seed, shared=shared)
     # 8. emit and load.
     module = _assemble(fn, core, forward, backward, sweeps, options, backend)
     text = emit.render(module)
@@ -228,6 +229,32 @@ def _pullback_locals(core, forward, backward) -> list:
             + [nodes.assign(mapping[n], nodes.name(n)) for n in rebound if mapping[n] in outside])
 
 
+def _redo_writes(core, backward) -> list:
+    """A pullback puts back what the forward sweep's writes (``y[i] = v``) overwrote;
+    called again, it must find them written.  Each put-back in ``backward`` becomes
+    ``rt.restore(y, i, old, done)``, which remembers the written values, and the
+    pullback ends with ``rt.redo(done)``.  Returns ``[done = [], rt.redo(done)]``, or
+    ``[]`` where nothing is put back."""
+    restores = [s for s in nodes.statements(backward) if anno.has(s, "restore")]
+    if not restores:
+        return []
+    done = core.fresh("written")
+
+    def rewrite(stmts):
+        for i, stmt in enumerate(stmts):
+            if anno.has(stmt, "restore"):
+                target = stmt.targets[0]
+                call = nodes.call("rt.restore", [nodes.copy(target.value),
+                                                 templates._slices_as_calls(nodes.copy(target.slice)),
+                                                 nodes.copy(stmt.value), nodes.name(done)])
+                stmts[i] = anno.set(gast.Expr(value=call), "group", anno.get(stmt, "group"))
+            for field in ("body", "orelse"):
+                rewrite(getattr(stmt, field, None) or [])
+    rewrite(backward)
+    return [nodes.assign(done, gast.List(elts=[], ctx=gast.Load())),
+            gast.Expr(value=nodes.call("rt.redo", [nodes.name(done)]))]
+
+
 def _notes(forward, notes) -> list[str]:
     """Header lines that explain each stack and trip count in the generated code."""
     pushed = {anno.get(s, "stack"): s.value.args[0] for s in nodes.statements(forward)
@@ -289,8 +316,10 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend):
     name = _function_name(core, options)
     aux = [nodes.copy(result.elts[1])] if options.has_aux else []
     if options.mode == "vjp":
+        redo = _redo_writes(core, bwd)
         pullback = nodes.function(f"{core.name}_pullback", [sweeps.seed],
-                                  _pullback_locals(core, forward, backward) + bwd + [nodes.ret(grads_value)])
+                                  _pullback_locals(core, forward, backward) + redo[:1] + bwd + redo[1:]
+                                  + [nodes.ret(grads_value)])
         value = result.elts[0] if options.has_aux else result
         body = fwd + [pullback, nodes.ret(nodes.tuple_([nodes.copy(value), nodes.name(pullback.name)]
                                                        + aux))]

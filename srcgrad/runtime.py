@@ -601,6 +601,66 @@ def zip_length(*sequences) -> int:
     return min(len(s) for s in sequences)
 
 
+def restore(array, index, old, done: list) -> None:
+    """``array[index] = old`` (a backward sweep puts back what a write overwrote),
+    remembering the written values in ``done`` so that :func:`redo` can write them
+    again: a pullback may be called more than once, and each call must find the
+    arrays as the forward sweep left them."""
+    done.append((array, index, np.copy(array[index])))
+    array[index] = old
+
+
+def redo(done: list) -> None:
+    """Undo the :func:`restore` calls recorded in ``done``, last first."""
+    for array, index, written in reversed(done):
+        array[index] = written
+    done.clear()
+
+
+_CHANGED: dict = {}  # code object -> the parameters its function changes in place
+
+
+def unchanging(fn, filename: str, line: int, col: int, text: str):
+    """``fn``, after checking that it does not change its arguments in place.
+
+    How generated code calls a function known only at run time (a method, a callable
+    passed in) whose result is not differentiated but whose arguments are: a change
+    it makes to them would be invisible to the adjoints.
+
+    Raises:
+        UnsupportedSyntaxError: at the user's call, if ``fn``'s source writes into a
+            parameter (``y[i] = v``, ``y += v``, ``y.append(v)``, through a view too).
+    """
+    from . import anno
+    from .transforms.reverse import _mutated_parameters  # (here: reverse imports runtime's users)
+    target = getattr(fn, "__func__", fn)
+    if not callable(target) or isinstance(target, type) or registry_is_numpy(target):
+        return fn
+    if not (isinstance(target, types.FunctionType) or isinstance(getattr(type(target), "__call__", None),
+                                                                 types.FunctionType)):
+        return fn
+    bound = isinstance(fn, types.MethodType) or not isinstance(target, types.FunctionType)
+    inner = target if isinstance(target, types.FunctionType) else type(target).__call__
+    changed = _CHANGED.get(inner.__code__)
+    if changed is None:
+        changed = _CHANGED[inner.__code__] = _mutated_parameters(inner)
+    if changed is True or set(changed) - ({inner.__code__.co_varnames[0]} if bound and inner.__code__.co_argcount
+                                          else set()):
+        name = getattr(inner, "__qualname__", "the function")
+        raise errors.UnsupportedSyntaxError(
+            f"`{name}` changes its arguments in place, and is given a value being "
+            "differentiated: srcgrad cannot follow a change made inside another function",
+            anno.Origin(filename, line, col, text),
+            f"in `{name}`, write into a copy (`y = np.copy(y)`) and return the new value, "
+            "and assign it here")
+    return fn
+
+
+def registry_is_numpy(obj) -> bool:
+    from .rules import registry
+    return registry.is_numpy(obj)
+
+
 _VJPS: dict = {}
 
 

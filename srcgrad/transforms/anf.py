@@ -128,7 +128,6 @@ class _Lowering:
         self.containers = set()  # names of lists, tuples and dicts made here
         self.named_fields = {}  # name of a named tuple made here -> its field names
         self.records = set()  # objects made here from their fields (`P(a, b)`): known by attribute
-        self.views = {}          # named view -> the name of the array it looks into
         self.aliased = set()     # names another name was bound to (`t = s`)
         self.passed = {}         # lists and dicts given to a function of yours -> origin of the call
         self.scalars = {p for p, r in zip(self.params, param_ranks) if r == 0}
@@ -188,7 +187,12 @@ class _Lowering:
             value = gast.BinOp(left=nodes.copy(stmt.target), op=stmt.op, right=stmt.value)
             anno.inherit(value, stmt)
             value.left.ctx = gast.Load()
+            before = self.current.get(stmt.target.id, stmt.target.id)
             self._lower(value, target=stmt.target.id)
+            if self.block and before not in self.scalars:
+                # NumPy changes the array in place: analysis/sharing.py refuses it where a
+                # view or alias of it is read afterwards (they would see the change).
+                anno.set(self.block[-1], "augments", before)
         elif isinstance(stmt, gast.Return):
             if isinstance(stmt.value, gast.Tuple):  # several outputs (or a loss and its aux)
                 atom = nodes.tuple_([self._lower(e, target_hint="result" if not isinstance(e, gast.Name)
@@ -703,9 +707,6 @@ class _Lowering:
                 self.containers.add(new)
         elif kind == "copy" and isinstance(value, gast.Constant):
             self.scalars.add(new)
-        base = _view_base(annotations, value)
-        if target is not None and base is not None:  # a named view: writes into its base would reach it
-            self.views[new] = base
         if self._holds_array(annotations, value):
             self.arrays.add(new)
         return nodes.name(new)
@@ -985,13 +986,8 @@ class _Lowering:
             raise errors.at(stmt, f"writing into an element of the list, tuple or dict `{user}` is not "
                             "supported yet", f"build a new one (`{user} = [x * 3, {user}[1]]`), "
                             "append to a list, or keep the values in an array")
-        views = [v for v, base in self.views.items() if base == name]
-        if views:
-            view_origin = self.made_by.get(views[0], (None, None))[1]
-            made = f" (made at {view_origin.where}: `{view_origin.text.strip()}`)" if view_origin else ""
-            raise errors.at(stmt, f"cannot write into `{user}`: `{views[0]}` is a view of it{made}, so "
-                            "the write would change that too, which srcgrad does not follow",
-                            f"make `{views[0]}` a copy (`np.copy(...)`), or write before taking it")
+        # Other names that share `name`'s memory (aliases, views) and are read after the
+        # write are found by analysis/sharing.py, once the whole function is lowered.
         if not fresh or name in self.escaped:
             where = self._shared_at(name) or (f" (made at {origin.where}: `{origin.text.strip()}`)" if origin
                                                else " (it is an argument: the caller's array)"
@@ -1426,16 +1422,6 @@ def _makes_new_array(annotations, value) -> bool:
 def _op_symbol(op) -> str:
     return {gast.Add: "+", gast.Sub: "-", gast.Mult: "*", gast.Div: "/", gast.Pow: "**",
             gast.MatMult: "@", gast.FloorDiv: "//", gast.Mod: "%"}.get(type(op), "?")
-
-
-def _view_base(annotations, value):
-    """The name a view-producing statement looks into (``v = y[0]``, ``y.T``), or None."""
-    kind, rule = annotations.get("kind"), annotations.get("rule")
-    if kind != "op" or rule not in {registry.lookup(v) for v in _VIEWS}:
-        return None
-    bound = annotations.get("bound", {})
-    base = bound.get("a", bound.get("array"))
-    return base.id if isinstance(base, gast.Name) else None
 
 
 def array_method(name, receiver, args):

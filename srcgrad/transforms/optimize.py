@@ -24,6 +24,7 @@ from . import coalesce
 # The generated code's name for the array module ("np", or "cp" for CuPy), set by transform().
 _module = ["np"]
 _arrays: set = set()  # names known to hold arrays, for the pass running now
+_shared: dict = {}    # name -> the names that may share its memory (analysis/sharing.py)
 
 
 def _is_call_to(node, *attrs) -> bool:
@@ -117,8 +118,8 @@ def _dce_block(stmts, live_out):
             if target not in live and _pure(stmt):
                 continue
             live.discard(target)
-        elif mutated is not None and mutated not in live:
-            continue
+        elif mutated is not None and mutated not in live and not _shared.get(mutated, set()) & live:
+            continue  # (a write into `c` is seen through an alias `a = c` that is read later)
         live.update(nodes.loaded_names(stmt))
         kept.append(stmt)
     kept.reverse()
@@ -473,18 +474,22 @@ def _prune_pop(owner, field, after, pushes) -> bool:
     return True
 
 
-def transform(forward, backward, live_out, primal_of, module_name="np", outside=(), arrays=(), seed=None):
+def transform(forward, backward, live_out, primal_of, module_name="np", outside=(), arrays=(), seed=None,
+              shared=None):
     """Run the passes to a fixed point; return the new (forward, backward).
 
     ``primal_of`` maps each adjoint variable to its primal (``h_bar -> h``);
     ``module_name`` is the generated code's array module (``np``, ``cp``);
     ``arrays``: names known to hold arrays (``x.shape`` rather than ``np.shape(x)``);
     ``outside``: names bound before the backward sweep runs, of which ``seed`` is
-    the output's adjoint.
+    the output's adjoint; ``shared``: name -> the names that may share its memory
+    (a write into one is kept while another is read later).
     """
     _module[0] = module_name
     _arrays.clear()
     _arrays.update(arrays)
+    _shared.clear()
+    _shared.update(shared or {})
     changed = True
     while changed:
         n_backward = _count(backward)

@@ -260,6 +260,10 @@ class _Reverse:
             if isinstance(s, gast.Assign) and s.targets[0].__class__ is gast.Name \
                     and self.activity.active(s.targets[0].id):
                 reads.update(activity_inputs(s))
+            elif anno.get(s, "kind") in ("setitem", "append") \
+                    and self.activity.active(anno.get(s, "array") or anno.get(s, "list")):
+                # `y[i] = v`, `xs.append(v)`: each iteration's write adds to v's adjoint.
+                reads.update(activity_inputs(s))
         for var in sorted(reads - local):
             if self.activity.active(var) and var not in self.defined:
                 self.out.append(self._zeros(var))
@@ -382,8 +386,11 @@ class _Reverse:
                                 kind=errors.UnsupportedSyntaxError)
         if anno.get(stmt, "kind") == "call":
             self._check_local_def(stmt)
-        if isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") == "call":
+        if anno.get(stmt, "kind") == "call" and isinstance(stmt.value, gast.Call):
+            # Whether or not its result is used (`h = f(y)` as much as `f(y)`): the change
+            # it makes to `y` is invisible to the caller's adjoints.
             fn = anno.get(stmt.value.func, "resolved")
+            # (also when the argument it changes is not differentiated: it may store one that is)
             varied = [n for a in stmt.value.args + [k.value for k in stmt.value.keywords]
                       for n in nodes.loaded_names(a) if n in self.activity.varied]
             method = stmt.value.func.attr if isinstance(stmt.value.func, gast.Attribute) else None
@@ -398,17 +405,19 @@ class _Reverse:
                                 "build the list in a local name (`hs = []`, `hs.append(h)`) and use it "
                                 "from there, or return it (with has_aux=True)",
                                 kind=errors.UnsupportedSyntaxError)
-            if varied and fn is not None and _mutates_parameters(fn):
+            if varied and fn is not None and _mutated_parameters(fn):
                 given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
-                raise errors.at(stmt.value, f"`{nodes.to_source(stmt.value.func)}` changes its arguments in "
+                callee = nodes.to_source(stmt.value.func)
+                raise errors.at(stmt.value, f"`{callee}` changes its arguments in "
                                 f"place, and is given {given}, which is being differentiated: srcgrad "
                                 "cannot follow a change made inside another function",
-                                "return the new value from the function and assign it "
-                                f"(`y = {nodes.to_source(stmt.value.func)}(...)`)",
+                                f"in `{callee}`, write into a copy (`y = np.copy(y)`) and return the "
+                                f"new value, and assign it here (`y = {callee}(...)`)",
                                 kind=errors.UnsupportedSyntaxError)
             receiver, call = anno.get(stmt, "receiver"), stmt.value
-            if isinstance(receiver, gast.Name) and receiver.id in self.activity.varied \
-                    and isinstance(call.func, gast.Attribute):
+            target = _target_name(stmt)
+            if isinstance(stmt, gast.Expr) and isinstance(receiver, gast.Name) \
+                    and receiver.id in self.activity.varied and isinstance(call.func, gast.Attribute):
                 # `model.reset()`: run as written, but a float field it replaces is refused
                 # (a later read would send its adjoint to the parameter it replaced).
                 origin = anno.get(stmt, "origin")
@@ -416,6 +425,14 @@ class _Reverse:
                     nodes.copy(call.func.value), nodes.const(call.func.attr),
                     nodes.const(origin.where if origin else "?")] + call.args,
                     [(k.arg, k.value) for k in call.keywords])
+            elif varied and fn is None and (target is None or not self.activity.active(target)):
+                # Known only at run time (a method): check it there, at the user's line (its
+                # pullback, if its result were differentiated, would refuse such writes itself).
+                origin = anno.get(stmt, "origin")
+                if origin is not None:
+                    stmt.value.func = nodes.call("rt.unchanging", [stmt.value.func] + [
+                        nodes.const(v) for v in (origin.filename, origin.line, origin.col, origin.text)])
+        if isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") == "call":
             return
         if anno.get(stmt, "kind") == "setattr":
             value = anno.get(stmt, "value")
@@ -546,7 +563,7 @@ class _Reverse:
         touched = captured | set(parameters(local.args))
         given = [n for a in call.args + [k.value for k in call.keywords] for n in nodes.loaded_names(a)]
         varied = [n for n in given + sorted(captured) if n in self.activity.varied]
-        if varied and _changes_in_place(local, touched):
+        if varied and _changed_in_place(local.body, touched):
             name = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
             raise errors.at(call, f"`{call.func.id}` (defined in this function) changes a value in place "
                             f"(a list it appends to, an array it writes into), and {name}, which is being "
@@ -713,14 +730,22 @@ class _Reverse:
                 else:
                     contribution = nodes.call("rt.written_adjoint", [
                         nodes.name(g), templates._slices_as_calls(nodes.copy(index)), nodes.name(value.id)])
-                # Written into an integer array, the value is rounded: derivative zero.
+                # Written into an integer array the value is truncated: no derivative reaches it.
                 contribution = nodes.call("rt.cast_adjoint", [contribution, nodes.name(array)])
-                self._accumulate(value.id, contribution)
+                if value.id == array:  # `y[::-1] = y`: y's own contribution is added after the zeroing
+                    written = self.core.fresh()
+                    self._append(nodes.assign(written, contribution), self.group)
+                    contribution = nodes.name(written)
+                else:
+                    self._accumulate(value.id, contribution)
             self._append(nodes.assign(g, nodes.call(f"{module}.copy", [nodes.name(g)])), self.group)
             self._append(nodes.assign(gast.Subscript(value=nodes.name(g), slice=nodes.copy(index),
                                                      ctx=gast.Store()), nodes.const(0)), self.group)
+            if self._active_name(value) and value.id == array:
+                self._accumulate(array, contribution)
         restore = nodes.assign(gast.Subscript(value=nodes.name(array), slice=nodes.copy(index),
                                               ctx=gast.Store()), nodes.name(anno.get(stmt, "saved")))
+        anno.set(restore, "restore", array)  # (a pullback called again redoes the write: pipeline.py)
         self._append(restore, self.group)
 
     def _call_adjoint(self, stmt, target, g):
@@ -925,39 +950,95 @@ class _Reverse:
                          kind=errors.NoDerivativeRuleError)
 
 
+# Functions and methods whose result may be a view of their (first) argument.
+_VIEW_FUNCTIONS = {"reshape", "ravel", "transpose", "asarray", "asanyarray", "squeeze", "expand_dims",
+                   "swapaxes", "moveaxis", "flip", "fliplr", "flipud", "atleast_1d", "atleast_2d",
+                   "atleast_3d", "broadcast_to", "diagonal", "view", "real", "imag", "rot90",
+                   "ascontiguousarray", "matrix_transpose", "permute_dims", "T", "mT"}
 _MUTATING_METHODS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault",
                      "popitem", "fill", "sort", "resize", "put", "itemset"}
 
 
-@functools.cache
-def _mutates_parameters(fn) -> bool:
-    """Whether ``fn``'s own body may change an argument in place: ``a *= k``,
-    ``a[i] = v``, ``a.n = v``, ``a.append(v)`` on a parameter ``a`` (read from its
-    source; a function whose source cannot be read counts as changing them)."""
+def _target_name(stmt):
+    if isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name):
+        return stmt.targets[0].id
+    return None
+
+
+def _mutated_parameters(fn):
+    """The parameters ``fn``'s own body may change in place: ``a *= k``, ``a[i] = v``,
+    ``a.n = v``, ``a.append(v)`` on a parameter ``a`` (read from its source; True, all of
+    them, for a function whose source cannot be read)."""
     try:
         # fn.__code__: the code that runs, not the function a functools.wraps wrapper names.
         tree = gast.parse(textwrap.dedent(inspect.getsource(fn.__code__)))
-    except (OSError, TypeError, SyntaxError, AttributeError):
+        params = set(inspect.signature(fn, follow_wrapped=False).parameters)
+    except (OSError, TypeError, SyntaxError, ValueError, AttributeError):
         return True
-    return _changes_in_place(tree, set(inspect.signature(fn, follow_wrapped=False).parameters))
+    return _changed_in_place(tree.body[0].body if tree.body and isinstance(tree.body[0], gast.FunctionDef)
+                             else tree.body, params)
 
 
-def _changes_in_place(tree, params) -> bool:
-    """Whether code in ``tree`` changes a value one of ``params`` names in place."""
+def _changed_in_place(body, params) -> set:
+    """The names of ``params`` that the statements ``body`` change in place."""
+    found = set()
+    # Names that may share memory with a parameter, in program order: `z = y`, `z = y[1:]`,
+    # `z = y.T`, `z = y.reshape(2, 2)`, `z = np.reshape(y, ...)`; `y = np.copy(y)` ends it.
+    owner = {p: p for p in params}
+
     def base(node):
-        while isinstance(node, (gast.Subscript, gast.Attribute)):
-            node = node.value
-        return node.id if isinstance(node, gast.Name) else None
-    for node in gast.walk(tree):
-        targets = node.targets if isinstance(node, gast.Assign) else [node.target] \
-            if isinstance(node, gast.AugAssign) else []
-        for t in targets:
-            if (isinstance(node, gast.AugAssign) or not isinstance(t, gast.Name)) and base(t) in params:
-                return True
-        if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) \
-                and node.func.attr in _MUTATING_METHODS and base(node.func.value) in params:
-            return True
-    return False
+        while True:
+            if isinstance(node, gast.Call):
+                func = node.func
+                if not (isinstance(func, gast.Attribute) and func.attr in _VIEW_FUNCTIONS):
+                    return None
+                if isinstance(func.value, gast.Name) and func.value.id in owner:
+                    node = func.value  # y.reshape(...)
+                elif node.args:
+                    node = node.args[0]  # np.reshape(y, ...)
+                else:
+                    return None
+            elif isinstance(node, (gast.Subscript, gast.Attribute, gast.Starred)):
+                node = node.value
+            else:
+                return owner.get(node.id) if isinstance(node, gast.Name) else None
+
+    def visit(stmts):
+        for stmt in stmts:
+            if isinstance(stmt, (gast.For, gast.While)):
+                visit(stmt.body)
+                visit(stmt.body)  # the second iteration sees what the first aliased
+                visit(stmt.orelse)
+                continue
+            if isinstance(stmt, (gast.If, gast.With, gast.Try)):
+                for field in ("body", "orelse", "finalbody"):
+                    visit(getattr(stmt, field, None) or [])
+                for handler in getattr(stmt, "handlers", []):
+                    visit(handler.body)
+                continue
+            if isinstance(stmt, gast.FunctionDef):
+                continue
+            for node in gast.walk(stmt):
+                targets = node.targets if isinstance(node, gast.Assign) else [node.target] \
+                    if isinstance(node, gast.AugAssign) else []
+                for t in targets:
+                    if isinstance(t, gast.Name) and isinstance(node, gast.AugAssign) and t.id in owner \
+                            or not isinstance(t, gast.Name) and base(t) is not None:
+                        found.add(base(t))
+                if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) \
+                        and node.func.attr in _MUTATING_METHODS and base(node.func.value) is not None:
+                    found.add(base(node.func.value))
+            if isinstance(stmt, gast.Assign):
+                source = base(stmt.value)
+                for t in stmt.targets:
+                    for n in gast.walk(t):
+                        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
+                            if source is None:
+                                owner.pop(n.id, None)
+                            else:
+                                owner[n.id] = source
+    visit(body)
+    return found
 
 
 # Constructors that copy the values they are given: without a rule, a gradient through

@@ -1,0 +1,225 @@
+"""Sharing analysis: may a write into an array be seen through another name?
+
+``y[i] = v`` stays an in-place write (``transforms/anf.py``): its adjoint gives
+``v`` the adjoint of the written elements and the backward sweep puts the old
+elements back.  That is the write's whole effect only if no other name that
+shares ``y``'s memory is *read after the write*: such a read sees the new
+elements, but its adjoint flows back to ``y`` as it was when that name was
+made.  Names share memory through
+
+    a = y              a copy of the reference (an alias, both ways)
+    v = y[1:], y.T     a view (``getitem``, ``reshape``, ``transpose``, ...)
+    t = (y, 1.0)       a container holding ``y`` (and ``t[0]``, ``a, b = t``)
+    h = f(y)           a call, which may return its argument
+
+and through chains of these.  This analysis groups names that may share memory
+(flow-insensitively, over the whole function) and refuses, at the user's line,
+each write into ``y`` after which another name of its group is live (read
+before it is bound again; in a loop, also by a later iteration).  An integer
+index of a vector (``s = y[0]``) is a number, not a view.
+
+Requires: a :class:`~srcgrad.transforms.anf.Core` body and its ranks.
+Guarantees: nothing is changed; raises :class:`~srcgrad.errors.UnsupportedSyntaxError`.
+
+Example (refused at the write; ``np.copy(c)`` instead of ``c`` makes it right)::
+
+    c = x * 1.0
+    a = c
+    c[1] = c[1] - a[2]
+    return np.sum(a)       # `a` is read after the write
+"""
+from __future__ import annotations
+
+import operator
+import re
+
+import gast
+import numpy as np
+
+from .. import anno, errors, nodes
+from ..rules import registry
+
+# NumPy functions whose result may be a view of their first argument.
+_VIEW_FUNCTIONS = (operator.getitem, getattr, np.reshape, np.ravel, np.transpose, np.expand_dims,
+                   np.squeeze, np.broadcast_to, np.asarray, np.asanyarray, np.ascontiguousarray,
+                   np.flip, np.fliplr, np.flipud, np.rot90, np.swapaxes, np.moveaxis, np.diagonal,
+                   np.real, np.imag, np.atleast_1d, np.atleast_2d, np.atleast_3d, np.split,
+                   np.array_split, np.hsplit, np.vsplit, np.dsplit, np.squeeze)
+
+
+def _view_rules():
+    rules = set()
+    for fn in _VIEW_FUNCTIONS:
+        rule = registry.lookup(fn)
+        if rule is not None:
+            rules.add(rule)
+    return rules
+
+
+def check(body, ranks) -> dict:
+    """Refuse each write ``y[i] = v`` in ``body`` after which a name sharing ``y``'s
+    memory is read.
+
+    Returns:
+        For each array written into, the other names that may share its memory (the
+        optimizer keeps a write, and a backward sweep's restore, while one is read).
+
+    Raises:
+        UnsupportedSyntaxError: at the write, naming the other name and where it was made.
+    """
+    writes = [s for s in nodes.statements(body) if anno.get(s, "kind") == "setitem"]
+    augmented = [s for s in nodes.statements(body) if anno.has(s, "augments")]  # `y += v` (in place)
+    if not writes and not augmented:
+        return {}
+    groups = _Groups()
+    made = {}  # name -> the statement that made it share memory
+    views = _view_rules()
+    for stmt in nodes.statements(body):
+        for target, source in _sharing(stmt, ranks, views):
+            groups.join(target, source)
+            made.setdefault(target, stmt)
+    after = {}
+    _live(body, set(), after)
+    for stmt in writes + augmented:
+        array = anno.get(stmt, "array") if stmt in writes else anno.get(stmt, "augments")
+        group = groups.members(array)
+        own = {array, *nodes.assigned_names(stmt)}  # (`y += v` binds the new value: not an alias)
+        seen = sorted(n for n in after.get(id(stmt), ()) if n in group and n not in own)
+        if seen:
+            _refuse(stmt, array, seen, made)
+    return {anno.get(s, "array"): groups.members(anno.get(s, "array")) - {anno.get(s, "array")}
+            for s in writes}
+
+
+def _refuse(stmt, array, seen, made):
+    other = next((n for n in seen if not n.startswith("_") and _user(n) != _user(array)),
+                 next((n for n in seen if not n.startswith("_")), seen[0]))
+    maker = made.get(other)
+    origin = anno.get(maker, "origin") if maker is not None else None
+    where = f" (made at {origin.where}: `{origin.text.strip()}`)" if origin else ""
+    user, name = _user(array), _user(other)
+    rule = anno.get(maker, "rule") if maker is not None else None
+    if rule is not None and rule in _view_rules() and rule is not registry.lookup(getattr):
+        how = f"`{name}` is a view of it{where}" if not other.startswith("_") else \
+            f"a view of it{where} is read after the write"
+    else:
+        how = f"`{name}` shares its memory{where}" if not other.startswith("_") else \
+            f"a value sharing its memory{where} is read after the write"
+    if anno.has(stmt, "augments"):
+        raise errors.at(stmt, f"`{user} {_symbol(stmt)}= ...` changes the array `{user}` in place: {how}, "
+                        "so it changes that too, which srcgrad does not follow",
+                        f"write `{user} = {user} {_symbol(stmt)} ...` (a new array), or make `{name}` "
+                        "a copy (`np.copy(...)`)")
+    raise errors.at(stmt, f"cannot write into `{user}`: {how}, so the write changes that too, "
+                    "which srcgrad does not follow",
+                    f"make `{name}` a copy (`np.copy(...)`), write into a copy of `{user}` "
+                    f"(`{user} = np.copy({user})` first), or write before `{name}` is made")
+
+
+def _symbol(stmt) -> str:
+    value = stmt.value
+    symbols = {gast.Add: "+", gast.Sub: "-", gast.Mult: "*", gast.Div: "/", gast.Pow: "**",
+               gast.MatMult: "@", gast.FloorDiv: "//", gast.Mod: "%"}
+    return symbols.get(type(value.op), "?") if isinstance(value, gast.BinOp) else "?"
+
+
+def _user(name) -> str:
+    """The user's spelling of an SSA name (``c_2`` → ``c``)."""
+    return name if name.startswith("_") else re.sub(r"_\d+$", "", name)
+
+
+def _sharing(stmt, ranks, views):
+    """``(target, source)`` pairs of names a statement makes share memory."""
+    kind = anno.get(stmt, "kind")
+    if kind == "setattr":  # obj.w = y: obj holds y
+        obj, value = stmt.targets[0].value, anno.get(stmt, "value")
+        return [(n, v) for n in nodes.loaded_names(obj) for v in nodes.loaded_names(value)]
+    if kind == "append":
+        return [(anno.get(stmt, "list"), v) for v in nodes.loaded_names(anno.get(stmt, "value"))]
+    if not isinstance(stmt, gast.Assign):
+        return []
+    targets = nodes.assigned_names(stmt)
+    if not targets or not isinstance(stmt.targets[0], (gast.Name, gast.Tuple)):
+        return []
+    if kind == "copy":
+        sources = nodes.loaded_names(stmt.value)
+    elif kind == "op":
+        rule = anno.get(stmt, "rule")
+        if rule not in views:
+            return []
+        if rule is registry.lookup(operator.getitem) and all(ranks.get(t) == 0 for t in targets) \
+                and not any(isinstance(n, gast.Constant) and n.value in (Ellipsis, None)
+                            for n in gast.walk(stmt.value.slice if isinstance(stmt.value, gast.Subscript)
+                                               else stmt.value)):
+            return []  # an element of a vector: a number
+        bound = anno.get(stmt, "bound") or {}
+        first = next(iter(bound.values()), None)
+        sources = nodes.loaded_names(first) if first is not None else []
+    elif kind in ("aggregate", "unpack", "pop", "call", "unknown"):
+        value = stmt.value
+        if isinstance(value, gast.Call):  # its arguments (and receiver), not the function's name
+            parts = value.args + [k.value for k in value.keywords]
+            if isinstance(value.func, gast.Attribute) and not anno.has(value.func, "resolved"):
+                parts.append(value.func.value)
+            value = gast.Tuple(elts=parts, ctx=gast.Load())
+        sources = nodes.loaded_names(value)
+        if kind == "unpack":
+            sources.append(anno.get(stmt, "source"))
+        if kind == "pop":
+            sources.append(anno.get(stmt, "list"))
+    else:
+        return []
+    return [(t, s) for t in targets for s in sources if ranks.get(s) != 0 or kind in ("aggregate", "copy")]
+
+
+class _Groups:
+    """Union-find over names."""
+
+    def __init__(self):
+        self.parent = {}
+
+    def find(self, name):
+        self.parent.setdefault(name, name)
+        while self.parent[name] != name:
+            self.parent[name] = self.parent[self.parent[name]]
+            name = self.parent[name]
+        return name
+
+    def join(self, a, b):
+        self.parent[self.find(a)] = self.find(b)
+
+    def members(self, name):
+        root = self.find(name)
+        return {n for n in self.parent if self.find(n) == root}
+
+
+def _uses(stmt) -> set:
+    if isinstance(stmt, gast.FunctionDef):
+        return set(anno.get(stmt, "captures") or ())
+    return set(nodes.loaded_names(stmt))
+
+
+def _live(block, live_out, after) -> set:
+    """Names live on entry to ``block`` given ``live_out``; ``after[id(s)]``: the names
+    live right after each statement ``s`` (may-liveness; loops to a fixed point)."""
+    live = set(live_out)
+    for stmt in reversed(block):
+        after[id(stmt)] = set(live)
+        if isinstance(stmt, gast.If):
+            live = _live(stmt.body, live, after) | _live(stmt.orelse, live, after) \
+                | set(nodes.loaded_names(stmt.test))
+        elif isinstance(stmt, (gast.For, gast.While)):
+            head = set(nodes.loaded_names(stmt.iter if isinstance(stmt, gast.For) else stmt.test))
+            bound = set(nodes.assigned_names(stmt)) if isinstance(stmt, gast.For) else set()
+            entry = set()
+            while True:  # the body's end flows to its start (the next iteration)
+                new = _live(stmt.body, live | entry | head, after) - bound
+                if new <= entry:
+                    break
+                entry |= new
+            live = live | entry | head
+        elif isinstance(stmt, gast.FunctionDef):
+            live = (live - {stmt.name}) | _uses(stmt)
+        else:
+            live = (live - set(nodes.assigned_names(stmt))) | _uses(stmt)
+    return live
