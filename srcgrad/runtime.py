@@ -632,8 +632,15 @@ def unchanging(fn, filename: str, line: int, col: int, text: str):
             parameter (``y[i] = v``, ``y += v``, ``y.append(v)``, through a view too).
     """
     from . import anno
-    from .transforms.reverse import _mutated_parameters  # (here: reverse imports runtime's users)
+    from .transforms.reverse import _MUTATING_METHODS, _mutated_parameters  # (reverse imports runtime)
     target = getattr(fn, "__func__", fn)
+    if isinstance(fn, types.BuiltinMethodType) and not isinstance(fn.__self__, types.ModuleType) \
+            and fn.__name__ in _MUTATING_METHODS:  # `self.buf.fill(x)`, `self.items.append(h)`
+        raise errors.UnsupportedSyntaxError(
+            f"`.{fn.__name__}(...)` changes a {type(fn.__self__).__name__} in place, and is given a value "
+            "being differentiated: srcgrad does not follow a change to a value it did not make",
+            anno.Origin(filename, line, col, text),
+            "build the new value in a local name and use it from there, or return it")
     if not callable(target) or isinstance(target, type) or registry_is_numpy(target):
         return fn
     if not (isinstance(target, types.FunctionType) or isinstance(getattr(type(target), "__call__", None),

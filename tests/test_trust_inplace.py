@@ -635,7 +635,7 @@ def _fuzz(count, seed, x=X):
             with np.errstate(all="raise"):
                 value = fn(x.astype(np.float32) if single else x.copy())
                 expected = numerical_grad(lambda z: fn(z.copy()), x)
-        except (FloatingPointError, IndexError, ValueError):
+        except (FloatingPointError, IndexError, ValueError, TypeError):
             continue  # the program itself fails
         results = []
         for optimize in (True, False):

@@ -394,7 +394,7 @@ class _Reverse:
             varied = [n for a in stmt.value.args + [k.value for k in stmt.value.keywords]
                       for n in nodes.loaded_names(a) if n in self.activity.varied]
             method = stmt.value.func.attr if isinstance(stmt.value.func, gast.Attribute) else None
-            if varied and fn is None and method in _MUTATING_METHODS:
+            if varied and fn is None and method in _CONTAINER_MUTATORS:
                 # `obj.items.append(h)`, `ys[i].append(h)`: a list or dict that normalize does
                 # not track (not made here, or reached through a key known only at run time).
                 given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
@@ -955,8 +955,9 @@ _VIEW_FUNCTIONS = {"reshape", "ravel", "transpose", "asarray", "asanyarray", "sq
                    "swapaxes", "moveaxis", "flip", "fliplr", "flipud", "atleast_1d", "atleast_2d",
                    "atleast_3d", "broadcast_to", "diagonal", "view", "real", "imag", "rot90",
                    "ascontiguousarray", "matrix_transpose", "permute_dims", "T", "mT"}
-_MUTATING_METHODS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault",
-                     "popitem", "fill", "sort", "resize", "put", "itemset"}
+_CONTAINER_MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault",
+                       "popitem"}
+_MUTATING_METHODS = _CONTAINER_MUTATORS | {"fill", "sort", "resize", "put", "itemset"}
 
 
 def _target_name(stmt):
