@@ -484,7 +484,16 @@ def fill_like(a, value):
     ``a`` gets ``value``'s, so that ``1 / n`` is not truncated to 0."""
     if a.dtype.kind in "fc" if hasattr(a, "dtype") else isinstance(a, float):
         return array_module(a).full_like(a, value)
-    return array_module(a).full_like(a, value, dtype=np.result_type(value, 1.0))
+    kind = getattr(value, "dtype", value)  # (a CuPy value: its dtype, never the array)
+    return array_module(a).full_like(a, value, dtype=np.result_type(kind, 1.0))
+
+
+def dtype_adjoint(g, dtype):
+    """``g``, or zeros where a reduction computes in an integer or boolean ``dtype``
+    (``np.sum(x, dtype=int)`` rounds each element: derivative zero)."""
+    if dtype is None or np.dtype(dtype).kind in "fc":
+        return g
+    return array_module(g).zeros_like(g)
 
 
 def linspace_adjoint(ans_bar, start, stop, num=50, endpoint=True, axis=0, which=0):

@@ -118,9 +118,9 @@ def maximum(ans_bar, ans, x1, x2):
     to the constant: ReLU has derivative 0 at 0.
     """
     if is_constant(x2):
-        return ans_bar * (x1 > x2), None
+        return unbroadcast(ans_bar * (x1 > x2), x1), None
     if is_constant(x1):
-        return None, ans_bar * (x2 > x1)
+        return None, unbroadcast(ans_bar * (x2 > x1), x2)
     return (unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * (x1 > x2)), x1),
             unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * (x2 > x1)), x2))
 
@@ -129,9 +129,9 @@ def maximum(ans_bar, ans, x1, x2):
 def minimum(ans_bar, ans, x1, x2):
     """Ties split 0.5/0.5; against a literal constant the tie goes to the constant."""
     if is_constant(x2):
-        return ans_bar * (x1 < x2), None
+        return unbroadcast(ans_bar * (x1 < x2), x1), None
     if is_constant(x1):
-        return None, ans_bar * (x2 < x1)
+        return None, unbroadcast(ans_bar * (x2 < x1), x2)
     return (unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * (x1 < x2)), x1),
             unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * (x2 < x1)), x2))
 
