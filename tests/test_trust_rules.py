@@ -614,3 +614,15 @@ LAYER = Layer(0.5)
 @OPT
 def test_rules_reached_through_methods_in_a_loop(optimize):
     check(through_methods, X, optimize, atol=1e-5, reseed=_seed)
+
+
+def zero_base_literal_factor(x, s):
+    return np.sum((x * 0.0) ** s + x) + np.sum(np.power(x * 0.0, s)) + np.sum(0.0 ** s * x)
+
+
+@OPT
+def test_a_literal_zero_factor_has_no_derivative_even_where_the_adjoint_is_infinite(optimize):
+    """The outside fuzzer's ``(x * 0.0) ** s``: the product is constant, gradient 1, not NaN."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = srcgrad.grad(zero_base_literal_factor, optimize=optimize)(X.copy(), 0.7)
+    np.testing.assert_allclose(g, np.full(3, 1.0))

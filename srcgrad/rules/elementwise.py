@@ -92,6 +92,35 @@ def arctan(ans_bar, ans, x):
     return ans_bar / (1 + x**2)
 
 
+@defadjoint(np.exp2, elementwise=True)
+def exp2(ans_bar, ans, x):
+    return ans_bar * ans * 0.6931471805599453  # log(2)
+
+
+@defadjoint(np.log2, elementwise=True)
+def log2(ans_bar, ans, x):
+    return ans_bar / (x * 0.6931471805599453)
+
+
+@defadjoint(np.log10, elementwise=True)
+def log10(ans_bar, ans, x):
+    return ans_bar / (x * 2.302585092994046)  # log(10)
+
+
+@defadjoint(np.arctan2, elementwise=True)
+def arctan2(ans_bar, ans, x1, x2):
+    """``d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)``."""
+    return (unbroadcast(ans_bar * x2 / (x1**2 + x2**2), x1),
+            unbroadcast(-ans_bar * x1 / (x1**2 + x2**2), x2))
+
+
+@defadjoint(np.hypot, elementwise=True)
+def hypot(ans_bar, ans, x1, x2):
+    """``x1 / ans``, ``x2 / ans``; 0 where both are 0 (as ``linalg.norm``)."""
+    safe = np.where(ans == 0, 1, ans)
+    return unbroadcast(ans_bar * x1 / safe, x1), unbroadcast(ans_bar * x2 / safe, x2)
+
+
 @defadjoint(builtins.float, np.float64, np.float32, elementwise=True)
 def to_float(ans_bar, ans, x):
     """``float(x)`` (and ``x.item()``) of a scalar, ``np.float32(x)``: the same value
@@ -99,7 +128,7 @@ def to_float(ans_bar, ans, x):
     return ans_bar
 
 
-@defadjoint(np.abs, builtins.abs, elementwise=True)
+@defadjoint(np.abs, builtins.abs, np.fabs, elementwise=True)
 def absolute(ans_bar, ans, x):
     """Convention: derivative 0 at 0 (``sign(0) == 0``), as PyTorch and JAX."""
     return ans_bar * np.sign(x)

@@ -92,7 +92,8 @@ class Rule:
 # expressions): a value that depends on the inputs passed there has zero derivative.
 DISCRETE = frozenset({"axis", "axes", "shape", "dtype", "keepdims", "order", "index", "name", "copy",
                       "out", "subok", "writeable", "window_shape", "optimize", "condition", "casting",
-                      "size", "num", "endpoint", "retstep"})
+                      "size", "num", "endpoint", "retstep", "shift", "source", "destination", "axis1",
+                      "axis2", "offset", "k", "n", "kind", "stable"})
 
 _RULES: dict[int, tuple[object, Rule]] = {}  # id(primal) -> (primal, rule); ufuncs are not all hashable alike
 _METHOD_RULES: dict[tuple, Rule] = {}  # (class, method name) -> rule, for bound methods (rng.normal)
