@@ -945,3 +945,8 @@ def sort_adjoint(ans_bar, a, axis=-1):
     bar = np.zeros(np.shape(a), dtype=np.result_type(ans_bar, 1.0))
     np.put_along_axis(bar, order, ans_bar, axis=axis)
     return bar
+
+
+def item(x):
+    """``x.item()``: the one element of an array of size 1 (any shape) as a Python number."""
+    return x.item() if hasattr(x, "item") else x

@@ -93,6 +93,7 @@ ROWS = [
     Row(operator.mod, {"x % y": BINARY[:2], "np.mod(x, y)": BINARY[:1], "x % 0.7": UNARY},
         (REAL, POSITIVE)),
     Row(builtins.float, {"float(x)": [((),)], "np.float64(x)": UNARY}),
+    Row(srcgrad.runtime.item, {"x.item()": [((1,),), ((1, 1),)]}),
     Row(np.astype, {"x.astype(np.float64)": MATRIX}),
     Row(operator.truediv, {"x / y": BINARY, "np.divide(x, y)": BINARY[:2], "x / 4": UNARY,
                            "2.0 / y": [((3, 4), (3, 4))]},

@@ -8,6 +8,7 @@ import builtins
 
 import numpy as np
 
+from .. import runtime
 from ..runtime import is_constant, unbroadcast
 from .registry import defadjoint
 
@@ -119,6 +120,15 @@ def hypot(ans_bar, ans, x1, x2):
     """``x1 / ans``, ``x2 / ans``; 0 where both are 0 (as ``linalg.norm``)."""
     safe = np.where(ans == 0, 1, ans)
     return unbroadcast(ans_bar * x1 / safe, x1), unbroadcast(ans_bar * x2 / safe, x2)
+
+
+@defadjoint(runtime.item, ndim=lambda ndims, statics: 0)
+def item(ans_bar, ans, x):
+    """``x.item()``: a Python number, also of an array of shape ``(1,)`` or ``(1, 1)``,
+    whose adjoint takes that shape back."""
+    if np.ndim(x) == 0:
+        return ans_bar
+    return np.reshape(ans_bar, np.shape(x))
 
 
 @defadjoint(builtins.float, np.float64, np.float32, elementwise=True)
