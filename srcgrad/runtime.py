@@ -485,7 +485,16 @@ def fill_like(a, value):
     ``a`` gets ``value``'s, so that ``1 / n`` is not truncated to 0."""
     if a.dtype.kind in "fc" if hasattr(a, "dtype") else isinstance(a, float):
         return array_module(a).full_like(a, value)
-    return array_module(a).full_like(a, value, dtype=np.result_type(value, 1.0))
+    kind = getattr(value, "dtype", value)  # (a CuPy value: its dtype, never the array)
+    return array_module(a).full_like(a, value, dtype=np.result_type(kind, 1.0))
+
+
+def dtype_adjoint(g, dtype):
+    """``g``, or zeros where a reduction computes in an integer or boolean ``dtype``
+    (``np.sum(x, dtype=int)`` rounds each element: derivative zero)."""
+    if dtype is None or np.dtype(dtype).kind in "fc":
+        return g
+    return array_module(g).zeros_like(g)
 
 
 def linspace_adjoint(ans_bar, start, stop, num=50, endpoint=True, axis=0, which=0):
@@ -1160,3 +1169,85 @@ def window_adjoint(g, x, window_shape, axis=None):
             where[a] = slice(offset, offset + np.shape(x)[a] - width + 1)
         x_bar[tuple(where)] += g[(Ellipsis,) + offsets]
     return x_bar
+
+
+def joined_adjoint(ans_bar, arrays, how):
+    """One adjoint per array of ``np.hstack`` / ``np.vstack`` / ``np.column_stack``
+    (``how``): each array's piece of ``ans_bar``, in its own shape.  The arrays are
+    first made 1-d (hstack), 2-d rows (vstack) or columns (column_stack), then
+    joined along axis 0 (vstack, and hstack of vectors) or 1."""
+    if how == "vstack":
+        axis, sizes = 0, [np.shape(np.atleast_2d(np.empty(np.shape(a), bool)))[0] for a in arrays]
+    elif how == "column_stack":
+        axis, sizes = 1, [1 if np.ndim(a) < 2 else np.shape(a)[1] for a in arrays]
+    else:
+        axis = 0 if np.ndim(ans_bar) == 1 else 1
+        sizes = [np.shape(np.atleast_1d(np.empty(np.shape(a), bool)))[axis] for a in arrays]
+    parts = np.split(ans_bar, np.cumsum(sizes)[:-1], axis=axis)
+    return [np.reshape(p, np.shape(a)) for p, a in zip(parts, arrays)]
+
+
+def cumsum_adjoint(ans_bar, a, axis=None):
+    """Adjoint of ``np.cumsum``: the sums from the other end."""
+    if axis is None:
+        g = np.ravel(ans_bar)
+        return np.reshape(np.cumsum(g[::-1])[::-1], np.shape(a))
+    return np.flip(np.cumsum(np.flip(ans_bar, axis), axis), axis)
+
+
+def roll_back(ans_bar, shift, axis=None):
+    """Adjoint of ``np.roll(a, shift, axis)``: the roll the other way."""
+    back = tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -shift
+    return np.roll(ans_bar, back, axis)
+
+
+def diff_adjoint(ans_bar, n=1, axis=-1):
+    """Adjoint of ``np.diff(a, n, axis)``: ``diff`` is ``D a``; ``D^T g = -diff(pad(g, 1))``."""
+    g = ans_bar
+    for _ in range(n):
+        pad = [(1, 1) if d == axis % np.ndim(g) else (0, 0) for d in range(np.ndim(g))]
+        g = -np.diff(np.pad(g, pad), axis=axis)
+    return g
+
+
+def trace_adjoint(ans_bar, a, offset=0, axis1=0, axis2=1):
+    """Adjoint of ``np.trace``: ``ans_bar`` on the diagonal ``offset``, 0 elsewhere."""
+    shape = np.shape(a)
+    ndim = len(shape)
+    axis1, axis2 = axis1 % ndim, axis2 % ndim
+    eye = array_module(ans_bar).eye(shape[axis1], shape[axis2], k=offset, dtype=np.result_type(ans_bar, 1.0))
+    if axis1 > axis2:
+        eye = eye.T
+    eye = np.reshape(eye, [shape[d] if d in (axis1, axis2) else 1 for d in range(ndim)])
+    return np.expand_dims(ans_bar, (min(axis1, axis2), max(axis1, axis2))) * eye
+
+
+def diag_adjoint(ans_bar, v, k=0):
+    """Adjoint of ``np.diag(v, k)``: of a vector (a matrix built), the diagonal
+    ``k`` read back; of a matrix (its diagonal read), scattered onto it."""
+    if np.ndim(v) == 1:
+        return np.diagonal(ans_bar, k).copy()
+    bar = array_module(ans_bar).zeros(np.shape(v), dtype=np.result_type(ans_bar, 1.0))
+    n = np.shape(ans_bar)[0]
+    rows = np.arange(n) + max(-k, 0)
+    bar[rows, rows + k] = ans_bar
+    return bar
+
+
+def sort_adjoint(ans_bar, a, axis=-1):
+    """Adjoint of ``np.sort``: each element gets the adjoint of the place it moved to
+    (ties: the order ``argsort`` gives, one of the equally valid choices)."""
+    if axis is None:
+        order = np.argsort(np.ravel(a), kind="stable")
+        bar = np.zeros(np.size(a), dtype=np.result_type(ans_bar, 1.0))
+        bar[order] = ans_bar
+        return np.reshape(bar, np.shape(a))
+    order = np.argsort(a, axis=axis, kind="stable")
+    bar = np.zeros(np.shape(a), dtype=np.result_type(ans_bar, 1.0))
+    np.put_along_axis(bar, order, ans_bar, axis=axis)
+    return bar
+
+
+def item(x):
+    """``x.item()``: the one element of an array of size 1 (any shape) as a Python number."""
+    return x.item() if hasattr(x, "item") else x

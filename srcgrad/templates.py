@@ -221,7 +221,10 @@ class _Instantiator:
             a, b = self._static(node.left), self._static(node.comparators[0])
             if a is UNKNOWN or b is UNKNOWN:
                 return UNKNOWN
-            return _CMPOPS[type(node.ops[0])](a, b)
+            try:
+                return _CMPOPS[type(node.ops[0])](a, b)
+            except TypeError:  # (1, 2) >= 1: not known when compiling
+                return UNKNOWN
         if isinstance(node, gast.Call):
             return self._static_call(node)
         return UNKNOWN

@@ -541,3 +541,88 @@ def test_a_primitive_passed_in_uses_its_rule_and_refuses_what_it_has_no_adjoint_
                                rtol=1e-6)
     with pytest.raises(errors.NoDerivativeRuleError, match="`ord`"):
         srcgrad.grad(norm_passed_in)(X.copy(), np.linalg.norm)
+
+
+# ---- siblings: reductions in an integer dtype, literal sequences, forms refused -----------
+
+
+def sum_in_int_dtype(x):
+    return np.sum(x * 3.0, dtype=int) * x[0] + np.mean(x, dtype=np.float64)
+
+
+def maximum_against_a_literal_tuple(x):
+    return np.sum(np.maximum(x[0], (0.0, 1.0))) + np.sum(np.minimum((0.5, -0.5, 0.0), x))
+
+
+@OPT
+def test_reduction_dtype_and_literal_sequences(optimize):
+    x = np.array([1.33, 2.14, 0.77])
+    for f in (sum_in_int_dtype, maximum_against_a_literal_tuple):
+        g = srcgrad.grad(f, optimize=optimize)(x.copy())
+        np.testing.assert_allclose(g, numerical_grad(f, [x], 0), rtol=1e-6, atol=1e-6)
+
+
+def linspace_with_step(x):
+    return np.sum(np.linspace(x[0], x[1], 4, retstep=True)[0])
+
+
+def test_linspace_retstep_is_refused_at_the_users_line():
+    refused(linspace_with_step, X, kind=errors.NoDerivativeRuleError, match="retstep")
+
+
+def sum_of_a_list_display(x):
+    return np.sum(np.power(x, 2.0) * 1.0) + np.sum([x[0], 2.0 * x[1]])
+
+
+def test_a_list_display_given_to_a_rules_array_parameter_is_not_silently_zero():
+    """``np.sum([x[0], 2 * x[1]])``: differentiated as ``np.array([...])`` or refused."""
+    try:
+        g = srcgrad.grad(sum_of_a_list_display)(X.copy())
+    except errors.NoDerivativeRuleError as exc:
+        assert "np.array" in str(exc)
+    else:
+        np.testing.assert_allclose(g, numerical_grad(sum_of_a_list_display, [X.copy()], 0), rtol=1e-6)
+
+
+# ---- the same rules reached through a method --------------------------------------------
+
+
+class Layer:
+    def __init__(self, scale):
+        self.scale = scale
+
+    def mix(self, x):
+        ramp = np.linspace(x[0], x[1], 3)
+        filled = np.full_like(x, x[2] * self.scale)
+        return np.einsum('i,i,i->', ramp, filled, x) + np.linalg.norm(np.outer(x, ramp), ord="nuc")
+
+    def noisy(self, x):
+        return np.sum(np.random.normal(x, self.scale * x[0] ** 2) ** 2) + np.sum(np.r_[x, x[1]] ** 2)
+
+
+def through_methods(x):
+    layer = LAYER
+    total = 0.0
+    for _ in range(2):
+        total = total + layer.mix(x) + layer.noisy(x)
+    return total
+
+
+LAYER = Layer(0.5)
+
+
+@OPT
+def test_rules_reached_through_methods_in_a_loop(optimize):
+    check(through_methods, X, optimize, atol=1e-5, reseed=_seed)
+
+
+def zero_base_literal_factor(x, s):
+    return np.sum((x * 0.0) ** s + x) + np.sum(np.power(x * 0.0, s)) + np.sum(0.0 ** s * x)
+
+
+@OPT
+def test_a_literal_zero_factor_has_no_derivative_even_where_the_adjoint_is_infinite(optimize):
+    """The outside fuzzer's ``(x * 0.0) ** s``: the product is constant, gradient 1, not NaN."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = srcgrad.grad(zero_base_literal_factor, optimize=optimize)(X.copy(), 0.7)
+    np.testing.assert_allclose(g, np.full(3, 1.0))

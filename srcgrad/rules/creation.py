@@ -27,7 +27,14 @@ def full_like(ans_bar, ans, a, fill_value, dtype=None, order="K", subok=True, sh
     return unbroadcast(cast_adjoint(ans_bar, ans), fill_value)
 
 
-@defadjoint(np.linspace, diff=("start", "stop"))
+def _linspace_refuse(statics):
+    if statics.get("retstep") is True:
+        return ("srcgrad differentiates `np.linspace` without `retstep=True` (which returns a pair)",
+                "compute the step yourself: `(stop - start) / (num - 1)`")
+    return None
+
+
+@defadjoint(np.linspace, diff=("start", "stop"), refuse=_linspace_refuse)
 def linspace(ans_bar, ans, start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
     """``ans = start + (stop - start) * t``, ``t = i / (num - 1)`` (``rt.linspace_adjoint``)."""
     if dtype is None:

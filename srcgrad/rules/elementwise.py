@@ -8,6 +8,7 @@ import builtins
 
 import numpy as np
 
+from .. import runtime
 from ..runtime import is_constant, unbroadcast
 from .registry import defadjoint
 
@@ -92,6 +93,44 @@ def arctan(ans_bar, ans, x):
     return ans_bar / (1 + x**2)
 
 
+@defadjoint(np.exp2, elementwise=True)
+def exp2(ans_bar, ans, x):
+    return ans_bar * ans * 0.6931471805599453  # log(2)
+
+
+@defadjoint(np.log2, elementwise=True)
+def log2(ans_bar, ans, x):
+    return ans_bar / (x * 0.6931471805599453)
+
+
+@defadjoint(np.log10, elementwise=True)
+def log10(ans_bar, ans, x):
+    return ans_bar / (x * 2.302585092994046)  # log(10)
+
+
+@defadjoint(np.arctan2, elementwise=True)
+def arctan2(ans_bar, ans, x1, x2):
+    """``d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)``."""
+    return (unbroadcast(ans_bar * x2 / (x1**2 + x2**2), x1),
+            unbroadcast(-ans_bar * x1 / (x1**2 + x2**2), x2))
+
+
+@defadjoint(np.hypot, elementwise=True)
+def hypot(ans_bar, ans, x1, x2):
+    """``x1 / ans``, ``x2 / ans``; 0 where both are 0 (as ``linalg.norm``)."""
+    safe = np.where(ans == 0, 1, ans)
+    return unbroadcast(ans_bar * x1 / safe, x1), unbroadcast(ans_bar * x2 / safe, x2)
+
+
+@defadjoint(runtime.item, ndim=lambda ndims, statics: 0)
+def item(ans_bar, ans, x):
+    """``x.item()``: a Python number, also of an array of shape ``(1,)`` or ``(1, 1)``,
+    whose adjoint takes that shape back."""
+    if np.ndim(x) == 0:
+        return ans_bar
+    return np.reshape(ans_bar, np.shape(x))
+
+
 @defadjoint(builtins.float, np.float64, np.float32, elementwise=True)
 def to_float(ans_bar, ans, x):
     """``float(x)`` (and ``x.item()``) of a scalar, ``np.float32(x)``: the same value
@@ -99,7 +138,7 @@ def to_float(ans_bar, ans, x):
     return ans_bar
 
 
-@defadjoint(np.abs, builtins.abs, elementwise=True)
+@defadjoint(np.abs, builtins.abs, np.fabs, elementwise=True)
 def absolute(ans_bar, ans, x):
     """Convention: derivative 0 at 0 (``sign(0) == 0``), as PyTorch and JAX."""
     return ans_bar * np.sign(x)
@@ -118,9 +157,9 @@ def maximum(ans_bar, ans, x1, x2):
     to the constant: ReLU has derivative 0 at 0.
     """
     if is_constant(x2):
-        return ans_bar * (x1 > x2), None
+        return unbroadcast(ans_bar * (x1 > x2), x1), None
     if is_constant(x1):
-        return None, ans_bar * (x2 > x1)
+        return None, unbroadcast(ans_bar * (x2 > x1), x2)
     return (unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * (x1 > x2)), x1),
             unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * (x2 > x1)), x2))
 
@@ -129,9 +168,9 @@ def maximum(ans_bar, ans, x1, x2):
 def minimum(ans_bar, ans, x1, x2):
     """Ties split 0.5/0.5; against a literal constant the tie goes to the constant."""
     if is_constant(x2):
-        return ans_bar * (x1 < x2), None
+        return unbroadcast(ans_bar * (x1 < x2), x1), None
     if is_constant(x1):
-        return None, ans_bar * (x2 < x1)
+        return None, unbroadcast(ans_bar * (x2 < x1), x2)
     return (unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * (x1 < x2)), x1),
             unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * (x2 < x1)), x2))
 

@@ -1,4 +1,4 @@
-"""Linear algebra: ``dot matmul outer tensordot einsum linalg.norm``.
+"""Linear algebra: ``dot outer tensordot einsum linalg.norm trace diag linalg.inv``.
 
 Matrix-product adjoints follow Giles (2008), "Collected matrix derivative
 results for forward and reverse mode AD": for ``C = A B``,
@@ -10,8 +10,8 @@ import functools
 
 import numpy as np
 
-from ..runtime import (dot_lhs, dot_rhs, einsum_adjoint_subscripts, einsum_adjoints,
-                       is_constant, norm_adjoint, tensordot_adjoint)
+from ..runtime import (diag_adjoint, dot_lhs, dot_rhs, einsum_adjoint_subscripts, einsum_adjoints,
+                       is_constant, norm_adjoint, tensordot_adjoint, trace_adjoint)
 from . import _ndim
 from .registry import defadjoint
 
@@ -66,3 +66,23 @@ def norm(ans_bar, ans, x, ord=None, axis=None, keepdims=False):  # noqa: A002
     if ord is None and axis is None and is_constant(keepdims) and not keepdims:
         return x * (ans_bar / np.where(ans == 0, 1, ans))
     return norm_adjoint(ans_bar, ans, x, ord, axis, keepdims)
+
+
+@defadjoint(np.trace, diff=("a",))
+def trace(ans_bar, ans, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    """``ans_bar`` on the diagonal (``rt.trace_adjoint``)."""
+    if np.ndim(a) == 2 and is_constant(offset) and offset == 0:
+        return ans_bar * np.eye(*np.shape(a), dtype=np.result_type(ans_bar, 1.0))
+    return trace_adjoint(ans_bar, a, offset, axis1, axis2)
+
+
+@defadjoint(np.diag, diff=("v",))
+def diag(ans_bar, ans, v, k=0):
+    """A vector's matrix: its diagonal read back; a matrix's diagonal: scattered onto it."""
+    return diag_adjoint(ans_bar, v, k)
+
+
+@defadjoint(np.linalg.inv, ndim=_ndim.same_as("a"))
+def inv(ans_bar, ans, a):
+    """``d(A^-1) = -A^-1 dA A^-1``, so ``A_bar = -A^-T ans_bar A^-T`` (Giles 2008, §2.2)."""
+    return -np.swapaxes(ans, -1, -2) @ ans_bar @ np.swapaxes(ans, -1, -2)

@@ -28,6 +28,10 @@ def subtract(ans_bar, ans, x1, x2):
 
 @defadjoint(operator.mul, np.multiply, elementwise=True)
 def multiply(ans_bar, ans, x1, x2):
+    """A literal factor 0 (``x * 0.0``) makes the product constant: no contribution,
+    even where ``ans_bar`` is infinite (``(x * 0.0) ** 0.5`` at 0: ``inf * 0``)."""
+    if is_constant(x2) and x2 == 0 or is_constant(x1) and x1 == 0:
+        return None, None
     return unbroadcast(ans_bar * x2, x1), unbroadcast(ans_bar * x1, x2)
 
 

@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from ..runtime import (broadcast_reduced, count_reduced, fill_like, is_constant, max_adjoint,
+from ..runtime import (broadcast_reduced, count_reduced, dtype_adjoint, fill_like, is_constant, max_adjoint,
                        prod_adjoint, std_adjoint, var_adjoint)
 from . import _ndim
 from .registry import defadjoint
@@ -21,6 +21,8 @@ _reduced = functools.partial(_ndim.reduced, array="a")
 
 @defadjoint(np.sum, ndim=_reduced)
 def sum(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):  # noqa: A001
+    if not (is_constant(dtype) and dtype is None):
+        ans_bar = dtype_adjoint(ans_bar, dtype)
     if axis is None and is_constant(keepdims) and not keepdims:
         return fill_like(a, ans_bar)
     if is_constant(axis) and is_constant(keepdims) and not keepdims:
@@ -30,6 +32,8 @@ def sum(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):  # no
 
 @defadjoint(np.mean, ndim=_reduced)
 def mean(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):
+    if not (is_constant(dtype) and dtype is None):
+        ans_bar = dtype_adjoint(ans_bar, dtype)
     if axis is None and is_constant(keepdims) and not keepdims:
         return fill_like(a, ans_bar / np.size(a))
     return broadcast_reduced(ans_bar, a, axis, keepdims) / count_reduced(a, axis)
@@ -50,15 +54,21 @@ def min(ans_bar, ans, a, axis=None, out=None, keepdims=False):  # noqa: A001
 @defadjoint(np.prod, ndim=_reduced)
 def prod(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):
     """Exact where ``a`` has zeros: the product of the other elements (``rt.prod_adjoint``)."""
+    if not (is_constant(dtype) and dtype is None):
+        ans_bar = dtype_adjoint(ans_bar, dtype)
     return prod_adjoint(ans_bar, a, axis, keepdims)
 
 
 @defadjoint(np.var, ndim=_reduced)
 def var(ans_bar, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    if not (is_constant(dtype) and dtype is None):
+        ans_bar = dtype_adjoint(ans_bar, dtype)
     return var_adjoint(ans_bar, a, axis, ddof, keepdims)
 
 
 @defadjoint(np.std, ndim=_reduced)
 def std(ans_bar, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     """At a zero standard deviation the adjoint is 0 (a subgradient), never NaN."""
+    if not (is_constant(dtype) and dtype is None):
+        ans_bar = dtype_adjoint(ans_bar, dtype)
     return std_adjoint(ans_bar, ans, a, axis, ddof, keepdims)

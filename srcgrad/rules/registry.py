@@ -57,6 +57,9 @@ class Rule:
             no rule for (a random draw, a class): the reverse pass refuses one
             given a value being differentiated.
         impure: calling it has an effect (a random draw): never dropped or repeated.
+        refuse: ``(statics) -> (problem, advice) | None``, given the compile-time
+            values of the bound parameters (``UNKNOWN`` where not known): a form of
+            the call the rule does not cover, refused at the user's line.
 
     A parameter outside ``diff_params`` has no adjoint.  Those named in
     :data:`DISCRETE` take integers, booleans, strings or dtypes only (an axis, a
@@ -78,6 +81,7 @@ class Rule:
     zero_derivative: bool = False
     impure: bool = False
     zero_params: frozenset = frozenset()
+    refuse: Callable | None = None
 
     @property
     def differentiable(self) -> bool:
@@ -88,7 +92,8 @@ class Rule:
 # expressions): a value that depends on the inputs passed there has zero derivative.
 DISCRETE = frozenset({"axis", "axes", "shape", "dtype", "keepdims", "order", "index", "name", "copy",
                       "out", "subok", "writeable", "window_shape", "optimize", "condition", "casting",
-                      "size", "num", "endpoint", "retstep"})
+                      "size", "num", "endpoint", "retstep", "shift", "source", "destination", "axis1",
+                      "axis2", "offset", "k", "n", "kind", "stable"})
 
 _RULES: dict[int, tuple[object, Rule]] = {}  # id(primal) -> (primal, rule); ufuncs are not all hashable alike
 _METHOD_RULES: dict[tuple, Rule] = {}  # (class, method name) -> rule, for bound methods (rng.normal)
@@ -105,7 +110,7 @@ def elementwise_ndim(ndims, statics):
 
 
 def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | None = None,
-               sequence: tuple = (), methods: tuple = (), zero: tuple = ()):
+               sequence: tuple = (), methods: tuple = (), zero: tuple = (), refuse=None):
     """Register ``fn`` as the adjoint rule of each of ``primals``.
 
     Args:
@@ -118,6 +123,7 @@ def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | Non
         sequence: parameters that take a list of arrays.
         zero: parameters, besides those of :data:`DISCRETE`, whose derivative
             is zero (the rule reads only their shape or dtype).
+        refuse: see :class:`Rule`.
         methods: ``(class, name)`` pairs: the rule also covers ``obj.name`` for
             every instance ``obj`` of ``class`` (``rng.normal`` of a Generator),
             whose bound methods are new objects at each access.
@@ -136,11 +142,12 @@ def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | Non
         for primal in primals:
             _RULES[id(primal)] = (primal, Rule(_label(primal), fn, primal_sig, diff_params,
                                                elementwise, rule_ndim, frozenset(sequence),
-                                               impure=is_random(primal), zero_params=frozenset(zero)))
+                                               impure=is_random(primal), zero_params=frozenset(zero),
+                                               refuse=refuse))
         for cls, name in methods:
             _METHOD_RULES[cls, name] = Rule(f"{cls.__module__}.{cls.__name__}.{name}", fn, primal_sig,
                                             diff_params, elementwise, rule_ndim, frozenset(sequence),
-                                            impure=True, zero_params=frozenset(zero))
+                                            impure=True, zero_params=frozenset(zero), refuse=refuse)
         return fn
 
     return register

@@ -1,5 +1,6 @@
 """Shapes and indexing: ``reshape ravel expand_dims squeeze broadcast_to
-transpose concatenate stack``, ``x[index]``, ``copy``.
+transpose concatenate stack hstack vstack column_stack flip roll moveaxis
+swapaxes cumsum diff sort``, ``np.r_``/``np.c_``, ``x[index]``, ``copy``.
 
 Reads ``x[index]`` scatter the adjoint back into zeros: with a compile-time
 basic index (ints, slices, ``np.newaxis``) by assignment; otherwise with
@@ -12,9 +13,10 @@ import operator
 import numpy as np
 
 from .. import runtime
-from ..runtime import (basic_index, cast_adjoint, counts_from_the_end, getitem_adjoint, index_concat_adjoint, iterated, iterated_adjoint,
-                       inverse_permutation, is_array, is_basic_index, is_constant, is_structure, unbroadcast, unconcatenate,
-                       window_adjoint)
+from ..runtime import (basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
+                       dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
+                       is_basic_index, is_constant, is_structure, iterated, iterated_adjoint, joined_adjoint, roll_back, sort_adjoint,
+                       unbroadcast, unconcatenate, window_adjoint)
 from . import _ndim
 from .registry import defadjoint
 
@@ -166,3 +168,66 @@ def _field_ndim(ndims, statics):
 def field(ans_bar, ans, obj, name):
     """Reading ``obj.name`` (a parameter of a model): the adjoint is ``{name: ans_bar}``."""
     return {name: ans_bar}
+
+
+@defadjoint(np.hstack, sequence=("tup",), diff=("tup",))
+def hstack(ans_bar, ans, tup, dtype=None, casting="same_kind"):
+    """One adjoint per array: its piece (``rt.joined_adjoint``)."""
+    return joined_adjoint(ans_bar, tup, "hstack")
+
+
+@defadjoint(np.vstack, sequence=("tup",), diff=("tup",))
+def vstack(ans_bar, ans, tup, dtype=None, casting="same_kind"):
+    return joined_adjoint(ans_bar, tup, "vstack")
+
+
+@defadjoint(np.column_stack, sequence=("tup",), diff=("tup",))
+def column_stack(ans_bar, ans, tup):
+    return joined_adjoint(ans_bar, tup, "column_stack")
+
+
+@defadjoint(np.flip, ndim=_ndim.same_as("m"), diff=("m",))
+def flip(ans_bar, ans, m, axis=None):
+    return np.flip(ans_bar, axis)
+
+
+@defadjoint(np.roll, ndim=_ndim.same_as("a"), diff=("a",))
+def roll(ans_bar, ans, a, shift, axis=None):
+    return roll_back(ans_bar, shift, axis)
+
+
+@defadjoint(np.moveaxis, ndim=_ndim.same_as("a"), diff=("a",))
+def moveaxis(ans_bar, ans, a, source, destination):
+    return np.moveaxis(ans_bar, destination, source)
+
+
+@defadjoint(np.swapaxes, ndim=_ndim.same_as("a"), diff=("a",))
+def swapaxes(ans_bar, ans, a, axis1, axis2):
+    return np.swapaxes(ans_bar, axis1, axis2)
+
+
+@defadjoint(np.cumsum, diff=("a",))
+def cumsum(ans_bar, ans, a, axis=None, dtype=None, out=None):
+    """Sums from the other end (``rt.cumsum_adjoint``)."""
+    if not (is_constant(dtype) and dtype is None):
+        ans_bar = dtype_adjoint(ans_bar, dtype)
+    return cumsum_adjoint(ans_bar, a, axis)
+
+
+def _diff_refuse(statics):
+    if statics.get("prepend") is not None or statics.get("append") is not None:
+        return ("srcgrad differentiates `np.diff` without `prepend=`/`append=`",
+                "join the values first (`np.concatenate([[p], a])`), then take `np.diff`")
+    return None
+
+
+@defadjoint(np.diff, ndim=_ndim.same_as("a"), diff=("a",), refuse=_diff_refuse)
+def diff(ans_bar, ans, a, n=1, axis=-1, prepend=None, append=None):
+    """``diff`` is a difference matrix ``D``: ``D^T g = -diff(pad(g))`` (``rt.diff_adjoint``)."""
+    return diff_adjoint(ans_bar, n, axis)
+
+
+@defadjoint(np.sort, ndim=_ndim.same_as("a"), diff=("a",))
+def sort(ans_bar, ans, a, axis=-1, kind=None, order=None, stable=None):
+    """Each element gets the adjoint of the place it moved to (``rt.sort_adjoint``)."""
+    return sort_adjoint(ans_bar, a, axis)

@@ -52,7 +52,7 @@ _METHODS = {
     "var": np.var, "std": np.std, "dot": np.dot, "reshape": np.reshape,
     "transpose": np.transpose, "ravel": np.ravel, "flatten": np.ravel, "squeeze": np.squeeze,
     "clip": np.clip, "copy": np.copy, "argmax": np.argmax, "argmin": np.argmin,
-    "any": np.any, "all": np.all, "round": np.round, "item": float,
+    "any": np.any, "all": np.all, "round": np.round, "item": runtime.item,
 }
 if hasattr(np, "astype"):  # NumPy >= 2.1
     _METHODS["astype"] = np.astype
@@ -1105,7 +1105,6 @@ class _Lowering:
                                          origin_node=node, target=None, target_hint=None, effect=False))
             else:
                 items.append(self._argument(part))
-        from .. import runtime
         return self._apply(runtime.index_concat, None, [concat, gast.List(elts=items, ctx=gast.Load())], {},
                            node, func_node=nodes.dotted("rt.index_concat"), **emit)
 
@@ -1232,7 +1231,8 @@ class _Lowering:
             if func.attr in _VARARG_METHODS and len(args) > 1:
                 args = [nodes.tuple_(args)]
             prim = _METHODS[func.attr]
-            func_node = nodes.dotted(self.backend.spelling(prim) or prim.__name__)
+            func_node = nodes.dotted(self.backend.spelling(prim) or (
+                f"rt.{prim.__name__}" if prim.__module__ == runtime.__name__ else prim.__name__))
             return self._apply(prim, None, [receiver] + args, kwargs, node, func_node=func_node, **emit)
         if isinstance(func, gast.Attribute) and func.attr in ("append", "pop") \
                 and isinstance(func.value, gast.Name) and func.value.id in self.sequences \

@@ -597,6 +597,16 @@ class _Reverse:
             return
         bound = anno.get(stmt, "bound")
         for param, atom in bound.items():
+            if param in rule.diff_params and param not in rule.sequence_params \
+                    and isinstance(atom, (gast.List, gast.Tuple)):
+                # np.sum([a, b]): the rule's adjoint is the array's; the items would get none.
+                varied = [n for n in nodes.loaded_names(atom) if n in self.activity.varied]
+                if varied:
+                    raise errors.at(stmt.value, f"`{param}` of `{rule.name}` is given a list or tuple "
+                                    "holding a value being differentiated, and srcgrad gives adjoints to "
+                                    "arrays there, not to the items of a list",
+                                    "make it an array first: `np.array([...])` (or np.stack)",
+                                    kind=errors.NoDerivativeRuleError)
             if param in rule.diff_params or param in registry_discrete or param in rule.zero_params:
                 continue
             varied = [n for n in nodes.loaded_names(atom) if n in self.activity.varied]
@@ -842,6 +852,9 @@ class _Reverse:
 
     def _rule_adjoint(self, stmt, target, g):
         rule, bound = anno.get(stmt, "rule"), anno.get(stmt, "bound")
+        refused = rule.refuse and rule.refuse({p: templates.static_value(a) for p, a in bound.items()})
+        if refused:
+            raise errors.at(stmt.value, *refused, kind=errors.NoDerivativeRuleError)
         wanted, hints, claimed = set(), {}, set()
         returned = _returned_locals(rule.adjoint)
         for param in rule.diff_params:
@@ -920,6 +933,8 @@ class _Reverse:
         """Parameters of an elementwise rule that provably have the output's shape."""
         if not rule.elementwise:
             return set()
+        if any(isinstance(a, (gast.Tuple, gast.List)) for a in bound.values()):
+            return set()  # np.maximum(s, (0.0, 1.0)): a literal sequence broadcasts too
         arrays = {p: a for p, a in bound.items()
                   if isinstance(a, gast.Name) or (isinstance(a, gast.Constant)
                                                   and isinstance(a.value, (int, float)))}
