@@ -642,7 +642,8 @@ def vjp_field(obj, name):
     if attribute is not None and hasattr(attribute, "__get__") and name not in getattr(obj, "__dict__", ()) \
             and not isinstance(attribute, (staticmethod, classmethod, type)):
         raise TypeError(f"srcgrad cannot differentiate reading `{name}` of a {type(obj).__name__}: it is "
-                        f"computed by a {type(attribute).__name__} descriptor, which srcgrad does not follow; "
+                        f"computed by a {type(attribute).__name__} descriptor, which srcgrad does not "
+                        "follow; "
                         "write it as a @property or a method")
     return value, lambda value_bar: {name: value_bar}
 

@@ -272,8 +272,8 @@ class _Lowering:
                 raise errors.at(sup, "`super()` without arguments outside a method",
                                 "write `super(Class, self).name(...)`")
             cls, obj = nodes.name("__class__"), nodes.name(self.current.get(params[0], params[0]))
-        method = self._emit(nodes.call("rt.super_method", [cls, nodes.copy(obj), nodes.const(node.func.attr)]),
-                            node, None, "method", False, kind="nondiff", rule=None)
+        find = nodes.call("rt.super_method", [cls, nodes.copy(obj), nodes.const(node.func.attr)])
+        method = self._emit(find, node, None, "method", False, kind="nondiff", rule=None)
         args, kwargs = self._call_arguments(node)
         return self._user_call(method, [obj] + args, kwargs, node, **emit)
 
@@ -1162,8 +1162,9 @@ def _stored_parameters(cls):
     as attributes: a dataclass's own ``__init__``, or an ``__init__`` whose body is
     ``self.w = w`` lines (and a docstring); None for any other class."""
     init = getattr(cls, "__init__", None)
-    if getattr(cls, "__setattr__", object.__setattr__) is not object.__setattr__ or hasattr(cls, "__slots__") \
-            or type(cls) is not type:
+    if getattr(cls, "__setattr__", object.__setattr__) is not object.__setattr__ \
+            or hasattr(cls, "__slots__") \
+            or type(cls) is not type or cls.__new__ is not object.__new__:
         return None
     code = getattr(init, "__code__", None)
     if code is None:
@@ -1200,7 +1201,8 @@ def _stored_parameters(cls):
 
 
 def _is_named_tuple_class(obj) -> bool:
-    return isinstance(obj, type) and issubclass(obj, tuple) and isinstance(getattr(obj, "_fields", None), tuple)
+    return isinstance(obj, type) and issubclass(obj, tuple) \
+        and isinstance(getattr(obj, "_fields", None), tuple)
 
 
 def _is_user_class(obj) -> bool:
