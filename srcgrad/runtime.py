@@ -634,6 +634,12 @@ def vjp_field(obj, name):
     if getter is not None:
         value, pullback = vjp_call(getter, (0,), obj)
         return getattr(obj, name) if isinstance(attribute, functools.cached_property) else value, pullback
+    if type(obj).__getattribute__ is not object.__getattribute__ and not isinstance(obj, tuple):
+        raise TypeError(f"srcgrad cannot differentiate reading `{name}` of a {type(obj).__name__}: its class "
+                        "defines __getattribute__, which srcgrad does not follow")
+    fields = getattr(obj, "__dict__", {})
+    if attribute is None and name not in fields and hasattr(type(obj), "__getattr__"):
+        return vjp_call(type(obj).__getattr__, (0,), obj, name)  # a delegating wrapper: its own code
     value = getattr(obj, name)
     if isinstance(obj, tuple) and name in getattr(type(obj), "_fields", ()):
         return value, lambda value_bar: {name: value_bar}  # a named tuple's field (by name)

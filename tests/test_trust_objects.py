@@ -936,3 +936,24 @@ def test_float_attributes_inside_a_list_of_objects(optimize):
     for layer, scale in zip(got.layers, (2.0, 3.0)):
         np.testing.assert_allclose(layer.scale, np.sum(X0))
         np.testing.assert_allclose(layer.w, scale * X0)
+
+
+class _Inner:
+    def __init__(self):
+        self.weight = np.ones(3) * 2
+
+
+class _Delegates:
+    def __init__(self, model):
+        self.model = model
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_attribute_found_by_a_delegating_getattr(optimize):
+    def loss(w, x):
+        return np.sum(w.weight * x)
+    got = srcgrad.grad(loss, optimize=optimize)(_Delegates(_Inner()), X0)
+    np.testing.assert_allclose(got.model.weight, X0)
