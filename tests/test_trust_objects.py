@@ -957,3 +957,25 @@ def test_attribute_found_by_a_delegating_getattr(optimize):
         return np.sum(w.weight * x)
     got = srcgrad.grad(loss, optimize=optimize)(_Delegates(_Inner()), X0)
     np.testing.assert_allclose(got.model.weight, X0)
+
+
+class _Doubled:
+    """A descriptor other than property: srcgrad does not follow it."""
+
+    def __get__(self, obj, owner=None):
+        return obj.w * 2
+
+
+class _UsesDescriptor:
+    w2 = _Doubled()
+
+    def __init__(self, w):
+        self.w = w
+
+
+def test_attribute_from_another_descriptor_is_refused_at_the_users_line():
+    def loss(m):
+        return np.sum(m.w2)
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="descriptor") as info:
+        srcgrad.grad(loss)(_UsesDescriptor(X0 * 1.0))
+    assert "test_trust_objects.py" in str(info.value)

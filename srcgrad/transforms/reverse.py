@@ -597,7 +597,9 @@ class _Reverse:
         field = anno.get(stmt, "field")
         direct = None if field else self._direct_callee(call, [w for w, _ in wrt])
         if field:  # obj.name or getattr(obj, name): a field or a property
-            stmt.value = nodes.call("rt.vjp_field", [nodes.copy(field[0]), nodes.copy(field[1])])
+            origin = anno.get(stmt, "origin")
+            stmt.value = nodes.call("rt.vjp_field", [nodes.copy(field[0]), nodes.copy(field[1]),
+                                                     nodes.const(origin.where if origin else "?")])
         elif direct is not None:
             stmt.value = nodes.call(direct, call.args)
         else:
