@@ -1,7 +1,7 @@
 """srcgrad: reverse-mode automatic differentiation of Python + NumPy by source transformation."""
 from . import rules  # noqa: F401 - registers the derivative rules
 from .api import grad, show, source, value_and_grad, vjp
-from .errors import (BackendError, GradientCheckError, NoDerivativeRuleError, NonScalarOutputError, NoSourceError, SrcgradError, UnsupportedFormError,
+from .errors import (BackendError, GradientCheckError, NoDerivativeRuleError, NonScalarOutputError, NoSourceError, SrcgradError,
                      UnsupportedSyntaxError, UserCodeError, WrtError)
 from .rules.registry import custom_adjoint, defadjoint, nondifferentiable
 from .backends import set_default_backend
@@ -14,5 +14,5 @@ __all__ = [
     "custom_adjoint", "stop_gradient", "nn", "optim", "testing", "tree", "to_device", "to_host",
     "set_default_backend",
     "SrcgradError", "UserCodeError", "BackendError", "UnsupportedSyntaxError", "NoDerivativeRuleError",
-    "NoSourceError", "NonScalarOutputError", "WrtError", "GradientCheckError", "UnsupportedFormError",
+    "NoSourceError", "NonScalarOutputError", "WrtError", "GradientCheckError",
 ]

@@ -67,20 +67,6 @@ class NoDerivativeRuleError(UserCodeError):
     """A differentiable value flows into a call that has no derivative rule."""
 
 
-class UnsupportedFormError(NoDerivativeRuleError, NotImplementedError):
-    """A call whose rule does not cover the form it was given (a norm order, an
-    einsum specification), found when the adjoint runs; shown at the user's line.
-
-    Attributes:
-        callee: the called function's name (``"norm"``), to put the caret under its call.
-    """
-
-    def __init__(self, problem: str, origin: anno.Origin | None = None, advice: str = "",
-                 callee: str | None = None):
-        self.callee = callee
-        super().__init__(problem, origin, advice)
-
-
 class NoSourceError(UserCodeError, TypeError):
     """The function has no Python source to transform (builtin, exec, REPL)."""
 
@@ -207,9 +193,7 @@ def shown_to_user(error: UserCodeError, fallback: anno.Origin | None = None) -> 
         error.origin = call
         error.rerender()
     elif error.origin is None and calls:
-        call = calls[-1]
-        spelled = _call_in(call.text, getattr(error, "callee", None) or "\0")
-        error.origin = call if spelled is None else anno.Origin(call.filename, call.line, spelled[0], call.text)
+        error.origin = calls[-1]
         error.rerender()
     elif error.origin is None and fallback is not None:
         error.origin = fallback

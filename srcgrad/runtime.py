@@ -786,7 +786,8 @@ def _parameters_vjp(fn, model, wrt, args, kwargs):
 def higher_order_error(fn, origin):
     """The refusal of a differentiated value passed to a srcgrad gradient function."""
     return errors.UnsupportedSyntaxError(
-        f"this passes a differentiated value to `{fn!r}`, a srcgrad gradient function: "
+        f"this passes a differentiated value to `{fn if isinstance(fn, str) else repr(fn)}`, a srcgrad "
+        "gradient function: "
         "higher-order derivatives (a gradient of a gradient) are not supported yet", origin,
         "compute this value outside the differentiated function and pass it in, or pass "
         "srcgrad.stop_gradient(<argument>) to treat the argument as a constant")
@@ -931,11 +932,16 @@ def super_method(cls, obj, name):
     raise AttributeError(f"'super' object has no attribute {name!r}")
 
 
-def vjp_field(obj, name):
+def vjp_field(obj, name, where="?"):
     """``obj.name`` with ``(value, pullback)``, ``pullback`` giving ``obj``'s adjoint:
     for a property (or ``functools.cached_property``), its getter's own reverse mode;
     for a plain field, ``{name: value_bar}``; for a method read as a value, the method's
-    adjoint is its receiver's."""
+    adjoint is its receiver's; for an attribute ``__getattr__`` finds, that method's.
+
+    Raises:
+        srcgrad.errors.UnsupportedSyntaxError: another kind of descriptor, or a class
+            with its own ``__getattribute__`` (``where``: the user's file and line).
+    """
     import functools
 
     attribute = None
@@ -948,6 +954,14 @@ def vjp_field(obj, name):
     if getter is not None:
         value, pullback = vjp_call(getter, (0,), obj)
         return getattr(obj, name) if isinstance(attribute, functools.cached_property) else value, pullback
+    if type(obj).__getattribute__ is not object.__getattribute__ and not isinstance(obj, tuple):
+        raise errors.UnsupportedSyntaxError(
+            f"srcgrad cannot differentiate reading `{name}` of a {type(obj).__name__} (at {where}): its "
+            "class defines __getattribute__, which srcgrad does not follow", None,
+            "read the value through a @property or a method, or pass it in as an argument")
+    fields = getattr(obj, "__dict__", {})
+    if attribute is None and name not in fields and hasattr(type(obj), "__getattr__"):
+        return vjp_call(type(obj).__getattr__, (0,), obj, name)  # a delegating wrapper: its own code
     value = getattr(obj, name)
     if isinstance(obj, tuple) and name in getattr(type(obj), "_fields", ()):
         return value, lambda value_bar: {name: value_bar}  # a named tuple's field (by name)
@@ -955,9 +969,10 @@ def vjp_field(obj, name):
         return value, lambda value_bar: value_bar  # a bound method: its adjoint is obj's
     if attribute is not None and hasattr(attribute, "__get__") and name not in getattr(obj, "__dict__", ()) \
             and not isinstance(attribute, (staticmethod, classmethod, type)):
-        raise TypeError(f"srcgrad cannot differentiate reading `{name}` of a {type(obj).__name__}: it is "
-                        f"computed by a {type(attribute).__name__} descriptor, which srcgrad does not follow; "
-                        "write it as a @property or a method")
+        raise errors.UnsupportedSyntaxError(
+            f"srcgrad cannot differentiate reading `{name}` of a {type(obj).__name__} (at {where}): it is "
+            f"computed by a {type(attribute).__name__} descriptor, which srcgrad does not follow", None,
+            "write it as a @property or a method")
     return value, lambda value_bar: {name: value_bar}
 
 

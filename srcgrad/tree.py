@@ -88,7 +88,14 @@ def _flatten_object(obj):
 
 
 def _unflatten_object(meta, children):
-    new = copy.copy(meta.obj)
+    cls = type(meta.obj)
+    try:  # a shallow copy without the copy protocol (a delegating __getattr__ can loop in it)
+        if any("__slots__" in vars(k) for k in cls.__mro__):
+            raise TypeError  # slots hold values outside __dict__: copy.copy knows them
+        new = object.__new__(cls)
+        new.__dict__.update(vars(meta.obj))
+    except TypeError:
+        new = copy.copy(meta.obj)
     for key, child in zip(meta.keys, children):
         object.__setattr__(new, key, child)
     return new

@@ -345,12 +345,14 @@ def test_source_edited_after_import_is_refused(tmp_path, where, monkeypatch):
         layer, lam = module.Layer(), module.lam()
         f = {"function": module.loss, "callee": lambda x: module.helper(x) @ x,
              "method": lambda x: layer.energy(x), "lambda": lam}[where]
-        want = {"function": 8 * X0, "callee": 4 * X0, "method": 2 * np.ones(3), "lambda": 2 * np.ones(3)}[where]
+        want = {"function": 8 * X0, "callee": 4 * X0, "method": 2 * np.ones(3),
+                "lambda": 2 * np.ones(3)}[where]
         if where in ("function", "lambda"):  # (a callee's vjp, once compiled, is kept: still right)
             np.testing.assert_allclose(srcgrad.grad(f)(X0), want)  # unedited: compiled and right
         edited = EDITED_MODULE.replace("x * SCALE", "x * SCALE * 3.0").replace("y * SCALE", "y + SCALE")
         path.write_text(edited)
-        with pytest.raises(srcgrad.errors.NoSourceError, match="changed after its module was imported") as info:
+        with pytest.raises(srcgrad.errors.NoSourceError,
+                           match="changed after its module was imported") as info:
             srcgrad.grad(f, optimize=False)(X0)
         assert f"{name}.py:" in str(info.value)
         # Edited above the function: its lines moved, its own text did not change.
@@ -430,14 +432,16 @@ def loss_cached_property(m, x):
 
 
 @pytest.mark.parametrize("optimize", [True, False])
-@pytest.mark.parametrize("loss", [loss_property, loss_property_loop, loss_property_helper, loss_cached_property])
+@pytest.mark.parametrize("loss", [loss_property, loss_property_loop, loss_property_helper,
+                                  loss_cached_property])
 def test_property_of_the_differentiated_object(loss, optimize):
     model = WithProperty(X0 * 1.0)
     got = srcgrad.grad(loss, optimize=optimize)(model, X0 + 1)
     assert isinstance(got, WithProperty)
     np.testing.assert_allclose(got.w, _model_grad_fd(loss, model, X0 + 1), rtol=1e-6, atol=1e-8)
     gx = srcgrad.grad(loss, wrt=1, optimize=optimize)(model, X0 + 1)
-    np.testing.assert_allclose(gx, numerical_grad(lambda x: loss(model, x), (X0 + 1,), 0), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(gx, numerical_grad(lambda x: loss(model, x), (X0 + 1,), 0),
+                               rtol=1e-6, atol=1e-8)
 
 
 def test_property_of_a_sub_layer_and_float32():
@@ -510,7 +514,8 @@ def nt_in_a_list(x):
 
 
 @pytest.mark.parametrize("optimize", [True, False])
-@pytest.mark.parametrize("f", [nt_fields, nt_keywords_mixed, nt_typed_default, nt_loop_and_callee, nt_in_a_list])
+@pytest.mark.parametrize("f", [nt_fields, nt_keywords_mixed, nt_typed_default, nt_loop_and_callee,
+                               nt_in_a_list])
 def test_named_tuple_made_inside(f, optimize):
     check(f, (X0,), optimize=optimize)
 
@@ -884,3 +889,116 @@ def test_module_attributes_read_each_call_and_functions_guarded(tmp_path, monkey
     np.testing.assert_allclose(g(X0), 2 * np.exp(X0) + 1 - np.tanh(X0) ** 2)
     module.SCALE, module.act = 3.0, np.sin
     np.testing.assert_allclose(g(X0), 3 * np.exp(X0) + np.cos(X0))
+
+
+class PointWithProperties(typing.NamedTuple):
+    a: np.ndarray
+    b: float
+
+    @property
+    def ab(self):
+        return self.a * self.b
+
+    @property
+    def pair(self):
+        return (self.a, self.a * self.b)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_named_tuple_properties_and_a_property_returning_a_tuple(optimize):
+    def loss(t):
+        p, q = t.pair
+        return np.sum(t.ab) + np.sum(p * q)
+    got = srcgrad.grad(loss, optimize=optimize)(PointWithProperties(X0 * 1.0, 2.0))
+    assert type(got) is PointWithProperties
+    np.testing.assert_allclose(got.a, 2 + 4 * X0)
+    np.testing.assert_allclose(got.b, np.sum(X0) + np.sum(X0 ** 2))
+
+
+class _Leaf:
+    def __init__(self, scale):
+        self.scale, self.w = scale, np.ones(3)
+
+
+class _Layers:
+    def __init__(self):
+        self.layers = [_Leaf(2.0), _Leaf(3.0)]
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_float_attributes_inside_a_list_of_objects(optimize):
+    def loss(m, x):
+        s = 0.0
+        for layer in m.layers:
+            s = s + np.sum(layer.w * x) * layer.scale
+        return s
+    got = srcgrad.grad(loss, optimize=optimize)(_Layers(), X0)
+    for layer, scale in zip(got.layers, (2.0, 3.0)):
+        np.testing.assert_allclose(layer.scale, np.sum(X0))
+        np.testing.assert_allclose(layer.w, scale * X0)
+
+
+class _Inner:
+    def __init__(self):
+        self.weight = np.ones(3) * 2
+
+
+class _Delegates:
+    def __init__(self, model):
+        self.model = model
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_attribute_found_by_a_delegating_getattr(optimize):
+    def loss(w, x):
+        return np.sum(w.weight * x)
+    got = srcgrad.grad(loss, optimize=optimize)(_Delegates(_Inner()), X0)
+    np.testing.assert_allclose(got.model.weight, X0)
+
+
+class _Doubled:
+    """A descriptor other than property: srcgrad does not follow it."""
+
+    def __get__(self, obj, owner=None):
+        return obj.w * 2
+
+
+class _UsesDescriptor:
+    w2 = _Doubled()
+
+    def __init__(self, w):
+        self.w = w
+
+
+def test_attribute_from_another_descriptor_is_refused_at_the_users_line():
+    def loss(m):
+        return np.sum(m.w2)
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="descriptor") as info:
+        srcgrad.grad(loss)(_UsesDescriptor(X0 * 1.0))
+    assert "test_trust_objects.py" in str(info.value)
+
+
+def _cube_sum(x):
+    return np.sum(x ** 3)
+
+
+D_CUBE_SUM = srcgrad.grad(_cube_sum)
+
+
+def test_gradient_function_called_on_differentiated_values_is_refused_at_the_users_line():
+    def through_a_global(x):
+        return np.sum(D_CUBE_SUM(x) ** 2)
+
+    def made_inside(x):
+        return np.sum(srcgrad.grad(_cube_sum)(x) ** 2)
+    for f in (through_a_global, made_inside):
+        with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="higher-order") as info:
+            srcgrad.grad(f)(X0)
+        assert "test_trust_objects.py" in str(info.value) and "api.py" not in str(info.value)
+
+    def on_constants(x):  # a gradient function of constants is a constant: fine
+        return np.sum(x * D_CUBE_SUM(np.ones(3))[0])
+    np.testing.assert_allclose(srcgrad.grad(on_constants)(X0), 3 * np.ones(3))

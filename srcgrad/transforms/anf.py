@@ -281,8 +281,8 @@ class _Lowering:
                 raise errors.at(sup, "`super()` without arguments outside a method",
                                 "write `super(Class, self).name(...)`")
             cls, obj = nodes.name("__class__"), nodes.name(self.current.get(params[0], params[0]))
-        method = self._emit(nodes.call("rt.super_method", [cls, nodes.copy(obj), nodes.const(node.func.attr)]),
-                            node, None, "method", False, kind="nondiff", rule=None)
+        find = nodes.call("rt.super_method", [cls, nodes.copy(obj), nodes.const(node.func.attr)])
+        method = self._emit(find, node, None, "method", False, kind="nondiff", rule=None)
         args, kwargs = self._call_arguments(node)
         return self._user_call(method, [obj] + args, kwargs, node, **emit)
 
@@ -952,8 +952,8 @@ class _Lowering:
         if kind == "copy":
             return isinstance(value, gast.Constant) or isinstance(value, gast.Name) and value.id in self.arrays
         if kind == "op":
-            if rule is registry.lookup(getattr):
-                return False  # a field of an object: a parameter array or a sub-layer
+            if rule in (registry.lookup(getattr), registry.lookup(runtime.iterated)):
+                return False  # a field of an object (a parameter array or a sub-layer), a sequence
             if rule is registry.lookup(operator.getitem):
                 base = annotations["bound"]["a"]
                 return isinstance(base, gast.Name) and base.id in self.arrays
@@ -1188,6 +1188,8 @@ class _Lowering:
 
     def _call(self, node, **emit):
         func = node.func
+        if _is_gradient_function(anno.get(func, "resolved", None)) or _makes_gradient_function(func):
+            emit["gradient_function"] = True  # refused in the reverse pass if given a differentiated value
         if isinstance(func, gast.Attribute) and isinstance(func.value, gast.Call) \
                 and anno.get(func.value.func, "resolved", None) is super:
             return self._super_call(node, **emit)
@@ -1458,8 +1460,9 @@ def _stored_parameters(cls):
     as attributes: a dataclass's own ``__init__``, or an ``__init__`` whose body is
     ``self.w = w`` lines (and a docstring); None for any other class."""
     init = getattr(cls, "__init__", None)
-    if getattr(cls, "__setattr__", object.__setattr__) is not object.__setattr__ or hasattr(cls, "__slots__") \
-            or type(cls) is not type:
+    if getattr(cls, "__setattr__", object.__setattr__) is not object.__setattr__ \
+            or hasattr(cls, "__slots__") \
+            or type(cls) is not type or cls.__new__ is not object.__new__:
         return None
     code = getattr(init, "__code__", None)
     if code is None:
@@ -1495,8 +1498,23 @@ def _stored_parameters(cls):
     return stored
 
 
+def _is_gradient_function(obj) -> bool:
+    from ..api import GradientFunction  # here: api imports the pipeline, which imports this module
+
+    return isinstance(obj, GradientFunction)
+
+
+def _makes_gradient_function(func) -> bool:
+    """``srcgrad.grad(f)(x)``: calling what a srcgrad transform returns."""
+    from .. import api
+
+    return isinstance(func, gast.Call) and anno.get(func.func, "resolved", None) in (
+        api.grad, api.value_and_grad, api.vjp)
+
+
 def _is_named_tuple_class(obj) -> bool:
-    return isinstance(obj, type) and issubclass(obj, tuple) and isinstance(getattr(obj, "_fields", None), tuple)
+    return isinstance(obj, type) and issubclass(obj, tuple) \
+        and isinstance(getattr(obj, "_fields", None), tuple)
 
 
 def _is_user_class(obj) -> bool:

@@ -405,7 +405,8 @@ class _Reverse:
                                 "build the list in a local name (`hs = []`, `hs.append(h)`) and use it "
                                 "from there, or return it (with has_aux=True)",
                                 kind=errors.UnsupportedSyntaxError)
-            if varied and fn is not None and _mutated_parameters(fn):
+            if varied and fn is not None and not getattr(fn, "__srcgrad_gradient__", False) \
+                    and _mutated_parameters(fn):  # (a gradient function is refused as such below)
                 given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
                 callee = nodes.to_source(stmt.value.func)
                 raise errors.at(stmt.value, f"`{callee}` changes its arguments in "
@@ -771,8 +772,9 @@ class _Reverse:
         if not wrt:
             return
         callee = anno.get(stmt.value.func, "resolved") if isinstance(stmt.value, gast.Call) else None
-        if getattr(callee, "__srcgrad_gradient__", False):
-            raise higher_order_error(callee, anno.get(stmt, "origin"))
+        if getattr(callee, "__srcgrad_gradient__", False) or anno.get(stmt, "gradient_function"):
+            raise higher_order_error(nodes.to_source(stmt.value.func) if callee is None else callee,
+                                     anno.get(stmt, "origin"))
         pullback = self.core.fresh(f"{target}_pullback")
         call = stmt.value
         stmt.targets = [nodes.tuple_([nodes.name(target, "store"), nodes.name(pullback, "store")], "store")]
@@ -780,7 +782,9 @@ class _Reverse:
         field = anno.get(stmt, "field")
         direct = None if field else self._direct_callee(call, [w for w, _ in wrt])
         if field:  # obj.name or getattr(obj, name): a field or a property
-            stmt.value = nodes.call("rt.vjp_field", [nodes.copy(field[0]), nodes.copy(field[1])])
+            origin = anno.get(stmt, "origin")
+            stmt.value = nodes.call("rt.vjp_field", [nodes.copy(field[0]), nodes.copy(field[1]),
+                                                     nodes.const(origin.where if origin else "?")])
         elif direct is not None:
             stmt.value = nodes.call(direct, call.args)
         else:
