@@ -167,7 +167,10 @@ class Program:
             if self.loops and roll < 0.2 and self.fresh:
                 lines.append(f"    for i in range({self.r.randint(1, 3)}):")
                 for _ in range(self.r.randint(1, 3)):
-                    lines += self.statement("        ", loop="i")
+                    if self.r.random() < 0.15:  # a nested loop
+                        lines.append(f"        for j2 in range({self.r.randint(1, 2)}):")
+                        lines += self.statement("            ", loop=self.r.choice(["j2", "(i + j2) % 4"]))
+                    lines += self.statement("        ", loop=self.r.choice(["i", "i", "(i + 1) % 4"]))
             elif self.loops and roll < 0.27 and self.fresh:
                 lines += ["    k = 0", f"    while k < {self.r.randint(1, 3)}:"]
                 for _ in range(self.r.randint(1, 2)):

@@ -619,6 +619,64 @@ def test_a_method_that_changes_its_argument_is_right_or_refused(optimize):
         assert "test_trust_inplace.py:" in str(error)
 
 
+def scratch_changed_under_a_view_the_backward_reads(x):
+    c = np.arange(4.0)
+    m = c.reshape(2, 2).T
+    loss = np.sum(m * x.reshape(2, 2))   # its adjoint reads `m`, a view of `c`
+    h = write_first(c)                   # not differentiated, but changes `c`, so `m`
+    return loss
+
+
+def scratch_changed_by_numpy_under_a_view(x):
+    c = np.arange(4.0)
+    m = c.reshape(2, 2).T
+    loss = np.sum(m * x.reshape(2, 2))
+    np.copyto(c, 5.0)
+    return loss
+
+
+def scratch_changed_in_a_loop(x):
+    c = np.arange(4.0)
+    loss = 0.0
+    for i in range(2):
+        loss = loss + np.sum(c * x)
+        h = write_first(c)
+    return loss
+
+
+@OPT
+@pytest.mark.parametrize("fn", [scratch_changed_under_a_view_the_backward_reads,
+                                scratch_changed_by_numpy_under_a_view, scratch_changed_in_a_loop],
+                         ids=lambda f: f.__name__)
+def test_a_change_to_an_array_the_backward_sweep_reads_is_refused(fn, optimize):
+    _assert_refused(fn, "read by the backward sweep", optimize=optimize)
+
+
+def scratch_changed_after_its_last_differentiated_read(x):
+    c = np.arange(4.0)
+    loss = np.sum(x * 2.0)
+    h = write_first(c)                   # nothing before reads `c` for an adjoint
+    return loss + h * np.sum(x)
+
+
+@OPT
+def test_a_change_to_a_scratch_array_no_adjoint_reads_is_right(optimize):
+    _assert_right(scratch_changed_after_its_last_differentiated_read, optimize=optimize)
+
+
+def argument_written_in_a_later_iteration(x):
+    c = x * 1.0
+    for i in range(2):
+        c[0] = x[1] * 2.0    # in the second iteration `c` is `x`, the caller's array
+        c = x
+    return np.sum(c)
+
+
+@OPT
+def test_a_write_into_what_may_be_an_argument_is_refused(optimize):
+    _assert_refused(argument_written_in_a_later_iteration, "it may be the argument `x`", optimize=optimize)
+
+
 # ---- the fuzzer ---------------------------------------------------------------------
 
 def _fuzz(count, seed, x=X):
@@ -635,8 +693,8 @@ def _fuzz(count, seed, x=X):
             with np.errstate(all="raise"):
                 value = fn(x.astype(np.float32) if single else x.copy())
                 expected = numerical_grad(lambda z: fn(z.copy()), x)
-        except (FloatingPointError, IndexError, ValueError):
-            continue  # the program itself fails
+        except (FloatingPointError, IndexError, ValueError, TypeError):
+            continue  # the program itself fails (`c *= x` on integers)
         results = []
         for optimize in (True, False):
             try:
@@ -651,6 +709,10 @@ def _fuzz(count, seed, x=X):
             rtol, atol = (2e-3, 1e-3) if single else (1e-4, 1e-6)
             assert np.allclose(grad, expected, rtol=rtol, atol=atol), \
                 f"{source}\noptimize={optimize}: {grad} vs {expected}"
+            if optimize and not single:  # a pullback called twice finds the writes done
+                _, pullback = srcgrad.vjp(fn)(x.copy())
+                assert np.allclose(pullback(1.0), expected, rtol=rtol, atol=atol), source
+                assert np.allclose(pullback(1.0), expected, rtol=rtol, atol=atol), source
             results.append("right")
         assert results[0] == results[1], f"{source}\n{results}"
         outcomes[results[0]] += 1
