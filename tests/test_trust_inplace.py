@@ -674,7 +674,55 @@ def argument_written_in_a_later_iteration(x):
 
 @OPT
 def test_a_write_into_what_may_be_an_argument_is_refused(optimize):
-    _assert_refused(argument_written_in_a_later_iteration, "it may be the argument `x`", optimize=optimize)
+    message = _assert_refused(argument_written_in_a_later_iteration, "cannot write into `c`",
+                              optimize=optimize)
+    assert "`c = x`" in message
+
+
+def merged_new_arrays_written(x):
+    if x[0] > 0:
+        c = x * 2.0
+    else:
+        c = x * 3.0
+    c[0] = x[1] ** 2
+    return np.sum(c * x)
+
+
+def loop_result_written_after_the_loop(x):
+    for i in range(3):
+        d = x * x[i]
+    d[1] = x[0]
+    return np.sum(d * x)
+
+
+def carried_array_written_after_the_loop(x):
+    c = np.zeros(4)
+    for i in range(3):
+        c = c * x
+        c[i] = x[i] ** 2
+    c[3] = x[0]
+    return np.sum(c * x)
+
+
+@OPT
+@pytest.mark.parametrize("fn", [merged_new_arrays_written, loop_result_written_after_the_loop,
+                                carried_array_written_after_the_loop], ids=lambda f: f.__name__)
+def test_a_write_into_a_new_array_a_branch_or_loop_gives_is_right(fn, optimize):
+    _assert_right(fn, optimize=optimize)
+
+
+def merged_with_an_argument_written(x):
+    if x[0] > 0:
+        c = x * 2.0
+    else:
+        c = x
+    c[0] = x[1] ** 2
+    return np.sum(c)
+
+
+@OPT
+def test_a_write_into_what_a_branch_made_an_argument_is_refused(optimize):
+    _assert_refused(merged_with_an_argument_written, "cannot write into `c`", optimize=optimize)
 
 
 # ---- the fuzzer ---------------------------------------------------------------------
