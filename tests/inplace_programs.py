@@ -75,7 +75,7 @@ class Program:
         k, j = r.randrange(4), r.randrange(4)
         idx = loop if loop and r.random() < 0.6 else str(k)
         kinds = ["fresh", "alias", "view", "scalar", "write", "write", "write", "write", "loss", "call",
-                 "matrix", "if"]
+                 "matrix", "if", "rebind"]
         kind = r.choice(kinds) if self.fresh else "fresh"
         out = []
         if kind == "fresh":
@@ -153,6 +153,13 @@ class Program:
                                                   f"Holder().scaled({c})"]))
                 self.arrays.append(n)
                 self.fresh.append(n)
+        elif kind == "rebind":  # a new array under an old name: in a branch, or carried by a loop
+            c = r.choice(self.fresh)
+            if r.random() < 0.5:
+                out.append(f"{c} = {c} * {self._scal()}")
+            else:
+                out += [f"if {self._scal()} > 0.0:", f"    {c} = {c} * 0.5",
+                        "else:", f"    {c} = " + r.choice([f"x * {self._scal()}", "x", f"{self._arr()}"])]
         elif kind == "if":
             c = r.choice(self.fresh)
             s = self._scal()

@@ -725,6 +725,53 @@ def test_a_write_into_what_a_branch_made_an_argument_is_refused(optimize):
     _assert_refused(merged_with_an_argument_written, "cannot write into `c`", optimize=optimize)
 
 
+# ---- every kind again: through a helper, and in float32 ---------------------------
+
+RIGHT = [alias_not_read_after_the_write, element_read_before_write, view_rebound_in_each_iteration,
+         write_from_a_view_of_itself, same_value_written_in_a_loop, carried_value_written_in_a_loop,
+         argument_written_in_a_loop, value_written_in_nested_loops, reversed_into_itself,
+         permuted_into_itself, shifted_into_itself, reversed_into_itself_in_a_loop, rows_swapped,
+         transposed_row_read_in_each_iteration_before_a_write, column_read_in_each_iteration_before_a_write,
+         written_into_an_integer_array, merged_new_arrays_written, augmented_in_a_loop]
+REFUSED = [alias_then_write_original, alias_then_write_alias, view_by_transpose, view_of_view, column_view,
+           view_carried_by_a_loop, augmented_under_a_view, result_assigned,
+           scratch_changed_under_a_view_the_backward_reads, argument_written_in_a_later_iteration]
+
+
+def _through_helper(fn):
+    def calls_it(x):
+        return fn(x * 1.0) * 2.0
+    return calls_it
+
+
+@OPT
+@pytest.mark.parametrize("fn", RIGHT, ids=lambda f: f.__name__)
+def test_each_right_kind_through_a_helper(fn, optimize):
+    _assert_right(_through_helper(fn), optimize=optimize)
+
+
+@pytest.mark.parametrize("fn", RIGHT, ids=lambda f: f.__name__)
+def test_each_right_kind_in_float32(fn):
+    value, grad = srcgrad.value_and_grad(fn)(X.astype(np.float32))
+    assert np.allclose(value, fn(X.astype(np.float32)), rtol=1e-5, atol=1e-6)
+    assert np.allclose(grad, numerical_grad(fn, X), rtol=2e-3, atol=1e-4)
+
+
+@OPT
+@pytest.mark.parametrize("fn", REFUSED, ids=lambda f: f.__name__)
+def test_each_refused_kind_through_a_helper(fn, optimize):
+    with pytest.raises(srcgrad.UnsupportedSyntaxError) as excinfo:
+        srcgrad.grad(_through_helper(fn), optimize=optimize)(X.copy())
+    assert f"test_trust_inplace.py:{fn.__code__.co_firstlineno}" not in str(excinfo.value)  # (its body)
+    assert "test_trust_inplace.py:" in str(excinfo.value)
+
+
+@pytest.mark.parametrize("fn", REFUSED, ids=lambda f: f.__name__)
+def test_each_refused_kind_in_float32(fn):
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="test_trust_inplace.py:"):
+        srcgrad.grad(fn)(X.astype(np.float32))
+
+
 # ---- the fuzzer ---------------------------------------------------------------------
 
 def _fuzz(count, seed, x=X):
