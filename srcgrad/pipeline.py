@@ -84,7 +84,7 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     # 5. analyze: activity (who needs an adjoint) and ranks (which rule form applies).
     body_activity = activity.analyze(core.body, options.wrt)
     rank_env = ranks.infer(core.body, dict(zip(core.params, param_ranks)))
-    shared = sharing.check(core.body, rank_env)  # a write seen through another name is refused
+    shared = sharing.check(core.body, rank_env, core.params)  # a write seen through another name is refused
     # 6. reverse: forward sweep + backward sweep from the rules.
     output = _differentiated_output(core, options)
     hook_names = {_final_name(core, name, "hooks"): core.fresh(f"{name}_hook") for name, _ in options.hooks}

@@ -75,7 +75,7 @@ class Program:
         k, j = r.randrange(4), r.randrange(4)
         idx = loop if loop and r.random() < 0.6 else str(k)
         kinds = ["fresh", "alias", "view", "scalar", "write", "write", "write", "write", "loss", "call",
-                 "matrix", "if"]
+                 "matrix", "if", "rebind"]
         kind = r.choice(kinds) if self.fresh else "fresh"
         out = []
         if kind == "fresh":
@@ -153,6 +153,13 @@ class Program:
                                                   f"Holder().scaled({c})"]))
                 self.arrays.append(n)
                 self.fresh.append(n)
+        elif kind == "rebind":  # a new array under an old name: in a branch, or carried by a loop
+            c = r.choice(self.fresh)
+            if r.random() < 0.5:
+                out.append(f"{c} = {c} * {self._scal()}")
+            else:
+                out += [f"if {self._scal()} > 0.0:", f"    {c} = {c} * 0.5",
+                        "else:", f"    {c} = " + r.choice([f"x * {self._scal()}", "x", f"{self._arr()}"])]
         elif kind == "if":
             c = r.choice(self.fresh)
             s = self._scal()
@@ -167,7 +174,10 @@ class Program:
             if self.loops and roll < 0.2 and self.fresh:
                 lines.append(f"    for i in range({self.r.randint(1, 3)}):")
                 for _ in range(self.r.randint(1, 3)):
-                    lines += self.statement("        ", loop="i")
+                    if self.r.random() < 0.15:  # a nested loop
+                        lines.append(f"        for j2 in range({self.r.randint(1, 2)}):")
+                        lines += self.statement("            ", loop=self.r.choice(["j2", "(i + j2) % 4"]))
+                    lines += self.statement("        ", loop=self.r.choice(["i", "i", "(i + 1) % 4"]))
             elif self.loops and roll < 0.27 and self.fresh:
                 lines += ["    k = 0", f"    while k < {self.r.randint(1, 3)}:"]
                 for _ in range(self.r.randint(1, 2)):

@@ -12,11 +12,12 @@ made.  Names share memory through
     t = (y, 1.0)       a container holding ``y`` (and ``t[0]``, ``a, b = t``)
     h = f(y)           a call, which may return its argument
 
-and through chains of these.  This analysis groups names that may share memory
-(flow-insensitively, over the whole function) and refuses, at the user's line,
-each write into ``y`` after which another name of its group is live (read
-before it is bound again; in a loop, also by a later iteration).  An integer
-index of a vector (``s = y[0]``) is a number, not a view.
+and through chains of these.  This analysis finds the arrays each name may refer
+to (points-to sets, flow-insensitively, over the whole function) and refuses, at
+the user's line, each write into ``y`` after which another name that may refer
+to the same array is live (read before it is bound again; in a loop, also by a
+later iteration; a parameter is live to the end: the caller holds it).  An
+integer index of a vector (``s = y[0]``) is a number, not a view.
 
 Requires: a :class:`~srcgrad.transforms.anf.Core` body and its ranks.
 Guarantees: nothing is changed; raises :class:`~srcgrad.errors.UnsupportedSyntaxError`.
@@ -56,7 +57,7 @@ def _view_rules():
     return rules
 
 
-def check(body, ranks) -> dict:
+def check(body, ranks, params=()) -> dict:
     """Refuse each write ``y[i] = v`` in ``body`` after which a name sharing ``y``'s
     memory is read.
 
@@ -71,27 +72,68 @@ def check(body, ranks) -> dict:
     augmented = [s for s in nodes.statements(body) if anno.has(s, "augments")]  # `y += v` (in place)
     if not writes and not augmented:
         return {}
-    groups = _Groups()
-    made = {}  # name -> the statement that made it share memory
-    views = _view_rules()
-    for stmt in nodes.statements(body):
-        for target, source in _sharing(stmt, ranks, views):
-            groups.join(target, source)
-            made.setdefault(target, stmt)
+    memory = Memory(body, ranks, params)
     after = {}
-    _live(body, set(), after)
+    _live(body, set(params), after)  # (the caller still holds the arguments when we return)
     for stmt in writes + augmented:
         array = anno.get(stmt, "array") if stmt in writes else anno.get(stmt, "augments")
-        group = groups.members(array)
         own = {array, *nodes.assigned_names(stmt)}  # (`y += v` binds the new value: not an alias)
-        seen = sorted(n for n in after.get(id(stmt), ()) if n in group and n not in own)
+        seen = sorted(n for n in after.get(id(stmt), ()) if n not in own and memory.overlap(n, array))
         if seen:
-            _refuse(stmt, array, seen, made)
-    return {anno.get(s, "array"): groups.members(anno.get(s, "array")) - {anno.get(s, "array")}
-            for s in writes}
+            _refuse(stmt, array, seen, memory.made, params)
+    return {a: memory.sharing(a) - {a} for a in {anno.get(s, "array") for s in writes}}
 
 
-def _refuse(stmt, array, seen, made):
+class Memory:
+    """Which arrays each name may refer to (points-to sets, flow-insensitive).
+
+    Each statement that makes a new array (``x * 2``, ``np.zeros``) and each
+    parameter is one array; a copy, a view, a container and a call's result may
+    refer to any array their sources refer to (a call may return its argument, or
+    a part of it), and a call's result may be a new array too.
+    """
+
+    def __init__(self, body, ranks, params=()):
+        self.points = {p: {p} for p in params}
+        self.made = {}  # name -> the statement that made it share memory
+        views = _view_rules()
+        edges = []
+        for stmt in nodes.statements(body):
+            pairs = _sharing(stmt, ranks, views)
+            for target, source in pairs:
+                edges.append((target, source))
+                self.made.setdefault(target, stmt)
+            shared = {t for t, _ in pairs}
+            for target in nodes.assigned_names(stmt):
+                if target not in shared or anno.get(stmt, "kind") in ("call", "unknown"):
+                    self.points.setdefault(target, set()).add(target)
+        changed = True
+        while changed:
+            changed = False
+            for target, source in edges:
+                known = self.points.setdefault(target, set())
+                new = self.points.get(source, set()) - known
+                if new:
+                    known |= new
+                    changed = True
+
+    def overlap(self, a, b) -> bool:
+        """Whether ``a`` and ``b`` may refer to the same array (or parts of one)."""
+        return bool(self.points.get(a, set()) & self.points.get(b, set()))
+
+    def sharing(self, name) -> set:
+        """The names that may refer to an array ``name`` may refer to."""
+        mine = self.points.get(name, set())
+        return {n for n, p in self.points.items() if p & mine}
+
+
+def _refuse(stmt, array, seen, made, params=()):
+    argument = next((n for n in seen if n in params), None)
+    if argument is not None:
+        user = _user(array)
+        raise errors.at(stmt, f"cannot write into `{user}`: it may be the argument `{argument}` (the "
+                        "caller's array), which the write would change", f"write into a copy: "
+                        f"`{user} = np.copy({user})` before the write")
     other = next((n for n in seen if not n.startswith("_") and _user(n) != _user(array)),
                  next((n for n in seen if not n.startswith("_")), seen[0]))
     maker = made.get(other)
@@ -155,6 +197,8 @@ def _sharing(stmt, ranks, views):
         bound = anno.get(stmt, "bound") or {}
         first = next(iter(bound.values()), None)
         sources = nodes.loaded_names(first) if first is not None else []
+    elif kind in ("call", "unknown") and all(ranks.get(t) == 0 for t in targets):
+        return []  # a number: no array's memory
     elif kind in ("aggregate", "unpack", "pop", "call", "unknown"):
         value = stmt.value
         if isinstance(value, gast.Call):  # its arguments (and receiver), not the function's name
@@ -170,27 +214,6 @@ def _sharing(stmt, ranks, views):
     else:
         return []
     return [(t, s) for t in targets for s in sources if ranks.get(s) != 0 or kind in ("aggregate", "copy")]
-
-
-class _Groups:
-    """Union-find over names."""
-
-    def __init__(self):
-        self.parent = {}
-
-    def find(self, name):
-        self.parent.setdefault(name, name)
-        while self.parent[name] != name:
-            self.parent[name] = self.parent[self.parent[name]]
-            name = self.parent[name]
-        return name
-
-    def join(self, a, b):
-        self.parent[self.find(a)] = self.find(b)
-
-    def members(self, name):
-        root = self.find(name)
-        return {n for n in self.parent if self.find(n) == root}
 
 
 def _uses(stmt) -> set:

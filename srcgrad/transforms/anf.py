@@ -130,6 +130,8 @@ class _Lowering:
         self.records = set()  # objects made here from their fields (`P(a, b)`): known by attribute
         self.aliased = set()     # names another name was bound to (`t = s`)
         self.passed = {}         # lists and dicts given to a function of yours -> origin of the call
+        self.writes = []         # (array name, statement) of each `y[i] = v`, in order
+        self.loop_writes = []    # for each loop being lowered: where its body's writes start
         self.scalars = {p for p, r in zip(self.params, param_ranks) if r == 0}
         # Lists (and tuples) passed in: the ranks of their items are numbered, not named.
         self.sequences = {p for p, r in zip(self.params, param_ranks)
@@ -443,6 +445,12 @@ class _Lowering:
             body.append(self._copy(merged, in_body, stmt))
             orelse.append(self._copy(merged, in_else, stmt))
             self.current[user] = merged
+            # A new array if both branches made one (others sharing it: analysis/sharing.py).
+            fresh = all(self.made_by.get(n, (False, None))[0] and n not in self.escaped
+                        for n in (in_body, in_else))
+            self.made_by[merged] = (fresh, anno.get(stmt, "origin"))
+            if in_body in self.arrays and in_else in self.arrays:
+                self.arrays.add(merged)
         return body, orelse
 
     def _if(self, stmt):
@@ -545,6 +553,7 @@ class _Lowering:
             self.aggregates.pop(self.current[user], None)
         self._changed_in(loop)
         anno.set(loop, "first_defined", first_defined)
+        self.loop_writes.append(len(self.writes))
         return entry
 
     def _same_kind(self, new, old):
@@ -558,13 +567,30 @@ class _Lowering:
             self.escaped[new] = self.escaped[old]
 
     def _leave_loop(self, loop, body, entry):
+        written = {name: stmt for name, stmt in self.writes[self.loop_writes.pop():]}
         for user, name in entry.items():
-            final = self.current[user]
+            end = self.current[user]
             for known in (self.containers, self.lists, self.own_lists, self.dicts):
-                if final != name and final not in known:
+                if end != name and end not in known:
                     known.discard(name)  # a list before the loop, perhaps an array after it
-            if self.current[user] != name:
-                body.append(self._copy(name, self.current[user], loop, carry=True))
+            if end != name:
+                body.append(self._copy(name, end, loop, carry=True))
+                # The next iteration, and the code after the loop, see the body's last value.
+                fresh, origin = self.made_by.get(end, (False, None))
+                fresh = fresh and end not in self.escaped
+                if not fresh and name in written:
+                    where = f" (made at {origin.where}: `{origin.text.strip()}`)" if origin else ""
+                    raise errors.at(written[name], f"cannot write into `{user}`: in the next iteration it "
+                                    f"holds the value the loop body gives it{where}, which may share memory "
+                                    "with another array", f"give `{user}` a new array at the end of the body "
+                                    f"(`{user} = np.copy(...)`)")
+                first = user in anno.get(loop, "first_defined")
+                entry_fresh, entry_origin = self.made_by.get(name, (first, None))
+                # (a refusal names where the value that is not a new array was made)
+                self.made_by[name] = (fresh and entry_fresh,
+                                      (origin or entry_origin) if not fresh else (entry_origin or origin))
+                if end in self.escaped:
+                    self.escaped.setdefault(name, self.escaped[end])
             self.current[user] = name
 
     def _for(self, stmt):
@@ -995,6 +1021,7 @@ class _Lowering:
             raise errors.at(stmt, f"cannot write into `{user}`: it may share memory with another "
                             f"array{where}, and the write would change that one too",
                             f"write into a copy: `{user} = np.copy({user})` before the write")
+        self.writes.append((name, stmt))
         index = self._index(target.slice)
         value = self._lower(value_node)
         saved = self.core.fresh(f"{name}_overwritten")

@@ -21,8 +21,10 @@ import textwrap
 import types
 
 import gast
+import numpy as np
 
 from .. import anno, errors, nodes, templates
+from ..analysis import sharing
 from ..analysis.activity import derivative_inputs as activity_inputs
 from ..rules.registry import DISCRETE as registry_discrete
 from ..rules.registry import diff_params
@@ -93,6 +95,7 @@ class _Reverse:
         self.callees = {}    # (name, function, wrt, ranks) -> name of its vjp in the code
         self.entry_shapes = {}  # name a loop binds first -> a name of its shape, defined in every iteration
         self.prebound = set()   # names bound on some paths only, bound to None first (see _branch_zeros)
+        self.memory = None      # which arrays names may refer to (analysis/sharing.py), when needed
         changes = {s: anno.get(s, "kind") for s in nodes.statements(core.body)
                    if anno.get(s, "kind") in ("append", "pop", "item")}
         # Lists changed in place: their adjoint is a list of adjoints, one per item.
@@ -356,9 +359,16 @@ class _Reverse:
             rule = anno.get(stmt, "rule")
             # Varied, not active: what the call does to its argument is invisible to activity.
             active = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
+            fn = anno.get(stmt, "callee") or (anno.get(stmt.value.func, "resolved")
+                                              if isinstance(stmt.value, gast.Call) else None)
+            if _writes_into_first(fn):
+                # Also an array the backward sweep reads (`v = y.T` used before `np.copyto(y, 0)`).
+                active += self._read_by_backward(nodes.loaded_names(stmt.value.args[0])
+                                                 if stmt.value.args else [], stmt)
             if active and not (rule is not None and rule.name == "builtins.print"):
                 raise errors.at(stmt.value, f"a call whose result is not used, given `{active[0]}`, "
-                                "which is being differentiated: if it changes its argument in place, "
+                                "which is being differentiated (or read by the backward sweep): if it "
+                                "changes its argument in place, "
                                 "srcgrad cannot follow the change",
                                 "write the update as an assignment (`y[idx] += x` rather than "
                                 "`np.add.at(y, idx, x)`), or assign the call's result",
@@ -391,8 +401,9 @@ class _Reverse:
             # it makes to `y` is invisible to the caller's adjoints.
             fn = anno.get(stmt.value.func, "resolved")
             # (also when the argument it changes is not differentiated: it may store one that is)
-            varied = [n for a in stmt.value.args + [k.value for k in stmt.value.keywords]
-                      for n in nodes.loaded_names(a) if n in self.activity.varied]
+            given = [n for a in stmt.value.args + [k.value for k in stmt.value.keywords]
+                     for n in nodes.loaded_names(a)]
+            varied = [n for n in given if n in self.activity.varied]
             method = stmt.value.func.attr if isinstance(stmt.value.func, gast.Attribute) else None
             if varied and fn is None and method in _CONTAINER_MUTATORS:
                 # `obj.items.append(h)`, `ys[i].append(h)`: a list or dict that normalize does
@@ -405,13 +416,15 @@ class _Reverse:
                                 "build the list in a local name (`hs = []`, `hs.append(h)`) and use it "
                                 "from there, or return it (with has_aux=True)",
                                 kind=errors.UnsupportedSyntaxError)
+            varied += self._read_by_backward([n for n in given if n not in varied], stmt)
             if varied and fn is not None and not getattr(fn, "__srcgrad_gradient__", False) \
                     and _mutated_parameters(fn):  # (a gradient function is refused as such below)
                 given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
                 callee = nodes.to_source(stmt.value.func)
                 raise errors.at(stmt.value, f"`{callee}` changes its arguments in "
-                                f"place, and is given {given}, which is being differentiated: srcgrad "
-                                "cannot follow a change made inside another function",
+                                f"place, and is given {given}, which is being differentiated (or read "
+                                "by the backward sweep): srcgrad cannot follow a change made inside "
+                                "another function",
                                 f"in `{callee}`, write into a copy (`y = np.copy(y)`) and return the "
                                 f"new value, and assign it here (`y = {callee}(...)`)",
                                 kind=errors.UnsupportedSyntaxError)
@@ -619,6 +632,24 @@ class _Reverse:
                                 f"pass a constant as `{param}` (one that does not depend on the inputs "
                                 "being differentiated), or compute it another way",
                                 kind=errors.NoDerivativeRuleError)
+
+    def _read_by_backward(self, names, call) -> list:
+        """Those of ``names`` that may refer to an array read by an active statement that
+        runs before ``call`` (earlier, or in a loop around it): that statement's adjoint
+        may read the array in the backward sweep, after ``call`` changed it in place."""
+        if not names:
+            return []
+        if self.memory is None:
+            self.memory = sharing.Memory(self.core.body, self.ranks, self.core.params)
+        order = list(nodes.statements(self.core.body))
+        position = next(i for i, s in enumerate(order) if s is call)
+        earlier = order[:position]
+        for loop in order[:position]:
+            if isinstance(loop, (gast.For, gast.While)) and any(s is call for s in nodes.statements(loop.body)):
+                earlier += list(nodes.statements(loop.body))
+        reads = {n for s in earlier if isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Name)
+                 and self.activity.active(s.targets[0].id) for n in nodes.loaded_names(s.value)}
+        return [n for n in names if any(self.memory.overlap(n, r) for r in reads)]
 
     def _bookkeeping(self, name) -> bool:
         """``self.calls + 1``: an update of a field by constants (a counter), not a
@@ -967,6 +998,17 @@ class _Reverse:
                   "`def rule(ans_bar, ans, <its parameters>): return <adjoint>`")
         return errors.at(stmt.value, f"no derivative rule for `{full}`", advice,
                          kind=errors.NoDerivativeRuleError)
+
+
+def _writes_into_first(fn) -> bool:
+    """Whether ``fn`` is a NumPy function that writes into its first argument
+    (``np.copyto``, ``np.put``, ``np.add.at``, ...)."""
+    if fn is None:
+        return False
+    if getattr(fn, "__name__", None) == "at" and isinstance(getattr(fn, "__self__", None), np.ufunc):
+        return True
+    return any(fn is f for f in (np.copyto, np.put, np.place, np.putmask, np.fill_diagonal,
+                                 np.put_along_axis))
 
 
 # Functions and methods whose result may be a view of their (first) argument.
