@@ -65,7 +65,7 @@ class _Builder:
     """What a feature's generator draws from: the names of each kind defined so far."""
 
     def __init__(self, rng, names):
-        self.rng, self.names, self.count = rng, names, itertools.count(len(sum(names.values(), [])))
+        self.rng, self.names, self.count = rng, names, itertools.count(sum(map(len, names.values())))
 
     def pick(self, kind):
         return self.names[kind][self.rng.integers(len(self.names[kind]))]
