@@ -239,6 +239,13 @@ def test_srcgrad_traceback_keeps_the_internals(monkeypatch):
     assert {"pipeline.py", "validate.py"} <= names
 
 
+def test_source_errors_end_at_the_users_call():
+    with pytest.raises(srcgrad.UnsupportedSyntaxError) as excinfo:
+        srcgrad.source(srcgrad.grad(with_try), np.ones(3))
+    assert len(_srcgrad_frames(excinfo.tb)) == 1
+    assert _first_line(excinfo).startswith(f"{__file__}:{_line_of(with_try, 'try:')}:")
+
+
 def test_wrt_errors_end_at_the_users_call():
     with pytest.raises(srcgrad.WrtError) as excinfo:
         srcgrad.grad(mlp, wrt="nope")
