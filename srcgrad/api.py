@@ -513,9 +513,12 @@ def source(fn, *example_args, **example_kwargs) -> str:
     if not isinstance(fn, GradientFunction):
         raise TypeError("srcgrad.source expects a function made by srcgrad.grad, "
                         f"value_and_grad or vjp; got {fn!r}")
-    if example_args or example_kwargs:
-        return fn.compiled(fn._arguments(example_args, example_kwargs)).source
-    return fn.source
+    try:
+        if example_args or example_kwargs:
+            return fn.compiled(fn._arguments(example_args, example_kwargs)).source
+        return fn.source
+    except errors.UserCodeError as error:
+        raise errors.shown_to_user(error, _origin_of(fn.fn)) from None
 
 
 def show(fn, *example_args, **example_kwargs) -> None:

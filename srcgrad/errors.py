@@ -105,6 +105,11 @@ class GradientCheckError(SrcgradError, AssertionError):
         super().__init__(_located("error", problem, origin) + (f"\nhelp: {advice}" if advice else ""))
 
 
+class GradientCheckWarning(UserWarning):
+    """``check=True`` could not check a call: the function has a kink at the point
+    (its one-sided differences disagree), where no finite difference is a derivative."""
+
+
 # ---- errors as the user sees them -------------------------------------------------
 
 _GENERATED: dict[str, str] = {}  # generated code's file name -> the user's file it was compiled from

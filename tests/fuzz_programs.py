@@ -65,7 +65,7 @@ class _Builder:
     """What a feature's generator draws from: the names of each kind defined so far."""
 
     def __init__(self, rng, names):
-        self.rng, self.names, self.count = rng, names, itertools.count(len(sum(names.values(), [])))
+        self.rng, self.names, self.count = rng, names, itertools.count(sum(map(len, names.values())))
 
     def pick(self, kind):
         return self.names[kind][self.rng.integers(len(self.names[kind]))]
@@ -404,6 +404,13 @@ def f_array_methods(b):
     return Snippet("array_methods", [f"{new} = " + form.format(m=b.pick("mat"), v=b.pick("vec"))], new, kind)
 
 
+def f_self_write(b):
+    new = b.fresh()
+    v = b.pick("vec")
+    write = b.choice([f"{new}[::-1] = {new}", f"{new}[[1, 0, 3, 2]] = {new}", f"{new}[1:] = {new}[:3]"])
+    return Snippet("self_write", [f"{new} = {v} * 1.0", write], new, "vec")
+
+
 def f_mutating_callee(b):
     new, h = b.fresh(), b.fresh("h")
     v = b.pick("vec")
@@ -450,6 +457,7 @@ FEATURES = {
     "rebind_in_loop": f_rebind_in_loop, "random": f_random, "creation": f_creation, "power": f_power,
     "norm_ord": f_norm_ord, "array_methods": f_array_methods, "mutating_callee": f_mutating_callee,
     "int_mix": f_int_mix, "inheritance": f_inheritance, "edited_source": f_edited_source, "zero_base": f_zero_base,
+    "self_write": f_self_write,
 }
 
 # Features whose programs srcgrad gets right (or refuses) on this branch today: the CI budget.

@@ -15,12 +15,12 @@ from __future__ import annotations
 import functools
 import os
 
+import fuzz_programs as fuzz
 import numpy as np
 import pytest
-
-import fuzz_programs as fuzz
-import srcgrad
 from conftest import numerical_grad
+
+import srcgrad
 
 
 def _report(failures):

@@ -13,9 +13,9 @@ from collections import namedtuple
 import numpy as np
 import pytest
 import scipy.special
+from conftest import numerical_grad
 
 import srcgrad
-from conftest import numerical_grad
 
 HERE = os.path.abspath(__file__)
 SRCGRAD_DIR = os.path.dirname(os.path.abspath(srcgrad.__file__))
@@ -237,6 +237,13 @@ def test_srcgrad_traceback_keeps_the_internals(monkeypatch):
     assert {"pipeline.py", "validate.py"} <= names
 
 
+def test_source_errors_end_at_the_users_call():
+    with pytest.raises(srcgrad.UnsupportedSyntaxError) as excinfo:
+        srcgrad.source(srcgrad.grad(with_try), np.ones(3))
+    assert len(_srcgrad_frames(excinfo.tb)) == 1
+    assert _first_line(excinfo).startswith(f"{__file__}:{_line_of(with_try, 'try:')}:")
+
+
 def test_wrt_errors_end_at_the_users_call():
     with pytest.raises(srcgrad.WrtError) as excinfo:
         srcgrad.grad(mlp, wrt="nope")
@@ -350,13 +357,13 @@ def test_a_gradient_of_a_constant_inside_a_loss_is_a_constant():
 
 @pytest.mark.parametrize("optimize", [True, False])
 def test_vjp_pullback_checks_the_cotangents_shape(optimize):
-    value, pullback = srcgrad.vjp(lambda x: np.sin(x) * 2, optimize=optimize)(np.ones((2, 3)))
+    _, pullback = srcgrad.vjp(lambda x: np.sin(x) * 2, optimize=optimize)(np.ones((2, 3)))
     with pytest.raises(ValueError, match=r"shape of its output \(2, 3\).*shape \(3,\)"):
         pullback(np.ones(3))
     with pytest.raises(ValueError, match=r"shape \(\)"):
         pullback(1.0)
     np.testing.assert_allclose(pullback(np.ones((2, 3))), 2 * np.cos(np.ones((2, 3))))
-    value, pullback = srcgrad.vjp(lambda x: (x * 2, np.sum(x)))(np.ones(2))
+    _, pullback = srcgrad.vjp(lambda x: (x * 2, np.sum(x)))(np.ones(2))
     with pytest.raises(ValueError, match="tuple of 2 adjoints"):
         pullback(np.ones(2))
     with pytest.raises(ValueError, match=r"value\[1\] \(\)"):
@@ -365,8 +372,8 @@ def test_vjp_pullback_checks_the_cotangents_shape(optimize):
 
 
 def returns_none_literally(x):
-    y = x * 2
-    return None
+    x = x * 2
+    return None  # noqa: RET501, PLR1711 - the case under test
 
 
 def returns_none_on_a_path(x):
@@ -430,3 +437,14 @@ def test_named_tuple_fields_under_check():
     assert g.b == pytest.approx(np.sum(2 * r))
 
 
+def relu_sum(x):
+    return np.sum(np.maximum(x, 0.0) * np.arange(1.0, 4.0))
+
+
+def test_check_warns_instead_of_failing_at_a_kink():
+    x = np.array([0.0, 1.0, -2.0])  # the ReLU's kink at x[0]: srcgrad's convention gives 0 there
+    with pytest.warns(srcgrad.errors.GradientCheckWarning, match="not smooth"):
+        g = srcgrad.grad(relu_sum, check=True)(x)
+    np.testing.assert_allclose(g, [0.0, 2.0, 0.0])
+    with pytest.raises(srcgrad.GradientCheckError):  # a wrong rule away from a kink still raises
+        srcgrad.grad(uses_wrong_rule, check=True)(np.array([0.0, 1.0, -2.0]))
