@@ -503,7 +503,8 @@ class _Reverse:
         position = next(i for i, s in enumerate(order) if s is call)
         earlier = order[:position]
         for loop in order[:position]:
-            if isinstance(loop, (gast.For, gast.While)) and any(s is call for s in nodes.statements(loop.body)):
+            if isinstance(loop, (gast.For, gast.While)) \
+                    and any(s is call for s in nodes.statements(loop.body)):
                 earlier += list(nodes.statements(loop.body))
         reads = {n for s in earlier if isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Name)
                  and self.activity.active(s.targets[0].id) for n in nodes.loaded_names(s.value)}
