@@ -644,9 +644,17 @@ def scratch_changed_in_a_loop(x):
     return loss
 
 
+def scratch_shuffled_after_a_differentiated_read(x):
+    c = np.arange(4.0)
+    loss = np.sum(c * x)
+    np.random.shuffle(c)
+    return loss
+
+
 @OPT
 @pytest.mark.parametrize("fn", [scratch_changed_under_a_view_the_backward_reads,
-                                scratch_changed_by_numpy_under_a_view, scratch_changed_in_a_loop],
+                                scratch_changed_by_numpy_under_a_view, scratch_changed_in_a_loop,
+                                scratch_shuffled_after_a_differentiated_read],
                          ids=lambda f: f.__name__)
 def test_a_change_to_an_array_the_backward_sweep_reads_is_refused(fn, optimize):
     _assert_refused(fn, "read by the backward sweep", optimize=optimize)

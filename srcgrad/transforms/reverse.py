@@ -349,7 +349,7 @@ class _Reverse:
             active = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
             fn = anno.get(stmt, "callee") or (anno.get(stmt.value.func, "resolved")
                                               if isinstance(stmt.value, gast.Call) else None)
-            if _writes_into_first(fn):
+            if _writes_into_first(fn) or rule is not None and rule.name in _WRITING_RULES:
                 # Also an array the backward sweep reads (`v = y.T` used before `np.copyto(y, 0)`).
                 active += self._read_by_backward(nodes.loaded_names(stmt.value.args[0])
                                                  if stmt.value.args else [], stmt)
@@ -786,6 +786,10 @@ class _Reverse:
                          kind=errors.NoDerivativeRuleError)
 
 
+_WRITING_RULES = {"numpy.random.shuffle", "numpy.copyto", "numpy.put", "numpy.place", "numpy.putmask",
+                  "numpy.fill_diagonal", "numpy.put_along_axis"}
+
+
 def _writes_into_first(fn) -> bool:
     """Whether ``fn`` is a NumPy function that writes into its first argument
     (``np.copyto``, ``np.put``, ``np.add.at``, ...)."""
@@ -794,7 +798,7 @@ def _writes_into_first(fn) -> bool:
     if getattr(fn, "__name__", None) == "at" and isinstance(getattr(fn, "__self__", None), np.ufunc):
         return True
     return any(fn is f for f in (np.copyto, np.put, np.place, np.putmask, np.fill_diagonal,
-                                 np.put_along_axis))
+                                 np.put_along_axis, np.random.shuffle))
 
 
 # Functions and methods whose result may be a view of their (first) argument.
