@@ -660,8 +660,8 @@ def unchanging(fn, filename: str, line: int, col: int, text: str):
     changed = _CHANGED.get(inner.__code__)
     if changed is None:
         changed = _CHANGED[inner.__code__] = _mutated_parameters(inner)
-    if changed is True or set(changed) - ({inner.__code__.co_varnames[0]} if bound and inner.__code__.co_argcount
-                                          else set()):
+    receiver = {inner.__code__.co_varnames[0]} if bound and inner.__code__.co_argcount else set()
+    if changed is True or set(changed) - receiver:
         name = getattr(inner, "__qualname__", "the function")
         raise errors.UnsupportedSyntaxError(
             f"`{name}` changes its arguments in place, and is given a value being "

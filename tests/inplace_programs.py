@@ -57,6 +57,9 @@ class Program:
         self.fresh = []         # vectors that may be written into
         self.mats = []          # 2×2 arrays that may be written into (or their views)
         self.scalars = ["x[0]"]
+        # Integer arrays (a float written into one is truncated) stay out of helpers' arguments:
+        # see test_trust_inplace.py::test_an_integer_array_written_and_passed_to_a_helper.
+        self.integers = set()
         self.n = 0
         self.loops = loops
 
@@ -66,6 +69,9 @@ class Program:
 
     def _arr(self):
         return self.r.choice(self.arrays)
+
+    def _float_arr(self):
+        return self.r.choice([a for a in self.arrays if a not in self.integers])
 
     def _scal(self):
         return self.r.choice(self.scalars)
@@ -80,16 +86,20 @@ class Program:
         out = []
         if kind == "fresh":
             n = self._name("c")
-            out.append(f"{n} = " + r.choice(["x * 1.5", "np.zeros(4)", "np.sin(x)", "np.copy(x)", "x + 0.0",
-                                              f"{self._arr()} * {self._scal()}", "own(x)",
-                                              f"own_loop({self._arr()}, {self._scal()})",
-                                              f"Holder().scaled({self._arr()})", "np.arange(4)",
-                                              "np.zeros(4, dtype=int)"]))
+            made = r.choice(["x * 1.5", "np.zeros(4)", "np.sin(x)", "np.copy(x)", "x + 0.0",
+                             f"{self._arr()} * {self._scal()}", "own(x)",
+                             f"own_loop({self._float_arr()}, {self._scal()})",
+                             f"Holder().scaled({self._float_arr()})", "np.arange(4)", "np.zeros(4, dtype=int)"])
+            out.append(f"{n} = {made}")
+            if "arange" in made or "int" in made:
+                self.integers.add(n)
             self.arrays.append(n)
             self.fresh.append(n)
         elif kind == "alias":
             c = r.choice(self.fresh)
             n = self._name("a")
+            if c in self.integers:
+                self.integers.add(n)
             out.append(f"{n} = " + r.choice([f"{c}", f"({c}, 1.0)[0]", f"ident({c})", f"[{c}][0]",
                                               f"{c}.reshape(4)", f"{c}.T", f"{c}[:]", f"np.asarray({c})",
                                               f"{c}.ravel()", f"{c} if x[1] > 0 else {c}"]))
@@ -101,13 +111,15 @@ class Program:
             if c in self.mats:
                 out.append(f"{n} = {c}" + r.choice(["[0]", "[:, 1]", ".T[0]", ".ravel()[1:3]"]))
             else:
-                out.append(f"{n} = {c}" + r.choice(["[0:2]", "[::-1][:2]", "[1:3]", "[::2]", ".reshape(2, 2)[1]"]))
+                out.append(f"{n} = {c}" + r.choice(["[0:2]", "[::-1][:2]", "[1:3]", "[::2]",
+                                                    ".reshape(2, 2)[1]"]))
             self.scalars.append(f"{n}[0]")
             self.arrays.append(f"np.sum({n}) * x")
         elif kind == "matrix":
             n = self._name("m")
             c = r.choice(self.fresh)
-            out.append(f"{n} = " + r.choice([f"{c}.reshape(2, 2)", f"{c}.reshape(2, 2).T", "np.outer(x[:2], x[2:])",
+            out.append(f"{n} = " + r.choice([f"{c}.reshape(2, 2)", f"{c}.reshape(2, 2).T",
+                                              "np.outer(x[:2], x[2:])",
                                               f"{self._arr()}.reshape(2, 2) * 1.0"]))
             self.mats.append(n)
         elif kind == "scalar":
@@ -121,7 +133,7 @@ class Program:
                 out.append(r.choice([f"{m}[{k % 2}, {j % 2}] = {self._scal()}",
                                      f"{m}[{k % 2}] = x[0:2] * {self._scal()}",
                                      f"{m}[:, {j % 2}] += x[1:3]",
-                                     f"{m}[{(i := (loop + ' % 2') if loop else k % 2)}] = {m}[{j % 2}]"]))
+                                     f"{m}[{f'{loop} % 2' if loop else k % 2}] = {m}[{j % 2}]"]))
             else:
                 c = r.choice(self.fresh)
                 s = self._scal()
@@ -139,8 +151,8 @@ class Program:
                 out.append(f"L = L + np.sum({self._arr()} * x)")
             else:
                 out.append(f"L = L + {self._scal()} ** 2")
-        elif kind == "call":
-            c = r.choice(self.fresh)
+        elif kind == "call" and set(self.fresh) - self.integers:
+            c = r.choice([f for f in self.fresh if f not in self.integers])
             if r.random() < 0.4:
                 n = self._name("h")
                 out.append(f"{n} = mut({c})")
@@ -158,13 +170,17 @@ class Program:
             if r.random() < 0.5:
                 out.append(f"{c} = {c} * {self._scal()}")
             else:
-                out += [f"if {self._scal()} > 0.0:", f"    {c} = {c} * 0.5",
-                        "else:", f"    {c} = " + r.choice([f"x * {self._scal()}", "x", f"{self._arr()}"])]
+                other = r.choice([f"x * {self._scal()}", "x", f"{self._arr()}"])
+                if other in self.integers:
+                    self.integers.add(c)
+                out += [f"if {self._scal()} > 0.0:", f"    {c} = {c} * 0.5", "else:", f"    {c} = {other}"]
         elif kind == "if":
             c = r.choice(self.fresh)
             s = self._scal()
             out += [f"if {self._scal()} > 0.1:", f"    {c}[{idx}] = {s} * x[{j}]", "else:",
                     f"    {c}[{j}] += {s}"]
+        if not out:  # (a call with only integer arrays to give)
+            out.append(f"L = L + x[{k}] ** 2")
         return [ind + o for o in out]
 
     def source(self):

@@ -644,9 +644,17 @@ def scratch_changed_in_a_loop(x):
     return loss
 
 
+def scratch_shuffled_after_a_differentiated_read(x):
+    c = np.arange(4.0)
+    loss = np.sum(c * x)
+    np.random.shuffle(c)
+    return loss
+
+
 @OPT
 @pytest.mark.parametrize("fn", [scratch_changed_under_a_view_the_backward_reads,
-                                scratch_changed_by_numpy_under_a_view, scratch_changed_in_a_loop],
+                                scratch_changed_by_numpy_under_a_view, scratch_changed_in_a_loop,
+                                scratch_shuffled_after_a_differentiated_read],
                          ids=lambda f: f.__name__)
 def test_a_change_to_an_array_the_backward_sweep_reads_is_refused(fn, optimize):
     _assert_refused(fn, "read by the backward sweep", optimize=optimize)
@@ -772,6 +780,25 @@ def test_each_refused_kind_in_float32(fn):
         srcgrad.grad(fn)(X.astype(np.float32))
 
 
+def _scaled(y):
+    z = np.copy(y)
+    z[2] *= y[3]
+    return z
+
+
+def integer_array_written_and_passed_to_a_helper(x):
+    c = np.arange(4)
+    c[0] = x[0]          # truncated: no derivative; but `c` is differentiated from here on
+    return np.sum(_scaled(c) * x)
+
+
+@pytest.mark.xfail(reason="the adjoint of an integer array is made with np.zeros_like, so it is an "
+                   "integer array too, and `y_bar += z_bar` in the helper's pullback raises a casting "
+                   "error (rules' zeros should have a floating dtype)", strict=True)
+def test_an_integer_array_written_and_passed_to_a_helper():
+    _assert_right(integer_array_written_and_passed_to_a_helper)
+
+
 # ---- the fuzzer ---------------------------------------------------------------------
 
 def _fuzz(count, seed, x=X):
@@ -820,6 +847,9 @@ def test_random_programs_with_writes_aliases_and_views():
 
 
 @pytest.mark.slow
-def test_random_programs_with_writes_aliases_and_views_many():
+def test_random_programs_with_writes_aliases_and_views_many(request):
+    if "slow" not in (request.config.getoption("markexpr") or "") \
+            or "not slow" in request.config.getoption("markexpr"):
+        pytest.skip("2,000 programs (minutes): run with `pytest -m slow`")
     outcomes = _fuzz(2000, seed=2026)
     assert outcomes["right"] >= 500, outcomes

@@ -361,7 +361,7 @@ class _Reverse:
             active = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
             fn = anno.get(stmt, "callee") or (anno.get(stmt.value.func, "resolved")
                                               if isinstance(stmt.value, gast.Call) else None)
-            if _writes_into_first(fn):
+            if _writes_into_first(fn) or rule is not None and rule.name in _WRITING_RULES:
                 # Also an array the backward sweep reads (`v = y.T` used before `np.copyto(y, 0)`).
                 active += self._read_by_backward(nodes.loaded_names(stmt.value.args[0])
                                                  if stmt.value.args else [], stmt)
@@ -645,7 +645,8 @@ class _Reverse:
         position = next(i for i, s in enumerate(order) if s is call)
         earlier = order[:position]
         for loop in order[:position]:
-            if isinstance(loop, (gast.For, gast.While)) and any(s is call for s in nodes.statements(loop.body)):
+            if isinstance(loop, (gast.For, gast.While)) \
+                    and any(s is call for s in nodes.statements(loop.body)):
                 earlier += list(nodes.statements(loop.body))
         reads = {n for s in earlier if isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Name)
                  and self.activity.active(s.targets[0].id) for n in nodes.loaded_names(s.value)}
@@ -1000,6 +1001,10 @@ class _Reverse:
                          kind=errors.NoDerivativeRuleError)
 
 
+_WRITING_RULES = {"numpy.random.shuffle", "numpy.copyto", "numpy.put", "numpy.place", "numpy.putmask",
+                  "numpy.fill_diagonal", "numpy.put_along_axis"}
+
+
 def _writes_into_first(fn) -> bool:
     """Whether ``fn`` is a NumPy function that writes into its first argument
     (``np.copyto``, ``np.put``, ``np.add.at``, ...)."""
@@ -1008,7 +1013,7 @@ def _writes_into_first(fn) -> bool:
     if getattr(fn, "__name__", None) == "at" and isinstance(getattr(fn, "__self__", None), np.ufunc):
         return True
     return any(fn is f for f in (np.copyto, np.put, np.place, np.putmask, np.fill_diagonal,
-                                 np.put_along_axis))
+                                 np.put_along_axis, np.random.shuffle))
 
 
 # Functions and methods whose result may be a view of their (first) argument.
