@@ -706,8 +706,16 @@ def dict_in_loop(x):
     return s
 
 
+def iterates_sorted_keys(x):
+    p = {'b': x * 2, 'a': x}
+    s = 0.0
+    for i, k in enumerate(sorted(p)):
+        s = s + np.sum(p[k]) * (i + 1)
+    return s
+
+
 @pytest.mark.parametrize("fn", [
-    iterates_dict, iterates_keys, iterates_values, iterates_items, enumerates_dict, gets,
+    iterates_sorted_keys, iterates_dict, iterates_keys, iterates_values, iterates_items, enumerates_dict, gets,
     gets_with_default_of_a_dict, stacks_values, iterates_dict_from_a_call, values_of_a_dict_from_a_call,
     items_of_a_dict_from_a_call, dict_iterated_in_helper, dict_in_method, dict_in_loop,
 ])
@@ -890,3 +898,94 @@ def extends_with_a_list_grown_elsewhere(x):
 
 def test_extend_with_items_known_at_run_time_is_refused():
     refused(extends_with_a_list_grown_elsewhere, srcgrad.UnsupportedSyntaxError, "extend")
+
+
+# ---- a differential fuzzer over these constructs -----------------------------------
+# Random programs built from the constructs above (lists given to NumPy, lists grown
+# and read, dicts iterated, names rebound in loops, helpers given displays), sometimes
+# all inside an outer loop; oracle: the function's own value and central differences.
+
+_PIECES = ["x * {c}", "np.sin(x)", "x ** 2", "x[{i}] * x", "np.tanh(x * {c})", "x + {c}"]
+
+_CONSTRUCTS = [
+    ["{n} = np.sum([{a}, {b} * 2.0], axis=0)"],
+    ["{n} = np.max([{a}[0], {b}[1] * 1.5]) * x"],
+    ["L = [{a}]", "for i in range({k}):", "    L.append(np.sin(L[-1]) + {b} * i)", "{n} = np.mean(L, axis=0)"],
+    ["L = [{a}]", "for i in range({k}):", "    L.append(L[-1] * 0.5 + {b})", "{n} = L[-1] * L[0]"],
+    ["d = {{'a': {a}, 'b': {b} * 2.0}}", "acc = x * 0.0", "for k in d:", "    acc = acc + d[k] ** 2",
+     "{n} = acc + d.get('a') + d.get('z', {b})"],
+    ["d = {{'a': {a}, 'bb': {b} * 2.0}}", "acc = x * 0.0", "for k, w in d.items():",
+     "    acc = acc + w * len(k)", "{n} = acc"],
+    ["d = {{'a': {a}, 'b': {b}}}", "acc = x * 0.0", "for w in d.values():", "    acc = acc + np.cos(w)",
+     "{n} = acc"],
+    ["c = [{a}[0], {b}[1], {a}[2]]", "for e in c:", "    c = {b} * e + x", "{n} = c * 1.0"],
+    ["c = {a} * 1.0", "for e in c:", "    c = c * e + x", "{n} = c"],
+    ["y = {a}", "t = (y, 1.5)", "for i in range(2):", "    y = t[0] * t[1] + y * 0.5", "{n} = y + t[0]"],
+    ["ys = [[], []]", "for i in range(3):", "    ys[0].append({a} * i)", "    ys[1].append(np.sum({b}) * i)",
+     "{n} = np.stack(ys[0])[-1] + np.sum(ys[1]) + ys[0][1]"],
+    ["{n} = np.array([[{a}[0], {b}[1]], [{b}[2], 1.0]]).ravel()[0] * {a}"],
+    ["{n} = np.prod(({a}[0], {b}[1], 2.0)) + {a}"],
+    ["P = []", "for i in range(3):", "    P.append({a}[i] * {b})", "{n} = np.sum(P, axis=0) + np.stack(P).T[0]"],
+    ["P = []", "for i in range(3):", "    P.append({a}[i] * {b})", "{n} = np.concatenate(P)[:3] + np.dot(P[1], np.array(P))"],
+    ["h = {a}", "lst = [h, {b}]", "k = 0", "while k < 2:", "    h = h * lst[0] + lst[1]", "    k = k + 1",
+     "{n} = h"],
+    ["{n} = _pair_product([{a}, {b}])"],
+    ["{n} = np.sum(list(({a}, {b} * 3.0)), axis=0)"],
+    ["xs = [{a}, {b}]", "xs.pop(0)", "xs.extend([{a} * 2.0])", "{n} = xs[0] + xs[-1]"],
+]
+
+
+def _container_program(rng):
+    """The source of ``f(x)`` (x: a 3-vector) made of random constructs."""
+    lines, values = [], ["v0"]
+    lines.append("v0 = " + rng.choice(_PIECES).format(c=round(rng.uniform(0.5, 2.0), 2), i=rng.randrange(3)))
+    for _ in range(rng.randint(2, 5)):
+        n = f"v{len(values)}"
+        fill = dict(n=n, a=rng.choice(values), b=rng.choice(values), k=rng.randint(1, 3))
+        lines += [line.format(**fill) for line in rng.choice(_CONSTRUCTS)]
+        values.append(n)
+    if rng.random() < 0.5:
+        body = ["tot = x * 0.0", "for rep in range(2):"] + ["    " + line for line in lines]
+        body += [f"    tot = tot + {values[-1]}", "    x = x * 0.9 + tot * 0.1", "return np.sum(tot * x)"]
+    else:
+        body = lines + [f"return np.sum({values[-1]} * x)"]
+    return "import numpy as np\nfrom test_trust_containers import _pair_product\n\n\ndef f(x):\n" + \
+        "".join(f"    {line}\n" for line in body)
+
+
+def _fuzz(seed, count, tmp_path):
+    import importlib.util
+    import random
+
+    rng = random.Random(seed)
+    x = np.array([0.3, -0.8, 0.6])
+    checked = 0
+    for k in range(count):
+        source = _container_program(rng)
+        path = tmp_path / f"fuzz_{seed}_{k}.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(f"fuzz_{seed}_{k}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        with np.errstate(all="ignore"):
+            value = module.f(x.copy())
+            if not abs(value) < 1e5:
+                continue  # central differences lose their digits
+            expected = numerical_grad(module.f, [x], 0)
+        for optimize in (True, False):
+            got_value, got = srcgrad.value_and_grad(module.f, optimize=optimize)(x.copy())
+            assert np.isclose(got_value, value, rtol=1e-9), source
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * (1 + np.max(np.abs(expected))),
+                                       err_msg=source)
+        checked += 1
+    assert checked > count // 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_container_fuzz(seed, tmp_path):
+    _fuzz(seed, 8, tmp_path)
+
+
+@pytest.mark.slow
+def test_container_fuzz_many(tmp_path):
+    _fuzz(1000, 2000, tmp_path)

@@ -1090,6 +1090,12 @@ class _Lowering:
                 copied = self._copied_container(callee, args[0], node, **emit)
                 if copied is not None:
                     return copied
+            if callee is sorted and len(args) == 1 and not kwargs and isinstance(args[0], gast.Name) \
+                    and self._dict_keys(args[0].id) is not None:  # `for k in sorted(params)`
+                keys = sorted(self._dict_keys(args[0].id))
+                display = gast.List(elts=[nodes.const(k) for k in keys], ctx=gast.Load())
+                return self._emit_aggregate(display, list(range(len(keys))), [nodes.const(k) for k in keys],
+                                            node, **emit)
             spelled = self._spell(callee, node)
             func_node = nodes.dotted(spelled) if spelled else nodes.copy(func)
             return self._apply(callee, None, args, kwargs, node, func_node=func_node, **emit)
