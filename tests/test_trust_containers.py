@@ -989,3 +989,33 @@ def test_container_fuzz(seed, tmp_path):
 @pytest.mark.slow
 def test_container_fuzz_many(tmp_path):
     _fuzz(1000, 2000, tmp_path)
+
+
+# ---- a nested def reads a name assigned again after the def -----------------------
+
+def closure_reads_a_rebound_name(x):
+    n = 1.0
+
+    def g():
+        return n
+    n = 2.0
+    return np.sum(x) * g()
+
+
+def closure_called_before_the_rebinding(x):
+    n = 1.5
+
+    def g():
+        return n
+    y = g()
+    n = 2.0
+    return np.sum(x) * y * n
+
+
+def test_closure_reading_a_rebound_name_is_refused():
+    message = refused(closure_reads_a_rebound_name, srcgrad.UnsupportedSyntaxError, "assigned again")
+    assert "return np.sum(x) * g()" in message
+
+
+def test_closure_called_before_the_rebinding():
+    check(closure_called_before_the_rebinding)

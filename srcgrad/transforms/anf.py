@@ -128,6 +128,7 @@ class _Lowering:
         self.views = {}          # named view -> the name of the array it looks into
         self.aliased = set()     # names another name was bound to (`t = s`)
         self.passed = {}         # lists and dicts given to a function of yours -> origin of the call
+        self.closures = {}       # nested def's name -> (its user name, {user name it reads: its name then})
         self.scalars = {p for p, r in zip(self.params, param_ranks) if r == 0}
         # Lists (and tuples) passed in: the ranks of their items are numbered, not named.
         self.sequences = {p for p, r in zip(self.params, param_ranks)
@@ -215,13 +216,15 @@ class _Lowering:
         inner = nodes.copy(stmt)
         own = set(parameters(inner.args)) | {
             n.id for n in gast.walk(inner) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
-        captured = set()
+        captured, seen = set(), {}
         for node in gast.walk(inner):
             if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id not in own \
                     and node.id in self.current:
+                seen[node.id] = self.current[node.id]
                 node.id = self.current[node.id]
                 captured.add(node.id)
         inner.name = self._store(stmt.name)
+        self.closures[inner.name] = (stmt.name, seen)
         anno.set(inner, "group", self.group)
         anno.set(inner, "origin", anno.get(stmt, "origin"))
         anno.set(inner, "kind", "def")
@@ -1222,6 +1225,17 @@ class _Lowering:
         differentiated too (a model calling its layers).  A list or tuple display
         among the arguments (``g([a, b])``) is built as a value first, so its
         adjoint (the callee's for that parameter) reaches the items."""
+        if isinstance(callee, gast.Name) and callee.id in self.closures:
+            # Python's closure reads the name when it is called; the nested def was given
+            # the value the name had at the `def` (single assignment): the same only if
+            # the name was not assigned again since.
+            user, seen = self.closures[callee.id]
+            for read, name in sorted(seen.items()):
+                if self.current.get(read, read) != name:
+                    raise errors.at(node, f"`{user}` reads `{read}`, which was assigned again after "
+                                    f"`def {user}`: Python's `{user}` sees the new value, and srcgrad "
+                                    "does not follow it", f"pass `{read}` to `{user}` as an argument")
+
         def value_of(atom):
             if isinstance(atom, (gast.List, gast.Tuple)) and any(isinstance(n, gast.Name)
                                                                   for n in gast.walk(atom)):
