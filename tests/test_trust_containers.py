@@ -1019,3 +1019,47 @@ def test_closure_reading_a_rebound_name_is_refused():
 
 def test_closure_called_before_the_rebinding():
     check(closure_called_before_the_rebinding)
+
+
+# ---- a list a function of yours returned, given straight to NumPy ------------------
+
+def _two_rows(v):
+    return [v, v * 2 + 1]
+
+
+def returned_list_max(x):
+    return np.sum(np.max(_two_rows(x), axis=0))
+
+
+def returned_list_min(x):
+    return np.min(_two_rows(x))
+
+
+def returned_list_norm(x):
+    return np.linalg.norm(_two_rows(x))
+
+
+def returned_list_maximum(x):
+    return np.sum(np.maximum(_two_rows(x), 0.5))
+
+
+def returned_list_clip(x):
+    return np.sum(np.clip(_two_rows(x), -1, 1))
+
+
+def returned_list_power(x):
+    return np.sum(np.power(_two_rows(x), 2) + np.square(_two_rows(x)))
+
+
+def returned_list_in_loop(x):
+    s = 0.0
+    for i in range(2):
+        s = s + np.sum(np.maximum(_two_rows(x * i), 0.5))
+    return s
+
+
+@pytest.mark.parametrize("fn", [returned_list_max, returned_list_min, returned_list_norm,
+                                returned_list_maximum, returned_list_clip, returned_list_power,
+                                returned_list_in_loop])
+def test_returned_list_given_to_numpy(fn):
+    check(fn)

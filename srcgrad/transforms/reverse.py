@@ -91,6 +91,9 @@ class _Reverse:
         self.callees = {}    # (name, function, wrt, ranks) -> name of its vjp in the code
         self.entry_shapes = {}  # name a loop binds first -> a name of its shape, defined in every iteration
         self.prebound = set()   # names bound on some paths only, bound to None first (see _branch_zeros)
+        self.call_results = {s.targets[0].id for s in nodes.statements(core.body)
+                             if anno.get(s, "kind") == "call" and isinstance(s, gast.Assign)
+                             and isinstance(s.targets[0], gast.Name)}
         changes = {s: anno.get(s, "kind") for s in nodes.statements(core.body)
                    if anno.get(s, "kind") in ("append", "pop", "item")}
         # Lists changed in place: their adjoint is a list of adjoints, one per item.
@@ -749,6 +752,17 @@ class _Reverse:
                     claimed.add(var)
         bindings = {"ans_bar": g, "ans": nodes.name(target)}
         bindings.update({p: a for p, a in bound.items()})
+        if rule.name.split(".")[0] == "numpy":
+            for param in sorted(wanted - rule.sequence_params):
+                atom = bound.get(param)
+                if isinstance(atom, gast.Name) and atom.id in self.call_results \
+                        and rank_of(atom, self.ranks) is None:
+                    # What a function of yours returned may be a list or tuple, which NumPy
+                    # reads as an array and the rule's arithmetic must too.
+                    temp = self.core.fresh()
+                    self._append(nodes.assign(temp, nodes.call(f"{self.backend.MODULE_NAME}.asarray",
+                                                               [nodes.name(atom.id)])), self.group)
+                    bindings[param] = nodes.name(temp)
         site = templates.Site(
             bindings=bindings,
             ndim=lambda atom: r if isinstance(r := rank_of(atom, self.ranks), int) else None,
