@@ -1063,3 +1063,37 @@ def returned_list_in_loop(x):
                                 returned_list_in_loop])
 def test_returned_list_given_to_numpy(fn):
     check(fn)
+
+
+class _ListModel:
+    def __init__(self):
+        self.ws = [np.array([0.3, -1.2, 0.7]), np.array([1.0, 2.0, -0.5])]
+
+
+def _list_field_max(m, x):
+    return np.sum(np.max(m.ws, axis=0) * x)
+
+
+def _list_field_maximum(m, x):
+    return np.sum(np.maximum(m.ws, 0.5)) * np.sum(x)
+
+
+def _list_field_mean(m, x):
+    return np.sum(np.mean(m.ws, axis=0) ** 2 * x)
+
+
+@pytest.mark.parametrize("fn", [_list_field_max, _list_field_maximum, _list_field_mean])
+@pytest.mark.parametrize("optimize", [True, False])
+def test_list_field_given_to_numpy(fn, optimize):
+    """A list of parameters in an object, given to NumPy (np.mean gave zeros silently)."""
+    m, x = _ListModel(), np.array([1.0, -2.0, 0.5])
+    got = srcgrad.grad(fn, optimize=optimize)(m, x)
+    for k in range(2):
+        expected = numerical_grad(lambda w: fn(_with_item(m, k, w), x), [m.ws[k]], 0)
+        np.testing.assert_allclose(got.ws[k], expected, atol=1e-6)
+
+
+def _with_item(m, k, w):
+    other = _ListModel()
+    other.ws = [w if j == k else v for j, v in enumerate(m.ws)]
+    return other

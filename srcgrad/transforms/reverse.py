@@ -752,13 +752,17 @@ class _Reverse:
                     claimed.add(var)
         bindings = {"ans_bar": g, "ans": nodes.name(target)}
         bindings.update({p: a for p, a in bound.items()})
+        read_as_array = set()
         if rule.name.split(".")[0] == "numpy":
             for param in sorted(wanted - rule.sequence_params):
                 atom = bound.get(param)
-                if isinstance(atom, gast.Name) and atom.id in self.call_results \
-                        and rank_of(atom, self.ranks) is None:
-                    # What a function of yours returned may be a list or tuple, which NumPy
-                    # reads as an array and the rule's arithmetic must too.
+                rank = rank_of(atom, self.ranks)
+                if isinstance(atom, gast.Name) and (isinstance(rank, TreeRank) or rank is None
+                                                    and atom.id in self.call_results):
+                    # A list or tuple (a structure's field, or what a function of yours
+                    # returned), which NumPy reads as an array, and the rule's arithmetic
+                    # must too; its adjoint goes back item by item (rt.rows_adjoint).
+                    read_as_array.add(param)
                     temp = self.core.fresh()
                     self._append(nodes.assign(temp, nodes.call(f"{self.backend.MODULE_NAME}.asarray",
                                                                [nodes.name(atom.id)])), self.group)
@@ -781,6 +785,8 @@ class _Reverse:
             if param not in adjoints:
                 continue
             atom, expr = bound[param], adjoints[param]
+            if param in read_as_array:
+                expr = nodes.call("rt.rows_adjoint", [expr, nodes.name(atom.id)])
             if param in rule.sequence_params and isinstance(atom, gast.Name) \
                     and isinstance(rank_of(atom, self.ranks), int):
                 self._accumulate(atom.id, expr)  # an array (its rows are the items)
