@@ -1082,7 +1082,19 @@ def _list_field_mean(m, x):
     return np.sum(np.mean(m.ws, axis=0) ** 2 * x)
 
 
-@pytest.mark.parametrize("fn", [_list_field_max, _list_field_maximum, _list_field_mean])
+def _list_field_stack(m, x):
+    return np.sum(np.stack(m.ws) ** 2 * x) + np.sum(np.concatenate(m.ws, axis=0) ** 3)
+
+
+def _list_field_iterated(m, x):
+    s = 0.0
+    for w in m.ws:
+        s = s + np.sum(w * x)
+    return s + np.sum(np.exp(m.ws)) + np.sum(np.dot(m.ws, x) ** 2)
+
+
+@pytest.mark.parametrize("fn", [_list_field_max, _list_field_maximum, _list_field_mean, _list_field_stack,
+                                _list_field_iterated])
 @pytest.mark.parametrize("optimize", [True, False])
 def test_list_field_given_to_numpy(fn, optimize):
     """A list of parameters in an object, given to NumPy (np.mean gave zeros silently)."""

@@ -790,6 +790,10 @@ class _Reverse:
             if param in rule.sequence_params and isinstance(atom, gast.Name) \
                     and isinstance(rank_of(atom, self.ranks), int):
                 self._accumulate(atom.id, expr)  # an array (its rows are the items)
+            elif param in rule.sequence_params and isinstance(atom, gast.Name) \
+                    and isinstance(rank_of(atom, self.ranks), TreeRank) and atom.id not in self.lists:
+                # A list or tuple of a structure (a field `self.ws`, an argument): item by item.
+                self._accumulate(atom.id, nodes.call("rt.rows_adjoint", [expr, nodes.name(atom.id)]))
             elif param in rule.sequence_params and isinstance(atom, gast.Name):
                 # A list grown with append: its adjoint is a list, popped by the appends.
                 name = self._bar_name(atom.id)
