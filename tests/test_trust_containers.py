@@ -1109,3 +1109,26 @@ def _with_item(m, k, w):
     other = _ListModel()
     other.ws = [w if j == k else v for j, v in enumerate(m.ws)]
     return other
+
+
+def appends_to_the_iterated_list(x):
+    xs = [x]
+    for v in xs:
+        if len(xs) < 3:
+            xs.append(v * 2)
+    return np.sum(np.stack(xs))
+
+
+def appends_while_iterating_a_copy(x):
+    xs = [x, x * 2]
+    for v in list(xs):
+        xs.append(v * 2)
+    return np.sum(np.stack(xs) ** 2)
+
+
+def test_changing_the_iterated_list_is_refused():
+    refused(appends_to_the_iterated_list, srcgrad.UnsupportedSyntaxError, "the list the loop iterates over")
+
+
+def test_changing_a_list_while_iterating_a_copy():
+    check(appends_while_iterating_a_copy)

@@ -471,7 +471,12 @@ class _Lowering:
             # Later iterations give the name new contents: its elements are no longer
             # the ones it was built from (`pair = (pair[1], pair[0])` in the body).
             self.aggregates.pop(self.current[user], None)
-        self._changed_in(loop)
+        changed = self._changed_in(loop)
+        for atom in iterated:
+            if isinstance(atom, gast.Name) and atom.id in changed:
+                raise errors.at(changed[atom.id], "this changes the list the loop iterates over; srcgrad "
+                                "runs the loop as many times as the list was long when the loop began",
+                                "iterate over a copy (`for v in list(xs):`), or over `range(n)`")
         anno.set(loop, "first_defined", first_defined)
         return entry
 
@@ -749,13 +754,17 @@ class _Lowering:
         """Lists and dicts made here that ``loop``'s body changes in place (append, pop,
         through another's item too: ``ys[0].append(h)``): from the loop on, what they
         hold is known at run time only, also to reads in the body before the change."""
+        changed = {}
         for node in gast.walk(loop):
             if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) \
                     and node.func.attr in _CHANGES:
                 held = self._held(node.func.value)
+                if held is not None:
+                    changed.setdefault(held, node)
                 if held is not None and held in self.aggregates:
                     del self.aggregates[held]
                     self.lists.add(held)
+        return changed
 
     def _copied_container(self, kind, atom, node, **emit):
         """``list(t)`` / ``tuple(t)`` of a tuple or list whose items are known (or of a dict
