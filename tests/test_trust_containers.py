@@ -715,7 +715,8 @@ def iterates_sorted_keys(x):
 
 
 @pytest.mark.parametrize("fn", [
-    iterates_sorted_keys, iterates_dict, iterates_keys, iterates_values, iterates_items, enumerates_dict, gets,
+    iterates_sorted_keys, iterates_dict, iterates_keys, iterates_values, iterates_items, enumerates_dict,
+    gets,
     gets_with_default_of_a_dict, stacks_values, iterates_dict_from_a_call, values_of_a_dict_from_a_call,
     items_of_a_dict_from_a_call, dict_iterated_in_helper, dict_in_method, dict_in_loop,
 ])
@@ -910,7 +911,8 @@ _PIECES = ["x * {c}", "np.sin(x)", "x ** 2", "x[{i}] * x", "np.tanh(x * {c})", "
 _CONSTRUCTS = [
     ["{n} = np.sum([{a}, {b} * 2.0], axis=0)"],
     ["{n} = np.max([{a}[0], {b}[1] * 1.5]) * x"],
-    ["L = [{a}]", "for i in range({k}):", "    L.append(np.sin(L[-1]) + {b} * i)", "{n} = np.mean(L, axis=0)"],
+    ["L = [{a}]", "for i in range({k}):", "    L.append(np.sin(L[-1]) + {b} * i)",
+     "{n} = np.mean(L, axis=0)"],
     ["L = [{a}]", "for i in range({k}):", "    L.append(L[-1] * 0.5 + {b})", "{n} = L[-1] * L[0]"],
     ["d = {{'a': {a}, 'b': {b} * 2.0}}", "acc = x * 0.0", "for k in d:", "    acc = acc + d[k] ** 2",
      "{n} = acc + d.get('a') + d.get('z', {b})"],
@@ -925,8 +927,10 @@ _CONSTRUCTS = [
      "{n} = np.stack(ys[0])[-1] + np.sum(ys[1]) + ys[0][1]"],
     ["{n} = np.array([[{a}[0], {b}[1]], [{b}[2], 1.0]]).ravel()[0] * {a}"],
     ["{n} = np.prod(({a}[0], {b}[1], 2.0)) + {a}"],
-    ["P = []", "for i in range(3):", "    P.append({a}[i] * {b})", "{n} = np.sum(P, axis=0) + np.stack(P).T[0]"],
-    ["P = []", "for i in range(3):", "    P.append({a}[i] * {b})", "{n} = np.concatenate(P)[:3] + np.dot(P[1], np.array(P))"],
+    ["P = []", "for i in range(3):", "    P.append({a}[i] * {b})",
+     "{n} = np.sum(P, axis=0) + np.stack(P).T[0]"],
+    ["P = []", "for i in range(3):", "    P.append({a}[i] * {b})",
+     "{n} = np.concatenate(P)[:3] + np.dot(P[1], np.array(P))"],
     ["h = {a}", "lst = [h, {b}]", "k = 0", "while k < 2:", "    h = h * lst[0] + lst[1]", "    k = k + 1",
      "{n} = h"],
     ["{n} = _pair_product([{a}, {b}])"],

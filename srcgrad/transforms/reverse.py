@@ -27,6 +27,7 @@ from ..analysis.activity import derivative_inputs as activity_inputs
 from ..rules.registry import diff_params
 from ..rules.registry import lookup as registry_lookup
 from ..analysis.ranks import TreeRank, rank_of
+from .anf import parameters
 
 
 @dataclasses.dataclass
@@ -504,7 +505,6 @@ class _Reverse:
         if local is None:
             return
         captured = set(anno.get(local, "captures"))
-        from .anf import parameters
         touched = captured | set(parameters(local.args))
         given = [n for a in call.args + [k.value for k in call.keywords] for n in nodes.loaded_names(a)]
         varied = [n for n in given + sorted(captured) if n in self.activity.varied]
