@@ -1136,3 +1136,20 @@ def test_changing_the_iterated_list_is_refused():
 
 def test_changing_a_list_while_iterating_a_copy():
     check(appends_while_iterating_a_copy)
+
+
+def closure_reads_a_name_a_loop_updates(x):
+    n = 1.0
+
+    def g():
+        return n * 2
+    s = 0.0
+    for i in range(3):
+        s = s + np.sum(x) * g()
+        n = n + 1.0
+    return s
+
+
+def test_closure_reads_a_name_a_loop_updates():
+    """The optimizer dropped `n`'s updates (only the closure reads them): value and gradient wrong."""
+    check(closure_reads_a_name_a_loop_updates)
