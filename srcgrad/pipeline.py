@@ -92,6 +92,10 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     sweeps = reverse.transform(core, body_activity, rank_env, options.wrt, backend, output,
                                hooks=hook_names, intermediates=watched)
     live_out = set(sweeps.adjoints.values()) | set(sweeps.intermediates.values())
+    # A nested def reads the names it captures when it is called, which the optimizer's
+    # liveness does not see: they stay as the source assigns them.
+    live_out |= {n for s in nodes.statements(core.body) if anno.get(s, "kind") == "def"
+                 for n in anno.get(s, "captures")}
     if options.mode != "grad" or options.has_aux:
         live_out |= set(nodes.loaded_names(core.result))
     if options.mode != "vjp":

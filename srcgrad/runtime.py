@@ -1072,6 +1072,15 @@ def add_item(items, index, g):
     return out
 
 
+def rows_adjoint(g, like):
+    """The adjoint ``g`` (an array) of a list or tuple ``like`` that NumPy read as an
+    array, as a sparse adjoint of ``like`` itself: ``{i: g[i]}``, nested lists item by
+    item; ``g`` itself for anything else."""
+    if isinstance(like, (list, tuple)) and g is not None and (isinstance(g, (list, tuple)) or np.ndim(g) > 0):
+        return {i: rows_adjoint(g[i], item) for i, item in enumerate(like)}
+    return g
+
+
 def as_items(g, items):
     """The adjoint ``g`` of the list ``items`` as a list of adjoints, one per item
     (``g`` may be that already, the rows of an array, a tuple, or sparse: ``{0: a}``;

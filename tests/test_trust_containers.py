@@ -706,8 +706,17 @@ def dict_in_loop(x):
     return s
 
 
+def iterates_sorted_keys(x):
+    p = {'b': x * 2, 'a': x}
+    s = 0.0
+    for i, k in enumerate(sorted(p)):
+        s = s + np.sum(p[k]) * (i + 1)
+    return s
+
+
 @pytest.mark.parametrize("fn", [
-    iterates_dict, iterates_keys, iterates_values, iterates_items, enumerates_dict, gets,
+    iterates_sorted_keys, iterates_dict, iterates_keys, iterates_values, iterates_items, enumerates_dict,
+    gets,
     gets_with_default_of_a_dict, stacks_values, iterates_dict_from_a_call, values_of_a_dict_from_a_call,
     items_of_a_dict_from_a_call, dict_iterated_in_helper, dict_in_method, dict_in_loop,
 ])
@@ -890,3 +899,257 @@ def extends_with_a_list_grown_elsewhere(x):
 
 def test_extend_with_items_known_at_run_time_is_refused():
     refused(extends_with_a_list_grown_elsewhere, srcgrad.UnsupportedSyntaxError, "extend")
+
+
+# ---- a differential fuzzer over these constructs -----------------------------------
+# Random programs built from the constructs above (lists given to NumPy, lists grown
+# and read, dicts iterated, names rebound in loops, helpers given displays), sometimes
+# all inside an outer loop; oracle: the function's own value and central differences.
+
+_PIECES = ["x * {c}", "np.sin(x)", "x ** 2", "x[{i}] * x", "np.tanh(x * {c})", "x + {c}"]
+
+_CONSTRUCTS = [
+    ["{n} = np.sum([{a}, {b} * 2.0], axis=0)"],
+    ["{n} = np.max([{a}[0], {b}[1] * 1.5]) * x"],
+    ["L = [{a}]", "for i in range({k}):", "    L.append(np.sin(L[-1]) + {b} * i)",
+     "{n} = np.mean(L, axis=0)"],
+    ["L = [{a}]", "for i in range({k}):", "    L.append(L[-1] * 0.5 + {b})", "{n} = L[-1] * L[0]"],
+    ["d = {{'a': {a}, 'b': {b} * 2.0}}", "acc = x * 0.0", "for k in d:", "    acc = acc + d[k] ** 2",
+     "{n} = acc + d.get('a') + d.get('z', {b})"],
+    ["d = {{'a': {a}, 'bb': {b} * 2.0}}", "acc = x * 0.0", "for k, w in d.items():",
+     "    acc = acc + w * len(k)", "{n} = acc"],
+    ["d = {{'a': {a}, 'b': {b}}}", "acc = x * 0.0", "for w in d.values():", "    acc = acc + np.cos(w)",
+     "{n} = acc"],
+    ["c = [{a}[0], {b}[1], {a}[2]]", "for e in c:", "    c = {b} * e + x", "{n} = c * 1.0"],
+    ["c = {a} * 1.0", "for e in c:", "    c = c * e + x", "{n} = c"],
+    ["y = {a}", "t = (y, 1.5)", "for i in range(2):", "    y = t[0] * t[1] + y * 0.5", "{n} = y + t[0]"],
+    ["ys = [[], []]", "for i in range(3):", "    ys[0].append({a} * i)", "    ys[1].append(np.sum({b}) * i)",
+     "{n} = np.stack(ys[0])[-1] + np.sum(ys[1]) + ys[0][1]"],
+    ["{n} = np.array([[{a}[0], {b}[1]], [{b}[2], 1.0]]).ravel()[0] * {a}"],
+    ["{n} = np.prod(({a}[0], {b}[1], 2.0)) + {a}"],
+    ["P = []", "for i in range(3):", "    P.append({a}[i] * {b})",
+     "{n} = np.sum(P, axis=0) + np.stack(P).T[0]"],
+    ["P = []", "for i in range(3):", "    P.append({a}[i] * {b})",
+     "{n} = np.concatenate(P)[:3] + np.dot(P[1], np.array(P))"],
+    ["h = {a}", "lst = [h, {b}]", "k = 0", "while k < 2:", "    h = h * lst[0] + lst[1]", "    k = k + 1",
+     "{n} = h"],
+    ["{n} = _pair_product([{a}, {b}])"],
+    ["{n} = np.sum(list(({a}, {b} * 3.0)), axis=0)"],
+    ["xs = [{a}, {b}]", "xs.pop(0)", "xs.extend([{a} * 2.0])", "{n} = xs[0] + xs[-1]"],
+]
+
+
+def _container_program(rng):
+    """The source of ``f(x)`` (x: a 3-vector) made of random constructs."""
+    lines, values = [], ["v0"]
+    lines.append("v0 = " + rng.choice(_PIECES).format(c=round(rng.uniform(0.5, 2.0), 2), i=rng.randrange(3)))
+    for _ in range(rng.randint(2, 5)):
+        n = f"v{len(values)}"
+        fill = dict(n=n, a=rng.choice(values), b=rng.choice(values), k=rng.randint(1, 3))
+        lines += [line.format(**fill) for line in rng.choice(_CONSTRUCTS)]
+        values.append(n)
+    if rng.random() < 0.5:
+        body = ["tot = x * 0.0", "for rep in range(2):"] + ["    " + line for line in lines]
+        body += [f"    tot = tot + {values[-1]}", "    x = x * 0.9 + tot * 0.1", "return np.sum(tot * x)"]
+    else:
+        body = lines + [f"return np.sum({values[-1]} * x)"]
+    return "import numpy as np\nfrom test_trust_containers import _pair_product\n\n\ndef f(x):\n" + \
+        "".join(f"    {line}\n" for line in body)
+
+
+def _fuzz(seed, count, tmp_path):
+    import importlib.util
+    import random
+
+    rng = random.Random(seed)
+    x = np.array([0.3, -0.8, 0.6])
+    checked = 0
+    for k in range(count):
+        source = _container_program(rng)
+        path = tmp_path / f"fuzz_{seed}_{k}.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(f"fuzz_{seed}_{k}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        with np.errstate(all="ignore"):
+            value = module.f(x.copy())
+            if not abs(value) < 1e5:
+                continue  # central differences lose their digits
+            expected = numerical_grad(module.f, [x], 0)
+        for optimize in (True, False):
+            got_value, got = srcgrad.value_and_grad(module.f, optimize=optimize)(x.copy())
+            assert np.isclose(got_value, value, rtol=1e-9), source
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * (1 + np.max(np.abs(expected))),
+                                       err_msg=source)
+        checked += 1
+    assert checked > count // 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_container_fuzz(seed, tmp_path):
+    _fuzz(seed, 8, tmp_path)
+
+
+@pytest.mark.slow
+def test_container_fuzz_many(tmp_path):
+    _fuzz(1000, 2000, tmp_path)
+
+
+# ---- a nested def reads a name assigned again after the def -----------------------
+
+def closure_reads_a_rebound_name(x):
+    n = 1.0
+
+    def g():
+        return n
+    n = 2.0
+    return np.sum(x) * g()
+
+
+def closure_called_before_the_rebinding(x):
+    n = 1.5
+
+    def g():
+        return n
+    y = g()
+    n = 2.0
+    return np.sum(x) * y * n
+
+
+def test_closure_reading_a_rebound_name_is_refused():
+    message = refused(closure_reads_a_rebound_name, srcgrad.UnsupportedSyntaxError, "assigned again")
+    assert "return np.sum(x) * g()" in message
+
+
+def test_closure_called_before_the_rebinding():
+    check(closure_called_before_the_rebinding)
+
+
+# ---- a list a function of yours returned, given straight to NumPy ------------------
+
+def _two_rows(v):
+    return [v, v * 2 + 1]
+
+
+def returned_list_max(x):
+    return np.sum(np.max(_two_rows(x), axis=0))
+
+
+def returned_list_min(x):
+    return np.min(_two_rows(x))
+
+
+def returned_list_norm(x):
+    return np.linalg.norm(_two_rows(x))
+
+
+def returned_list_maximum(x):
+    return np.sum(np.maximum(_two_rows(x), 0.5))
+
+
+def returned_list_clip(x):
+    return np.sum(np.clip(_two_rows(x), -1, 1))
+
+
+def returned_list_power(x):
+    return np.sum(np.power(_two_rows(x), 2) + np.square(_two_rows(x)))
+
+
+def returned_list_in_loop(x):
+    s = 0.0
+    for i in range(2):
+        s = s + np.sum(np.maximum(_two_rows(x * i), 0.5))
+    return s
+
+
+@pytest.mark.parametrize("fn", [returned_list_max, returned_list_min, returned_list_norm,
+                                returned_list_maximum, returned_list_clip, returned_list_power,
+                                returned_list_in_loop])
+def test_returned_list_given_to_numpy(fn):
+    check(fn)
+
+
+class _ListModel:
+    def __init__(self):
+        self.ws = [np.array([0.3, -1.2, 0.7]), np.array([1.0, 2.0, -0.5])]
+
+
+def _list_field_max(m, x):
+    return np.sum(np.max(m.ws, axis=0) * x)
+
+
+def _list_field_maximum(m, x):
+    return np.sum(np.maximum(m.ws, 0.5)) * np.sum(x)
+
+
+def _list_field_mean(m, x):
+    return np.sum(np.mean(m.ws, axis=0) ** 2 * x)
+
+
+def _list_field_stack(m, x):
+    return np.sum(np.stack(m.ws) ** 2 * x) + np.sum(np.concatenate(m.ws, axis=0) ** 3)
+
+
+def _list_field_iterated(m, x):
+    s = 0.0
+    for w in m.ws:
+        s = s + np.sum(w * x)
+    return s + np.sum(np.exp(m.ws)) + np.sum(np.dot(m.ws, x) ** 2)
+
+
+@pytest.mark.parametrize("fn", [_list_field_max, _list_field_maximum, _list_field_mean, _list_field_stack,
+                                _list_field_iterated])
+@pytest.mark.parametrize("optimize", [True, False])
+def test_list_field_given_to_numpy(fn, optimize):
+    """A list of parameters in an object, given to NumPy (np.mean gave zeros silently)."""
+    m, x = _ListModel(), np.array([1.0, -2.0, 0.5])
+    got = srcgrad.grad(fn, optimize=optimize)(m, x)
+    for k in range(2):
+        expected = numerical_grad(lambda w: fn(_with_item(m, k, w), x), [m.ws[k]], 0)
+        np.testing.assert_allclose(got.ws[k], expected, atol=1e-6)
+
+
+def _with_item(m, k, w):
+    other = _ListModel()
+    other.ws = [w if j == k else v for j, v in enumerate(m.ws)]
+    return other
+
+
+def appends_to_the_iterated_list(x):
+    xs = [x]
+    for v in xs:
+        if len(xs) < 3:
+            xs.append(v * 2)
+    return np.sum(np.stack(xs))
+
+
+def appends_while_iterating_a_copy(x):
+    xs = [x, x * 2]
+    for v in list(xs):
+        xs.append(v * 2)
+    return np.sum(np.stack(xs) ** 2)
+
+
+def test_changing_the_iterated_list_is_refused():
+    refused(appends_to_the_iterated_list, srcgrad.UnsupportedSyntaxError, "the list the loop iterates over")
+
+
+def test_changing_a_list_while_iterating_a_copy():
+    check(appends_while_iterating_a_copy)
+
+
+def closure_reads_a_name_a_loop_updates(x):
+    n = 1.0
+
+    def g():
+        return n * 2
+    s = 0.0
+    for i in range(3):
+        s = s + np.sum(x) * g()
+        n = n + 1.0
+    return s
+
+
+def test_closure_reads_a_name_a_loop_updates():
+    """The optimizer dropped `n`'s updates (only the closure reads them): value and gradient wrong."""
+    check(closure_reads_a_name_a_loop_updates)

@@ -132,6 +132,7 @@ class _Lowering:
         self.passed = {}         # lists and dicts given to a function of yours -> origin of the call
         self.writes = []         # (array name, statement) of each `y[i] = v`, in order
         self.loop_writes = []    # for each loop being lowered: where its body's writes start
+        self.closures = {}       # nested def's name -> (its user name, {user name it reads: its name then})
         self.scalars = {p for p, r in zip(self.params, param_ranks) if r == 0}
         # Lists (and tuples) passed in: the ranks of their items are numbered, not named.
         self.sequences = {p for p, r in zip(self.params, param_ranks)
@@ -224,13 +225,15 @@ class _Lowering:
         inner = nodes.copy(stmt)
         own = set(parameters(inner.args)) | {
             n.id for n in gast.walk(inner) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
-        captured = set()
+        captured, seen = set(), {}
         for node in gast.walk(inner):
             if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id not in own \
                     and node.id in self.current:
+                seen[node.id] = self.current[node.id]
                 node.id = self.current[node.id]
                 captured.add(node.id)
         inner.name = self._store(stmt.name)
+        self.closures[inner.name] = (stmt.name, seen)
         anno.set(inner, "group", self.group)
         anno.set(inner, "origin", anno.get(stmt, "origin"))
         anno.set(inner, "kind", "def")
@@ -551,7 +554,12 @@ class _Lowering:
             # Later iterations give the name new contents: its elements are no longer
             # the ones it was built from (`pair = (pair[1], pair[0])` in the body).
             self.aggregates.pop(self.current[user], None)
-        self._changed_in(loop)
+        changed = self._changed_in(loop)
+        for atom in iterated:
+            if isinstance(atom, gast.Name) and atom.id in changed:
+                raise errors.at(changed[atom.id], "this changes the list the loop iterates over; srcgrad "
+                                "runs the loop as many times as the list was long when the loop began",
+                                "iterate over a copy (`for v in list(xs):`), or over `range(n)`")
         anno.set(loop, "first_defined", first_defined)
         self.loop_writes.append(len(self.writes))
         return entry
@@ -844,13 +852,17 @@ class _Lowering:
         """Lists and dicts made here that ``loop``'s body changes in place (append, pop,
         through another's item too: ``ys[0].append(h)``): from the loop on, what they
         hold is known at run time only, also to reads in the body before the change."""
+        changed = {}
         for node in gast.walk(loop):
             if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) \
                     and node.func.attr in _CHANGES:
                 held = self._held(node.func.value)
+                if held is not None:
+                    changed.setdefault(held, node)
                 if held is not None and held in self.aggregates:
                     del self.aggregates[held]
                     self.lists.add(held)
+        return changed
 
     def _copied_container(self, kind, atom, node, **emit):
         """``list(t)`` / ``tuple(t)`` of a tuple or list whose items are known (or of a dict
@@ -1244,6 +1256,12 @@ class _Lowering:
                     return copied
             if callee is np.einsum:
                 args = _einsum_sublists(args)
+            if callee is sorted and len(args) == 1 and not kwargs and isinstance(args[0], gast.Name) \
+                    and self._dict_keys(args[0].id) is not None:  # `for k in sorted(params)`
+                keys = sorted(self._dict_keys(args[0].id))
+                display = gast.List(elts=[nodes.const(k) for k in keys], ctx=gast.Load())
+                return self._emit_aggregate(display, list(range(len(keys))), [nodes.const(k) for k in keys],
+                                            node, **emit)
             spelled = self._spell(callee, node)
             func_node = nodes.dotted(spelled) if spelled else nodes.copy(func)
             return self._apply(callee, None, args, kwargs, node, func_node=func_node, **emit)
@@ -1371,6 +1389,17 @@ class _Lowering:
         differentiated too (a model calling its layers).  A list or tuple display
         among the arguments (``g([a, b])``) is built as a value first, so its
         adjoint (the callee's for that parameter) reaches the items."""
+        if isinstance(callee, gast.Name) and callee.id in self.closures:
+            # Python's closure reads the name when it is called; the nested def was given
+            # the value the name had at the `def` (single assignment): the same only if
+            # the name was not assigned again since.
+            user, seen = self.closures[callee.id]
+            for read, name in sorted(seen.items()):
+                if self.current.get(read, read) != name:
+                    raise errors.at(node, f"`{user}` reads `{read}`, which was assigned again after "
+                                    f"`def {user}`: Python's `{user}` sees the new value, and srcgrad "
+                                    "does not follow it", f"pass `{read}` to `{user}` as an argument")
+
         def value_of(atom):
             if isinstance(atom, (gast.List, gast.Tuple)) and any(isinstance(n, gast.Name)
                                                                   for n in gast.walk(atom)):

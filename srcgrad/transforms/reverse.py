@@ -31,6 +31,7 @@ from ..rules.registry import diff_params
 from ..runtime import higher_order_error
 from ..rules.registry import lookup as registry_lookup
 from ..analysis.ranks import TreeRank, rank_of
+from .anf import parameters
 
 
 @dataclasses.dataclass
@@ -96,6 +97,9 @@ class _Reverse:
         self.entry_shapes = {}  # name a loop binds first -> a name of its shape, defined in every iteration
         self.prebound = set()   # names bound on some paths only, bound to None first (see _branch_zeros)
         self.memory = None      # which arrays names may refer to (analysis/sharing.py), when needed
+        self.call_results = {s.targets[0].id for s in nodes.statements(core.body)
+                             if anno.get(s, "kind") == "call" and isinstance(s, gast.Assign)
+                             and isinstance(s.targets[0], gast.Name)}
         changes = {s: anno.get(s, "kind") for s in nodes.statements(core.body)
                    if anno.get(s, "kind") in ("append", "pop", "item")}
         # Lists changed in place: their adjoint is a list of adjoints, one per item.
@@ -573,7 +577,6 @@ class _Reverse:
         if local is None:
             return
         captured = set(anno.get(local, "captures"))
-        from .anf import parameters
         touched = captured | set(parameters(local.args))
         given = [n for a in call.args + [k.value for k in call.keywords] for n in nodes.loaded_names(a)]
         varied = [n for n in given + sorted(captured) if n in self.activity.varied]
@@ -910,6 +913,21 @@ class _Reverse:
                     claimed.add(var)
         bindings = {"ans_bar": g, "ans": nodes.name(target)}
         bindings.update({p: a for p, a in bound.items()})
+        read_as_array = set()
+        if rule.name.split(".")[0] == "numpy":
+            for param in sorted(wanted - rule.sequence_params):
+                atom = bound.get(param)
+                rank = rank_of(atom, self.ranks)
+                if isinstance(atom, gast.Name) and (isinstance(rank, TreeRank) or rank is None
+                                                    and atom.id in self.call_results):
+                    # A list or tuple (a structure's field, or what a function of yours
+                    # returned), which NumPy reads as an array, and the rule's arithmetic
+                    # must too; its adjoint goes back item by item (rt.rows_adjoint).
+                    read_as_array.add(param)
+                    temp = self.core.fresh()
+                    self._append(nodes.assign(temp, nodes.call(f"{self.backend.MODULE_NAME}.asarray",
+                                                               [nodes.name(atom.id)])), self.group)
+                    bindings[param] = nodes.name(temp)
         site = templates.Site(
             bindings=bindings,
             ndim=lambda atom: r if isinstance(r := rank_of(atom, self.ranks), int) else None,
@@ -928,9 +946,15 @@ class _Reverse:
             if param not in adjoints:
                 continue
             atom, expr = bound[param], adjoints[param]
+            if param in read_as_array:
+                expr = nodes.call("rt.rows_adjoint", [expr, nodes.name(atom.id)])
             if param in rule.sequence_params and isinstance(atom, gast.Name) \
                     and isinstance(rank_of(atom, self.ranks), int):
                 self._accumulate(atom.id, expr)  # an array (its rows are the items)
+            elif param in rule.sequence_params and isinstance(atom, gast.Name) \
+                    and isinstance(rank_of(atom, self.ranks), TreeRank) and atom.id not in self.lists:
+                # A list or tuple of a structure (a field `self.ws`, an argument): item by item.
+                self._accumulate(atom.id, nodes.call("rt.rows_adjoint", [expr, nodes.name(atom.id)]))
             elif param in rule.sequence_params and isinstance(atom, gast.Name):
                 # A list grown with append: its adjoint is a list, popped by the appends.
                 name = self._bar_name(atom.id)
