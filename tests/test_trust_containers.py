@@ -976,6 +976,9 @@ def _fuzz(seed, count, tmp_path):
             if not abs(value) < 1e5:
                 continue  # central differences lose their digits
             expected = numerical_grad(module.f, [x], 0)
+            if not np.allclose(numerical_grad(module.f, [x], 0, eps=1e-7), expected, rtol=1e-6,
+                               atol=1e-6 * (1 + np.max(np.abs(expected)))):
+                continue  # too steep here for central differences to be an oracle
         for optimize in (True, False):
             got_value, got = srcgrad.value_and_grad(module.f, optimize=optimize)(x.copy())
             assert np.isclose(got_value, value, rtol=1e-9), source
