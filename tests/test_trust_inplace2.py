@@ -455,3 +455,81 @@ def test_vjp_value_is_what_the_function_returned(optimize):
     assert np.allclose(value, [10.0, 4.0, 6.0])
     assert np.allclose(pullback(np.ones(3)), [0.0, 2.0, 2.0])
     assert np.allclose(value, [10.0, 4.0, 6.0])
+
+
+# ---- helpers writing through what another function gave back ------------------------
+
+def _identity(a):
+    return a
+
+
+def _first(a, b):
+    return a if a is not None else b
+
+
+def zero_through_identity(a):
+    b = _identity(a)
+    b[0] = 0.0
+
+
+def zero_through_custom(a):
+    b = straight_through(a)
+    b[0] = 0.0
+
+
+def zero_through_nested_identity(a):
+    b = _first(_identity(a), None)
+    b[0] = 0.0
+
+
+def zero_through_stop_gradient(a):
+    b = srcgrad.stop_gradient(a)
+    b[0] = 0.0
+
+
+def through_identity_helper(x):
+    y = x * 1.0
+    zero_through_identity(y)
+    return np.sum(y * x)
+
+
+def through_custom_helper(x):
+    y = x * 1.0
+    zero_through_custom(y)
+    return np.sum(y * x)
+
+
+def through_nested_identity_helper(x):
+    y = x * 1.0
+    zero_through_nested_identity(y)
+    return np.sum(y * x)
+
+
+def through_stop_gradient_helper(x):
+    y = x * 1.0
+    zero_through_stop_gradient(y)
+    return np.sum(y * x)
+
+
+@OPT
+@pytest.mark.parametrize("fn", [through_identity_helper, through_custom_helper, through_nested_identity_helper,
+                                through_stop_gradient_helper])
+def test_a_helper_writing_into_what_a_call_gave_back_is_refused(fn, optimize):
+    _refused(fn, "changes its arguments in place", optimize=optimize)
+
+
+def _new_array(a):
+    return np.exp(a) * 1.0
+
+
+def zero_a_new_array(a):
+    b = _new_array(a)
+    b[0] = 0.0
+    return b
+
+
+def test_a_helper_writing_into_a_new_array_changes_no_parameter():
+    from srcgrad.transforms import reverse
+    assert reverse._mutated_parameters(zero_a_new_array) == set()
+    assert reverse._mutated_parameters(zero_through_identity) == {"a"}
+    assert reverse._mutated_parameters(negate_positional_out) == {"a"}

@@ -1097,12 +1097,55 @@ def _mutated_parameters(fn):
     except (OSError, TypeError, SyntaxError, ValueError, AttributeError):
         return True
     return _changed_in_place(tree.body[0].body if tree.body and isinstance(tree.body[0], gast.FunctionDef)
-                             else tree.body, params)
+                             else tree.body, params, fn)
 
 
-def _changed_in_place(body, params) -> set:
-    """The names of ``params`` that the statements ``body`` change in place."""
+_RETURNS: dict = {}  # code object -> whether the function may return (part of) a parameter
+
+
+def _may_return_argument(fn) -> bool:
+    """Whether calling ``fn`` (a function of the user's, a ``@custom_adjoint`` one) may
+    give back one of its arguments or a view of it (``def ident(a): return a``)."""
+    if hasattr(fn, "defadjoint"):  # @custom_adjoint: its rule runs, its body may be an identity
+        return True
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    if code not in _RETURNS:
+        _RETURNS[code] = True  # (recursion: assume it may)
+        try:
+            tree = gast.parse(textwrap.dedent(inspect.getsource(code)))
+            params = set(inspect.signature(fn, follow_wrapped=False).parameters)
+        except (OSError, TypeError, SyntaxError, ValueError, AttributeError):
+            return True
+        returned = []
+        _changed_in_place(tree.body[0].body if tree.body and isinstance(tree.body[0], gast.FunctionDef)
+                          else tree.body, params, fn, returned)
+        _RETURNS[code] = bool(returned)
+    return _RETURNS[code]
+
+
+def _changed_in_place(body, params, fn=None, returned=None) -> set:
+    """The names of ``params`` that the statements ``body`` change in place (and, into
+    ``returned``, those a ``return`` may give back).  ``fn``: the function whose body it
+    is, to find what the names it calls refer to."""
     found = set()
+    namespace = dict(getattr(fn, "__globals__", None) or {})
+    for name, cell in zip(getattr(getattr(fn, "__code__", None), "co_freevars", ()),
+                          getattr(fn, "__closure__", None) or ()):
+        try:
+            namespace[name] = cell.cell_contents
+        except ValueError:
+            pass
+
+    def called(func):
+        """What a call's function names refers to (None: not known)."""
+        if isinstance(func, gast.Name):
+            return namespace.get(func.id)
+        if isinstance(func, gast.Attribute):
+            obj = called(func.value)
+            return getattr(obj, func.attr, None) if obj is not None else None
+        return None
     # Names that may share memory with a parameter, in program order: `z = y`, `z = y[1:]`,
     # `z = y.T`, `z = y.reshape(2, 2)`, `z = np.reshape(y, ...)`; `y = np.copy(y)` ends it.
     owner = {p: p for p in params}
@@ -1112,6 +1155,11 @@ def _changed_in_place(body, params) -> set:
             if isinstance(node, gast.Call):
                 func = node.func
                 if not (isinstance(func, gast.Attribute) and func.attr in _VIEW_FUNCTIONS):
+                    target = called(func)
+                    if target is not None and _may_return_argument(target):
+                        # `b = ident(a)`: any argument may come back
+                        parts = node.args + [k.value for k in node.keywords]
+                        return next((b for b in map(base, parts) if b is not None), None)
                     return None
                 if isinstance(func.value, gast.Name) and func.value.id in owner:
                     node = func.value  # y.reshape(...)
@@ -1119,6 +1167,9 @@ def _changed_in_place(body, params) -> set:
                     node = node.args[0]  # np.reshape(y, ...)
                 else:
                     return None
+            elif isinstance(node, gast.Attribute) and node.attr in ("shape", "ndim", "size", "dtype",
+                                                                   "strides", "nbytes", "itemsize"):
+                return None  # a new tuple or number: `np.asarray(a.shape)` is a new array
             elif isinstance(node, (gast.Subscript, gast.Attribute, gast.Starred)):
                 node = node.value
             elif isinstance(node, (gast.Set, gast.Dict, gast.IfExp, gast.BoolOp)) \
@@ -1163,6 +1214,9 @@ def _changed_in_place(body, params) -> set:
                 continue
             if isinstance(stmt, gast.FunctionDef):
                 continue
+            if isinstance(stmt, gast.Return) and returned is not None and stmt.value is not None \
+                    and base(stmt.value) is not None:
+                returned.append(base(stmt.value))
             for node in gast.walk(stmt):
                 targets = node.targets if isinstance(node, gast.Assign) else [node.target] \
                     if isinstance(node, gast.AugAssign) else []
