@@ -239,6 +239,31 @@ def test_a_numpy_function_writing_into_an_argument_is_refused(fn, optimize):
     _refused(fn, ("in place", "no derivative rule for the array method"), x=M, optimize=optimize)
 
 
+def copyto_a_constant(x):
+    c = np.zeros((2, 2))
+    _ = np.copyto(c, x * 2)
+    return np.sum(c * x)
+
+
+def add_at_a_constant(x):
+    c = np.zeros((2, 2))
+    _ = np.add.at(c, 0, x[1])
+    return np.sum(c * x)
+
+
+def put_into_a_constant_in_loop(x):
+    c = np.zeros(4)
+    for i in range(2):
+        np.put(c, [i], x[i])
+    return np.sum(c)
+
+
+@OPT
+@pytest.mark.parametrize("fn", [copyto_a_constant, add_at_a_constant, put_into_a_constant_in_loop])
+def test_a_differentiated_value_written_into_another_array_is_refused(fn, optimize):
+    _refused(fn, "into an array in place", x=M, optimize=optimize)
+
+
 def fill_diagonal_of_a_constant(x):
     c = np.ones((2, 2))
     _ = np.fill_diagonal(c, 0.0)

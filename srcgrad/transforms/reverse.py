@@ -574,11 +574,22 @@ class _Reverse:
         names = [n for a in written for n in nodes.loaded_names(a)]
         varied = [n for n in names if n in self.activity.varied]
         varied += self._read_by_backward([n for n in names if n not in varied], stmt)
+        # A differentiated value written into another array (`np.copyto(c, x * 2)`): its
+        # adjoint would be lost.
+        given_in = [n for a in value.args + [k.value for k in value.keywords] for n in nodes.loaded_names(a)
+                    if n in self.activity.varied] if written else []
+        callee = nodes.to_source(value.func)
+        if isinstance(value.func, gast.Attribute) and nodes.to_source(value.func.value).startswith("_"):
+            callee = f".{value.func.attr}"  # (`np.random.default_rng(0).shuffle`: a temporary)
+        if given_in and not varied:
+            given = "a value" if given_in[0].startswith("_") else f"`{given_in[0]}`"
+            raise errors.at(value, f"`{callee}(...)` writes {given}, which is being differentiated, into "
+                            "an array in place: srcgrad cannot follow the change",
+                            "make the new array with an assignment (`c = x * 2`, `c[idx] = v`, "
+                            "`y[idx] += x` rather than `np.add.at(y, idx, x)` where idx has no repeats)",
+                            kind=errors.UnsupportedSyntaxError)
         if varied:
             given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
-            callee = nodes.to_source(value.func)
-            if isinstance(value.func, gast.Attribute) and nodes.to_source(value.func.value).startswith("_"):
-                callee = f".{value.func.attr}"  # (`np.random.default_rng(0).shuffle`: a temporary)
             raise errors.at(value, f"`{callee}(...)` changes {given} in place, which is being "
                             "differentiated (or read by the backward sweep): srcgrad cannot follow "
                             "the change", "write the update as an assignment (`y[idx] = v`, "
