@@ -497,6 +497,12 @@ def vjp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True, has
     With ``check=True`` (or ``SRCGRAD_CHECK=1``) the value is compared with
     ``f``'s own, and each pullback call checks ``<pullback(u), v>`` against a
     central difference of ``<u, f>`` along a random direction ``v``.
+
+    The pullback keeps references to the arrays it was given, not copies (no
+    copy on the hot path): changing an input array in place between the call
+    and ``pullback(...)`` (the next batch written into the same buffer) changes
+    the adjoints it computes, silently.  Pass copies, or call the pullback
+    first.  (PyTorch refuses such a change; JAX arrays cannot change.)
     """
     return _transform("vjp", f, wrt, backend, optimize, has_aux, check=check)
 

@@ -110,7 +110,7 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
                                                arrays={n for n, r in rank_env.items() if isinstance(r, int) and r > 0},
                                                seed=sweeps.seed, shared=shared)
     # 8. emit and load.
-    module = _assemble(fn, core, forward, backward, sweeps, options, backend)
+    module = _assemble(fn, core, forward, backward, sweeps, options, backend, rank_env)
     text = emit.render(module)
     signature = ",".join("?" if r is None else "tree" if isinstance(r, tuple) else str(r)
                          for r in param_ranks)
@@ -294,7 +294,7 @@ def _callee_notes(callees) -> list[str]:
     return notes
 
 
-def _assemble(fn, core, forward, backward, sweeps, options, backend):
+def _assemble(fn, core, forward, backward, sweeps, options, backend, rank_env=None):
     grads = [nodes.name(sweeps.adjoints[p]) for p in options.wrt]
     grads_value = nodes.tuple_(grads) if options.wrt_tuple else grads[0]
     origin = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"
@@ -307,11 +307,18 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend):
     touched = {n for s in nodes.statements(backward) for n in nodes.assigned_names(s)} | {
         s.targets[0].value.id for s in nodes.statements(backward)
         if isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Subscript)}
-    if options.mode != "vjp" and (options.mode != "grad" or options.has_aux) \
-            and set(nodes.loaded_names(result)) & touched:
-        # The backward sweep puts earlier values back into these names: keep the result.
+    written = {anno.get(s, "array") for s in nodes.statements(core.body) if anno.get(s, "kind") == "setitem"}
+    shown = options.mode != "vjp" and (options.mode != "grad" or options.has_aux)
+    overwritten = shown and bool(written) and rank_env is not None and any(
+        memory.overlap(n, a) for memory in [sharing.Memory(core.body, rank_env, core.params)]
+        for n in nodes.loaded_names(result) for a in written)
+    if shown and (set(nodes.loaded_names(result)) & touched or overwritten):
+        # The backward sweep puts earlier values back into these names (and into the
+        # elements a write changed: then the returned arrays, or views of them, are
+        # copied as the function returned them, before it runs): keep the result.
         kept = core.fresh("value")
-        forward = forward + [nodes.assign(kept, nodes.copy(result))]
+        forward = forward + [nodes.assign(kept, nodes.call("rt.snapshot", [nodes.copy(result)])
+                                          if overwritten else nodes.copy(result))]
         result = nodes.tuple_([gast.Subscript(value=nodes.name(kept), slice=nodes.const(i), ctx=gast.Load())
                                for i in range(len(result.elts))]) if isinstance(result, gast.Tuple) \
             else nodes.name(kept)

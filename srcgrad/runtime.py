@@ -619,6 +619,22 @@ def restore(array, index, old, done: list) -> None:
     array[index] = old
 
 
+def snapshot(value):
+    """``value`` with copies of the arrays in it (in tuples, lists and dicts): what a
+    function returned, kept from the backward sweep's restores of overwritten
+    elements (``y[0] = 10; return loss, y`` with ``has_aux=True``)."""
+    if isinstance(value, tuple):
+        items = [snapshot(v) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    if isinstance(value, list):
+        return [snapshot(v) for v in value]
+    if isinstance(value, dict):
+        return {k: snapshot(v) for k, v in value.items()}
+    if hasattr(value, "__array__") and hasattr(value, "copy") and not isinstance(value, (float, int)):
+        return value.copy()
+    return value
+
+
 def redo(done: list) -> None:
     """Undo the :func:`restore` calls recorded in ``done``, last first."""
     for array, index, written in reversed(done):

@@ -45,12 +45,25 @@ _VIEW_FUNCTIONS = (operator.getitem, getattr, np.reshape, np.ravel, np.transpose
                    np.squeeze, np.broadcast_to, np.asarray, np.asanyarray, np.ascontiguousarray,
                    np.flip, np.fliplr, np.flipud, np.rot90, np.swapaxes, np.moveaxis, np.diagonal,
                    np.real, np.imag, np.atleast_1d, np.atleast_2d, np.atleast_3d, np.split,
-                   np.array_split, np.hsplit, np.vsplit, np.dsplit, np.squeeze)
+                   np.array_split, np.hsplit, np.vsplit, np.dsplit, np.squeeze,
+                   np.lib.stride_tricks.sliding_window_view, np.lib.stride_tricks.as_strided,
+                   np.diag, np.float64, np.float32, np.float16, np.require, np.asfortranarray,
+                   np.asarray_chkfinite)
+# ... and those that may return their argument itself (NumPy 2: ``copy=False`` never
+# copies, ``copy=None`` copies only when it must), unless given ``copy=True``.
+_COPY_ARGUMENT = (np.array, np.astype)
+# Functions of srcgrad's runtime that return their argument.
+_RUNTIME_VIEWS = ("iterated", "to_host", "to_device")
+
+
+def _runtime_views():
+    from .. import runtime
+    return {fn for fn in (getattr(runtime, n, None) for n in _RUNTIME_VIEWS) if fn is not None}
 
 
 def _view_rules():
     rules = set()
-    for fn in _VIEW_FUNCTIONS:
+    for fn in (*_VIEW_FUNCTIONS, *_runtime_views()):
         rule = registry.lookup(fn)
         if rule is not None:
             rules.add(rule)
@@ -185,9 +198,16 @@ def _sharing(stmt, ranks, views):
         return []
     if kind == "copy":
         sources = nodes.loaded_names(stmt.value)
+    elif kind == "nondiff" and _returns_argument(stmt):
+        sources = [n for a in stmt.value.args + [k.value for k in stmt.value.keywords]
+                   for n in nodes.loaded_names(a)]
+    elif kind == "op" and _user_rule(anno.get(stmt, "rule")):
+        # A function with a rule of the user's (@custom_adjoint): it may return one of its
+        # arguments (a straight-through estimator `def st(x): return x`).
+        sources = [n for a in (anno.get(stmt, "bound") or {}).values() for n in nodes.loaded_names(a)]
     elif kind == "op":
         rule = anno.get(stmt, "rule")
-        if rule not in views:
+        if rule not in views and not _may_not_copy(stmt, rule):
             return []
         if rule is registry.lookup(operator.getitem) and all(ranks.get(t) == 0 for t in targets) \
                 and not any(isinstance(n, gast.Constant) and n.value in (Ellipsis, None)
@@ -214,6 +234,28 @@ def _sharing(stmt, ranks, views):
     else:
         return []
     return [(t, s) for t in targets for s in sources if ranks.get(s) != 0 or kind in ("aggregate", "copy")]
+
+
+def _returns_argument(stmt) -> bool:
+    """``srcgrad.stop_gradient(y)``: ``y`` itself."""
+    from .. import runtime
+    rule = anno.get(stmt, "rule")
+    return rule is not None and rule is registry.lookup(runtime.stop_gradient) \
+        and isinstance(stmt.value, gast.Call)
+
+
+def _user_rule(rule) -> bool:
+    """A rule registered by the user (not one of ``srcgrad/rules``)."""
+    module = getattr(getattr(rule, "adjoint", None), "__module__", None) or ""
+    return rule is not None and rule.adjoint is not None and not module.startswith("srcgrad.")
+
+
+def _may_not_copy(stmt, rule) -> bool:
+    """``np.array(y, copy=False)``, ``y.astype(t, copy=None)``: ``y`` itself may come back."""
+    if rule is None or not any(rule is registry.lookup(fn) for fn in _COPY_ARGUMENT):
+        return False
+    copy = (anno.get(stmt, "bound") or {}).get("copy")
+    return not (copy is None or isinstance(copy, gast.Constant) and copy.value is True)
 
 
 def _uses(stmt) -> set:

@@ -359,6 +359,7 @@ class _Reverse:
         return group.where if group is not None else "?"
 
     def _adjoint(self, stmt):
+        self._check_writer(stmt)
         if isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") in ("unknown", "nondiff"):
             rule = anno.get(stmt, "rule")
             # Varied, not active: what the call does to its argument is invisible to activity.
@@ -563,6 +564,41 @@ class _Reverse:
             anno.set(stmt, key, value)
         self._call_adjoint(stmt, target, g)
 
+
+    def _check_writer(self, stmt):
+        """Refuse a call that writes into an array given to it (``np.fill_diagonal(y, 0)``,
+        ``np.add.at(y, i, v)``, ``rng.shuffle(y)``, ``np.exp(v, out=y)``) where that array is
+        being differentiated or read by the backward sweep, wherever the call is: its result
+        assigned (``_ = np.copyto(y, v)``), printed or tested as much as discarded."""
+        value = getattr(stmt, "value", None)
+        if not isinstance(stmt, (gast.Assign, gast.Expr)) or not isinstance(value, gast.Call):
+            return
+        written = _written_arguments(value, anno.get(stmt, "callee") or anno.get(value.func, "resolved"),
+                                     anno.get(stmt, "rule"))
+        names = [n for a in written for n in nodes.loaded_names(a)]
+        varied = [n for n in names if n in self.activity.varied]
+        varied += self._read_by_backward([n for n in names if n not in varied], stmt)
+        # A differentiated value written into another array (`np.copyto(c, x * 2)`): its
+        # adjoint would be lost.
+        given_in = [n for a in value.args + [k.value for k in value.keywords] for n in nodes.loaded_names(a)
+                    if n in self.activity.varied] if written else []
+        callee = nodes.to_source(value.func)
+        if isinstance(value.func, gast.Attribute) and nodes.to_source(value.func.value).startswith("_"):
+            callee = f".{value.func.attr}"  # (`np.random.default_rng(0).shuffle`: a temporary)
+        if given_in and not varied:
+            given = "a value" if given_in[0].startswith("_") else f"`{given_in[0]}`"
+            raise errors.at(value, f"`{callee}(...)` writes {given}, which is being differentiated, into "
+                            "an array in place: srcgrad cannot follow the change",
+                            "make the new array with an assignment (`c = x * 2`, `c[idx] = v`, "
+                            "`y[idx] += x` rather than `np.add.at(y, idx, x)` where idx has no repeats)",
+                            kind=errors.UnsupportedSyntaxError)
+        if varied:
+            given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
+            raise errors.at(value, f"`{callee}(...)` changes {given} in place, which is being "
+                            "differentiated (or read by the backward sweep): srcgrad cannot follow "
+                            "the change", "write the update as an assignment (`y[idx] = v`, "
+                            "`y[idx] += x` rather than `np.add.at(y, idx, x)`), or work on a copy "
+                            "(`y = np.copy(y)` first)", kind=errors.UnsupportedSyntaxError)
 
     def _check_local_def(self, stmt):
         """A call of a function defined in this one (``def add(v): xs.append(v)``) that
@@ -1040,14 +1076,43 @@ def _writes_into_first(fn) -> bool:
                                  np.put_along_axis, np.random.shuffle))
 
 
+# Methods that write into their first argument (`rng.shuffle(y)`, `np.add.at(y, i, v)`),
+# and NumPy functions that do, by name (in a helper's source, where nothing is resolved).
+_ARGUMENT_WRITERS = {"shuffle", "at", "copyto", "put", "place", "putmask", "fill_diagonal",
+                     "put_along_axis"}
+
+
+def _written_arguments(call, fn=None, rule=None) -> list:
+    """The argument nodes ``call`` may write into: its first argument for a NumPy
+    function (or method of that name) that writes there, and any ``out=`` (or a ufunc's
+    positional outputs)."""
+    written = [k.value for k in call.keywords if k.arg == "out"
+               and not (isinstance(k.value, gast.Constant) and k.value.value is None)]
+    method = call.func.attr if isinstance(call.func, gast.Attribute) else None
+    if call.args and (_writes_into_first(fn) or rule is not None and rule.name in _WRITING_RULES
+                      or method in _ARGUMENT_WRITERS and (fn is None or _writes_into_first(fn))):
+        written.append(call.args[0])
+    ufunc = fn if isinstance(fn, np.ufunc) else getattr(np, method, None) if method else None
+    if isinstance(ufunc, np.ufunc) and len(call.args) > ufunc.nin:
+        written += call.args[ufunc.nin:]  # np.negative(a, a)
+    return written
+
+
 # Functions and methods whose result may be a view of their (first) argument.
 _VIEW_FUNCTIONS = {"reshape", "ravel", "transpose", "asarray", "asanyarray", "squeeze", "expand_dims",
                    "swapaxes", "moveaxis", "flip", "fliplr", "flipud", "atleast_1d", "atleast_2d",
                    "atleast_3d", "broadcast_to", "diagonal", "view", "real", "imag", "rot90",
-                   "ascontiguousarray", "matrix_transpose", "permute_dims", "T", "mT"}
+                   "ascontiguousarray", "matrix_transpose", "permute_dims", "T", "mT", "astype", "array",
+                   "sliding_window_view", "as_strided", "stop_gradient", "diag", "float64", "float32",
+                   "require", "asfortranarray", "asarray_chkfinite", "split", "array_split", "hsplit",
+                   "vsplit", "dsplit", "unstack", "squeeze", "copy_if_needed", "iterated", "to_host",
+                   "to_device", "flat", "base"}
 _CONTAINER_MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault",
                        "popitem"}
-_MUTATING_METHODS = _CONTAINER_MUTATORS | {"fill", "sort", "resize", "put", "itemset"}
+_MUTATING_METHODS = _CONTAINER_MUTATORS | {"fill", "sort", "resize", "put", "itemset", "partition",
+                                           "setfield", "__setitem__", "__delitem__", "__iadd__",
+                                           "__isub__", "__imul__", "__itruediv__", "__ipow__",
+                                           "__imatmul__", "__ifloordiv__", "__imod__"}
 
 
 def _target_name(stmt):
@@ -1067,12 +1132,55 @@ def _mutated_parameters(fn):
     except (OSError, TypeError, SyntaxError, ValueError, AttributeError):
         return True
     return _changed_in_place(tree.body[0].body if tree.body and isinstance(tree.body[0], gast.FunctionDef)
-                             else tree.body, params)
+                             else tree.body, params, fn)
 
 
-def _changed_in_place(body, params) -> set:
-    """The names of ``params`` that the statements ``body`` change in place."""
+_RETURNS: dict = {}  # code object -> whether the function may return (part of) a parameter
+
+
+def _may_return_argument(fn) -> bool:
+    """Whether calling ``fn`` (a function of the user's, a ``@custom_adjoint`` one) may
+    give back one of its arguments or a view of it (``def ident(a): return a``)."""
+    if hasattr(fn, "defadjoint"):  # @custom_adjoint: its rule runs, its body may be an identity
+        return True
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    if code not in _RETURNS:
+        _RETURNS[code] = True  # (recursion: assume it may)
+        try:
+            tree = gast.parse(textwrap.dedent(inspect.getsource(code)))
+            params = set(inspect.signature(fn, follow_wrapped=False).parameters)
+        except (OSError, TypeError, SyntaxError, ValueError, AttributeError):
+            return True
+        returned = []
+        _changed_in_place(tree.body[0].body if tree.body and isinstance(tree.body[0], gast.FunctionDef)
+                          else tree.body, params, fn, returned)
+        _RETURNS[code] = bool(returned)
+    return _RETURNS[code]
+
+
+def _changed_in_place(body, params, fn=None, returned=None) -> set:
+    """The names of ``params`` that the statements ``body`` change in place (and, into
+    ``returned``, those a ``return`` may give back).  ``fn``: the function whose body it
+    is, to find what the names it calls refer to."""
     found = set()
+    namespace = dict(getattr(fn, "__globals__", None) or {})
+    for name, cell in zip(getattr(getattr(fn, "__code__", None), "co_freevars", ()),
+                          getattr(fn, "__closure__", None) or ()):
+        try:
+            namespace[name] = cell.cell_contents
+        except ValueError:
+            pass
+
+    def called(func):
+        """What a call's function names refers to (None: not known)."""
+        if isinstance(func, gast.Name):
+            return namespace.get(func.id)
+        if isinstance(func, gast.Attribute):
+            obj = called(func.value)
+            return getattr(obj, func.attr, None) if obj is not None else None
+        return None
     # Names that may share memory with a parameter, in program order: `z = y`, `z = y[1:]`,
     # `z = y.T`, `z = y.reshape(2, 2)`, `z = np.reshape(y, ...)`; `y = np.copy(y)` ends it.
     owner = {p: p for p in params}
@@ -1082,6 +1190,11 @@ def _changed_in_place(body, params) -> set:
             if isinstance(node, gast.Call):
                 func = node.func
                 if not (isinstance(func, gast.Attribute) and func.attr in _VIEW_FUNCTIONS):
+                    target = called(func)
+                    if target is not None and _may_return_argument(target):
+                        # `b = ident(a)`: any argument may come back
+                        parts = node.args + [k.value for k in node.keywords]
+                        return next((b for b in map(base, parts) if b is not None), None)
                     return None
                 if isinstance(func.value, gast.Name) and func.value.id in owner:
                     node = func.value  # y.reshape(...)
@@ -1089,14 +1202,41 @@ def _changed_in_place(body, params) -> set:
                     node = node.args[0]  # np.reshape(y, ...)
                 else:
                     return None
+            elif isinstance(node, gast.Attribute) and node.attr in ("shape", "ndim", "size", "dtype",
+                                                                   "strides", "nbytes", "itemsize"):
+                return None  # a new tuple or number: `np.asarray(a.shape)` is a new array
             elif isinstance(node, (gast.Subscript, gast.Attribute, gast.Starred)):
                 node = node.value
+            elif isinstance(node, (gast.Set, gast.Dict, gast.IfExp, gast.BoolOp)) \
+                    or isinstance(node, (gast.List, gast.Tuple)) and isinstance(node.ctx, gast.Load):
+                # `[a, b]`, `a if c else b`: a container holding the parameter, or it itself
+                parts = node.values + node.keys if isinstance(node, gast.Dict) else [node.body, node.orelse] \
+                    if isinstance(node, gast.IfExp) else node.values if isinstance(node, gast.BoolOp) \
+                    else node.elts
+                return next((b for b in map(base, [p for p in parts if p is not None]) if b is not None), None)
             else:
                 return owner.get(node.id) if isinstance(node, gast.Name) else None
+
+    def iterated(node):
+        """What a loop over ``node`` binds its target to may share memory with: the rows of
+        an array, the items of a container, of ``enumerate``/``zip``/``reversed`` of one."""
+        if isinstance(node, gast.Call) and isinstance(node.func, gast.Name) \
+                and node.func.id in ("enumerate", "zip", "reversed", "list", "tuple", "iter", "sorted"):
+            return next((b for b in map(iterated, node.args) if b is not None), None)
+        if isinstance(node, (gast.List, gast.Tuple, gast.Set)):
+            return next((b for b in map(base, node.elts) if b is not None), None)
+        return base(node)
 
     def visit(stmts):
         for stmt in stmts:
             if isinstance(stmt, (gast.For, gast.While)):
+                source = iterated(stmt.iter) if isinstance(stmt, gast.For) else None
+                for n in (gast.walk(stmt.target) if isinstance(stmt, gast.For) else ()):
+                    if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
+                        if source is None:
+                            owner.pop(n.id, None)
+                        else:
+                            owner[n.id] = source  # `for r in [a]: r[0] = 0`
                 visit(stmt.body)
                 visit(stmt.body)  # the second iteration sees what the first aliased
                 visit(stmt.orelse)
@@ -1109,6 +1249,9 @@ def _changed_in_place(body, params) -> set:
                 continue
             if isinstance(stmt, gast.FunctionDef):
                 continue
+            if isinstance(stmt, gast.Return) and returned is not None and stmt.value is not None \
+                    and base(stmt.value) is not None:
+                returned.append(base(stmt.value))
             for node in gast.walk(stmt):
                 targets = node.targets if isinstance(node, gast.Assign) else [node.target] \
                     if isinstance(node, gast.AugAssign) else []
@@ -1119,6 +1262,8 @@ def _changed_in_place(body, params) -> set:
                 if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) \
                         and node.func.attr in _MUTATING_METHODS and base(node.func.value) is not None:
                     found.add(base(node.func.value))
+                if isinstance(node, gast.Call):  # np.copyto(a, v), np.negative(a, out=a), rng.shuffle(a)
+                    found.update(b for b in map(base, _written_arguments(node)) if b is not None)
             if isinstance(stmt, gast.Assign):
                 source = base(stmt.value)
                 for t in stmt.targets:
