@@ -474,6 +474,14 @@ def vjp_call(fn, wrt, *args, **kwargs):
         from .transforms.anf import array_method
         fn, args = array_method(fn.__name__, owner, args)
         wrt = tuple(0 if w == "self" else w + 1 if isinstance(w, int) else w for w in wrt)
+    from .api import GradientFunction
+
+    if isinstance(fn, GradientFunction):
+        from .api import _origin_of
+        raise errors.UnsupportedSyntaxError(
+            f"srcgrad cannot differentiate the gradient function of `{fn.fn.__qualname__}` yet "
+            "(higher-order derivatives), here called from a function being differentiated",
+            _origin_of(fn.fn), "compute the derivative you need by hand inside the function")
     if isinstance(fn, types.MethodType):
         fn, receiver = fn.__func__, (fn.__self__,)
     elif not isinstance(fn, types.FunctionType) and isinstance(getattr(type(fn), "__call__", None),

@@ -979,3 +979,26 @@ def test_attribute_from_another_descriptor_is_refused_at_the_users_line():
     with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="descriptor") as info:
         srcgrad.grad(loss)(_UsesDescriptor(X0 * 1.0))
     assert "test_trust_objects.py" in str(info.value)
+
+
+def _cube_sum(x):
+    return np.sum(x ** 3)
+
+
+D_CUBE_SUM = srcgrad.grad(_cube_sum)
+
+
+def test_gradient_function_called_on_differentiated_values_is_refused_at_the_users_line():
+    def through_a_global(x):
+        return np.sum(D_CUBE_SUM(x) ** 2)
+
+    def made_inside(x):
+        return np.sum(srcgrad.grad(_cube_sum)(x) ** 2)
+    for f in (through_a_global, made_inside):
+        with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="higher-order") as info:
+            srcgrad.grad(f)(X0)
+        assert "test_trust_objects.py" in str(info.value) and "api.py" not in str(info.value)
+
+    def on_constants(x):  # a gradient function of constants is a constant: fine
+        return np.sum(x * D_CUBE_SUM(np.ones(3))[0])
+    np.testing.assert_allclose(srcgrad.grad(on_constants)(X0), 3 * np.ones(3))

@@ -914,6 +914,8 @@ class _Lowering:
 
     def _call(self, node, **emit):
         func = node.func
+        if _is_gradient_function(anno.get(func, "resolved", None)) or _makes_gradient_function(func):
+            emit["gradient_function"] = True  # refused in the reverse pass if given a differentiated value
         if isinstance(func, gast.Attribute) and isinstance(func.value, gast.Call) \
                 and anno.get(func.value.func, "resolved", None) is super:
             return self._super_call(node, **emit)
@@ -1198,6 +1200,20 @@ def _stored_parameters(cls):
     if any(hasattr(inspect.getattr_static(cls, attr, None), "__get__") for attr in stored):
         return None  # a property (or another descriptor) of that name: not the stored value
     return stored
+
+
+def _is_gradient_function(obj) -> bool:
+    from ..api import GradientFunction  # here: api imports the pipeline, which imports this module
+
+    return isinstance(obj, GradientFunction)
+
+
+def _makes_gradient_function(func) -> bool:
+    """``srcgrad.grad(f)(x)``: calling what a srcgrad transform returns."""
+    from .. import api
+
+    return isinstance(func, gast.Call) and anno.get(func.func, "resolved", None) in (
+        api.grad, api.value_and_grad, api.vjp)
 
 
 def _is_named_tuple_class(obj) -> bool:

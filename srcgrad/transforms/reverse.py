@@ -590,6 +590,10 @@ class _Reverse:
         wrt += [(k, a) for k, a in kwargs.items() if self._active_name(a)]
         if not wrt:
             return
+        if anno.get(stmt, "gradient_function"):
+            raise errors.at(stmt, "srcgrad cannot differentiate a gradient function yet (higher-order "
+                            "derivatives)", "compute the derivative you need by hand inside the function, "
+                            "or differentiate the original function", kind=errors.UnsupportedSyntaxError)
         pullback = self.core.fresh(f"{target}_pullback")
         call = stmt.value
         stmt.targets = [nodes.tuple_([nodes.name(target, "store"), nodes.name(pullback, "store")], "store")]
