@@ -917,7 +917,7 @@ _REFLECTED = {"add": "radd", "sub": "rsub", "mul": "rmul", "truediv": "rtruediv"
               "pow": "rpow"}
 
 
-def vjp_operator(name, wrt, *operands):
+def vjp_operator(name, wrt, *operands, where="?"):
     """``a * b`` (``name``: ``"mul"``) where an operand's kind was unknown when
     compiling: NumPy's rule for arrays and numbers; for an object of a class of
     yours, its own ``__mul__`` (or the other's ``__rmul__``), differentiated as a
@@ -942,8 +942,8 @@ def vjp_operator(name, wrt, *operands):
         if _is_array_value(obj):
             if isinstance(obj, np.ndarray) and getattr(type(other), "__array_ufunc__", 0) is not None:
                 raise errors.UnsupportedSyntaxError(
-                    f"srcgrad cannot differentiate `{name}` of an array and a {type(other).__name__}: NumPy "
-                    "applies it element by element to an object array", None,
+                    f"srcgrad cannot differentiate `{name}` of an array and a {type(other).__name__} (at "
+                    f"{where}): NumPy applies it element by element to an object array", None,
                     f"set `__array_ufunc__ = None` in {type(other).__name__} so that its own method runs, "
                     "or write the operation with arrays")
             continue  # NumPy and Python numbers defer to the object's reflected method

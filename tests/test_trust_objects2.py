@@ -292,3 +292,18 @@ def test_user_operators_dispatch_to_the_class(f, optimize):
     np.testing.assert_allclose(g.w, want, rtol=1e-6, atol=1e-8)
     gx = srcgrad.grad(f, wrt=1, optimize=optimize)(v, x)
     np.testing.assert_allclose(gx, numerical_grad(lambda y: f(v, y), (x,), 0), rtol=1e-6, atol=1e-8)
+
+
+def test_array_times_object_numpy_would_map_over_is_refused():
+    class S:
+        def __init__(self, w):
+            self.w = w
+
+        def __rmul__(self, x):
+            return x * self.w
+
+    def f(m, x):
+        return np.sum(x * m)
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="object array") as info:
+        srcgrad.grad(f)(S(2.0), np.ones(2))
+    assert "test_trust_objects2.py" in str(info.value)

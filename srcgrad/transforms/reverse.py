@@ -853,8 +853,10 @@ class _Reverse:
         field = anno.get(stmt, "field")
         direct = None if field or anno.get(stmt, "operator") else self._direct_callee(call, [w for w, _ in wrt])
         if anno.get(stmt, "operator"):
+            origin = anno.get(stmt, "origin")
             stmt.value = nodes.call("rt.vjp_operator", [nodes.const(anno.get(stmt, "operator")), spec]
-                                    + [nodes.copy(a) for a in anno.get(stmt, "args")])
+                                    + [nodes.copy(a) for a in anno.get(stmt, "args")],
+                                    [("where", nodes.const(origin.where if origin else "?"))])
         elif field:  # obj.name or getattr(obj, name): a field or a property
             origin = anno.get(stmt, "origin")
             stmt.value = nodes.call("rt.vjp_field", [nodes.copy(field[0]), nodes.copy(field[1]),
