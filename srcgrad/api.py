@@ -308,7 +308,7 @@ class GradientFunction:
         def checked_pullback(ans_bar):
             _check_cotangent(ans_bar, value, self.fn.__name__)
             try:
-                return self._finalize(pullback(ans_bar), args)
+                return self._finalize(pullback(_zeros_for_none(ans_bar, value)), args)
             except errors.UserCodeError as error:
                 raise errors.shown_to_user(error, _origin_of(self.fn)) from None
         return checked_pullback
@@ -346,8 +346,20 @@ class GradientFunction:
         return f"<srcgrad.{self.options.mode} of {self.fn.__qualname__} wrt {self.options.wrt}>"
 
 
+def _zeros_for_none(ans_bar, value):
+    """``None`` for an output's adjoint means zero (as ``torch.autograd.grad`` takes it):
+    the generated code computes with arrays, so each ``None`` becomes zeros of its output."""
+    if ans_bar is None:
+        return runtime.zeros_like(value)
+    if isinstance(value, tuple) and isinstance(ans_bar, (tuple, list)):
+        return type(ans_bar)(_zeros_for_none(g, v) for g, v in zip(ans_bar, value))
+    return ans_bar
+
+
 def _check_cotangent(ans_bar, value, name, path="value"):
     """``vjp``'s pullback is given an adjoint of its output's shape (a tuple for a tuple)."""
+    if ans_bar is None:
+        return  # zero
     if isinstance(value, tuple):
         if not isinstance(ans_bar, (tuple, list)) or len(ans_bar) != len(value):
             raise ValueError(f"the pullback of {name} takes a tuple of {len(value)} adjoints, one per "
@@ -443,7 +455,8 @@ def grad(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True,
             ``(gradient, {"h": h_bar})`` — like PyTorch's ``retain_grad``.
         hooks: ``{"h": fn}``: in the backward sweep, ``h``'s adjoint becomes
             ``fn(h_bar)`` before it flows further (PyTorch's tensor hooks; e.g.
-            guided backpropagation clamps negative adjoints at each ReLU).
+            guided backpropagation clamps negative adjoints at each ReLU); a
+            hook that returns None leaves it unchanged.
         check: each call also runs ``f`` itself, compares its value with the
             generated code's, and checks the gradient along a random direction
             against a central difference (see ``srcgrad/checking.py`` for what

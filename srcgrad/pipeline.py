@@ -117,7 +117,7 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     filename = f"<srcgrad {fn.__module__}.{fn.__qualname__} {options.mode} ndim=({signature})>"
     namespace = {"__name__": "srcgrad.generated", backend.MODULE_NAME: backend.module(), "rt": runtime}
     for (name, hook), variable in zip(options.hooks, hook_names.values()):
-        namespace[variable] = hook
+        namespace[variable] = runtime.hooked(hook)
     for (key, callee, wrt, arg_ranks), name in sweeps.callees.items():
         runtime.bind_vjp(namespace, name, callee, wrt, arg_ranks)
         free.pin(key, callee, functools.partial(_rebound, name, key, wrt))

@@ -929,6 +929,49 @@ def vjp_method(obj, name, wrt, *args, **kwargs):
     return value, pull
 
 
+_REFLECTED = {"add": "radd", "sub": "rsub", "mul": "rmul", "truediv": "rtruediv", "matmul": "rmatmul",
+              "pow": "rpow"}
+
+
+def vjp_operator(name, wrt, *operands, where="?"):
+    """``a * b`` (``name``: ``"mul"``) where an operand's kind was unknown when
+    compiling: NumPy's rule for arrays and numbers; for an object of a class of
+    yours, its own ``__mul__`` (or the other's ``__rmul__``), differentiated as a
+    method is -- never NumPy's rule applied to an object that only looks like it.
+
+    Raises:
+        srcgrad.errors.UnsupportedSyntaxError: an array with an object NumPy would
+            map over element by element (its class does not set ``__array_ufunc__ = None``).
+        TypeError: no class defines the operator (as Python would).
+    """
+    op = getattr(operator, name)
+    if all(_is_array_value(x) or isinstance(x, (list, tuple, dict)) for x in operands):
+        return vjp_call(op, wrt, *operands)
+    if len(operands) == 1:
+        return vjp_method(operands[0], f"__{name}__", ("self",) if wrt else ())
+    a, b = operands
+    order = [(0, f"__{name}__"), (1, f"__{_REFLECTED[name]}__")]
+    if type(b) is not type(a) and isinstance(b, type(a)) and hasattr(type(b), order[1][1]):
+        order.reverse()  # Python asks a subclass's reflected method first
+    for position, dunder in order:
+        obj, other = operands[position], operands[1 - position]
+        if _is_array_value(obj):
+            if isinstance(obj, np.ndarray) and getattr(type(other), "__array_ufunc__", 0) is not None:
+                raise errors.UnsupportedSyntaxError(
+                    f"srcgrad cannot differentiate `{name}` of an array and a {type(other).__name__} (at "
+                    f"{where}): NumPy applies it element by element to an object array", None,
+                    f"set `__array_ufunc__ = None` in {type(other).__name__} so that its own method runs, "
+                    "or write the operation with arrays")
+            continue  # NumPy and Python numbers defer to the object's reflected method
+        if getattr(type(obj), dunder, None) is None:
+            continue
+        spec = tuple("self" if w == position else 0 for w in wrt)
+        value, pullback = vjp_method(obj, dunder, spec, other)
+        if value is not NotImplemented:
+            return value, pullback
+    raise TypeError(f"unsupported operand type(s) for {name}: '{type(a).__name__}' and '{type(b).__name__}'")
+
+
 def super_method(cls, obj, name):
     """What ``super(cls, obj).name`` finds, as a plain function of ``obj``: the first
     class after ``cls`` in ``type(obj)``'s MRO that defines ``name``.
@@ -960,6 +1003,8 @@ def vjp_field(obj, name, where="?"):
     """
     import functools
 
+    if _is_array_value(obj):
+        return _array_attribute(obj, name, where)
     attribute = None
     for klass in type(obj).__mro__:
         if name in vars(klass):
@@ -970,7 +1015,8 @@ def vjp_field(obj, name, where="?"):
     if getter is not None:
         value, pullback = vjp_call(getter, (0,), obj)
         return getattr(obj, name) if isinstance(attribute, functools.cached_property) else value, pullback
-    if type(obj).__getattribute__ is not object.__getattribute__ and not isinstance(obj, tuple):
+    if type(obj).__getattribute__ not in (object.__getattribute__, types.SimpleNamespace.__getattribute__) \
+            and not isinstance(obj, tuple):
         raise errors.UnsupportedSyntaxError(
             f"srcgrad cannot differentiate reading `{name}` of a {type(obj).__name__} (at {where}): its "
             "class defines __getattribute__, which srcgrad does not follow", None,
@@ -992,6 +1038,33 @@ def vjp_field(obj, name, where="?"):
     return value, lambda value_bar: {name: value_bar}
 
 
+_NONDIFF_ARRAY_ATTRIBUTES = {"shape", "ndim", "size", "dtype", "itemsize", "nbytes", "strides"}
+
+
+def _is_array_value(obj) -> bool:
+    """An array or number of NumPy or CuPy (whose attributes are NumPy's: ``.T``, ``.shape``)."""
+    return isinstance(obj, (np.ndarray, np.generic, int, float, complex)) and not isinstance(obj, bool) \
+        or type(obj).__module__.split(".")[0] == "cupy"
+
+
+def _array_attribute(obj, name, where):
+    """``x.T`` / ``x.shape`` on what turned out, at run time, to be an array (the compiler
+    could not tell it from an object's field): transposed back, or zero (``shape`` and
+    its like are integers, whose derivative is zero)."""
+    value = getattr(obj, name)
+    if name == "T":
+        return value, lambda value_bar: value_bar.T if hasattr(value_bar, "T") else value_bar
+    if name == "mT":
+        return value, lambda value_bar: value_bar.mT
+    if name in _NONDIFF_ARRAY_ATTRIBUTES:
+        return value, lambda value_bar: zeros_like(obj)
+    if name == "real" and not np.iscomplexobj(obj):
+        return value, lambda value_bar: value_bar
+    raise errors.UnsupportedSyntaxError(
+        f"srcgrad has no derivative rule for the array attribute `.{name}` (at {where})", None,
+        "use the NumPy function (`np.real(x)`) or register a rule with srcgrad.defadjoint")
+
+
 def _rank_key(value):
     from .pipeline import rank_of_argument
 
@@ -1011,8 +1084,19 @@ def _tuple_pullback(pullback, value):
     return pull
 
 
+def _python_number(a) -> bool:
+    return isinstance(a, (int, float)) and not isinstance(a, bool)
+
+
 def _rule_vjp(rule, fn, wrt, args, kwargs):
     value = fn(*args, **kwargs)
+    # A rule's `is_constant(p)` means "a literal in the source": a Python number
+    # being differentiated is not one (its adjoint is wanted), so it goes in as NumPy's.
+    # (A 0-d array: np.float64 is a Python float too.)
+    args = tuple(np.array(a, dtype=np.float64) if i in wrt and _python_number(a) else a
+                 for i, a in enumerate(args))
+    kwargs = {k: np.array(a, dtype=np.float64) if k in wrt and _python_number(a) else a
+              for k, a in kwargs.items()}
     bound = rule.signature.bind(*args, **kwargs)
     bound.apply_defaults()
     from .rules.registry import DISCRETE
@@ -1134,6 +1218,18 @@ def add(a, b):
     if b is None:
         return a
     return a + b
+
+
+def hooked(hook):
+    """``hook`` as the generated code calls it: its result replaces the adjoint it is
+    given; ``None`` leaves that as it is (as PyTorch's ``register_hook`` does)."""
+    import functools
+
+    @functools.wraps(hook)
+    def call(g):
+        changed = hook(g)
+        return g if changed is None else changed
+    return call
 
 
 def zeros_like(x):

@@ -165,6 +165,8 @@ def materialize(sparse, like):
     A named tuple's fields may be keyed by name (``t.a``) or position (``t[0]``) in
     ``sparse``: both count.  An object's float attributes (``g.scale``), which are
     not parameters (an optimizer does not update them), get their gradients too.
+    Integer, boolean and string leaves (and an object's integer attributes) are
+    None: they have no gradient.
     """
     sparse = by_position(sparse, like)
     paths, leaves, spec = flatten(like)
@@ -172,7 +174,10 @@ def materialize(sparse, like):
     for path, leaf in zip(paths, leaves):
         g = lookup(sparse, path)
         if not (_is_float_array(leaf) or isinstance(leaf, (float, np.floating))):
-            values.append(leaf)  # not a parameter: carried along as it is
+            # Not a parameter (an int, a bool, a string): no gradient, None (as PyTorch's
+            # .grad of a tensor that does not require one), never its value, which a
+            # sum over the gradient's leaves would take for a derivative.
+            values.append(None)
             continue
         if g is None or isinstance(g, dict):
             g = np.zeros_like(leaf)
@@ -217,6 +222,11 @@ def _is_float(value) -> bool:
     return isinstance(value, (float, np.floating)) and not isinstance(value, bool)
 
 
+def _is_integer(value) -> bool:
+    return isinstance(value, (int, np.integer, np.bool_)) or (
+        isinstance(value, np.ndarray) and value.dtype.kind in "iub")
+
+
 def _float_fields(out, like, sparse):
     """Give the float attributes of the objects in ``out`` (a gradient made from
     ``like``) their gradients from ``sparse``: 0.0 where nothing reached them."""
@@ -228,6 +238,8 @@ def _float_fields(out, like, sparse):
             if _is_float(value):
                 g = 0.0 if g is None or isinstance(g, dict) else g
                 object.__setattr__(out, key, type(value)(g))
+            elif _is_integer(value):  # a count, a flag: no gradient (see materialize)
+                object.__setattr__(out, key, None)
             elif _is_attribute_part(value) and key in vars(out):
                 _float_fields(vars(out)[key], value, g)
     elif isinstance(like, (list, tuple)) and isinstance(out, (list, tuple)):

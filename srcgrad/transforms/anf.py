@@ -142,6 +142,10 @@ class _Lowering:
         # Tuples, lists and dicts passed in: what they hold is part of the specialisation,
         # so `f(*xs)` can pass each element on its own.
         self.structures = {p: r for p, r in zip(self.params, param_ranks) if isinstance(r, TreeRank)}
+        # Names holding a field read from one of those: an array (`self.W`), or a
+        # structure whose ranks are known too (`self.layer1`).
+        self.field_arrays = set()
+        self.field_structures = {}
 
     def run(self) -> Core:
         self._block(self.fdef.body)
@@ -226,9 +230,13 @@ class _Lowering:
         own = set(parameters(inner.args)) | {
             n.id for n in gast.walk(inner) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
         captured, seen = set(), {}
+        # Defaults (`def layer(h, w=w)`) are read here, in this function, when the `def`
+        # runs: captures like any other, whatever the parameter they fill is named.
+        outer = [d for d in inner.args.defaults + inner.args.kw_defaults if d is not None]
+        outer_ids = {id(n) for d in outer for n in gast.walk(d)}
         for node in gast.walk(inner):
-            if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id not in own \
-                    and node.id in self.current:
+            if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id in self.current \
+                    and (node.id not in own or id(node) in outer_ids):
                 seen[node.id] = self.current[node.id]
                 node.id = self.current[node.id]
                 captured.add(node.id)
@@ -985,6 +993,17 @@ class _Lowering:
                             f"is an array, and `{user}` may share memory with another name{where}",
                             f"write `{user} = {user} {_op_symbol(stmt.op)} ...` (a new array)")
 
+    def _known_number(self, atom) -> bool:
+        """Whether ``atom`` is known to hold an array or a number (a literal, a NumPy
+        result), so that an operator on it is NumPy's, not a method of a user's class."""
+        return isinstance(atom, gast.Constant) or isinstance(atom, gast.Name) and (
+            atom.id in self.arrays or atom.id in self.scalars or atom.id in self.field_arrays)
+
+    def _array_field(self, atom) -> bool:
+        """Whether ``atom`` holds an array read from a structure passed in whose ranks
+        are part of the specialisation (``self.W`` with ``self`` a model): known."""
+        return isinstance(atom, gast.Name) and atom.id in self.field_arrays
+
     def _holds_array(self, annotations, value) -> bool:
         kind, rule = annotations.get("kind"), annotations.get("rule")
         if kind == "copy":
@@ -1065,10 +1084,15 @@ class _Lowering:
                                 "in differentiated code", "write the whole tuple or list at once "
                                 "(`(a, b, c)`), or append items one by one")
             value = gast.BinOp(left=left, op=type(node.op)(), right=right)
+            unknown = [a.id for a in (left, right) if isinstance(a, gast.Name) and not self._known_number(a)]
+            if unknown:
+                emit["maybe_object"] = unknown  # may be objects whose class's __mul__ decides (reverse.py)
             return self._apply(prim, value, [left, right], {}, node, **emit)
         if isinstance(node, gast.UnaryOp):
             operand = self._lower(node.operand)
             value = gast.UnaryOp(op=type(node.op)(), operand=operand)
+            if isinstance(operand, gast.Name) and not self._known_number(operand):
+                emit["maybe_object"] = [operand.id]
             return self._apply(_UNARY[type(node.op)], value, [operand], {}, node, **emit)
         if isinstance(node, gast.Compare):
             left = self._lower(node.left)
@@ -1214,16 +1238,28 @@ class _Lowering:
                     return element
                 return self._emit(element, kind="copy", **emit)
         value = gast.Attribute(value=base, attr=node.attr, ctx=gast.Load())
-        if node.attr == "T":
+        # `.T`, `.shape`, ... are NumPy's only on an array: a model's `m.T` (a temperature)
+        # or a named tuple's `shape` field is a field like any other, and a receiver not
+        # known to be an array goes the field's way (rt.vjp_field decides when it runs).
+        known = self._is_array(node.value) or self._array_field(base)
+        if node.attr == "T" and known:
             return self._apply(np.transpose, value, [nodes.copy(base)], {}, node, **emit)
-        if node.attr in _ARRAY_ATTRIBUTES:
+        if node.attr in _ARRAY_ATTRIBUTES and known:
             return self._emit(value, kind="nondiff", rule=None, **emit)
         if self._is_array(node.value):
             raise errors.at(node, f"srcgrad has no derivative rule for the array attribute `.{node.attr}`",
                             "use the NumPy function (`np.real(x)`) or register a rule with "
                             "srcgrad.defadjoint")
         # A field of a structure (a model's parameter, a sub-layer).
-        return self._apply(getattr, value, [nodes.copy(base), nodes.const(node.attr)], {}, node, **emit)
+        atom = self._apply(getattr, value, [nodes.copy(base), nodes.const(node.attr)], {}, node, **emit)
+        parent = self.structures.get(base.id, self.field_structures.get(base.id)) \
+            if isinstance(base, gast.Name) else None
+        rank = parent.get(node.attr) if isinstance(parent, TreeRank) else None
+        if isinstance(atom, gast.Name) and isinstance(rank, int):
+            self.field_arrays.add(atom.id)
+        elif isinstance(atom, gast.Name) and isinstance(rank, TreeRank):
+            self.field_structures[atom.id] = rank
+        return atom
 
     def _call(self, node, **emit):
         func = node.func

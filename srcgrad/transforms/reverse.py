@@ -59,7 +59,14 @@ def transform(core, activity, ranks, wrt, backend, output=None, hooks=None, inte
             rev.group = None
             rev.out.append(rev._zeros(name))
         sweeps.intermediates[name] = rev.bar[name]
+        top = {n for stmt in sweeps.backward if isinstance(stmt, gast.Assign) for n in nodes.assigned_names(stmt)}
+        if rev.bar[name] not in top:  # assigned only in a branch, which may not run: zero if not
+            sweeps.backward.insert(0, nodes.assign(rev.bar[name], nodes.const(0.0)))
     return sweeps
+
+
+_OPERATOR_NAMES = {"Add": "add", "Sub": "sub", "Mult": "mul", "Div": "truediv", "MatMult": "matmul",
+                   "Pow": "pow"}
 
 
 @functools.cache
@@ -546,7 +553,39 @@ class _Reverse:
         if anno.get(stmt, "rule") is registry_lookup(getattr) and not self._plain_field(stmt):
             self._field_adjoint(stmt, target, g)
             return
+        if self._object_operator(stmt):
+            self._operator_adjoint(stmt, target, g)
+            return
         self._rule_adjoint(stmt, target, g)
+
+    def _object_operator(self, stmt) -> bool:
+        """``a * b`` where an operand being differentiated may be an object of a class
+        of the user's (its rank unknown, or an object's): its ``__mul__`` decides."""
+        value = stmt.value
+        unknown = anno.get(stmt, "maybe_object", ())
+        if not unknown:
+            return False
+        if not (isinstance(value, gast.BinOp) and type(value.op).__name__ in _OPERATOR_NAMES
+                or isinstance(value, gast.UnaryOp) and type(value.op).__name__ in ("USub", "UAdd")):
+            return False
+        operands = [value.left, value.right] if isinstance(value, gast.BinOp) else [value.operand]
+        for atom in operands:
+            rank = rank_of(atom, self.ranks)
+            if isinstance(atom, gast.Name) and atom.id in unknown and not isinstance(rank, int) and not (
+                    isinstance(rank, TreeRank) and rank.kind != "object"):
+                return True
+        return False
+
+    def _operator_adjoint(self, stmt, target, g):
+        """The operator dispatched when it runs (``rt.vjp_operator``), as a method call."""
+        value = stmt.value
+        operands = [value.left, value.right] if isinstance(value, gast.BinOp) else [value.operand]
+        name = _OPERATOR_NAMES[type(value.op).__name__] if isinstance(value, gast.BinOp) else \
+            {"USub": "neg", "UAdd": "pos"}[type(value.op).__name__]
+        for key, item in (("kind", "call"), ("receiver", None), ("args", operands), ("kwargs", {}),
+                          ("operator", name), ("impure", True)):
+            anno.set(stmt, key, item)
+        self._call_adjoint(stmt, target, g)
 
     def _plain_field(self, stmt) -> bool:
         """``obj.name`` reads a parameter stored in ``obj`` (known from the structure
@@ -851,8 +890,13 @@ class _Reverse:
         stmt.targets = [nodes.tuple_([nodes.name(target, "store"), nodes.name(pullback, "store")], "store")]
         spec = nodes.tuple_([nodes.const(w) for w, _ in wrt])
         field = anno.get(stmt, "field")
-        direct = None if field else self._direct_callee(call, [w for w, _ in wrt])
-        if field:  # obj.name or getattr(obj, name): a field or a property
+        direct = None if field or anno.get(stmt, "operator") else self._direct_callee(call, [w for w, _ in wrt])
+        if anno.get(stmt, "operator"):
+            origin = anno.get(stmt, "origin")
+            stmt.value = nodes.call("rt.vjp_operator", [nodes.const(anno.get(stmt, "operator")), spec]
+                                    + [nodes.copy(a) for a in anno.get(stmt, "args")],
+                                    [("where", nodes.const(origin.where if origin else "?"))])
+        elif field:  # obj.name or getattr(obj, name): a field or a property
             origin = anno.get(stmt, "origin")
             stmt.value = nodes.call("rt.vjp_field", [nodes.copy(field[0]), nodes.copy(field[1]),
                                                      nodes.const(origin.where if origin else "?")])
