@@ -448,9 +448,30 @@ def einsum_adjoints(subscripts, ans_bar, operands, optimize=False, which=None):
 
 
 @static
-def inverse_permutation(axes):
-    """The axes that undo ``np.transpose(x, axes)``."""
-    return tuple(int(i) for i in np.argsort(axes))
+def inverse_permutation(axes, ndim=None):
+    """The axes that undo ``np.transpose(x, axes)`` for an ``x`` of rank ``ndim``
+    (negative axes count from the end, as NumPy reads them)."""
+    if ndim is None:
+        ndim = len(axes)
+    return tuple(int(i) for i in np.argsort([int(a) % ndim for a in axes]))
+
+
+def reshape_back(g, a, order):
+    """Adjoint of ``np.reshape(a, shape, order)`` / ``np.ravel(a, order)``: ``g``
+    reshaped to ``a``'s shape in the same index order (a reshape in one order is a
+    bijection of positions in that order).  ``'A'`` is ``'F'`` for an ``a`` that is
+    Fortran- and not C-contiguous, else ``'C'`` (NumPy's reading of it).
+
+    Raises:
+        ValueError: ``order='K'`` (memory order, not modelled).
+    """
+    order = order.upper() if isinstance(order, str) else order
+    if order == "A":
+        order = "F" if getattr(a, "flags", None) is not None and a.flags.f_contiguous \
+            and not a.flags.c_contiguous else "C"
+    if order not in ("C", "F"):
+        raise ValueError(f"srcgrad differentiates reshape/ravel with order 'C', 'F' or 'A', not {order!r}")
+    return array_module(g).reshape(g, np.shape(a), order=order)
 
 
 def is_basic_index(index) -> bool:
@@ -1023,6 +1044,10 @@ def _rule_vjp(rule, fn, wrt, args, kwargs):
         adjoints = rule.adjoint(value_bar, value, *bound.args, **bound.kwargs)
         adjoints = adjoints if len(rule.diff_params) > 1 else (adjoints,)
         by_name = dict(zip(rule.diff_params, adjoints))
+        if rule.elementwise:  # adjoints of the broadcast shape: summed back to each input's
+            by_name = {name: g if g is None or name in rule.sequence_params
+                       else unbroadcast(g, bound.arguments[name])
+                       for name, g in by_name.items() if name in bound.arguments}
         out = []
         for name, item in wanted:
             g = by_name.get(name)
@@ -1057,6 +1082,20 @@ def add_each(adjoints, more):
     if isinstance(adjoints, dict):
         return add(adjoints, dict(enumerate(more)))
     return [a + b for a, b in zip(adjoints, more)]
+
+
+def items_adjoint(g, items):
+    """The adjoint of ``items``, a sequence rule's argument (``np.asarray(v)``) whose
+    kind was unknown when compiling: a list of the rows of ``g`` for a list or tuple,
+    else ``g`` itself (an array or a scalar)."""
+    return list(g) if isinstance(items, (list, tuple)) else g
+
+
+def add_items(adjoints, more, items):
+    """Accumulate adjoints of ``items`` (see :func:`items_adjoint`)."""
+    if isinstance(items, (list, tuple)):
+        return add_each(adjoints, more if isinstance(adjoints, dict) else list(more))
+    return add(adjoints, more)
 
 
 def add_item(items, index, g):
@@ -1119,6 +1158,18 @@ def zeros_like(x):
     if x is None:
         return 0.0
     return {} if tree.is_structure(x) else np.zeros_like(x)
+
+
+def outputs_adjoint(parts, outputs):
+    """The adjoint of a rule's tuple of ``outputs`` (``a, b = two(x)``) from the parts
+    that reached its items (``(a_bar,)``, ``(None, b_bar)``): one per output, zeros
+    of that output's shape and float dtype where nothing reached it."""
+    if not isinstance(outputs, (tuple, list)):
+        return parts
+    if isinstance(parts, dict):  # sparse: from unpacking in a loop ({0: a_bar})
+        parts = [parts.get(i) for i in range(len(outputs))]
+    return tuple(parts[i] if i < len(parts) and parts[i] is not None
+                 else zeros_like(o) for i, o in enumerate(outputs))
 
 
 def unpacked_adjoint(parts, source):
