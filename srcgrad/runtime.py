@@ -1048,6 +1048,10 @@ def _rule_vjp(rule, fn, wrt, args, kwargs):
             by_name = {name: g if g is None or name in rule.sequence_params
                        else unbroadcast(g, bound.arguments[name])
                        for name, g in by_name.items() if name in bound.arguments}
+        elif not getattr(rule.adjoint, "__module__", "").startswith("srcgrad.") and len(rule.diff_params) > 1:
+            by_name = {name: g if name in rule.sequence_params or name not in bound.arguments
+                       else checked_adjoint(g, bound.arguments[name], rule.name, name)
+                       for name, g in by_name.items()}
         out = []
         for name, item in wanted:
             g = by_name.get(name)
@@ -1082,6 +1086,28 @@ def add_each(adjoints, more):
     if isinstance(adjoints, dict):
         return add(adjoints, dict(enumerate(more)))
     return [a + b for a, b in zip(adjoints, more)]
+
+
+def checked_adjoint(g, x, rule, param, where=""):
+    """``g``, the adjoint a user's rule ``rule`` returned for its argument ``param``
+    (value ``x``), when its shape is ``x``'s (or either is not an array or number).
+
+    Raises:
+        NoDerivativeRuleError: another shape (a rule of a function that broadcasts, not
+            registered ``elementwise=True``): the gradient would be wrong.
+    """
+    if g is None or not hasattr(g, "shape") or not (hasattr(x, "shape") or isinstance(x, (int, float))):
+        return g
+    shape = x.shape if hasattr(x, "shape") else ()
+    if g.shape == shape:
+        return g
+    at = f"{where}: " if where else ""
+    raise errors.NoDerivativeRuleError(
+        f"{at}the rule for `{rule}` returned an adjoint of shape {g.shape} for `{param}`, of shape "
+        f"{shape}", None,
+        "return one adjoint of each argument's shape; for a function that broadcasts its "
+        "arguments elementwise, register the rule with elementwise=True (srcgrad then sums "
+        "each adjoint back to its argument's shape)")
 
 
 def items_adjoint(g, items):

@@ -440,3 +440,40 @@ def asarray_of_rows(a):
 @pytest.mark.parametrize("f", [asarray_of_read, asarray_of_read_twice, asarray_of_rows])
 def test_sequence_rule_of_unknown_kind(f, optimize):
     check(f, [np.arange(20.0).reshape(4, 5) / 10], optimize)
+
+
+# ---- a user's rule not declared elementwise, whose adjoint has another shape ----------------
+
+
+def _my_hypot(a, b):
+    return np.hypot(a, b)
+
+
+my_hypot = srcgrad.custom_adjoint(_my_hypot)
+
+
+@my_hypot.defadjoint
+def _my_hypot_adjoint(ans_bar, ans, a, b):
+    return ans_bar * a / ans, ans_bar * b / ans
+
+
+def hypot_same(a, b):
+    return np.sum(my_hypot(a, b))
+
+
+def hypot_broadcast(a, b):
+    return np.sum(my_hypot(a, b))
+
+
+@OPT
+def test_user_rule_same_shapes(optimize):
+    check(hypot_same, [RNG.normal(size=(3, 4)), RNG.normal(size=(3, 4))], optimize, wrt=1)
+
+
+@OPT
+def test_user_rule_broadcast_refused(optimize):
+    with pytest.raises(errors.NoDerivativeRuleError, match=r"shape \(3, 4\) for `b`, of shape \(1, 4\)") \
+            as info:
+        srcgrad.grad(hypot_broadcast, wrt=1, optimize=optimize)(RNG.normal(size=(3, 4)),
+                                                                RNG.normal(size=(1, 4)))
+    assert "test_trust_rules2.py:" in str(info.value) and "elementwise=True" in str(info.value)

@@ -945,6 +945,15 @@ class _Reverse:
                 # An elementwise rule's adjoint has the output's (broadcast) shape: summed back
                 # to the input's, whether or not the rule (a user's) wrote it.
                 expr = nodes.call("rt.unbroadcast", [expr, nodes.name(atom.id)])
+            elif not rule.elementwise and param not in rule.sequence_params and isinstance(atom, gast.Name) \
+                    and not _builtin_rule(rule) and len(rule.diff_params) > 1:
+                # A user's rule of several arguments that is not declared elementwise: an adjoint
+                # of another shape than its argument (np.hypot's, broadcast) is refused where it
+                # comes out.
+                origin = anno.get(stmt.value, "origin")
+                expr = nodes.call("rt.checked_adjoint", [expr, nodes.name(atom.id), nodes.const(rule.name),
+                                                         nodes.const(param),
+                                                         nodes.const(origin.where if origin else "")])
             if param in rule.sequence_params and isinstance(atom, gast.Name) \
                     and isinstance(rank_of(atom, self.ranks), int):
                 self._accumulate(atom.id, expr)  # an array (its rows are the items)
