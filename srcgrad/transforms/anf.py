@@ -53,6 +53,7 @@ _METHODS = {
     "transpose": np.transpose, "ravel": np.ravel, "flatten": np.ravel, "squeeze": np.squeeze,
     "clip": np.clip, "copy": np.copy, "argmax": np.argmax, "argmin": np.argmin,
     "any": np.any, "all": np.all, "round": np.round, "item": runtime.item,
+    "cumsum": np.cumsum, "swapaxes": np.swapaxes, "trace": np.trace,
 }
 if hasattr(np, "astype"):  # NumPy >= 2.1
     _METHODS["astype"] = np.astype
