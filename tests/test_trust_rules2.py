@@ -510,3 +510,14 @@ def cumsum_in_loop(x):
                                cumsum_in_loop])
 def test_array_methods_with_rules(f, optimize):
     check(f, [M], optimize)
+
+
+def method_on_list_item(x):
+    xs = [x * 1.5, x]
+    return np.sum(xs[0].cumprod())
+
+
+def test_array_method_of_unknown_receiver_is_a_named_error():
+    # The receiver is known to be an array only when it runs: a named error, not a TypeError.
+    with pytest.raises(errors.NoDerivativeRuleError, match=r"`.cumprod\(\)`"):
+        srcgrad.grad(method_on_list_item)(np.array([1.0, 2.0]))

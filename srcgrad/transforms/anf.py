@@ -1495,11 +1495,14 @@ def array_method(name, receiver, args):
     ``x.reshape(2, 3)`` is ``np.reshape(x, (2, 3))``.
 
     Raises:
-        TypeError: a method srcgrad has no rule for.
+        NoDerivativeRuleError: a method srcgrad has no rule for (on a receiver known to
+            be an array only when it runs: ``xs[0].cumprod()`` of a list ``xs``).
     """
     if name not in _METHODS:
-        raise TypeError(f"srcgrad cannot differentiate the array method .{name}(); "
-                        f"call the NumPy function instead")
+        raise errors.NoDerivativeRuleError(
+            f"srcgrad has no derivative rule for the array method `.{name}()`", None,
+            f"call the NumPy function instead (`np.{name}(x, ...)`), or register a rule with "
+            "srcgrad.defadjoint")
     if name in _VARARG_METHODS and len(args) > 1:
         args = (tuple(args),)
     return _METHODS[name], (receiver,) + tuple(args)
