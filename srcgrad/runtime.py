@@ -448,9 +448,30 @@ def einsum_adjoints(subscripts, ans_bar, operands, optimize=False, which=None):
 
 
 @static
-def inverse_permutation(axes):
-    """The axes that undo ``np.transpose(x, axes)``."""
-    return tuple(int(i) for i in np.argsort(axes))
+def inverse_permutation(axes, ndim=None):
+    """The axes that undo ``np.transpose(x, axes)`` for an ``x`` of rank ``ndim``
+    (negative axes count from the end, as NumPy reads them)."""
+    if ndim is None:
+        ndim = len(axes)
+    return tuple(int(i) for i in np.argsort([int(a) % ndim for a in axes]))
+
+
+def reshape_back(g, a, order):
+    """Adjoint of ``np.reshape(a, shape, order)`` / ``np.ravel(a, order)``: ``g``
+    reshaped to ``a``'s shape in the same index order (a reshape in one order is a
+    bijection of positions in that order).  ``'A'`` is ``'F'`` for an ``a`` that is
+    Fortran- and not C-contiguous, else ``'C'`` (NumPy's reading of it).
+
+    Raises:
+        ValueError: ``order='K'`` (memory order, not modelled).
+    """
+    order = order.upper() if isinstance(order, str) else order
+    if order == "A":
+        order = "F" if getattr(a, "flags", None) is not None and a.flags.f_contiguous \
+            and not a.flags.c_contiguous else "C"
+    if order not in ("C", "F"):
+        raise ValueError(f"srcgrad differentiates reshape/ravel with order 'C', 'F' or 'A', not {order!r}")
+    return array_module(g).reshape(g, np.shape(a), order=order)
 
 
 def is_basic_index(index) -> bool:
@@ -1123,6 +1144,14 @@ def _rule_vjp(rule, fn, wrt, args, kwargs):
         adjoints = rule.adjoint(value_bar, value, *bound.args, **bound.kwargs)
         adjoints = adjoints if len(rule.diff_params) > 1 else (adjoints,)
         by_name = dict(zip(rule.diff_params, adjoints))
+        if rule.elementwise:  # adjoints of the broadcast shape: summed back to each input's
+            by_name = {name: g if g is None or name in rule.sequence_params
+                       else unbroadcast(g, bound.arguments[name])
+                       for name, g in by_name.items() if name in bound.arguments}
+        elif not getattr(rule.adjoint, "__module__", "").startswith("srcgrad.") and len(rule.diff_params) > 1:
+            by_name = {name: g if name in rule.sequence_params or name not in bound.arguments
+                       else checked_adjoint(g, bound.arguments[name], rule.name, name)
+                       for name, g in by_name.items()}
         out = []
         for name, item in wanted:
             g = by_name.get(name)
@@ -1157,6 +1186,42 @@ def add_each(adjoints, more):
     if isinstance(adjoints, dict):
         return add(adjoints, dict(enumerate(more)))
     return [a + b for a, b in zip(adjoints, more)]
+
+
+def checked_adjoint(g, x, rule, param, where=""):
+    """``g``, the adjoint a user's rule ``rule`` returned for its argument ``param``
+    (value ``x``), when its shape is ``x``'s (or either is not an array or number).
+
+    Raises:
+        NoDerivativeRuleError: another shape (a rule of a function that broadcasts, not
+            registered ``elementwise=True``): the gradient would be wrong.
+    """
+    if g is None or not hasattr(g, "shape") or not (hasattr(x, "shape") or isinstance(x, (int, float))):
+        return g
+    shape = x.shape if hasattr(x, "shape") else ()
+    if g.shape == shape:
+        return g
+    at = f"{where}: " if where else ""
+    raise errors.NoDerivativeRuleError(
+        f"{at}the rule for `{rule}` returned an adjoint of shape {g.shape} for `{param}`, of shape "
+        f"{shape}", None,
+        "return one adjoint of each argument's shape; for a function that broadcasts its "
+        "arguments elementwise, register the rule with elementwise=True (srcgrad then sums "
+        "each adjoint back to its argument's shape)")
+
+
+def items_adjoint(g, items):
+    """The adjoint of ``items``, a sequence rule's argument (``np.asarray(v)``) whose
+    kind was unknown when compiling: a list of the rows of ``g`` for a list or tuple,
+    else ``g`` itself (an array or a scalar)."""
+    return list(g) if isinstance(items, (list, tuple)) else g
+
+
+def add_items(adjoints, more, items):
+    """Accumulate adjoints of ``items`` (see :func:`items_adjoint`)."""
+    if isinstance(items, (list, tuple)):
+        return add_each(adjoints, more if isinstance(adjoints, dict) else list(more))
+    return add(adjoints, more)
 
 
 def add_item(items, index, g):
@@ -1240,6 +1305,18 @@ def zeros_like(x):
     if x is None:
         return 0.0
     return {} if tree.is_structure(x) else np.zeros_like(x)
+
+
+def outputs_adjoint(parts, outputs):
+    """The adjoint of a rule's tuple of ``outputs`` (``a, b = two(x)``) from the parts
+    that reached its items (``(a_bar,)``, ``(None, b_bar)``): one per output, zeros
+    of that output's shape and float dtype where nothing reached it."""
+    if not isinstance(outputs, (tuple, list)):
+        return parts
+    if isinstance(parts, dict):  # sparse: from unpacking in a loop ({0: a_bar})
+        parts = [parts.get(i) for i in range(len(outputs))]
+    return tuple(parts[i] if i < len(parts) and parts[i] is not None
+                 else zeros_like(o) for i, o in enumerate(outputs))
 
 
 def unpacked_adjoint(parts, source):

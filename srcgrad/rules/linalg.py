@@ -11,7 +11,7 @@ import functools
 import numpy as np
 
 from ..runtime import (diag_adjoint, dot_lhs, dot_rhs, einsum_adjoint_subscripts, einsum_adjoints,
-                       is_constant, norm_adjoint, tensordot_adjoint, trace_adjoint)
+                       is_constant, norm_adjoint, tensordot_adjoint, trace_adjoint, unbroadcast)
 from . import _ndim
 from .registry import defadjoint
 
@@ -41,22 +41,26 @@ def einsum(ans_bar, ans, subscripts, *operands, out=None, dtype=None, order="K",
            optimize=False):
     """Any number of operands, ellipses, repeated letters, implicit output
     (``rt.einsum_adjoints``).  With literal subscripts and two or three operands
-    each adjoint that one einsum expresses is that einsum, with the same ``optimize``."""
+    each adjoint that one einsum expresses is that einsum, with the same ``optimize``,
+    summed back over any length-1 axis of the operand that NumPy broadcast
+    (``'ij,ij->i'`` with a ``(1, n)`` operand)."""
     if is_constant(subscripts) and len(operands) == 2 \
             and einsum_adjoint_subscripts(subscripts, 0, 2) is not None \
             and einsum_adjoint_subscripts(subscripts, 1, 2) is not None:
-        return (np.einsum(einsum_adjoint_subscripts(subscripts, 0, 2), ans_bar, operands[1], optimize=optimize),
-                np.einsum(einsum_adjoint_subscripts(subscripts, 1, 2), operands[0], ans_bar, optimize=optimize))
+        return (unbroadcast(np.einsum(einsum_adjoint_subscripts(subscripts, 0, 2), ans_bar, operands[1],
+                                      optimize=optimize), operands[0]),
+                unbroadcast(np.einsum(einsum_adjoint_subscripts(subscripts, 1, 2), operands[0], ans_bar,
+                                      optimize=optimize), operands[1]))
     if is_constant(subscripts) and len(operands) == 3 \
             and einsum_adjoint_subscripts(subscripts, 0, 3) is not None \
             and einsum_adjoint_subscripts(subscripts, 1, 3) is not None \
             and einsum_adjoint_subscripts(subscripts, 2, 3) is not None:
-        return (np.einsum(einsum_adjoint_subscripts(subscripts, 0, 3), ans_bar, operands[1], operands[2],
-                          optimize=optimize),
-                np.einsum(einsum_adjoint_subscripts(subscripts, 1, 3), operands[0], ans_bar, operands[2],
-                          optimize=optimize),
-                np.einsum(einsum_adjoint_subscripts(subscripts, 2, 3), operands[0], operands[1], ans_bar,
-                          optimize=optimize))
+        return (unbroadcast(np.einsum(einsum_adjoint_subscripts(subscripts, 0, 3), ans_bar, operands[1],
+                                      operands[2], optimize=optimize), operands[0]),
+                unbroadcast(np.einsum(einsum_adjoint_subscripts(subscripts, 1, 3), operands[0], ans_bar,
+                                      operands[2], optimize=optimize), operands[1]),
+                unbroadcast(np.einsum(einsum_adjoint_subscripts(subscripts, 2, 3), operands[0], operands[1],
+                                      ans_bar, optimize=optimize), operands[2]))
     return einsum_adjoints(subscripts, ans_bar, operands, optimize)
 
 

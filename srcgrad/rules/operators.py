@@ -37,7 +37,13 @@ def multiply(ans_bar, ans, x1, x2):
 
 @defadjoint(operator.truediv, np.divide, elementwise=True)
 def divide(ans_bar, ans, x1, x2):
-    return unbroadcast(ans_bar / x2, x1), unbroadcast(-ans_bar * ans / x2, x2)
+    """A scalar divisor (or one of a rank unknown when compiling) divides with
+    ``np.divide``: where ``ans_bar`` and ``x2`` are Python floats (the seed, and
+    ``count = float(n)``), ``/`` would raise ZeroDivisionError at ``x2 == 0`` where
+    the forward NumPy division gave inf/nan."""
+    if np.ndim(x2) > 0:
+        return unbroadcast(ans_bar / x2, x1), unbroadcast(-ans_bar * ans / x2, x2)
+    return unbroadcast(np.divide(ans_bar, x2), x1), unbroadcast(-np.divide(ans_bar * ans, x2), x2)
 
 
 @defadjoint(operator.mod, np.mod, elementwise=True)

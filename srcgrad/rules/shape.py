@@ -15,20 +15,34 @@ import numpy as np
 from .. import runtime
 from ..runtime import (basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
-                       is_basic_index, is_constant, is_structure, iterated, iterated_adjoint, joined_adjoint, roll_back, sort_adjoint,
+                       is_basic_index, is_constant, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
                        unbroadcast, unconcatenate, window_adjoint)
 from . import _ndim
 from .registry import defadjoint
 
 
-@defadjoint(np.reshape, ndim=_ndim.shape_length("shape"))
+def _order_refuse(statics):
+    order = statics.get("order", "C")
+    if order in ("K", "k"):
+        return ("srcgrad differentiates `order='C'`, `'F'` and `'A'` only: `order='K'` reads the "
+                "elements in the order they lie in memory, which it does not model",
+                "write `order='C'` or `order='F'`")
+    return None
+
+
+@defadjoint(np.reshape, ndim=_ndim.shape_length("shape"), refuse=_order_refuse)
 def reshape(ans_bar, ans, a, shape=None, order="C"):
-    return np.reshape(ans_bar, np.shape(a))
+    """The inverse reshape, in the same index order (``rt.reshape_back``)."""
+    if is_constant(order) and order == "C":
+        return np.reshape(ans_bar, np.shape(a))
+    return reshape_back(ans_bar, a, order)
 
 
-@defadjoint(np.ravel, ndim=_ndim.fixed(1))
+@defadjoint(np.ravel, ndim=_ndim.fixed(1), refuse=_order_refuse)
 def ravel(ans_bar, ans, a, order="C"):
-    return np.reshape(ans_bar, np.shape(a))
+    if is_constant(order) and order == "C":
+        return np.reshape(ans_bar, np.shape(a))
+    return reshape_back(ans_bar, a, order)
 
 
 @defadjoint(np.expand_dims, diff=("a",))
@@ -50,7 +64,7 @@ def broadcast_to(ans_bar, ans, array, shape):
 def transpose(ans_bar, ans, a, axes=None):
     if axes is None:
         return ans_bar.T
-    return np.transpose(ans_bar, inverse_permutation(axes))
+    return np.transpose(ans_bar, inverse_permutation(axes, np.ndim(a)))
 
 
 if hasattr(np, "astype"):  # NumPy >= 2.1; also x.astype(dtype)

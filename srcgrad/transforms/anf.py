@@ -53,6 +53,7 @@ _METHODS = {
     "transpose": np.transpose, "ravel": np.ravel, "flatten": np.ravel, "squeeze": np.squeeze,
     "clip": np.clip, "copy": np.copy, "argmax": np.argmax, "argmin": np.argmin,
     "any": np.any, "all": np.all, "round": np.round, "item": runtime.item,
+    "cumsum": np.cumsum, "swapaxes": np.swapaxes, "trace": np.trace,
 }
 if hasattr(np, "astype"):  # NumPy >= 2.1
     _METHODS["astype"] = np.astype
@@ -972,6 +973,25 @@ class _Lowering:
             return False  # P(x).w: an object made here
         return not isinstance(node, (gast.Name, gast.Attribute))  # (a + b).sum(): an expression
 
+    def _surely_array(self, node) -> bool:
+        """Whether the expression ``node`` (a method's receiver) makes an array for
+        sure: arithmetic (``(x * 1.5).cumsum()``), an index of an array name
+        (``x[None]``), a NumPy function's or an array method's result."""
+        if isinstance(node, gast.Name):
+            return self._is_array(node)
+        if isinstance(node, (gast.BinOp, gast.UnaryOp)):
+            return True
+        if isinstance(node, gast.Subscript):
+            return isinstance(node.value, gast.Name) and self._is_array(node.value) \
+                or self._surely_array(node.value)
+        if isinstance(node, gast.Call):
+            callee = anno.get(node.func, "resolved", None)
+            if callee is not None:
+                return registry.is_numpy(callee) and not isinstance(callee, type)
+            return isinstance(node.func, gast.Attribute) and node.func.attr in _METHODS \
+                and self._surely_array(node.func.value)
+        return False
+
     def _check_augmented(self, stmt):
         """``s += v`` on an array changes it in place (NumPy); srcgrad computes
         ``s = s + v``, which is the same only if no other name sees ``s``."""
@@ -1302,7 +1322,8 @@ class _Lowering:
             func_node = nodes.dotted(spelled) if spelled else nodes.copy(func)
             return self._apply(callee, None, args, kwargs, node, func_node=func_node, **emit)
         if isinstance(func, gast.Attribute) and func.attr not in _METHODS and self._is_array(func.value) \
-                and isinstance(func.value, gast.Name):
+                and (isinstance(func.value, gast.Name) or self._surely_array(func.value)
+                     and hasattr(np.ndarray, func.attr)):
             instead = f"call the NumPy function instead (`np.{func.attr}(x, ...)`)" if hasattr(np, func.attr) \
                 else "write it as an assignment or with NumPy functions"
             raise errors.at(node, f"srcgrad has no derivative rule for the array method `.{func.attr}()`",
@@ -1461,6 +1482,8 @@ class _Lowering:
     def _apply(self, prim, value, args, kwargs, node, func_node=None, **emit):
         """Emit a primitive application, binding its arguments to the rule's parameters."""
         rule = registry.lookup(prim)
+        if prim is np.clip and value is None:
+            args, kwargs = _clip_arguments(args, kwargs)
         if value is None and rule is not None and rule.differentiable:
             args, kwargs = self._array_arguments(prim, rule, args, kwargs, node)
         if value is None:
@@ -1518,16 +1541,33 @@ def _op_symbol(op) -> str:
             gast.MatMult: "@", gast.FloorDiv: "//", gast.Mod: "%"}.get(type(op), "?")
 
 
+def _clip_arguments(args, kwargs):
+    """``np.clip``'s arguments with both bounds given, as ``a_min``/``a_max``:
+    ``x.clip(lo)``, ``np.clip(x, min=0)`` and ``x.clip(max=hi)`` (NumPy 2) omit one,
+    which the function form (and the rule) needs spelled ``None``."""
+    kwargs = dict(kwargs)
+    for short, full in (("min", "a_min"), ("max", "a_max")):
+        if short in kwargs and full not in kwargs:
+            kwargs[full] = kwargs.pop(short)
+    for position, full in ((1, "a_min"), (2, "a_max")):
+        if len(args) <= position and full not in kwargs:
+            kwargs[full] = nodes.const(None)
+    return args, kwargs
+
+
 def array_method(name, receiver, args):
     """``(function, arguments)`` of NumPy's spelling of ``receiver.name(*args)``:
     ``x.reshape(2, 3)`` is ``np.reshape(x, (2, 3))``.
 
     Raises:
-        TypeError: a method srcgrad has no rule for.
+        NoDerivativeRuleError: a method srcgrad has no rule for (on a receiver known to
+            be an array only when it runs: ``xs[0].cumprod()`` of a list ``xs``).
     """
     if name not in _METHODS:
-        raise TypeError(f"srcgrad cannot differentiate the array method .{name}(); "
-                        f"call the NumPy function instead")
+        raise errors.NoDerivativeRuleError(
+            f"srcgrad has no derivative rule for the array method `.{name}()`", None,
+            f"call the NumPy function instead (`np.{name}(x, ...)`), or register a rule with "
+            "srcgrad.defadjoint")
     if name in _VARARG_METHODS and len(args) > 1:
         args = (tuple(args),)
     return _METHODS[name], (receiver,) + tuple(args)

@@ -556,7 +556,19 @@ class _Reverse:
         if self._object_operator(stmt):
             self._operator_adjoint(stmt, target, g)
             return
+        if not _builtin_rule(anno.get(stmt, "rule")) and (isinstance(g, gast.Tuple) or self.loop_depth
+                                                          and self._unpacked_source(target)):
+            # A user's rule of several outputs (a custom adjoint) reads `ans_bar[i]` for each:
+            # an output nothing used gets zeros of its shape (rt.outputs_adjoint), not None.
+            whole = self.core.fresh()
+            self._append(nodes.assign(whole, nodes.call("rt.outputs_adjoint", [g, nodes.name(target)])),
+                         self.group)
+            g = nodes.name(whole)
         self._rule_adjoint(stmt, target, g)
+
+    def _unpacked_source(self, name) -> bool:
+        """Whether ``a, b = name`` unpacks ``name`` somewhere in the function."""
+        return any(anno.get(s, "source") == name for s in nodes.statements(self.core.body))
 
     def _object_operator(self, stmt) -> bool:
         """``a * b`` where an operand being differentiated may be an object of a class
@@ -1028,6 +1040,20 @@ class _Reverse:
             atom, expr = bound[param], adjoints[param]
             if param in read_as_array:
                 expr = nodes.call("rt.rows_adjoint", [expr, nodes.name(atom.id)])
+            elif rule.elementwise and param not in site.same_shape and param not in rule.sequence_params \
+                    and isinstance(atom, gast.Name) and not _unbroadcasts(expr, atom.id):
+                # An elementwise rule's adjoint has the output's (broadcast) shape: summed back
+                # to the input's, whether or not the rule (a user's) wrote it.
+                expr = nodes.call("rt.unbroadcast", [expr, nodes.name(atom.id)])
+            elif not rule.elementwise and param not in rule.sequence_params and isinstance(atom, gast.Name) \
+                    and not _builtin_rule(rule) and len(rule.diff_params) > 1:
+                # A user's rule of several arguments that is not declared elementwise: an adjoint
+                # of another shape than its argument (np.hypot's, broadcast) is refused where it
+                # comes out.
+                origin = anno.get(stmt.value, "origin")
+                expr = nodes.call("rt.checked_adjoint", [expr, nodes.name(atom.id), nodes.const(rule.name),
+                                                         nodes.const(param),
+                                                         nodes.const(origin.where if origin else "")])
             if param in rule.sequence_params and isinstance(atom, gast.Name) \
                     and isinstance(rank_of(atom, self.ranks), int):
                 self._accumulate(atom.id, expr)  # an array (its rows are the items)
@@ -1036,12 +1062,17 @@ class _Reverse:
                 # A list or tuple of a structure (a field `self.ws`, an argument): item by item.
                 self._accumulate(atom.id, nodes.call("rt.rows_adjoint", [expr, nodes.name(atom.id)]))
             elif param in rule.sequence_params and isinstance(atom, gast.Name):
-                # A list grown with append: its adjoint is a list, popped by the appends.
+                # A list grown with append: its adjoint is a list, popped by the appends.  A
+                # name of a kind unknown when compiling (`a[tuple(ix)]`, maybe a scalar): as
+                # its value turns out to be (rt.items_adjoint / rt.add_items).
                 name = self._bar_name(atom.id)
+                unknown = rank_of(atom, self.ranks) is None and atom.id not in self.lists
                 if atom.id in self.defined:
-                    expr = nodes.call("rt.add_each", [nodes.name(name), expr])
+                    expr = nodes.call("rt.add_items", [nodes.name(name), expr, nodes.name(atom.id)]) \
+                        if unknown else nodes.call("rt.add_each", [nodes.name(name), expr])
                 else:
-                    expr = nodes.call("list", [expr])
+                    expr = nodes.call("rt.items_adjoint", [expr, nodes.name(atom.id)]) if unknown \
+                        else nodes.call("list", [expr])
                     self.defined.add(atom.id)
                 self._append(nodes.assign(name, expr), self.group)
             elif param in rule.sequence_params:
@@ -1103,6 +1134,17 @@ class _Reverse:
                   "`def rule(ans_bar, ans, <its parameters>): return <adjoint>`")
         return errors.at(stmt.value, f"no derivative rule for `{full}`", advice,
                          kind=errors.NoDerivativeRuleError)
+
+
+def _builtin_rule(rule) -> bool:
+    """A rule of srcgrad's own (its rules read a missing part of a tuple's adjoint as None)."""
+    return getattr(rule.adjoint, "__module__", "").startswith("srcgrad.")
+
+
+def _unbroadcasts(expr, name) -> bool:
+    """Whether ``expr`` is ``rt.unbroadcast(..., name)`` (a built-in rule's own)."""
+    return isinstance(expr, gast.Call) and nodes.to_source(expr.func).strip() == "rt.unbroadcast" \
+        and len(expr.args) == 2 and isinstance(expr.args[1], gast.Name) and expr.args[1].id == name
 
 
 _WRITING_RULES = {"numpy.random.shuffle", "numpy.copyto", "numpy.put", "numpy.place", "numpy.putmask",
