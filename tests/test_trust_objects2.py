@@ -307,3 +307,31 @@ def test_array_times_object_numpy_would_map_over_is_refused():
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match="object array") as info:
         srcgrad.grad(f)(S(2.0), np.ones(2))
     assert "test_trust_objects2.py" in str(info.value)
+
+
+class _Indexed:
+    """A class whose own __getitem__ computes from its field."""
+
+    def __init__(self, c):
+        self.c = c
+
+    def __getitem__(self, i):
+        return self.c * (i + 1.0)
+
+
+def _index_an_object(p, x):
+    return np.sum(p[1] * x)
+
+
+def _index_an_object_in_a_loop(p, x):
+    total = 0.0
+    for i in range(2):
+        total = total + np.sum(p[i] * x)
+    return total
+
+
+@pytest.mark.parametrize("fn", [_index_an_object, _index_an_object_in_a_loop])
+def test_an_objects_own_getitem_is_refused_not_dropped(fn):
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="__getitem__") as info:
+        srcgrad.grad(fn)(_Indexed(np.array([1.0, 2.0])), np.ones(2))
+    assert "test_trust_objects2.py" in str(info.value)

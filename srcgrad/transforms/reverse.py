@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import operator
 import textwrap
 import types
 
@@ -556,6 +557,18 @@ class _Reverse:
         if self._object_operator(stmt):
             self._operator_adjoint(stmt, target, g)
             return
+        if anno.get(stmt, "rule") is registry_lookup(operator.getitem):
+            base = anno.get(stmt, "bound")["a"]
+            rank = rank_of(base, self.ranks)
+            key = templates.static_value(anno.get(stmt, "bound")["index"])
+            if isinstance(rank, TreeRank) and rank.kind == "object" \
+                    and not any(entry == key for entry, _ in rank):
+                # `obj[i]` runs the class's own __getitem__, which srcgrad does not follow:
+                # an adjoint keyed by `i` would match no field and be dropped.
+                raise errors.at(stmt.value, f"indexing `{nodes.to_source(base)}`, an object being "
+                                "differentiated, runs its class's `__getitem__`, which srcgrad does not "
+                                "differentiate", "call a method that does the same (`obj.item(i)`), or "
+                                "index the array field itself (`obj.c[i]`)", kind=errors.UnsupportedSyntaxError)
         if not _builtin_rule(anno.get(stmt, "rule")) and (isinstance(g, gast.Tuple) or self.loop_depth
                                                           and self._unpacked_source(target)):
             # A user's rule of several outputs (a custom adjoint) reads `ans_bar[i]` for each:
