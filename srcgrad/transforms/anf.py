@@ -300,18 +300,22 @@ class _Lowering:
         args, kwargs = self._call_arguments(node)
         return self._user_call(method, [obj] + args, kwargs, node, **emit)
 
+    def _constructor_arguments(self, cls, node, advice) -> dict:
+        """The atoms ``cls(...)`` is given, by parameter name."""
+        args, kwargs = self._call_arguments(node)
+        self._check_spread(args, kwargs, node)
+        try:
+            return inspect.signature(cls).bind_partial(*args, **kwargs).arguments
+        except TypeError as exc:
+            raise errors.at(node, f"`{cls.__name__}(...)` does not accept these arguments ({exc})",
+                            advice) from None
+
     def _record(self, cls, stored, node, **emit):
         """``p = P(a, b)`` for a class whose ``__init__`` only stores its parameters
         (``self.w = w``; a dataclass): made as written, and known attribute by
         attribute, so ``p.w`` is just ``a`` and ``p``'s adjoint (``{'w': w_bar}``, from
         its fields, properties and methods) flows back into ``a`` and ``b``."""
-        args, kwargs = self._call_arguments(node)
-        self._check_spread(args, kwargs, node)
-        try:
-            given = inspect.signature(cls).bind_partial(*args, **kwargs).arguments
-        except TypeError as exc:
-            raise errors.at(node, f"`{cls.__name__}(...)` does not accept these arguments ({exc})",
-                            f"pass {cls.__name__}'s parameters") from None
+        given = self._constructor_arguments(cls, node, f"pass {cls.__name__}'s parameters")
         elements = {attr: given[param] for attr, param in stored.items() if param in given}
         value = nodes.call(nodes.copy(node.func), [], [(k, nodes.copy(v)) for k, v in given.items()])
         emit.setdefault("target_hint", None)
@@ -327,13 +331,7 @@ class _Lowering:
         """``t = Point(a, b)`` (a ``collections.namedtuple`` or ``typing.NamedTuple``):
         a tuple whose items are known by position and by field name, so ``t.x`` and
         ``t[0]`` are just ``a``; each item's adjoint is read by either key."""
-        args, kwargs = self._call_arguments(node)
-        self._check_spread(args, kwargs, node)
-        try:
-            given = inspect.signature(cls).bind_partial(*args, **kwargs).arguments
-        except TypeError as exc:
-            raise errors.at(node, f"`{cls.__name__}(...)` does not accept these arguments ({exc})",
-                            f"pass its fields: {', '.join(cls._fields)}") from None
+        given = self._constructor_arguments(cls, node, f"pass its fields: {', '.join(cls._fields)}")
         elements = {}
         for i, field in enumerate(cls._fields):
             if field in given:
