@@ -32,6 +32,7 @@ Before/after (backward sweep of ``for t in ...: if c: s = s + ...``)::
 """
 from __future__ import annotations
 
+import heapq
 import re
 
 import gast
@@ -53,50 +54,118 @@ def transform(stmts, live_out, fixed=(), kept=(), entry=()) -> tuple[list, dict]
 
     Returns:
         (statements, {removed name: the name it became}).
+
+    Liveness and interference are computed once; joining two names unites their
+    entries (what one name holds where the other was live is what the joined
+    name holds, since the two never interfere), so each copy is looked at again
+    only when one of its names has just been joined.  Copies are taken in program
+    order, the first one that may be joined first.
     """
-    renamed = {}
-    while True:
-        _sink_rebindings(stmts)
-        pair = _next_pair(stmts, set(live_out), set(fixed), set(kept), set(entry))
-        if pair is None:
-            return stmts, renamed
-        old, new = pair
-        nodes.rename(stmts, {old: new})  # (the optimizer reads `bound` atoms too)
-        renamed = {k: (new if v == old else v) for k, v in renamed.items()}
-        renamed[old] = new
-        stmts = _drop_self_copies(stmts)
+    _sink_rebindings(stmts)
+    live_out, fixed = set(live_out), set(fixed)
+    copies = [s for s in nodes.statements(stmts) if (c := _copy(s)) and c[0] != c[1]]
+    if not copies:
+        return stmts, {}
+    banned = set(kept) | _unmodelled(stmts) | _global(stmts, entry)
+    joined = {}
+
+    def find(n):
+        while n in joined:
+            n = joined[n]
+        return n
+
+    interference = _Interference(stmts, live_out, entry, {n for s in copies for n in _copy(s)}, find)
+    mentions = {}
+    for i, stmt in enumerate(copies):
+        for n in _copy(stmt):
+            mentions.setdefault(n, []).append(i)
+    worklist, queued = list(range(len(copies))), set(range(len(copies)))
+    while worklist:
+        i = heapq.heappop(worklist)
+        queued.discard(i)
+        a, b = map(find, _copy(copies[i]))
+        if a == b or a in banned or b in banned:
+            continue
+        # Keep the nicer name; a fixed name is never renamed away.
+        old, new = sorted((a, b), key=_version, reverse=True)
+        if old in fixed:
+            old, new = new, old
+        if old in fixed or old in live_out or interference.between(a, b):
+            continue
+        joined[old] = new
+        moved, stayed = mentions.pop(old, []), mentions.setdefault(new, [])
+        # The copies between the two are now ``new = new``: their points go.
+        gone = interference.join(old, new, [copies[j] for j in moved if len(set(map(find, _copy(copies[j])))) == 1])
+        # Look again at the copies that were renamed, and at those whose other name
+        # interfered with ``new`` perhaps only at the points that went.
+        again = moved + [j for j in stayed if interference.live_at_any(_other(copies[j], new, find), gone)]
+        stayed.extend(moved)
+        for j in again:
+            if j not in queued:
+                queued.add(j)
+                heapq.heappush(worklist, j)
+    if not joined:
+        return stmts, {}
+    renamed = {old: find(old) for old in joined}
+    nodes.rename(stmts, renamed)  # (the optimizer reads `bound` atoms too)
+    return _drop_self_copies(stmts), renamed
 
 
 def _sink_rebindings(stmts):
-    """With a copy ``a = b`` somewhere, move each ``b = f(a)`` below the statements after
-    it that only read ``a`` (same source line, nothing else in common with it), so that
-    ``b`` gets its new value once ``a`` is no longer needed and the two can join::
+    """With copies ``a = ... = b`` somewhere, move each ``b = f(a)`` below the statements
+    after it that only read ``a`` (same source line, nothing else in common with it), so
+    that ``b`` gets its new value once ``a`` is no longer needed and the two can join::
 
         x_2_bar = x_bar                        x_2_bar = x_bar
         x_bar = x_2_bar * w              →     w_bar += x_2_bar * x
         w_bar += x_2_bar * x                   x_bar = x_2_bar * w
 
+    ``a`` and ``b`` are linked by a chain of copies, not only one: the joins that
+    chain leads to are what let them join, and sinking first, once, sees them all.
+
     Safe: neither the moved statement nor one it crosses binds or changes in place
     a name the other mentions, and both call only ``np.``/``rt.`` functions, so
     nothing runs that could see the order (a user's hook, a pullback)."""
+    linked = {}
+
+    def root(n):
+        while n in linked:
+            n = linked[n]
+        return n
     pairs = {c for s in nodes.statements(stmts) if (c := _copy(s))}
+    for a, b in pairs:
+        if root(a) != root(b):
+            linked[root(a)] = root(b)
     for block in _blocks(stmts):
-        for j, moved in enumerate(list(block)):
-            if not _movable(moved):
+        last = {}  # name -> the last statement of the block that mentions it
+        for stmt in block:
+            for n in nodes.names_in(stmt):
+                last[n] = stmt
+        done, j = set(), 0
+        while j < len(block):
+            moved = block[j]
+            if id(moved) in done or not _movable(moved):
+                j += 1
                 continue
-            for a, b in sorted(pairs):
-                if b in _defs(moved) and a in _uses(moved):
-                    j = _index(block, moved)
-                    k = j
-                    while k + 1 < len(block) and _crossable(block[k + 1], moved, a):
-                        k += 1
-                    if k > j and not any(a in nodes.names_in(s) for s in block[k + 1:]):
-                        block[j:k + 1] = block[j + 1:k + 1] + [moved]
-                    break
-
-
-def _index(block, stmt) -> int:
-    return next(i for i, s in enumerate(block) if s is stmt)
+            done.add(id(moved))
+            uses = _uses(moved)
+            links = sorted(((a, b) not in pairs, a, b) for b in _defs(moved) for a in uses
+                           if a != b and root(a) == root(b))
+            if not links:
+                j += 1
+                continue
+            a = links[0][1]
+            k = j
+            while k + 1 < len(block) and _crossable(block[k + 1], moved, a):
+                k += 1
+            crossed = {id(s) for s in block[j:k + 1]}
+            if k > j and id(last.get(a)) in crossed:  # nothing after them mentions ``a``
+                block[j:k + 1] = block[j + 1:k + 1] + [moved]
+                for n in nodes.names_in(moved):
+                    if id(last.get(n)) in crossed:
+                        last[n] = moved
+            else:
+                j += 1
 
 
 def _blocks(stmts):
@@ -163,26 +232,6 @@ def _version(name):
     return (name.startswith("_t"), name.startswith("_"), number, len(name), name)
 
 
-def _next_pair(stmts, live_out, fixed, kept, entry):
-    banned = set(kept) | _unmodelled(stmts) | _global(stmts, entry)
-    copies = [c for s in nodes.statements(stmts) if (c := _copy(s)) and c[0] != c[1]]
-    if not copies:
-        return None
-    interference = _Interference(stmts, live_out, entry)
-    for a, b in copies:
-        if a in banned or b in banned:
-            continue
-        # Keep the nicer name; a fixed name is never renamed away.
-        old, new = sorted((a, b), key=_version, reverse=True)
-        if old in fixed:
-            old, new = new, old
-        if old in fixed or old in live_out:
-            continue
-        if not interference.between(a, b):
-            return old, new
-    return None
-
-
 def _unmodelled(stmts) -> set:
     """Names this pass leaves alone: read in a nested function, bound where it does
     not look (a comprehension's or walrus's target, ``a, *b = ...``), or in a
@@ -230,21 +279,60 @@ def _uses(stmt) -> set:
     return used
 
 
-class _Interference:
-    """For each binding point: the names bound there and the names live just after."""
+def _other(stmt, name, find):
+    a, b = map(find, _copy(stmt))
+    return b if a == name else a
 
-    def __init__(self, stmts, live_out, entry):
-        self.points = []  # (bound names, live after, copied-from name or None)
-        live_in = self._block(stmts, set(live_out))
+
+class _Interference:
+    """For each binding point: the names bound there, the names live just after, and
+    the name copied from (``a = b``); indexed by name.
+
+    Liveness is tracked for ``names`` only (the names of copies): each name's
+    liveness is its own, and no other is ever asked about."""
+
+    def __init__(self, stmts, live_out, entry, names, find):
+        self.names, self.find = names, find
+        self.points = []  # (bound names, live after, copied-from name or None, statement)
+        live_in = self._block(stmts, set(live_out) & names)
         # Names with a value from before the sweep are bound together at its entry.
-        self.points.append((set(entry) | live_in, live_in, None))
+        self.points.append(((set(entry) & names) | live_in, live_in, None, None))
+        self.bound_at, self.live_at, self.point_of = {}, {}, {}
+        for i, (bound, live, _, stmt) in enumerate(self.points):
+            for n in bound & names:
+                self.bound_at.setdefault(n, set()).add(i)
+            for n in live:
+                self.live_at.setdefault(n, set()).add(i)
+            if stmt is not None:
+                self.point_of[id(stmt)] = i
 
     def between(self, a, b) -> bool:
-        for bound, live, source in self.points:
-            for x, y in ((a, b), (b, a)):
-                if x in bound and y in live and not (source == y and len(bound) == 1):
-                    return True
+        for x, y in ((a, b), (b, a)):
+            bound, live = self.bound_at.get(x, set()), self.live_at.get(y, set())
+            for p in (bound if len(bound) <= len(live) else live):
+                if p in bound and p in live:
+                    names, _, source, _ = self.points[p]
+                    if not (source is not None and self.find(source) == y
+                            and len({self.find(n) for n in names}) == 1):
+                        return True
         return False
+
+    def join(self, old, new, self_copies) -> set:
+        """``old`` is spelled ``new`` from now on; ``self_copies``' points go.  Returns them."""
+        gone = {self.point_of[id(s)] for s in self_copies if id(s) in self.point_of}
+        for index in (self.bound_at, self.live_at):
+            merged = index.pop(old, set())
+            kept = index.get(new, set())
+            if len(merged) > len(kept):
+                merged, kept = kept, merged
+            kept |= merged
+            kept -= gone
+            index[new] = kept
+        return gone
+
+    def live_at_any(self, name, points) -> bool:
+        live = self.live_at.get(name, ())
+        return any(p in live for p in points)
 
     def _block(self, stmts, live):
         """Live names before ``stmts``, given ``live`` after; records binding points."""
@@ -252,12 +340,15 @@ class _Interference:
             live = self._statement(stmt, live)
         return live
 
+    def _loaded(self, node) -> set:
+        return set(nodes.loaded_names(node)) & self.names
+
     def _statement(self, stmt, live):
         if isinstance(stmt, gast.If):
             return self._block(stmt.body, set(live)) | self._block(stmt.orelse, set(live)) \
-                | set(nodes.loaded_names(stmt.test))
+                | self._loaded(stmt.test)
         if isinstance(stmt, gast.While):
-            test = set(nodes.loaded_names(stmt.test))
+            test = self._loaded(stmt.test)
             top = live | test
             while True:
                 mark = len(self.points)
@@ -278,13 +369,13 @@ class _Interference:
                     break
                 del self.points[mark:]
                 top = new_top
-            self.points.append((target, body_entry, None))
-            return top | set(nodes.loaded_names(stmt.iter))
+            self.points.append((target, body_entry, None, None))
+            return top | self._loaded(stmt.iter)
         bound = _defs(stmt)
         copy = _copy(stmt)
         if bound:
-            self.points.append((bound, set(live), copy[1] if copy else None))
-        return (live - bound) | _uses(stmt)
+            self.points.append((bound, set(live), copy[1] if copy else None, stmt))
+        return (live - bound) | (_uses(stmt) & self.names)
 
 
 def _drop_self_copies(stmts) -> list:

@@ -15,6 +15,7 @@ Before/after::
 from __future__ import annotations
 
 import copy
+import heapq
 
 import gast
 
@@ -150,13 +151,20 @@ def propagate_copies(stmts, keep=(), outside=()) -> tuple[list, bool]:
     ``x_bar``, and so does any name in ``keep`` (the adjoints the function
     returns).  ``outside``: names bound before these statements run (the seed,
     parameters, forward values), which count as one more definition.
+
+    Copies are taken in program order.  Joining ``old`` into ``new`` changes no
+    name's count of definitions (the copy goes, ``new`` takes ``old``'s one
+    definition), so only the copies that mention ``old`` can change their answer:
+    those go back on the worklist, and the renaming is done once, at the end.
     """
-    inside, mutated = {}, set()
+    inside, mutated, copies = {}, set(), []
     for stmt in nodes.statements(stmts):
         for t in nodes.assigned_names(stmt):
             inside[t] = inside.get(t, 0) + 1
         if (m := _mutated(stmt)) is not None:
             mutated.add(m)
+        if _defined(stmt) and isinstance(stmt.value, gast.Name) and anno.get(stmt, "kind") is None:
+            copies.append(stmt)
 
     def once_here(n):  # defined exactly once, by these statements
         return inside.get(n) == 1 and n not in outside
@@ -164,11 +172,23 @@ def propagate_copies(stmts, keep=(), outside=()) -> tuple[list, bool]:
     def never_changes(n):  # one value throughout
         return inside.get(n, 0) + (n in outside) <= 1
 
-    for stmt in nodes.statements(stmts):
-        t = _defined(stmt)
-        if not (t and isinstance(stmt.value, gast.Name) and anno.get(stmt, "kind") is None):
-            continue
-        src = stmt.value.id
+    joined = {}
+
+    def find(n):
+        while n in joined:
+            n = joined[n]
+        return n
+
+    mentions = {}
+    for i, stmt in enumerate(copies):
+        for n in (stmt.targets[0].id, stmt.value.id):
+            mentions.setdefault(n, []).append(i)
+    worklist, queued, doomed = list(range(len(copies))), set(range(len(copies))), set()
+    while worklist:
+        i = heapq.heappop(worklist)
+        queued.discard(i)
+        stmt = copies[i]
+        t, src = find(stmt.targets[0].id), find(stmt.value.id)
         if not once_here(t) or not never_changes(src) or {t, src} & mutated or src in keep:
             continue
         prefer_t = t in keep or (src.startswith("_") and not t.startswith("_"))
@@ -177,10 +197,23 @@ def propagate_copies(stmts, keep=(), outside=()) -> tuple[list, bool]:
                 continue  # src is a parameter or primal: keep the copy
             prefer_t = False
         old, new = (src, t) if prefer_t else (t, src)
-        out = _remove(stmts, {id(stmt)})
-        nodes.rename(out, {old: new})
-        return out, True  # one at a time: the counts above are now stale
-    return stmts, False
+        doomed.add(id(stmt))
+        if old == new:
+            continue
+        joined[old] = new
+        inside[new] = inside.get(old, 0) + inside.get(new, 0) - 1
+        for j in mentions.pop(old, []):
+            mentions.setdefault(new, []).append(j)
+            if j not in queued and id(copies[j]) not in doomed:
+                queued.add(j)
+                heapq.heappush(worklist, j)
+    if not doomed:
+        return stmts, False
+    out = _remove(stmts, doomed)
+    nodes.rename(out, {n: find(n) for n in joined})
+    return out, True
+
+
 def _same_shape_map(forward, primal_of) -> dict:
     """name -> a name known to have the same shape: elementwise results of one array
     and scalars share that array's shape; an adjoint has its primal's shape."""
@@ -387,7 +420,7 @@ def prune_saves(forward, backward) -> tuple[list, list, bool]:
     """
     pushes = {anno.get(s, "save_id"): s for s in nodes.statements(forward)
               if isinstance(s, gast.Expr) and anno.has(s, "save_id")}
-    changed = _prune_block(backward, set(), pushes)
+    changed = _prune_block(backward, (), pushes)
     if changed:
         doomed = {id(s) for s in pushes.values() if s.value is None}
         forward = _remove(forward, doomed)
@@ -402,48 +435,79 @@ def _loads(stmts) -> set:
     return {n for s in stmts for n in nodes.loaded_names(s)}
 
 
+def _read(name, after) -> bool:
+    """Whether ``name`` is in one of the sets of ``after`` (read later)."""
+    return any(name in names for names in after)
+
+
 def _prune_block(block, after, pushes) -> bool:
-    """``after``: names read by backward code that runs once ``block`` is done."""
+    """``after``: sets of names read by backward code that runs once ``block`` is done.
+
+    The block is walked from its end, gathering what its later statements read
+    as it goes (each statement's reads are added once, after it is pruned), so
+    every pop sees the reads of code already pruned, in one pass."""
     changed = False
-    for i, stmt in enumerate(block):
-        later = _loads(block[i + 1:]) | after
+    later = set()
+    for i in reversed(range(len(block))):
+        stmt = block[i]
+        chain = (later, *after)
         for field in ("body", "orelse"):
             inner = getattr(stmt, field, None)
             if not inner:
                 continue
             if anno.has(inner[0], "save_id"):
                 # A loop body's own pop runs again before the next iteration reads anything.
-                changed |= _prune_pop(stmt, field, later, pushes)
+                changed |= _prune_pop(stmt, field, chain, pushes)
                 inner = getattr(stmt, field)
             # Inside a loop, a nested block's values may be read by the next iteration.
-            nested = later | _loads(inner) if isinstance(stmt, (gast.For, gast.While)) else later
+            nested = (_loads(inner), *chain) if isinstance(stmt, (gast.For, gast.While)) else chain
             changed |= _prune_block(inner, nested, pushes)
+            if not inner and field == "body":
+                inner.append(gast.Pass())
+        if _emptied(stmt, chain):
+            # Its pop was all it did: drop it here, as dead code elimination would,
+            # so that what its header reads is not kept on a stack for it.
+            del block[i]
+            changed = True
+            continue
+        later.update(nodes.loaded_names(stmt))
     return changed
 
 
-def _shape_only(name, stmts) -> list:
-    """The ``rt.unbroadcast(g, name)`` calls in ``stmts`` if they are all its uses, else []."""
-    calls, uses = [], 0
+def _emptied(stmt, after) -> bool:
+    """A branch or loop left with nothing to do (a loop's index read later still counts)."""
+    if not isinstance(stmt, (gast.If, gast.For, gast.While)) or stmt.orelse and not isinstance(stmt, gast.If):
+        return False
+    if any(not isinstance(s, gast.Pass) for s in stmt.body + stmt.orelse):
+        return False
+    bound = [n.id for n in gast.walk(stmt.target) if isinstance(n, gast.Name)] if isinstance(stmt, gast.For) else []
+    return not any(_read(n, after) for n in bound)
+
+
+def _shape_only(stmts) -> dict:
+    """name -> the ``rt.unbroadcast(g, name)`` calls in ``stmts``, for the names they
+    are all the uses of."""
+    calls, uses = {}, {}
     for stmt in stmts:
         for node in gast.walk(stmt):
-            if isinstance(node, gast.Name) and node.id == name and isinstance(node.ctx, gast.Load):
-                uses += 1
+            if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
+                uses[node.id] = uses.get(node.id, 0) + 1
             if isinstance(node, gast.Call) and _dotted(node.func) == ("rt", "unbroadcast") \
-                    and len(node.args) == 2 and isinstance(node.args[1], gast.Name) and node.args[1].id == name:
-                calls.append(node)
-    return calls if calls and len(calls) == uses else []
+                    and len(node.args) == 2 and isinstance(node.args[1], gast.Name):
+                calls.setdefault(node.args[1].id, []).append(node)
+    return {n: c for n, c in calls.items() if len(c) == uses.get(n)}
 
 
 def _prune_pop(owner, field, after, pushes) -> bool:
     block = getattr(owner, field)
     pop = block[0]
     push = pushes[anno.get(pop, "save_id")]
-    needed = _loads(block[1:]) | after
     names = [t.id for t in _elements(pop.targets[0])]
     values = list(_elements(push.value.args[0])) if push.value is not None else []
     shapes = False
+    shape_only = _shape_only(block[1:])
     for i, name in enumerate(names):
-        calls = [] if name in after or not isinstance(values[i], gast.Name) else _shape_only(name, block[1:])
+        calls = [] if _read(name, after) or not isinstance(values[i], gast.Name) else shape_only.get(name, [])
         if calls:  # the backward sweep reads only its shape: save the shape, not the array
             shape_name = f"{name}_shape"
             values[i] = gast.Attribute(value=nodes.name(name), attr="shape", ctx=gast.Load()) \
@@ -458,8 +522,8 @@ def _prune_pop(owner, field, after, pushes) -> bool:
         pop.targets = [nodes.tuple_([nodes.name(n, "store") for n in names], "store") if many
                        else nodes.name(names[0], "store")]
         push.value.args = [nodes.tuple_(values) if many else values[0]]
-        needed = _loads(block[1:]) | after
-    keep = [n for n in names if n in needed]
+    here = _loads(block[1:])
+    keep = [n for n in names if n in here or _read(n, after)]
     if keep == names:
         return shapes
     if not keep:
@@ -490,23 +554,25 @@ def transform(forward, backward, live_out, primal_of, module_name="np", outside=
     _arrays.update(arrays)
     _shared.clear()
     _shared.update(shared or {})
-    changed = True
-    while changed:
-        n_backward = _count(backward)
-        changed = forward_shapes(forward, backward, primal_of)
-        changed = fold_scalar_fills(forward, backward, primal_of) or changed
-        backward, c1 = propagate_copies(backward, keep=live_out,
-                                        outside=set(outside) | {n for s in nodes.statements(forward)
-                                                                for n in nodes.assigned_names(s)})
-        changed = accumulate_in_place(backward) or changed
-        changed = add_in_place(backward) or changed
-        forward, backward, c3 = prune_saves(forward, backward)
-        changed = changed or c3
-        backward, live = _dce_block(backward, live_out)
-        kept_forward, _ = _dce_block(forward, live)
-        c2 = _count(kept_forward) + _count(backward) != _count(forward) + n_backward
-        forward = kept_forward
-        changed = changed or c1 or c2
+    # One sweep, each pass once, in the order in which they enable one another
+    # (no whole-program rounds: each pass is linear, and none undoes another's work):
+    # - copies first: a copy aliases an accumulator (`a = x_bar`), which keeps it from
+    #   being updated in place, and hides a fill from fold_scalar_fills;
+    # - shapes and fills next: they leave forward values and fills unread, for DCE;
+    # - dead code before accumulating in place: that rewrites three adjacent statements,
+    #   which dead ones between them would keep apart;
+    # - saves after the backward sweep is final (they keep what it reads), and the
+    #   forward sweep's dead code last (a dropped save leaves its values unread).
+    forward_names = {n for s in nodes.statements(forward) for n in nodes.assigned_names(s)}
+    backward, _ = propagate_copies(backward, keep=live_out, outside=set(outside) | forward_names)
+    forward_shapes(forward, backward, primal_of)
+    fold_scalar_fills(forward, backward, primal_of)
+    backward, _ = _dce_block(backward, live_out)
+    accumulate_in_place(backward)
+    add_in_place(backward)
+    forward, backward, _ = prune_saves(forward, backward)
+    backward, live = _dce_block(backward, live_out)
+    forward, _ = _dce_block(forward, live)
     # Last: the passes above rely on single assignment (a name bound once has one
     # value), which joining names gives up; joining removes copies and nothing else.
     return _coalesce(forward, backward, live_out, outside, seed)
