@@ -126,16 +126,23 @@ def _sink_rebindings(stmts):
     Safe: neither the moved statement nor one it crosses binds or changes in place
     a name the other mentions, and both call only ``np.``/``rt.`` functions, so
     nothing runs that could see the order (a user's hook, a pullback)."""
-    linked = {}
-
-    def root(n):
-        while n in linked:
-            n = linked[n]
-        return n
     pairs = {c for s in nodes.statements(stmts) if (c := _copy(s))}
+    sources = {}  # a -> the names copied into it
     for a, b in pairs:
-        if root(a) != root(b):
-            linked[root(a)] = root(b)
+        sources.setdefault(a, set()).add(b)
+
+    def copied_from(a, b) -> bool:
+        """``a = ... = b``: a short chain of copies (a longer one is rare, and left)."""
+        seen, frontier = {a}, [a]
+        while frontier and len(seen) < 16:
+            n = frontier.pop()
+            for s in sources.get(n, ()):
+                if s == b:
+                    return True
+                if s not in seen:
+                    seen.add(s)
+                    frontier.append(s)
+        return False
     for block in _blocks(stmts):
         last = {}  # name -> the last statement of the block that mentions it
         for stmt in block:
@@ -150,13 +157,15 @@ def _sink_rebindings(stmts):
             done.add(id(moved))
             uses = _uses(moved)
             links = sorted(((a, b) not in pairs, a, b) for b in _defs(moved) for a in uses
-                           if a != b and root(a) == root(b))
+                           if a != b and copied_from(a, b))
             if not links:
                 j += 1
                 continue
             a = links[0][1]
             k = j
-            while k + 1 < len(block) and _crossable(block[k + 1], moved, a):
+            # (not past a statement moved already: two that read each other's old
+            # values would only trade places)
+            while k + 1 < len(block) and id(block[k + 1]) not in done and _crossable(block[k + 1], moved, a):
                 k += 1
             crossed = {id(s) for s in block[j:k + 1]}
             if k > j and id(last.get(a)) in crossed:  # nothing after them mentions ``a``

@@ -455,15 +455,15 @@ def _prune_block(block, after, pushes) -> bool:
             inner = getattr(stmt, field, None)
             if not inner:
                 continue
-            if anno.has(inner[0], "save_id"):
-                # A loop body's own pop runs again before the next iteration reads anything.
-                changed |= _prune_pop(stmt, field, chain, pushes)
-                inner = getattr(stmt, field)
             # Inside a loop, a nested block's values may be read by the next iteration.
+            # (Nested blocks first: a loop they leave empty reads nothing in its header.)
             nested = (_loads(inner), *chain) if isinstance(stmt, (gast.For, gast.While)) else chain
             changed |= _prune_block(inner, nested, pushes)
             if not inner and field == "body":
                 inner.append(gast.Pass())
+            if anno.has(inner[0], "save_id"):
+                # A loop body's own pop runs again before the next iteration reads anything.
+                changed |= _prune_pop(stmt, field, chain, pushes)
         if _emptied(stmt, chain):
             # Its pop was all it did: drop it here, as dead code elimination would,
             # so that what its header reads is not kept on a stack for it.
