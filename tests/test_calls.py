@@ -504,7 +504,7 @@ def test_callee_with_var_positional_called_normally_and_spread():
     grads = srcgrad.grad(callee_called_three_ways, wrt=(0, 1, 2))(*args)
     _assert_matches_differences(callee_called_three_ways, args, (0, 1, 2), grads)
     code = srcgrad.source(srcgrad.grad(callee_called_three_ways, wrt=(1, 2)), *args)
-    assert code.count("rt.vjp_call(tanh_chain, (1, 2), x, w1, w2)") == 2  # *pair: its elements
+    assert code.count("dispatch.vjp_call(tanh_chain, (1, 2), x, w1, w2)") == 2  # *pair: its elements
 
 
 def test_spread_of_a_tuple_argument_flows_back_into_the_tuple():
@@ -559,7 +559,7 @@ def test_weight_shared_callee_with_different_argument_counts():
     args = (X, W3, c)
     grads = srcgrad.grad(shares_a_weight_across_argument_counts, wrt=(0, 1))(*args)
     _assert_matches_differences(shares_a_weight_across_argument_counts, args, (0, 1), grads)
-    callee = srcgrad.runtime._VJPS[(tanh_chain, (0, 1), None)]
+    callee = srcgrad.api.VJPS[(tanh_chain, (0, 1), None)]
     assert len(callee._cache) == 2  # (x, (w,)) and (x, (w, c)): one program each
     top = srcgrad.grad(chain_loss, wrt=0)
     top(X, W3)

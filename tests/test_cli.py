@@ -39,7 +39,7 @@ def test_show_a_method_as_vjp(tmp_path, capsys):
     out = capsys.readouterr().out
     # Without example arguments `self`'s fields are unknown: `self.w` may be a property,
     # so it is read through rt.vjp_field (a plain field's adjoint is then {'w': w_bar}).
-    assert "def forward_vjp(self, x):" in out and "rt.vjp_field(self, 'w', " in out
+    assert "def forward_vjp(self, x):" in out and "dispatch.vjp_field(self, 'w', " in out
 
 
 def test_help_and_bad_target(tmp_path):
