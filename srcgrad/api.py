@@ -100,7 +100,7 @@ class GradientFunction:
         self._check = not internal and (check if check is not None
                                         else os.environ.get("SRCGRAD_CHECK", "") not in ("", "0"))
         self._wrt_spec = wrt
-        self._plain = mode == "grad" and self._whole and self._as_tuple and not (
+        self._plain = mode == "grad" and self._whole and not (
             has_aux or intermediates or internal or self._variadic or self._check)
 
     def _wrt_entries(self, wrt):
@@ -278,17 +278,20 @@ class GradientFunction:
                     "return a real value (np.abs(z) ** 2, z.real, z.imag), computed from real arguments")
 
     def _plain_call(self, args):
-        """The common call kept short (it runs every training step): float arrays in,
-        gradients that already have their shapes and dtypes out; None where anything
-        differs, for the general path (which checks, and converts, as usual)."""
+        """The common call kept short (it runs every training step): float arrays or
+        Python floats in, gradients that already have their shapes and dtypes out (a
+        float for a float); None where anything differs, for the general path (which
+        checks, and converts, as usual)."""
         for i in self._wrt_index:
             value = args[i]
-            if type(value) is not np.ndarray or value.dtype.kind != "f":
+            if type(value) is not float and (type(value) is not np.ndarray or value.dtype.kind != "f"):
                 return None
         grads = self.compiled(args)(*args)
+        if not self._as_tuple:
+            return _plain_gradient(grads, args[self._wrt_index[0]])
         if all(_matches(g, args[i]) for g, i in zip(grads, self._wrt_index)):
             return grads
-        return tuple(_match(g, args[i]) for g, i in zip(grads, self._wrt_index))
+        return tuple(_plain_gradient(g, args[i]) for g, i in zip(grads, self._wrt_index))
 
     def _finalize_watched(self, grads, args):
         if self.options.intermediates:
@@ -432,6 +435,13 @@ def _matches(g, x) -> bool:
     """``g`` is already a gradient for the array ``x``: its own writable array, same shape and dtype."""
     return type(g) is np.ndarray and type(x) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape \
         and g.flags.writeable
+
+
+def _plain_gradient(g, x):
+    """:func:`_match` for a float array or a Python float ``x``, the float case first."""
+    if type(x) is float and isinstance(g, float):  # (np.float64 is a float: a scalar adjoint)
+        return float(g)
+    return _match(g, x)
 
 
 def _match(g, x):

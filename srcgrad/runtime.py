@@ -20,6 +20,9 @@ from . import errors, tree
 from .tree import add  # noqa: F401 - generated code accumulates adjoints with rt.add
 
 
+_HOST_TYPES = frozenset({np.ndarray, float, int, bool, np.float64, np.float32})  # answered without a look
+
+
 def array_module(*values):
     """NumPy, or CuPy when any value is a CuPy array: helpers run on either.
 
@@ -27,7 +30,7 @@ def array_module(*values):
     ``__array_function__``; only creation functions and ``asarray`` need this.)
     """
     for value in values:
-        if type(value).__module__.split(".")[0] == "cupy":
+        if type(value) not in _HOST_TYPES and type(value).__module__.split(".")[0] == "cupy":
             import cupy
 
             return cupy
