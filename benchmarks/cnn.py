@@ -42,8 +42,9 @@ def load_gallery():
     return module
 
 
-def make_inputs(seed=0):
-    """``(model, x, labels, params)``: the gallery's model (seeded), images in [0, 1), labels.
+def make_inputs(seed=0, batch=BATCH):
+    """``(model, x, labels, params)``: the gallery's model (seeded), ``batch`` images in
+    [0, 1), labels.
 
     ``params`` are the model's arrays in :data:`PARAMS` order, for the hand-written
     step and the peers (which receive copies converted to their own arrays).
@@ -54,8 +55,8 @@ def make_inputs(seed=0):
     nn.init.manual_seed(seed)
     model = gallery.DigitsCNN(dtype=np.float32)
     rng = np.random.default_rng(seed)
-    x = rng.random((BATCH, 1, SIDE, SIDE), dtype=np.float32)
-    labels = rng.integers(0, CLASSES, size=BATCH)
+    x = rng.random((batch, 1, SIDE, SIDE), dtype=np.float32)
+    labels = rng.integers(0, CLASSES, size=batch)
     named = dict(model.named_parameters())
     return model, x, labels, tuple(named[p] for p in PARAMS)
 

@@ -13,8 +13,8 @@ to the model: the gradient is an object of the model's own structure
 is no ``zero_grad``: gradients are values, never accumulated on the model.
 
 The generated code is printed and saved: the loss calls the model through
-``rt.vjp_call``, ``TwoLayerNet.forward`` calls its layers through
-``rt.vjp_method``, and ``Linear.forward``'s code holds the matrix products.
+``dispatch.vjp_call``, ``TwoLayerNet.forward`` calls its layers through
+``dispatch.vjp_method``, and ``Linear.forward``'s code holds the matrix products.
 From a shell: ``python -m srcgrad.cli show examples/08_custom_module.py:TwoLayerNet.forward
 --mode vjp --wrt self --ndim self=tree,x=2``.
 
@@ -96,8 +96,9 @@ def main(argv=None) -> None:
 
     loss_and_grads = srcgrad.value_and_grad(loss_fn)  # wrt=0: the model
     parts = [
-        ("loss_fn: the model is called through rt.vjp_call", srcgrad.source(loss_and_grads, model, x, y)),
-        ("TwoLayerNet.forward: each layer through rt.vjp_method",
+        ("loss_fn: the model is called through dispatch.vjp_call",
+         srcgrad.source(loss_and_grads, model, x, y)),
+        ("TwoLayerNet.forward: each layer through dispatch.vjp_method",
          srcgrad.source(srcgrad.vjp(TwoLayerNet.forward, wrt="self"), model, x)),
         ("Linear.forward, called as self.linear2(h_relu): w.r.t. the layer and its input",
          srcgrad.source(srcgrad.vjp(nn.Linear.forward, wrt=("self", "x")), model.linear2,

@@ -107,8 +107,8 @@ def evaluate(model, x, labels):
 def generated_code(loss_and_grads, model, x, labels) -> tuple[str, str]:
     """The code srcgrad runs for one training step: (what to print, what to save).
 
-    The loss's own code calls the model through ``rt.vjp_call``; the model's
-    forward calls each layer through ``rt.vjp_method``; each of those is the
+    The loss's own code calls the model through ``dispatch.vjp_call``; the model's
+    forward calls each layer through ``dispatch.vjp_method``; each of those is the
     layer's ``forward`` differentiated with respect to what that call needs
     (the layer's parameters, and its input unless the input is the data).
     """

@@ -92,7 +92,7 @@ class GradientFunction:
                                tuple(intermediates), tuple((hooks or {}).items()))
         self._cache: dict[tuple, Compiled] = {}
         self._last: Compiled | None = None
-        # Called from generated code (rt.vjp_call): adjoints stay raw (sparse for
+        # Called from generated code (dispatch.vjp_call): adjoints stay raw (sparse for
         # structures); the outermost call gives them their primal's shape and type.
         self._internal = internal
         # `grad(f, wrt=(...))(arrays...)`: the call a training loop makes every step.
@@ -100,7 +100,7 @@ class GradientFunction:
         self._check = not internal and (check if check is not None
                                         else os.environ.get("SRCGRAD_CHECK", "") not in ("", "0"))
         self._wrt_spec = wrt
-        self._plain = mode == "grad" and self._whole and self._as_tuple and not (
+        self._plain = mode == "grad" and self._whole and not (
             has_aux or intermediates or internal or self._variadic or self._check)
 
     def _wrt_entries(self, wrt):
@@ -160,7 +160,7 @@ class GradientFunction:
         if program is None:
             backends.get(self.options.backend).check_device()
             try:
-                program = self._cache[key] = compile_function(self.fn, self.options, key)
+                program = self._cache[key] = compile_function(self.fn, self.options, key, bind_vjp)
             except errors.UserCodeError as error:
                 error.compiling.append(self.fn)  # which function's code the error sits in
                 raise
@@ -278,17 +278,20 @@ class GradientFunction:
                     "return a real value (np.abs(z) ** 2, z.real, z.imag), computed from real arguments")
 
     def _plain_call(self, args):
-        """The common call kept short (it runs every training step): float arrays in,
-        gradients that already have their shapes and dtypes out; None where anything
-        differs, for the general path (which checks, and converts, as usual)."""
+        """The common call kept short (it runs every training step): float arrays or
+        Python floats in, gradients that already have their shapes and dtypes out (a
+        float for a float); None where anything differs, for the general path (which
+        checks, and converts, as usual)."""
         for i in self._wrt_index:
             value = args[i]
-            if type(value) is not np.ndarray or value.dtype.kind != "f":
+            if type(value) is not float and (type(value) is not np.ndarray or value.dtype.kind != "f"):
                 return None
         grads = self.compiled(args)(*args)
+        if not self._as_tuple:
+            return _plain_gradient(grads, args[self._wrt_index[0]])
         if all(_matches(g, args[i]) for g, i in zip(grads, self._wrt_index)):
             return grads
-        return tuple(_match(g, args[i]) for g, i in zip(grads, self._wrt_index))
+        return tuple(_plain_gradient(g, args[i]) for g, i in zip(grads, self._wrt_index))
 
     def _finalize_watched(self, grads, args):
         if self.options.intermediates:
@@ -339,11 +342,58 @@ class GradientFunction:
     def source(self) -> str:
         """The generated source last run (or compiled without rank information)."""
         if self._last is None:
-            self._last = compile_function(self.fn, self.options, (None,) * len(self._params))
+            self._last = compile_function(self.fn, self.options, (None,) * len(self._params), bind_vjp)
         return self._last.source
 
     def __repr__(self):
         return f"<srcgrad.{self.options.mode} of {self.fn.__qualname__} wrt {self.options.wrt}>"
+
+
+# ---- callees: the vjps generated code calls ---------------------------------
+VJPS: dict = {}  # (function, wrt, backend) -> its internal vjp GradientFunction
+
+
+def vjp_function(fn, wrt, backend=None) -> GradientFunction:
+    """The cached internal vjp of ``fn`` with respect to ``wrt`` (positions and keywords,
+    ``"self"`` for a receiver) that generated code calls (``dispatch.vjp_call``)."""
+    key = (fn, wrt, backend)
+    transformed = VJPS.get(key)
+    if transformed is None:
+        transformed = VJPS[key] = GradientFunction(fn, "vjp", wrt if len(wrt) > 1 else wrt[0],
+                                                   backend=backend, internal=True)
+    return transformed
+
+
+def bind_vjp(namespace, name, fn, wrt, ranks):
+    """Put ``fn``'s vjp for arguments of these ranks into ``namespace[name]``:
+    what generated code calls for a function known at compile time
+    (``h, h_pullback = layer_vjp(h, w)``), without ``dispatch.vjp_call``'s dispatch.
+
+    It is compiled at its first call (not now: a recursive function binds its
+    own vjp while being compiled); until then ``namespace[name]`` is a stub."""
+    def first_call(*args):
+        program = vjp_function(fn, wrt).program_for(ranks)
+
+        def several_outputs(*args):
+            value, pullback = program(*args)
+            return value, tuple_pullback(pullback, value)
+        value, pullback = program(*args)
+        several = isinstance(value, tuple)  # whether fn returns a tuple is fixed by its source
+        namespace[name] = several_outputs if several else program
+        return value, tuple_pullback(pullback, value) if several else pullback
+    namespace[name] = first_call
+
+
+def tuple_pullback(pullback, value):
+    """A function with several outputs: an output nobody used has adjoint zero."""
+    def pull(value_bar):
+        if isinstance(value_bar, dict):  # sparse: the outputs the caller read, by position
+            if hasattr(type(value), "_fields"):  # a named tuple's fields read by name too
+                value_bar = tree.by_position(value_bar, value)
+            value_bar = [value_bar.get(i) for i in range(len(value))]
+        value_bar = list(value_bar) + [None] * (len(value) - len(value_bar))  # `a, _ = f(x)`
+        return pullback(tuple(runtime.zeros_like(v) if g is None else g for g, v in zip(value_bar, value)))
+    return pull
 
 
 def _zeros_for_none(ans_bar, value):
@@ -385,6 +435,13 @@ def _matches(g, x) -> bool:
     """``g`` is already a gradient for the array ``x``: its own writable array, same shape and dtype."""
     return type(g) is np.ndarray and type(x) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape \
         and g.flags.writeable
+
+
+def _plain_gradient(g, x):
+    """:func:`_match` for a float array or a Python float ``x``, the float case first."""
+    if type(x) is float and isinstance(g, float):  # (np.float64 is a float: a scalar adjoint)
+        return float(g)
+    return _match(g, x)
 
 
 def _match(g, x):
@@ -519,6 +576,9 @@ def vjp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True, has
     """
     return _transform("vjp", f, wrt, backend, optimize, has_aux, check=check)
 
+
+# What normalize knows them by (`srcgrad.grad(f)(x)` inside a differentiated function is refused).
+grad.__srcgrad_transform__ = value_and_grad.__srcgrad_transform__ = vjp.__srcgrad_transform__ = True
 
 def source(fn, *example_args, **example_kwargs) -> str:
     """The generated Python source of a function made by ``grad``/``value_and_grad``/``vjp``.

@@ -93,7 +93,7 @@ def _show(fn, args) -> int:
         raise SystemExit(f"srcgrad: --ndim names no parameter: {sorted(unknown)}; the parameters "
                          f"are {params}")
     key = tuple(None if ranks.get(p, "?") in ("?", "tree") else int(ranks[p]) for p in params)
-    code = compile_function(fn, transformed.options, key).source
+    code = compile_function(fn, transformed.options, key, api.bind_vjp).source
     print(_highlight(code), end="")
     return 0
 

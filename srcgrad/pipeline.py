@@ -68,7 +68,15 @@ class Compiled:
         return self.function(*args)
 
 
-def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
+def compile_function(fn, options: Options, param_ranks: tuple, link=None) -> Compiled:
+    """``fn``'s gradient program for arguments of these ranks, loaded.
+
+    ``link(namespace, name, callee, wrt, ranks)`` binds, under ``name``, the vjp of a
+    function the code calls directly (``h, h_pullback = layer_vjp(x, w)``):
+    ``api.bind_vjp``, which compiles it at its first call.  The pipeline does not
+    compile callees itself: that is the API's job, above it.  Without ``link`` the
+    code is for reading only (a callee's name is left unbound).
+    """
     backend = backends.get(options.backend)
     # 1. source: gast tree with every node's user origin.
     fdef = parse.transform(fn)
@@ -79,7 +87,7 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     exits.transform(fdef)
     validate.transform(fdef)
     # 4. normalize: one primitive per statement, single assignment, NumPy's own names.
-    core = anf.transform(fdef, free.names, backend, reserved=(backend.MODULE_NAME, "rt"),
+    core = anf.transform(fdef, free.names, backend, reserved=(backend.MODULE_NAME, "rt", "dispatch"),
                          param_ranks=param_ranks)
     # 5. analyze: activity (who needs an adjoint) and ranks (which rule form applies).
     body_activity = activity.analyze(core.body, options.wrt)
@@ -118,21 +126,16 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     namespace = {"__name__": "srcgrad.generated", backend.MODULE_NAME: backend.module(), "rt": runtime}
     for (name, hook), variable in zip(options.hooks, hook_names.values()):
         namespace[variable] = runtime.hooked(hook)
-    for (key, callee, wrt, arg_ranks), name in sweeps.callees.items():
-        runtime.bind_vjp(namespace, name, callee, wrt, arg_ranks)
-        free.pin(key, callee, functools.partial(_rebound, name, key, wrt))
+    # (A callee is a free name, guarded by `free`: rebound, the program is compiled again.)
+    if link is not None:
+        for (_, callee, wrt, arg_ranks), name in sweeps.callees.items():
+            link(namespace, name, callee, wrt, arg_ranks)
     free.refresh(namespace)
     errors.register_generated(filename, fn.__code__.co_filename)
     emit.load(text, filename, namespace)
     namespace[backend.MODULE_NAME] = backend.module()  # the module the backend chose (tests: a stand-in)
     return Compiled(text, namespace[_function_name(core, options)], free, namespace,
-                    functools.partial(compile_function, fn, options, param_ranks))
-
-
-def _rebound(name, key, wrt, namespace):
-    """A directly called function was rebound (a global reassigned): from now on call
-    whatever the name holds through ``rt.vjp_call``, as a function known only at run time."""
-    namespace[name] = lambda *args: runtime.vjp_call(namespace[key], wrt, *args)
+                    functools.partial(compile_function, fn, options, param_ranks, link))
 
 
 def _function_name(core, options) -> str:
@@ -303,6 +306,9 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend, rank_env=No
                       f"{', '.join(options.wrt)} | backend: {options.backend}"),
     ] + [nodes.comment(f"  {note}") for note in _notes(forward, sweeps.notes) + _callee_notes(sweeps.callees)]
     imports = [gast.parse(line).body[0] for line in backend.IMPORTS]
+    read = {n.id for stmt in forward + backward for n in gast.walk(stmt) if isinstance(n, gast.Name)}
+    if "dispatch" in read:  # calls compiled when they run
+        imports.append(gast.parse("from srcgrad import dispatch").body[0])
     result = core.result
     touched = {n for s in nodes.statements(backward) for n in nodes.assigned_names(s)} | {
         s.targets[0].value.id for s in nodes.statements(backward)

@@ -50,7 +50,7 @@ def _parse(fn) -> gast.FunctionDef:
 def self_contained(fn) -> bool:
     """Whether a rule can be inlined: every global it reads is NumPy, a runtime
     helper or a builtin (the generated module binds those).  A rule of yours that
-    calls your own helpers runs as a function instead (``rt.vjp_call``)."""
+    calls your own helpers runs as a function instead (``dispatch.vjp_call``)."""
     fdef = _parse(fn)
     params = fdef.args.args + fdef.args.kwonlyargs + [a for a in (fdef.args.vararg, fdef.args.kwarg) if a]
     local = {a.id for a in params} | {n.id for n in gast.walk(fdef) if isinstance(n, gast.Name)

@@ -201,13 +201,28 @@ def _child(like, key):
     return None
 
 
+def add(a, b):
+    """Accumulate two adjoints that may be structures (sparse nested dicts) or arrays."""
+    if isinstance(a, dict) != isinstance(b, dict) and isinstance(a if isinstance(b, dict) else b, list):
+        # One a list from a sequence rule (np.stack(xs)), the other sparse: both sparse.
+        a, b = (dict(enumerate(v)) if isinstance(v, list) else v for v in (a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = dict(a)
+        for key, value in b.items():
+            out[key] = add(out[key], value) if key in out else value
+        return out
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
 def by_position(sparse, like):
     """``sparse`` with each named tuple's field names turned into positions (adding
     the two where a field was read both ways)."""
     if not isinstance(sparse, dict):
         return sparse
-    from .runtime import add  # here: runtime imports this module lazily too
-
     fields = getattr(type(like), "_fields", None) if isinstance(like, tuple) else None
     out = {}
     for key, g in sparse.items():

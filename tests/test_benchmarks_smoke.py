@@ -110,7 +110,7 @@ def test_run_quick_all_workloads_all_installed_peers(capsys):
     _check_run_result(result)
     printed = capsys.readouterr().out
     assert "## All workloads against the peers" in printed
-    assert "| digits CNN training step, batch 32 | srcgrad |" in printed
+    assert "| digits CNN training step, batch 4 | srcgrad |" in printed  # the quick size
 
 
 def test_run_quick_without_peers_notes_them_and_runs(monkeypatch, capsys):

@@ -504,7 +504,7 @@ def test_callee_with_var_positional_called_normally_and_spread():
     grads = srcgrad.grad(callee_called_three_ways, wrt=(0, 1, 2))(*args)
     _assert_matches_differences(callee_called_three_ways, args, (0, 1, 2), grads)
     code = srcgrad.source(srcgrad.grad(callee_called_three_ways, wrt=(1, 2)), *args)
-    assert code.count("rt.vjp_call(tanh_chain, (1, 2), x, w1, w2)") == 2  # *pair: its elements
+    assert code.count("dispatch.vjp_call(tanh_chain, (1, 2), x, w1, w2)") == 2  # *pair: its elements
 
 
 def test_spread_of_a_tuple_argument_flows_back_into_the_tuple():
@@ -559,7 +559,7 @@ def test_weight_shared_callee_with_different_argument_counts():
     args = (X, W3, c)
     grads = srcgrad.grad(shares_a_weight_across_argument_counts, wrt=(0, 1))(*args)
     _assert_matches_differences(shares_a_weight_across_argument_counts, args, (0, 1), grads)
-    callee = srcgrad.runtime._VJPS[(tanh_chain, (0, 1), None)]
+    callee = srcgrad.api.VJPS[(tanh_chain, (0, 1), None)]
     assert len(callee._cache) == 2  # (x, (w,)) and (x, (w, c)): one program each
     top = srcgrad.grad(chain_loss, wrt=0)
     top(X, W3)
@@ -628,3 +628,52 @@ def test_wrt_into_var_positional_and_var_keyword_checked_at_call_time():
         srcgrad.grad(chain_loss, wrt=1)(X, 3)
     with pytest.raises(srcgrad.WrtError, match=r"parameters are \(x, \*ws\)"):
         srcgrad.grad(chain_loss, wrt=-1)
+
+
+# ---- the short call path: Python floats as well as float arrays ------------------------------
+def _product_and_sine(a, b):
+    return a * b + np.sin(a) * b
+
+
+def _cubed(x):
+    return x * x * x
+
+
+def _applied_twice(f, x):
+    return f(f(x)) + x
+
+
+@pytest.mark.parametrize("wrt", [0, 1, (0, 1), (1, 0)])
+def test_python_floats_take_the_short_path_and_get_float_gradients(wrt):
+    gf = srcgrad.grad(_product_and_sine, wrt=wrt)
+    a, b = 1.5, 0.5
+    exact = {0: b + np.cos(a) * b, 1: a + np.sin(a)}
+    assert gf._plain_call((a, b)) is not None  # answered by the short path
+    asked = wrt if isinstance(wrt, tuple) else (wrt,)
+    for _ in range(2):  # compiled, then cached
+        got = gf(a, b) if isinstance(wrt, tuple) else (gf(a, b),)
+        assert [type(g) for g in got] == [float] * len(asked)
+        assert list(got) == pytest.approx([exact[i] for i in asked], rel=1e-14)
+
+
+def test_the_short_path_mixes_floats_and_float32_arrays():
+    gf = srcgrad.grad(lambda s, x: np.sum(s * x ** 2), wrt=(0, 1))
+    x = np.arange(3, dtype=np.float32)
+    s_bar, x_bar = gf(2.0, x)
+    assert type(s_bar) is float and s_bar == pytest.approx(5.0)
+    assert x_bar.dtype == np.float32 and np.allclose(x_bar, 4.0 * x)
+
+
+def test_an_integer_still_takes_the_general_path_and_is_refused():
+    gf = srcgrad.grad(_product_and_sine, wrt=(0, 1))
+    assert gf._plain_call((1.5, 2)) is None
+    with pytest.raises(srcgrad.WrtError, match="integer"):
+        gf(1.5, 2)
+
+
+def test_a_callee_known_at_run_time_called_with_python_floats():
+    gf = srcgrad.grad(_applied_twice, wrt=1)
+    x = 0.7
+    for _ in range(3):  # compiled, then dispatch.vjp_call's short path
+        g = gf(_cubed, x)
+        assert type(g) is float and g == pytest.approx(9 * x ** 8 + 1, rel=1e-14)

@@ -38,8 +38,8 @@ def test_show_a_method_as_vjp(tmp_path, capsys):
     cli.main(["show", f"{tmp_path}/model.py:Scaled.forward", "--wrt", "self,x", "--mode", "vjp"])
     out = capsys.readouterr().out
     # Without example arguments `self`'s fields are unknown: `self.w` may be a property,
-    # so it is read through rt.vjp_field (a plain field's adjoint is then {'w': w_bar}).
-    assert "def forward_vjp(self, x):" in out and "rt.vjp_field(self, 'w', " in out
+    # so it is read through dispatch.vjp_field (a plain field's adjoint is then {'w': w_bar}).
+    assert "def forward_vjp(self, x):" in out and "dispatch.vjp_field(self, 'w', " in out
 
 
 def test_help_and_bad_target(tmp_path):

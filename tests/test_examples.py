@@ -37,7 +37,7 @@ def test_digits_cnn_quick(tmp_path):
     compile(code, "digits_cnn_grad.py", "exec")  # the saved gradient code is valid Python
     assert "def loss_value_and_grad(" in code
     # Beyond the loss: the model's forward and each layer's backward pass (the convolution's einsum).
-    assert "rt.vjp_method(self, 'conv'" in code and "np.einsum('nchwij,nohw->ocij'" in code
+    assert "dispatch.vjp_method(self, 'conv'" in code and "np.einsum('nchwij,nohw->ocij'" in code
     # It is shown to the user too, and the script reports its own checks.
     assert "def loss_value_and_grad(" in result.stdout
     assert "gradient check: srcgrad agrees with finite differences" in result.stdout
@@ -106,7 +106,7 @@ def test_gallery_gpu_example_runs_or_says_why_not():
 # lines that make the example's point, and the example's closing line.
 # name: (modules it needs, {file it writes: line in that file}, lines of stdout)
 GALLERY_08_13 = {
-    "08_custom_module.py": ((), {"08_custom_module_grad.py": "rt.vjp_method(self, 'linear1'"},
+    "08_custom_module.py": ((), {"08_custom_module_grad.py": "dispatch.vjp_method(self, 'linear1'"},
                             ["gradient check: srcgrad agrees with finite differences",
                              "08_custom_module: all checks passed"]),
     "09_control_flow_weight_sharing.py": (

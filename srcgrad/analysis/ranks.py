@@ -116,7 +116,7 @@ def callee_rank(fn, arg_ranks):
         validate.transform(fdef)
         backend = backends.get("numpy")
         param_ranks = _parameter_ranks(fn, arg_ranks)
-        core = anf.transform(fdef, free.names, backend, reserved=(backend.MODULE_NAME, "rt"),
+        core = anf.transform(fdef, free.names, backend, reserved=(backend.MODULE_NAME, "rt", "dispatch"),
                              param_ranks=param_ranks)
         env = infer(core.body, dict(zip(core.params, param_ranks)))
         rank = rank_of(core.result, env) if not isinstance(core.result, gast.Tuple) else None

@@ -947,7 +947,7 @@ class _Lowering:
         if method == "get":
             key_atom = self._lower(args[0])
             key = static_value(key_atom)
-            if key is UNKNOWN:  # a key known at run time only: `rt.vjp_method` reads it then
+            if key is UNKNOWN:  # a key known at run time only: `dispatch.vjp_method` reads it then
                 rest = [self._lower(a) for a in args[1:]]
                 call = gast.Attribute(value=nodes.name(name), attr="get", ctx=gast.Load())
                 return self._user_call(call, [key_atom] + rest, {}, node, receiver=nodes.name(name), **emit)
@@ -964,7 +964,7 @@ class _Lowering:
 
     def _is_array(self, node) -> bool:
         """Whether ``node`` (a method call's receiver) is known to be an array.  If not,
-        ``obj.sum()`` is called as it is and resolved when it runs (``rt.vjp_method``)."""
+        ``obj.sum()`` is called as it is and resolved when it runs (``dispatch.vjp_method``)."""
         if isinstance(node, gast.Name) and not anno.has(node, "resolved"):
             return self.current.get(node.id, node.id) in self.arrays
         if isinstance(node, gast.Call) and _is_user_class(anno.get(node.func, "resolved", None)):
@@ -1258,7 +1258,7 @@ class _Lowering:
         value = gast.Attribute(value=base, attr=node.attr, ctx=gast.Load())
         # `.T`, `.shape`, ... are NumPy's only on an array: a model's `m.T` (a temperature)
         # or a named tuple's `shape` field is a field like any other, and a receiver not
-        # known to be an array goes the field's way (rt.vjp_field decides when it runs).
+        # known to be an array goes the field's way (dispatch.vjp_field decides when it runs).
         known = self._is_array(node.value) or self._array_field(base)
         if node.attr == "T" and known:
             return self._apply(np.transpose, value, [nodes.copy(base)], {}, node, **emit)
@@ -1629,17 +1629,15 @@ def _stored_parameters(cls):
 
 
 def _is_gradient_function(obj) -> bool:
-    from ..api import GradientFunction  # here: api imports the pipeline, which imports this module
-
-    return isinstance(obj, GradientFunction)
+    """A function ``srcgrad.grad`` (or its like) made: its class says so (the API is
+    above the passes, so it is known by this mark, not by its class)."""
+    return getattr(type(obj), "__srcgrad_gradient__", False) is True
 
 
 def _makes_gradient_function(func) -> bool:
     """``srcgrad.grad(f)(x)``: calling what a srcgrad transform returns."""
-    from .. import api
-
-    return isinstance(func, gast.Call) and anno.get(func.func, "resolved", None) in (
-        api.grad, api.value_and_grad, api.vjp)
+    return isinstance(func, gast.Call) and getattr(
+        anno.get(func.func, "resolved", None), "__srcgrad_transform__", False) is True
 
 
 def _is_named_tuple_class(obj) -> bool:

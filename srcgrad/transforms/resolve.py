@@ -44,7 +44,6 @@ class FreeNames:
         cells = _closure(self.fn)
         self._cells = [(k, cells[k]) for k in self.names if k in cells]
         self._globals = [k for k in self.names if k not in cells]
-        self.pinned = []
 
     def refresh(self, namespace: dict) -> bool:
         """Copy the current values of the free names into ``namespace`` (every call:
@@ -62,15 +61,7 @@ class FreeNames:
                 current = getattr(current, attr, _MISSING)
             if current is not value and not (isinstance(value, _BOUND) and current == value):
                 return False
-        for key, value, stale in self.pinned:
-            if namespace.get(key) is not value:
-                stale(namespace)
         return True
-
-    def pin(self, key, value, stale) -> None:
-        """The code was specialised on ``key`` being ``value`` (a callee's compiled
-        vjp is called directly); ``stale(namespace)`` runs if it is rebound."""
-        self.pinned.append((key, value, stale))
 
 
 def _closure(fn) -> dict:

@@ -457,7 +457,7 @@ class _Reverse:
                 # pullback, if its result were differentiated, would refuse such writes itself).
                 origin = anno.get(stmt, "origin")
                 if origin is not None:
-                    stmt.value.func = nodes.call("rt.unchanging", [stmt.value.func] + [
+                    stmt.value.func = nodes.call("dispatch.unchanging", [stmt.value.func] + [
                         nodes.const(v) for v in (origin.filename, origin.line, origin.col, origin.text)])
         if isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") == "call":
             return
@@ -602,7 +602,7 @@ class _Reverse:
         return False
 
     def _operator_adjoint(self, stmt, target, g):
-        """The operator dispatched when it runs (``rt.vjp_operator``), as a method call."""
+        """The operator dispatched when it runs (``dispatch.vjp_operator``), as a method call."""
         value = stmt.value
         operands = [value.left, value.right] if isinstance(value, gast.BinOp) else [value.operand]
         name = _OPERATOR_NAMES[type(value.op).__name__] if isinstance(value, gast.BinOp) else \
@@ -620,7 +620,7 @@ class _Reverse:
         return isinstance(rank, TreeRank) and any(key == name for key, _ in rank)
 
     def _field_adjoint(self, stmt, target, g):
-        """``y = obj.name`` where ``name`` may be a property: ``rt.vjp_field`` runs the
+        """``y = obj.name`` where ``name`` may be a property: ``dispatch.vjp_field`` runs the
         getter's own reverse mode (or reads a plain field), as for a method call."""
         bound = anno.get(stmt, "bound")
         for key, value in (("kind", "call"), ("receiver", bound["obj"]), ("args", []), ("kwargs", {}),
@@ -895,7 +895,7 @@ class _Reverse:
         self._append(restore, self.group)
 
     def _call_adjoint(self, stmt, target, g):
-        """``y = f(a, b)`` → forward ``y, y_pullback = rt.vjp_call(f, (0, 1), a, b)``,
+        """``y = f(a, b)`` → forward ``y, y_pullback = dispatch.vjp_call(f, (0, 1), a, b)``,
         backward ``a_bar, b_bar = y_pullback(y_bar)``: the callee's own reverse mode,
         compiled when first called (so recursion and run-time targets work)."""
         args, kwargs = anno.get(stmt, "args"), anno.get(stmt, "kwargs")
@@ -918,20 +918,21 @@ class _Reverse:
         direct = None if field or anno.get(stmt, "operator") else self._direct_callee(call, [w for w, _ in wrt])
         if anno.get(stmt, "operator"):
             origin = anno.get(stmt, "origin")
-            stmt.value = nodes.call("rt.vjp_operator", [nodes.const(anno.get(stmt, "operator")), spec]
+            stmt.value = nodes.call("dispatch.vjp_operator", [nodes.const(anno.get(stmt, "operator")), spec]
                                     + [nodes.copy(a) for a in anno.get(stmt, "args")],
                                     [("where", nodes.const(origin.where if origin else "?"))])
         elif field:  # obj.name or getattr(obj, name): a field or a property
             origin = anno.get(stmt, "origin")
-            stmt.value = nodes.call("rt.vjp_field", [nodes.copy(field[0]), nodes.copy(field[1]),
+            stmt.value = nodes.call("dispatch.vjp_field", [nodes.copy(field[0]), nodes.copy(field[1]),
                                                      nodes.const(origin.where if origin else "?")])
         elif direct is not None:
             stmt.value = nodes.call(direct, call.args)
         else:
             if isinstance(call.func, gast.Attribute):  # obj.name(...): a method or a stored layer
-                head = ["rt.vjp_method", [nodes.copy(call.func.value), nodes.const(call.func.attr), spec]]
+                head = ["dispatch.vjp_method",
+                        [nodes.copy(call.func.value), nodes.const(call.func.attr), spec]]
             else:
-                head = ["rt.vjp_call", [call.func, spec]]
+                head = ["dispatch.vjp_call", [call.func, spec]]
             stmt.value = nodes.call(head[0], head[1] + call.args, [(k.arg, k.value) for k in call.keywords])
         outputs, later, claimed = [], [], set()
         for _, atom in wrt:
@@ -952,7 +953,7 @@ class _Reverse:
 
     def _direct_callee(self, call, wrt):
         """The name under which the loaded code calls ``call``'s callee's compiled
-        vjp directly, skipping ``rt.vjp_call``'s dispatch per call (what a layer
+        vjp directly, skipping ``dispatch.vjp_call``'s dispatch per call (what a layer
         applied in a loop pays), or None.  Only for a function known at compile
         time, called with all its parameters positionally, argument ranks known."""
         fn = anno.get(call.func, "resolved") if isinstance(call.func, gast.Name) else None

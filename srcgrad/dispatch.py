@@ -1,0 +1,408 @@
+"""What generated code calls to run a function known only when it runs (imported
+there as ``dispatch``): a user function or method, differentiated by srcgrad and
+compiled at its first call; a NumPy function through its rule; an operator, a
+field or a property of an object; a callee checked for changes to its arguments.
+
+Above the API (it makes ``GradientFunction``s) and the pipeline, unlike the
+runtime helpers (``srcgrad/runtime.py``), which the rules and passes use too.
+"""
+from __future__ import annotations
+
+import functools
+import operator
+import types
+
+import numpy as np
+
+from . import anno, api, errors, tree
+from . import runtime as rt
+from .nn.module import Module
+from .pipeline import rank_of_argument
+from .rules import registry
+from .transforms.anf import array_method
+from .transforms.reverse import _MUTATING_METHODS, _mutated_parameters
+
+
+_CHANGED: dict = {}  # code object -> the parameters its function changes in place
+
+
+def unchanging(fn, filename: str, line: int, col: int, text: str):
+    """``fn``, after checking that it does not change its arguments in place.
+
+    How generated code calls a function known only at run time (a method, a callable
+    passed in) whose result is not differentiated but whose arguments are: a change
+    it makes to them would be invisible to the adjoints.
+
+    Raises:
+        UnsupportedSyntaxError: at the user's call, if ``fn``'s source writes into a
+            parameter (``y[i] = v``, ``y += v``, ``y.append(v)``, through a view too).
+    """
+    target = getattr(fn, "__func__", fn)
+    if isinstance(fn, types.BuiltinMethodType) and not isinstance(fn.__self__, types.ModuleType) \
+            and fn.__name__ in _MUTATING_METHODS:  # `self.buf.fill(x)`, `self.items.append(h)`
+        raise errors.UnsupportedSyntaxError(
+            f"`.{fn.__name__}(...)` changes a {type(fn.__self__).__name__} in place, and is given a value "
+            "being differentiated: srcgrad does not follow a change to a value it did not make",
+            anno.Origin(filename, line, col, text),
+            "build the new value in a local name and use it from there, or return it")
+    if not callable(target) or isinstance(target, type) or registry.is_numpy(target):
+        return fn
+    if not (isinstance(target, types.FunctionType) or isinstance(getattr(type(target), "__call__", None),
+                                                                 types.FunctionType)):
+        return fn
+    bound = isinstance(fn, types.MethodType) or not isinstance(target, types.FunctionType)
+    inner = target if isinstance(target, types.FunctionType) else type(target).__call__
+    changed = _CHANGED.get(inner.__code__)
+    if changed is None:
+        changed = _CHANGED[inner.__code__] = _mutated_parameters(inner)
+    receiver = {inner.__code__.co_varnames[0]} if bound and inner.__code__.co_argcount else set()
+    if changed is True or set(changed) - receiver:
+        name = getattr(inner, "__qualname__", "the function")
+        raise errors.UnsupportedSyntaxError(
+            f"`{name}` changes its arguments in place, and is given a value being "
+            "differentiated: srcgrad cannot follow a change made inside another function",
+            anno.Origin(filename, line, col, text),
+            f"in `{name}`, write into a copy (`y = np.copy(y)`) and return the new value, "
+            "and assign it here")
+    return fn
+
+
+def vjp_call(fn, wrt, *args, **kwargs):
+    """Call ``fn(*args, **kwargs)`` and return ``(value, pullback)``.
+
+    How generated code calls the user's own functions (and callables known only
+    at run time).  ``wrt`` lists the positions/keywords of the arguments that
+    need adjoints, and ``"self"`` for the callable object itself (a model whose
+    parameters are differentiated); ``pullback(value_bar)`` returns their
+    adjoints (one value for one entry, else a tuple).  A function or method is
+    differentiated by srcgrad itself (compiled on first use, cached); a
+    primitive with a derivative rule is applied through the rule.
+    """
+    if kwargs == {} and type(fn) is types.FunctionType:  # the common case, kept short
+        transformed = api.VJPS.get((fn, wrt, None))
+        # (A function with *args/**kwargs is called with its arguments packed: not here.)
+        if transformed is not None and not transformed._variadic and rt.array_module(*args) is np:
+            program = transformed._cache.get(tuple(map(rank_of_argument, args)))
+            if program is not None:
+                value, pullback = program(*args)
+                return (value, api.tuple_pullback(pullback, value)) if isinstance(value, tuple) \
+                    else (value, pullback)
+    if getattr(fn, "__srcgrad_gradient__", False):
+        raise rt.higher_order_error(fn, None)
+    receiver = ()
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, np.ndarray) or type(owner).__module__.split(".")[0] == "cupy" \
+            and hasattr(owner, "ndim"):
+        # x.sum(...) on an array whose kind was unknown at compile time: NumPy's sum.
+        fn, args = array_method(fn.__name__, owner, args)
+        wrt = tuple(0 if w == "self" else w + 1 if isinstance(w, int) else w for w in wrt)
+    if isinstance(owner, dict) and getattr(fn, "__name__", None) in _DICT_METHODS:
+        return _dict_method_vjp(owner, fn.__name__, wrt, args, kwargs)
+    if isinstance(fn, types.MethodType) and (rule := registry.lookup(fn)) is not None and rule.differentiable:
+        return _rule_vjp(rule, fn, wrt, args, kwargs)  # a method with a rule of its own: rng.normal
+    if isinstance(fn, types.MethodType):
+        fn, receiver = fn.__func__, (fn.__self__,)
+    elif not isinstance(fn, types.FunctionType) and isinstance(getattr(type(fn), "__call__", None),
+                                                               types.FunctionType):
+        fn, receiver = _call_method(type(fn)), (fn,)
+    if receiver and fn in _PARAMETER_LISTS:  # model.parameters(): the model's own arrays
+        return _parameters_vjp(fn, receiver[0], wrt, args, kwargs)
+    rule = registry.lookup(fn)
+    if rule is not None and rule.differentiable:
+        return _rule_vjp(rule, fn, wrt, args, kwargs)
+    if rule is not None:  # no derivative (a random draw, a constructor): zero adjoints
+        given = [w for w in wrt if w != "self"]  # (the receiver: a generator, no derivative)
+        if given and not rule.zero_derivative:
+            raise errors.NoDerivativeRuleError(
+                f"`{rule.name}` is given a value being differentiated (argument {given[0]!r}), and "
+                "srcgrad has no derivative rule for it", None,
+                "compute the value from NumPy functions srcgrad differentiates, or register a rule "
+                "with srcgrad.defadjoint")
+        value = fn(*receiver, *args, **kwargs)
+        zeros = tuple({} if w == "self" else rt.zeros_like(args[w] if isinstance(w, int) else kwargs[w])
+                      for w in wrt)
+        return value, lambda value_bar: zeros if len(zeros) > 1 else zeros[0]
+    if "self" in wrt and not receiver:
+        raise TypeError(f"{fn!r} has no parameters of its own to differentiate")
+    names = tuple(0 if w == "self" else w + len(receiver) if isinstance(w, int) else w for w in wrt)
+    # The callee runs where its data lives: CuPy arrays in, the CuPy backend.
+    backend = "cupy" if rt.array_module(*args, *kwargs.values()) is not np else None
+    transformed = api.vjp_function(fn, names if receiver else wrt, backend)
+    value, pullback = transformed(*receiver, *args, **kwargs)
+    if isinstance(value, tuple):
+        return value, api.tuple_pullback(pullback, value)
+    return value, pullback
+
+
+_PARAMETER_LISTS = {Module.parameters: False, Module.named_parameters: True}  # -> named
+
+
+def _parameters_vjp(fn, model, wrt, args, kwargs):
+    """``model.parameters()`` / ``model.named_parameters()`` with its pullback: the
+    adjoint of the list (of arrays, or of ``(name, array)`` pairs) goes back to the
+    model's parameters by path (a sparse adjoint of the model)."""
+    if wrt != ("self",):
+        raise TypeError(f"srcgrad differentiates {fn.__name__}() with respect to the model only")
+    value = fn(model, *args, **kwargs)
+    named = _PARAMETER_LISTS[fn]
+    paths = tree.flatten(model)[0]
+
+    def pullback(value_bar):
+        sparse: dict = {}
+        for i, path in enumerate(paths):
+            g = rt.item_of(value_bar, i)
+            g = rt.item_of(g, 1) if named else g
+            if g is None or not path:
+                continue
+            node = sparse
+            for entry in path[:-1]:
+                node = node.setdefault(entry, {})
+            node[path[-1]] = rt.add(node.get(path[-1]), g)
+        return sparse
+    return value, pullback
+
+
+_DICT_METHODS = ("keys", "values", "items", "get")
+
+
+def _dict_method_vjp(d, name, wrt, args, kwargs):
+    """``d.keys()``, ``d.values()``, ``d.items()``, ``d.get(key, default)`` on a dict
+    known only at run time, with ``(value, pullback)``.  The views come back as
+    tuples (iterated, measured and tested alike; the generated loop indexes them);
+    the pullback gives ``d`` the adjoints of the values read (a sparse dict), and
+    ``get``'s default its adjoint where the key was missing."""
+    keys = list(d)
+    if name == "get":
+        key = args[0] if args else kwargs["key"]
+        default = args[1] if len(args) > 1 else kwargs.get("default")
+        value = d.get(key, default)
+    else:
+        value = tuple(getattr(d, name)())
+
+    def pullback(value_bar):
+        if name == "keys":
+            own = {}
+        elif name == "get":
+            own = {key: value_bar} if key in d and value_bar is not None else {}
+        else:
+            own = {}
+            for i, k in enumerate(keys):
+                part = rt.item_of(value_bar, i)
+                part = rt.item_of(part, 1) if name == "items" else part
+                if part is not None:
+                    own[k] = part
+        out = []
+        for w in wrt:
+            if w == "self":
+                out.append(own)
+            elif name == "get" and w in (1, "default") and key not in d:
+                out.append(value_bar)
+            else:  # the key, or a default that was not used
+                out.append(rt.zeros_like(default) if w in (1, "default") else 0.0)
+        return tuple(out) if len(out) > 1 else out[0]
+    return value, pullback
+
+
+def _call_method(cls):
+    """What calling an instance of ``cls`` runs: ``forward`` for an ``nn.Module``."""
+    call = cls.__call__
+    if getattr(call, "__srcgrad_calls_forward__", False):
+        forward = getattr(cls, "forward", None)
+        if forward is None or getattr(forward, "__srcgrad_abstract__", False):
+            raise TypeError(f"{cls.__name__} has no forward method: define "
+                            f"`def forward(self, x): ...` in class {cls.__name__}")
+        return forward
+    return call
+
+
+def vjp_method(obj, name, wrt, *args, **kwargs):
+    """``obj.name(*args)`` with ``(value, pullback)``; ``"self"`` in ``wrt`` asks for
+    ``obj``'s adjoint, whether ``name`` is a method of ``obj`` or a callable
+    stored in it (a layer of a model)."""
+    attr = getattr(obj, name)
+    if "self" not in wrt:
+        return vjp_call(attr, wrt, *args, **kwargs)
+    value, pullback = vjp_call(attr, wrt, *args, **kwargs)
+    if getattr(attr, "__self__", None) is obj:
+        return value, pullback  # a method: its own receiver is obj
+    position = wrt.index("self")
+
+    def pull(value_bar):
+        adjoints = pullback(value_bar)
+        if len(wrt) == 1:
+            return {name: adjoints}
+        return tuple({name: a} if i == position else a for i, a in enumerate(adjoints))
+    return value, pull
+
+
+_REFLECTED = {"add": "radd", "sub": "rsub", "mul": "rmul", "truediv": "rtruediv", "matmul": "rmatmul",
+              "pow": "rpow"}
+
+
+def vjp_operator(name, wrt, *operands, where="?"):
+    """``a * b`` (``name``: ``"mul"``) where an operand's kind was unknown when
+    compiling: NumPy's rule for arrays and numbers; for an object of a class of
+    yours, its own ``__mul__`` (or the other's ``__rmul__``), differentiated as a
+    method is -- never NumPy's rule applied to an object that only looks like it.
+
+    Raises:
+        srcgrad.errors.UnsupportedSyntaxError: an array with an object NumPy would
+            map over element by element (its class does not set ``__array_ufunc__ = None``).
+        TypeError: no class defines the operator (as Python would).
+    """
+    op = getattr(operator, name)
+    if all(_is_array_value(x) or isinstance(x, (list, tuple, dict)) for x in operands):
+        return vjp_call(op, wrt, *operands)
+    if len(operands) == 1:
+        return vjp_method(operands[0], f"__{name}__", ("self",) if wrt else ())
+    a, b = operands
+    order = [(0, f"__{name}__"), (1, f"__{_REFLECTED[name]}__")]
+    if type(b) is not type(a) and isinstance(b, type(a)) and hasattr(type(b), order[1][1]):
+        order.reverse()  # Python asks a subclass's reflected method first
+    for position, dunder in order:
+        obj, other = operands[position], operands[1 - position]
+        if _is_array_value(obj):
+            if isinstance(obj, np.ndarray) and getattr(type(other), "__array_ufunc__", 0) is not None:
+                raise errors.UnsupportedSyntaxError(
+                    f"srcgrad cannot differentiate `{name}` of an array and a {type(other).__name__} (at "
+                    f"{where}): NumPy applies it element by element to an object array", None,
+                    f"set `__array_ufunc__ = None` in {type(other).__name__} so that its own method runs, "
+                    "or write the operation with arrays")
+            continue  # NumPy and Python numbers defer to the object's reflected method
+        if getattr(type(obj), dunder, None) is None:
+            continue
+        spec = tuple("self" if w == position else 0 for w in wrt)
+        value, pullback = vjp_method(obj, dunder, spec, other)
+        if value is not NotImplemented:
+            return value, pullback
+    raise TypeError(f"unsupported operand type(s) for {name}: '{type(a).__name__}' and '{type(b).__name__}'")
+
+
+def vjp_field(obj, name, where="?"):
+    """``obj.name`` with ``(value, pullback)``, ``pullback`` giving ``obj``'s adjoint:
+    for a property (or ``functools.cached_property``), its getter's own reverse mode;
+    for a plain field, ``{name: value_bar}``; for a method read as a value, the method's
+    adjoint is its receiver's; for an attribute ``__getattr__`` finds, that method's.
+
+    Raises:
+        srcgrad.errors.UnsupportedSyntaxError: another kind of descriptor, or a class
+            with its own ``__getattribute__`` (``where``: the user's file and line).
+    """
+    if _is_array_value(obj):
+        return _array_attribute(obj, name, where)
+    attribute = None
+    for klass in type(obj).__mro__:
+        if name in vars(klass):
+            attribute = vars(klass)[name]
+            break
+    getter = attribute.fget if isinstance(attribute, property) else \
+        attribute.func if isinstance(attribute, functools.cached_property) else None
+    if getter is not None:
+        value, pullback = vjp_call(getter, (0,), obj)
+        return getattr(obj, name) if isinstance(attribute, functools.cached_property) else value, pullback
+    if type(obj).__getattribute__ not in (object.__getattribute__, types.SimpleNamespace.__getattribute__) \
+            and not isinstance(obj, tuple):
+        raise errors.UnsupportedSyntaxError(
+            f"srcgrad cannot differentiate reading `{name}` of a {type(obj).__name__} (at {where}): its "
+            "class defines __getattribute__, which srcgrad does not follow", None,
+            "read the value through a @property or a method, or pass it in as an argument")
+    fields = getattr(obj, "__dict__", {})
+    if attribute is None and name not in fields and hasattr(type(obj), "__getattr__"):
+        return vjp_call(type(obj).__getattr__, (0,), obj, name)  # a delegating wrapper: its own code
+    value = getattr(obj, name)
+    if isinstance(obj, tuple) and name in getattr(type(obj), "_fields", ()):
+        return value, lambda value_bar: {name: value_bar}  # a named tuple's field (by name)
+    if isinstance(attribute, types.FunctionType) and name not in getattr(obj, "__dict__", ()):
+        return value, lambda value_bar: value_bar  # a bound method: its adjoint is obj's
+    if attribute is not None and hasattr(attribute, "__get__") and name not in getattr(obj, "__dict__", ()) \
+            and not isinstance(attribute, (staticmethod, classmethod, type)):
+        raise errors.UnsupportedSyntaxError(
+            f"srcgrad cannot differentiate reading `{name}` of a {type(obj).__name__} (at {where}): it is "
+            f"computed by a {type(attribute).__name__} descriptor, which srcgrad does not follow", None,
+            "write it as a @property or a method")
+    return value, lambda value_bar: {name: value_bar}
+
+
+_NONDIFF_ARRAY_ATTRIBUTES = {"shape", "ndim", "size", "dtype", "itemsize", "nbytes", "strides"}
+
+
+def _is_array_value(obj) -> bool:
+    """An array or number of NumPy or CuPy (whose attributes are NumPy's: ``.T``, ``.shape``)."""
+    return isinstance(obj, (np.ndarray, np.generic, int, float, complex)) and not isinstance(obj, bool) \
+        or type(obj).__module__.split(".")[0] == "cupy"
+
+
+def _array_attribute(obj, name, where):
+    """``x.T`` / ``x.shape`` on what turned out, at run time, to be an array (the compiler
+    could not tell it from an object's field): transposed back, or zero (``shape`` and
+    its like are integers, whose derivative is zero)."""
+    value = getattr(obj, name)
+    if name == "T":
+        return value, lambda value_bar: value_bar.T if hasattr(value_bar, "T") else value_bar
+    if name == "mT":
+        return value, lambda value_bar: value_bar.mT
+    if name in _NONDIFF_ARRAY_ATTRIBUTES:
+        return value, lambda value_bar: rt.zeros_like(obj)
+    if name == "real" and not np.iscomplexobj(obj):
+        return value, lambda value_bar: value_bar
+    raise errors.UnsupportedSyntaxError(
+        f"srcgrad has no derivative rule for the array attribute `.{name}` (at {where})", None,
+        "use the NumPy function (`np.real(x)`) or register a rule with srcgrad.defadjoint")
+
+
+def _python_number(a) -> bool:
+    return isinstance(a, (int, float)) and not isinstance(a, bool)
+
+
+def _rule_vjp(rule, fn, wrt, args, kwargs):
+    value = fn(*args, **kwargs)
+    # A rule's `is_constant(p)` means "a literal in the source": a Python number
+    # being differentiated is not one (its adjoint is wanted), so it goes in as NumPy's.
+    # (A 0-d array: np.float64 is a Python float too.)
+    args = tuple(np.array(a, dtype=np.float64) if i in wrt and _python_number(a) else a
+                 for i, a in enumerate(args))
+    kwargs = {k: np.array(a, dtype=np.float64) if k in wrt and _python_number(a) else a
+              for k, a in kwargs.items()}
+    bound = rule.signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+
+    params = list(rule.signature.parameters.values())
+    star = next((i for i, p in enumerate(params) if p.kind is p.VAR_POSITIONAL), None)
+
+    def where(w):
+        """(parameter name, item of a *operands parameter or None) of an entry of ``wrt``."""
+        if not isinstance(w, int):
+            return w, None
+        if star is not None and w >= star:
+            return params[star].name, w - star
+        return params[w].name, None
+    wanted = [where(w) for w in wrt if w != "self"]  # the receiver: a generator, no derivative
+    for name, _ in wanted:
+        if name not in rule.diff_params and name not in registry.DISCRETE and name not in rule.zero_params:
+            raise errors.NoDerivativeRuleError(
+                f"`{name}` of `{rule.name}` is given a value being differentiated, but srcgrad's rule "
+                f"has no derivative with respect to `{name}`", None,
+                f"pass a constant as `{name}`, or compute it another way")
+
+    def pullback(value_bar):
+        adjoints = rule.adjoint(value_bar, value, *bound.args, **bound.kwargs)
+        adjoints = adjoints if len(rule.diff_params) > 1 else (adjoints,)
+        by_name = dict(zip(rule.diff_params, adjoints))
+        if rule.elementwise:  # adjoints of the broadcast shape: summed back to each input's
+            by_name = {name: g if g is None or name in rule.sequence_params
+                       else rt.unbroadcast(g, bound.arguments[name])
+                       for name, g in by_name.items() if name in bound.arguments}
+        elif not getattr(rule.adjoint, "__module__", "").startswith("srcgrad.") and len(rule.diff_params) > 1:
+            by_name = {name: g if name in rule.sequence_params or name not in bound.arguments
+                       else rt.checked_adjoint(g, bound.arguments[name], rule.name, name)
+                       for name, g in by_name.items()}
+        out = []
+        for name, item in wanted:
+            g = by_name.get(name)
+            g = g[item] if item is not None and g is not None else g
+            out.append(0.0 if g is None else g)
+        if "self" in wrt:
+            out.insert(list(wrt).index("self"), 0.0)
+        return tuple(out) if len(out) > 1 else out[0]
+
+    return value, pullback

@@ -1,0 +1,115 @@
+"""Imports flow one way: api → pipeline → passes → rules → runtime.
+
+Every ``import`` of a srcgrad module in srcgrad/ is read from the source (those
+inside functions too: a deferred import is still an edge), and each must go to
+the same layer or a lower one.  The runtime, which generated code and the rules
+call, imports only the leaf utilities, so no circle of imports runs through it.
+"""
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import srcgrad
+
+ROOT = pathlib.Path(srcgrad.__file__).parent
+
+# Lowest first.  A module belongs to the first layer one of whose prefixes it has.
+LAYERS = [
+    ("leaf", ("srcgrad.anno", "srcgrad.errors", "srcgrad.tree", "srcgrad.backends")),
+    ("runtime", ("srcgrad.runtime",)),
+    ("libraries", ("srcgrad.nn", "srcgrad.optim")),  # written on the runtime, without the compiler
+    ("rules", ("srcgrad.rules",)),
+    ("passes", ("srcgrad.nodes", "srcgrad.templates", "srcgrad.analysis", "srcgrad.transforms")),
+    ("pipeline", ("srcgrad.pipeline",)),
+    ("api", ("srcgrad.api", "srcgrad.checking")),
+    ("dispatch", ("srcgrad.dispatch",)),  # compiles callees when generated code runs
+    ("entry points", ("srcgrad.cli", "srcgrad.__main__", "srcgrad.testing", "srcgrad")),
+]
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = ("srcgrad",) + path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _layer(module: str) -> int:
+    for rank, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return rank
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS")
+
+
+def imports_of(module: str) -> set[str]:
+    """The srcgrad modules ``module`` imports (a submodule where ``from x import y`` names one)."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "srcgrad"}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            if target.split(".")[0] != "srcgrad":
+                continue
+            submodules = {f"{target}.{a.name}" for a in node.names} & MODULES.keys()
+            found |= submodules or {target}
+    return found - {module}
+
+
+GRAPH = {m: imports_of(m) for m in MODULES}
+
+
+def test_every_module_is_in_a_layer():
+    for module in MODULES:
+        _layer(module)
+
+
+def test_no_module_imports_from_a_layer_above_it():
+    upward = [f"{m} ({LAYERS[_layer(m)][0]}) imports {t} ({LAYERS[_layer(t)][0]})"
+              for m, targets in GRAPH.items() for t in sorted(targets) if _layer(t) > _layer(m)]
+    assert upward == []
+
+
+def test_the_runtime_imports_only_leaf_utilities():
+    assert {_layer(t) for t in GRAPH["srcgrad.runtime"]} <= {0}, sorted(GRAPH["srcgrad.runtime"])
+
+
+def test_no_circle_of_imports_runs_through_the_runtime():
+    seen, stack = set(), list(GRAPH["srcgrad.runtime"])
+    while stack:
+        module = stack.pop()
+        if module not in seen:
+            seen.add(module)
+            stack.extend(GRAPH[module])
+    assert "srcgrad.runtime" not in seen
+
+
+def test_the_graph_is_read_right():
+    """A check of the reader itself, on edges known to be there."""
+    assert "srcgrad.transforms.anf" in GRAPH["srcgrad.transforms.reverse"]  # from .anf import ...
+    assert "srcgrad.rules.registry" in GRAPH["srcgrad.analysis.ranks"]  # from ..rules.registry import
+    assert "srcgrad.api" in GRAPH["srcgrad.dispatch"]  # from . import api
+    assert "srcgrad.tree" in GRAPH["srcgrad.runtime"]  # from .tree import add
+
+
+def test_generated_code_imports_dispatch_where_it_calls_it():
+    import numpy as np
+
+    def scaled(f, x):
+        return np.sum(f(x) * x)
+
+    def plain(x):
+        return np.sum(np.tanh(x))
+
+    x = np.ones(3)
+    calls = srcgrad.source(srcgrad.grad(scaled, wrt=1), np.tanh, x)
+    assert "from srcgrad import dispatch\n" in calls and "dispatch.vjp_call(f, (0,), x)" in calls
+    assert "dispatch" not in srcgrad.source(srcgrad.grad(plain), x)
