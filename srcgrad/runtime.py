@@ -115,7 +115,13 @@ def unbroadcast_to(g, shape):
     if have == shape:
         return g
     if len(have) == len(shape) + 1 and 1 not in shape:
-        return g.sum(axis=0)  # a bias: the one shape worth a shortcut (a tuple axis costs 2x)
+        # A bias, the one shape worth a shortcut (a tuple axis costs 2x): the rows summed,
+        # as a product with ones when there are columns, one BLAS call; NumPy's sum over
+        # axis 0 walks the rows (a (2048, 16) float32 adjoint: 85 us against 3 us).
+        if len(have) < 2 or g.dtype.kind not in "fc":
+            return g.sum(axis=0)
+        total = array_module(g).ones(have[0], g.dtype) @ (g if len(have) == 2 else g.reshape(have[0], -1))
+        return total if len(have) == 2 else total.reshape(shape)
     g = _as_array(g)
     lead = g.ndim - len(shape)
     if lead:
@@ -1406,8 +1412,9 @@ def entry(g, key, like):
 def getitem_adjoint(ans_bar, a, index):
     """Adjoint of ``a[index]`` for any ``a``: an array, or a list/tuple/dict of parameters.
 
-    Arrays: ``ans_bar`` scattered into zeros, repeated integer indices
-    accumulating (``np.add.at``).  Structures: a sparse adjoint ``{index: ans_bar}``.
+    Arrays: ``ans_bar`` scattered into zeros, by assignment for a basic index (slices,
+    ints), with ``np.add.at`` otherwise so that repeated integer indices accumulate.
+    Structures: a sparse adjoint ``{index: ans_bar}``.
     """
     if isinstance(a, (list, tuple)) and isinstance(index, slice):
         positions = range(len(a))[index]
@@ -1418,7 +1425,10 @@ def getitem_adjoint(ans_bar, a, index):
     if isinstance(a, dict):
         return {index: ans_bar}
     a_bar = np.zeros_like(a)
-    np.add.at(a_bar, index, ans_bar)
+    if is_basic_index(index):  # each element read at most once: ~70x faster than np.add.at
+        a_bar[index] = ans_bar
+    else:
+        np.add.at(a_bar, index, ans_bar)
     return a_bar
 
 
