@@ -1,6 +1,14 @@
 """Layers.  Shapes follow PyTorch: Linear (N, in) -> (N, out) with weight
 (out, in); Conv2d (N, C, H, W) -> (N, out, H', W') with weight (out, C, kh, kw),
-``H' = (H + 2 padding - kh) // stride + 1``."""
+``H' = (H + 2 padding - kh) // stride + 1``; MaxPool2d / AvgPool2d (N, C, H, W)
+-> (N, C, H', W'), ``H' = (H - kh) // stride + 1``.
+
+Each forward is ordinary NumPy written the way a careful person writes it for
+speed, since srcgrad differentiates exactly what is written: the convolution
+as one matrix product (im2col), pooling over channels-last images.  Their
+(N, C, H, W) results may be transposed views of channels-last arrays; NumPy's
+elementwise functions keep that layout, so the next layer finds it contiguous.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -32,7 +40,13 @@ class Linear(Module):
 
 
 class Conv2d(Module):
-    """2-D convolution (cross-correlation, as PyTorch) over sliding windows of the input."""
+    """2-D convolution (cross-correlation, as PyTorch) over sliding windows of the input.
+
+    ``x`` (N, C, H, W) -> (N, out, H', W'), ``x``'s dtype (float32 or float64); the
+    windows as an (N H' W', C kh kw) patch matrix times the (C kh kw, out) weights
+    (im2col: Chellapilla, Puri and Simard 2006), so the forward, the weight's adjoint
+    ``patches.T @ y_bar`` and the input's adjoint are each one BLAS matrix product.
+    """
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True,
                  dtype=np.float64, rng=None):
