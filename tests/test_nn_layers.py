@@ -17,7 +17,7 @@ rng = np.random.default_rng(5)
 
 def conv_by_loops(x, weight, bias, stride, padding):
     """PyTorch's ``conv2d`` (cross-correlation), one output pixel at a time."""
-    n, c, h, w = x.shape
+    n, _, h, w = x.shape
     o, _, kh, kw = weight.shape
     x = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
     oh, ow = (h + 2 * padding - kh) // stride + 1, (w + 2 * padding - kw) // stride + 1
