@@ -36,8 +36,9 @@ def test_digits_cnn_quick(tmp_path):
     code = (tmp_path / "digits_cnn_grad.py").read_text()
     compile(code, "digits_cnn_grad.py", "exec")  # the saved gradient code is valid Python
     assert "def loss_value_and_grad(" in code
-    # Beyond the loss: the model's forward and each layer's backward pass (the convolution's einsum).
-    assert "dispatch.vjp_method(self, 'conv'" in code and "np.einsum('nchwij,nohw->ocij'" in code
+    # Beyond the loss: the model's forward and each layer's backward pass (the convolution's
+    # weight adjoint, one matrix product of the im2col patches with the output's adjoint).
+    assert "dispatch.vjp_method(self, 'conv'" in code and "cols.T @ y_bar" in code
     # It is shown to the user too, and the script reports its own checks.
     assert "def loss_value_and_grad(" in result.stdout
     assert "gradient check: srcgrad agrees with finite differences" in result.stdout

@@ -205,7 +205,7 @@ def test_power_rule_directly_at_zero():
     assert_exact(gy, [0, 8 * np.log(2.0)])
 
 
-# ---- max / min reductions: ties split evenly ---------------------------------------
+# ---- max / min reductions: a tie's adjoint goes to the first extremum --------------
 
 
 def max_all(x):
@@ -228,16 +228,57 @@ def min_columns_keepdims(x):
     return np.sum(np.min(x, axis=0, keepdims=True))
 
 
+def max_pairs(x):
+    """Eight windows of two (many windows: one comparison per offset)."""
+    return np.sum(np.max(x, axis=1) * np.arange(1.0, 9.0))
+
+
+def max_outer_axes(x):
+    """Windows over the first and last axes of a (2, 3, 2) array, four elements each."""
+    return np.sum(np.max(x, axis=(0, 2)) * np.array([1.0, 2.0, 3.0]))
+
+
+PAIRS = [[1.0, 1.0], [2.0, 0.0], [0.0, 2.0], [3.0, 3.0], [-1.0, -1.0], [0.0, 0.0], [5.0, 4.0], [4.0, 5.0]]
+
+
 @OPTIMIZE
 @pytest.mark.parametrize("fn, x, expected", [
-    (max_all, [1.0, 3.0, 3.0], [0, 0.5, 0.5]),
-    (max_method, [2.0, 2.0, 2.0, 2.0], [0.25] * 4),
-    (min_all, [1.0, 3.0, 1.0], [0.5, 0, 0.5]),
-    (max_rows, [[1.0, 4.0, 4.0], [5.0, 5.0, 5.0]], [[0, 0.5, 0.5], [2, 2, 2]]),
-    (min_columns_keepdims, [[1.0, 0.0], [1.0, 2.0]], [[0.5, 1], [0.5, 0]]),
-], ids=["max", "x.max()", "min", "max-axis1", "min-axis0-keepdims"])
-def test_max_min_ties_split_evenly(fn, x, expected, optimize):
+    (max_all, [1.0, 3.0, 3.0], [0, 1, 0]),
+    (max_method, [2.0, 2.0, 2.0, 2.0], [1, 0, 0, 0]),
+    (min_all, [1.0, 3.0, 1.0], [1, 0, 0]),
+    (max_rows, [[1.0, 4.0, 4.0], [5.0, 5.0, 5.0]], [[0, 1, 0], [6, 0, 0]]),
+    (min_columns_keepdims, [[1.0, 0.0], [1.0, 2.0]], [[1, 1], [0, 0]]),
+    (max_pairs, PAIRS, [[1, 0], [2, 0], [0, 3], [4, 0], [5, 0], [6, 0], [7, 0], [0, 8]]),
+    # window j is x[:, j, :] read row-major: x[0, j, 0], x[0, j, 1], x[1, j, 0], x[1, j, 1]
+    (max_outer_axes, [[[1.0, 1.0], [0.0, 2.0], [3.0, 3.0]], [[1.0, 1.0], [2.0, 2.0], [1.0, 3.0]]],
+     [[[1, 0], [0, 2], [3, 0]], [[0, 0], [0, 0], [0, 0]]]),
+], ids=["max", "x.max()", "min", "max-axis1", "min-axis0-keepdims", "max-pairs", "max-outer-axes"])
+def test_max_min_tie_goes_to_first_extremum(fn, x, expected, optimize):
     assert_exact(grad(fn, np.array(x), optimize=optimize), expected)
+
+
+@pytest.mark.parametrize("keepdims", [False, True], ids=["", "keepdims"])
+@pytest.mark.parametrize("shape, axis", [
+    ((8, 2), 1), ((2, 8), 0), ((32, 2, 2, 4), (1, 2)),  # many windows: a pass per window offset
+    ((3, 5), 1), ((4, 2, 2, 3), (1, 2)), ((2, 3), None),  # few: np.argmax in each window
+], ids=["pairs", "pairs-axis0", "pool-windows", "rows", "few-pool-windows", "all"])
+def test_max_rule_adjoint_sums_to_each_window(shape, axis, keepdims):
+    """Ties everywhere (values in {0, 1}): each window's adjoints sum to its ``ans_bar``,
+    all of it on the first element equal to the maximum."""
+    x = np.random.default_rng(0).integers(0, 2, shape).astype(np.float32)
+    ans = np.max(x, axis=axis, keepdims=keepdims)
+    ans_bar = np.arange(1.0, np.size(ans) + 1, dtype=np.float32).reshape(np.shape(ans))
+    x_bar = reductions.max(ans_bar, ans, x, axis=axis, keepdims=keepdims)
+    axes = tuple(range(x.ndim)) if axis is None else np.atleast_1d(axis).tolist()
+    assert x_bar.dtype == np.float32 and x_bar.shape == x.shape
+    assert_exact(np.sum(x_bar, axis=tuple(axes), keepdims=keepdims), ans_bar)
+    # windows as rows (reduced axes last): the one nonzero is where np.argmax points
+    rest = [a for a in range(x.ndim) if a not in axes]
+    rows = np.transpose(x, rest + list(axes)).reshape(np.size(ans), -1)
+    rows_bar = np.transpose(x_bar, rest + list(axes)).reshape(rows.shape)
+    expected = np.zeros_like(rows_bar)
+    expected[np.arange(len(rows)), np.argmax(rows, axis=1)] = ans_bar.ravel()
+    assert_exact(rows_bar, expected)
 
 
 # ---- prod with zeros: exact --------------------------------------------------------

@@ -1,6 +1,14 @@
 """Layers.  Shapes follow PyTorch: Linear (N, in) -> (N, out) with weight
 (out, in); Conv2d (N, C, H, W) -> (N, out, H', W') with weight (out, C, kh, kw),
-``H' = (H + 2 padding - kh) // stride + 1``."""
+``H' = (H + 2 padding - kh) // stride + 1``; MaxPool2d / AvgPool2d (N, C, H, W)
+-> (N, C, H', W'), ``H' = (H - kh) // stride + 1``.
+
+Each forward is ordinary NumPy written the way a careful person writes it for
+speed, since srcgrad differentiates exactly what is written: the convolution
+as one matrix product (im2col), pooling over channels-last images.  Their
+(N, C, H, W) results may be transposed views of channels-last arrays; NumPy's
+elementwise functions keep that layout, so the next layer finds it contiguous.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -32,7 +40,13 @@ class Linear(Module):
 
 
 class Conv2d(Module):
-    """2-D convolution (cross-correlation, as PyTorch) over sliding windows of the input."""
+    """2-D convolution (cross-correlation, as PyTorch) over sliding windows of the input.
+
+    ``x`` (N, C, H, W) -> (N, out, H', W'), ``x``'s dtype (float32 or float64); the
+    windows as an (N H' W', C kh kw) patch matrix times the (C kh kw, out) weights
+    (im2col: Chellapilla, Puri and Simard 2006), so the forward, the weight's adjoint
+    ``patches.T @ y_bar`` and the input's adjoint are each one BLAS matrix product.
+    """
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True,
                  dtype=np.float64, rng=None):
@@ -44,19 +58,26 @@ class Conv2d(Module):
         self.bias = init.uniform_bias(out_channels, fan, dtype, rng) if bias else None
 
     def forward(self, x):
+        n, c, h, w = x.shape
+        kh, kw = self.kernel_size
         p, s = self.padding, self.stride
         if p > 0:
-            n, c, h, w = x.shape
             padded = np.zeros((n, c, h + 2 * p, w + 2 * p), dtype=x.dtype)
             padded[:, :, p:p + h, p:p + w] = x
             x = padded
-        windows = np.lib.stride_tricks.sliding_window_view(x, self.kernel_size, axis=(2, 3))
-        windows = windows[:, :, ::s, ::s]
-        # optimize=True contracts through BLAS (tensordot) instead of a plain loop.
-        y = np.einsum("nchwij,ocij->nohw", windows, self.weight, optimize=True)
+        windows = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(2, 3))
+        if s > 1:
+            windows = windows[:, :, ::s, ::s]
+        oh, ow = windows.shape[2], windows.shape[3]
+        # im2col: one row per output pixel, one column per (channel, kernel offset), so
+        # that the forward and both adjoints are single matrix products (BLAS); an einsum
+        # over the six-axis windows costs ~10x more in the weight's adjoint.
+        cols = np.reshape(np.transpose(windows, (0, 2, 3, 1, 4, 5)), (n * oh * ow, c * kh * kw))
+        y = cols @ np.reshape(self.weight, (self.out_channels, c * kh * kw)).T
         if self.bias is not None:
-            y = y + self.bias[:, None, None]
-        return y
+            y = y + self.bias
+        # Rows are channels-last pixels: the (N, out, H', W') result is a transposed view.
+        return np.transpose(np.reshape(y, (n, oh, ow, self.out_channels)), (0, 3, 1, 2))
 
     def extra_repr(self):
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
@@ -64,34 +85,56 @@ class Conv2d(Module):
 
 
 class _Pool2d(Module):
-    """Windows of ``kernel_size`` every ``stride`` (default: the kernel size) over H, W."""
+    """Windows of ``kernel_size`` every ``stride`` (default: the kernel size) over H, W;
+    windows that do not fit are dropped (PyTorch's floor mode, no padding):
+    (N, C, H, W) -> (N, C, (H - kh) // stride + 1, (W - kw) // stride + 1)."""
+
+    maximum = True  # pool by the maximum (MaxPool2d), else by the mean (AvgPool2d)
 
     def __init__(self, kernel_size, stride=None):
         self.kernel_size = _pair(kernel_size)
         self.stride = stride if stride is not None else self.kernel_size[0]
 
-    def windows(self, x):
+    def forward(self, x):
+        n, c, h, w = x.shape
+        kh, kw = self.kernel_size
         s = self.stride
-        return np.lib.stride_tricks.sliding_window_view(x, self.kernel_size, axis=(2, 3))[:, :, ::s, ::s]
+        oh, ow = (h - kh) // s + 1, (w - kw) // s + 1
+        # Channels last, then the kh*kw window offsets as the leading axis: the reduction
+        # combines kh*kw contiguous images elementwise.  Reducing axes of size 2 in place
+        # (NCHW, or even channels-last) is 5-10x slower in NumPy.
+        x = np.transpose(x, (0, 2, 3, 1))
+        if s == kh == kw:
+            # The windows tile the image: a reshape, whose adjoint is a reshape too.
+            if h != oh * kh or w != ow * kw:
+                x = x[:, :oh * kh, :ow * kw]
+            windows = np.transpose(np.reshape(x, (n, oh, kh, ow, kw, c)), (2, 4, 0, 1, 3, 5))
+        else:
+            windows = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(1, 2))
+            windows = np.transpose(windows[:, ::s, ::s], (4, 5, 0, 1, 2, 3))
+        windows = np.reshape(windows, (kh * kw, n, oh, ow, c))
+        if self.maximum:
+            pooled = np.max(windows, axis=0)
+        else:
+            pooled = np.mean(windows, axis=0)
+        return np.transpose(pooled, (0, 3, 1, 2))
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}"
 
 
 class MaxPool2d(_Pool2d):
-    """Maximum over each window; ties share the adjoint."""
+    """Maximum over each window; where a window's maximum is tied, its adjoint goes to
+    the first of the tied elements in row-major order (``np.max``'s rule, as PyTorch's
+    ``max_pool2d``)."""
 
-    def forward(self, x):
-        kh, kw = self.kernel_size
-        n, c, h, w = x.shape
-        if self.stride == kh == kw and h % kh == 0 and w % kw == 0:
-            # Non-overlapping windows tile the image: a reshape, cheaper than windows.
-            return np.max(np.reshape(x, (n, c, h // kh, kh, w // kw, kw)), axis=(3, 5))
-        return np.max(self.windows(x), axis=(4, 5))
+    maximum = True
 
 
 class AvgPool2d(_Pool2d):
     """Mean over each window."""
 
-    def forward(self, x):
-        return np.mean(self.windows(x), axis=(4, 5))
+    maximum = False
 
 
 class Flatten(Module):

@@ -41,13 +41,14 @@ def mean(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):
 
 @defadjoint(np.max, np.amax, ndim=_reduced)
 def max(ans_bar, ans, a, axis=None, out=None, keepdims=False):  # noqa: A001
-    """Ties share the adjoint equally (``rt.max_adjoint``)."""
+    """A tie gives the whole adjoint to the first maximum, row-major over ``axis``
+    (``rt.max_adjoint``; PyTorch's ``max_pool2d``): a subgradient, found without counting ties."""
     return max_adjoint(ans_bar, ans, a, axis, keepdims)
 
 
 @defadjoint(np.min, np.amin, ndim=_reduced)
 def min(ans_bar, ans, a, axis=None, out=None, keepdims=False):  # noqa: A001
-    """Ties share the adjoint equally (``rt.max_adjoint`` serves both)."""
+    """A tie gives the whole adjoint to the first minimum (``rt.max_adjoint`` serves both)."""
     return max_adjoint(ans_bar, ans, a, axis, keepdims)
 
 
