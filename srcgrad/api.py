@@ -152,15 +152,16 @@ class GradientFunction:
 
     def compiled(self, args) -> Compiled:
         """The compiled program for these (positional) arguments, from the cache if there."""
-        return self.program_for(tuple(map(rank_of_argument, args)))
+        return self.program_for(tuple(map(rank_of_argument, args)), args)
 
-    def program_for(self, key: tuple) -> Compiled:
-        """The compiled program for arguments of these ranks (see ``rank_of_argument``)."""
+    def program_for(self, key: tuple, args=None) -> Compiled:
+        """The compiled program for arguments of these ranks (see ``rank_of_argument``);
+        ``args``: the arguments, whose objects' methods it may inline."""
         program = self._cache.get(key)
         if program is None:
             backends.get(self.options.backend).check_device()
             try:
-                program = self._cache[key] = compile_function(self.fn, self.options, key)
+                program = self._cache[key] = compile_function(self.fn, self.options, key, args)
             except errors.UserCodeError as error:
                 error.compiling.append(self.fn)  # which function's code the error sits in
                 raise

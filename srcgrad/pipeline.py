@@ -1,8 +1,8 @@
 """The compiler, top to bottom.  Each step is one pass in ``transforms/`` or
 one analysis in ``analysis/``; read this file to see the whole of srcgrad.
 
-    source → resolve → validate → normalize (ANF) → analyze (activity, ranks)
-           → reverse → optimize → emit and load
+    source → resolve → inline → exits → validate → normalize (ANF)
+           → analyze (activity, ranks) → reverse → optimize → emit and load
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 
 from . import anno, backends, errors, nodes, runtime, templates, tree
 from .analysis import activity, ranks, sharing
-from .transforms import anf, emit, exits, optimize, parse, resolve, reverse, validate
+from .transforms import anf, emit, exits, inline, optimize, parse, resolve, reverse, validate
 
 MODES = ("grad", "value_and_grad", "vjp")
 
@@ -56,24 +56,40 @@ class Compiled:
     function: object
     free: resolve.FreeNames
     namespace: dict
-    remake: object = None  # () -> a new Compiled of the same function, options and ranks
+    remake: object = None  # (args) -> a new Compiled of the same function, options and ranks
+    inlined: inline.Inlined = None
 
     def __call__(self, *args):
-        if not self.free.refresh(self.namespace):
-            # A function or class the code was specialised on was rebound: compile
-            # again from what the names hold now (in place: callers keep this object).
-            fresh = self.remake()
-            self.source, self.function, self.free, self.namespace = \
-                fresh.source, fresh.function, fresh.free, fresh.namespace
+        if not (self.free.refresh(self.namespace) and self.inlined.holds(args)):
+            # A function or class the code was specialised on was rebound, or an object
+            # whose methods it inlined has another class: compile again from what the
+            # names and arguments hold now (in place: callers keep this object).
+            fresh = self.remake(args)
+            self.source, self.function, self.free, self.namespace, self.inlined = \
+                fresh.source, fresh.function, fresh.free, fresh.namespace, fresh.inlined
+            self.free.refresh(self.namespace)
         return self.function(*args)
 
 
-def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
+def compile_function(fn, options: Options, param_ranks: tuple, args=None) -> Compiled:
+    """The gradient program of ``fn`` for arguments of ``param_ranks``; ``args``, the
+    arguments themselves where known, tell which methods and layers an object
+    argument's calls reach (then they are inlined, and the code checks the classes)."""
     backend = backends.get(options.backend)
     # 1. source: gast tree with every node's user origin.
     fdef = parse.transform(fn)
     # 2. resolve before validate: validation messages may name resolved callees.
     free = resolve.transform(fdef, fn)
+    # 2b. inline calls whose targets are known now (after resolve: it reads what names
+    #     denote; before exits/validate/normalize: they then see one flat function).
+    params, own = anf.parameters(fdef.args), resolve.local_names(fdef)
+    objects = {p: v for p, v in zip(params, args or ()) if inline.is_object(v)}
+    inlined = inline.transform(fdef, fn, free, objects)
+    if inlined.leaked:  # an object's layers may change while the code runs: known only at run time
+        fdef = parse.transform(fn)
+        free = resolve.transform(fdef, fn)
+        inlined = inline.transform(fdef, fn, free, {})
+    free.parts = inlined.free
     # 3. exits: break/continue/early return become flags, so later passes see
     #    structured control flow only (before validate, which then rejects none).
     exits.transform(fdef)
@@ -87,8 +103,8 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     shared = sharing.check(core.body, rank_env, core.params)  # a write seen through another name is refused
     # 6. reverse: forward sweep + backward sweep from the rules.
     output = _differentiated_output(core, options)
-    hook_names = {_final_name(core, name, "hooks"): core.fresh(f"{name}_hook") for name, _ in options.hooks}
-    watched = [_final_name(core, name, "intermediates") for name in options.intermediates]
+    hook_names = {_final_name(core, own, name, "hooks"): core.fresh(f"{name}_hook") for name, _ in options.hooks}
+    watched = [_final_name(core, own, name, "intermediates") for name in options.intermediates]
     sweeps = reverse.transform(core, body_activity, rank_env, options.wrt, backend, output,
                                hooks=hook_names, intermediates=watched)
     live_out = set(sweeps.adjoints.values()) | set(sweeps.intermediates.values())
@@ -126,7 +142,7 @@ def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
     emit.load(text, filename, namespace)
     namespace[backend.MODULE_NAME] = backend.module()  # the module the backend chose (tests: a stand-in)
     return Compiled(text, namespace[_function_name(core, options)], free, namespace,
-                    functools.partial(compile_function, fn, options, param_ranks))
+                    functools.partial(compile_function, fn, options, param_ranks), inlined)
 
 
 def _rebound(name, key, wrt, namespace):
@@ -139,10 +155,11 @@ def _function_name(core, options) -> str:
     return f"{core.name}_{options.mode}"
 
 
-def _final_name(core, name, option):
-    """The one version of ``name`` that ``intermediates=``/``hooks=`` refer to."""
+def _final_name(core, own, name, option):
+    """The one version of ``name`` that ``intermediates=``/``hooks=`` refer to;
+    ``own``: the function's own names (not those of the calls inlined into it)."""
     origin = anno.get(core.body[-1], "origin")
-    if name not in core.final_names:
+    if name not in core.final_names or name not in own:
         raise errors.UserCodeError(f"{option}= names `{name}`, which {core.name} never assigns",
                                    origin, "name a variable the function assigns (`h = x @ w1`)")
     versions = [s for s in nodes.statements(core.body)

@@ -906,7 +906,7 @@ def bind_vjp(namespace, name, fn, wrt, ranks):
     It is compiled at its first call (not now: a recursive function binds its
     own vjp while being compiled); until then ``namespace[name]`` is a stub."""
     def first_call(*args):
-        program = _vjp_function(fn, wrt).program_for(ranks)
+        program = _vjp_function(fn, wrt).program_for(ranks, args)
 
         def several_outputs(*args):
             value, pullback = program(*args)
