@@ -119,6 +119,8 @@ class _Target:
     receiver: gast.expr | None = None   # bound to the first parameter (a method's self)
     receiver_path: tuple | None = None  # (parameter index, attributes) of the receiver object
     receiver_value: object = None
+    classes: list = dataclasses.field(default_factory=list)  # what the code is specialised on
+    methods: list = dataclasses.field(default_factory=list)  # (see Inlined), once it is inlined
 
 
 class _Inliner:
@@ -163,14 +165,16 @@ class _Inliner:
             return []
         items, parents = _calls_in_order(root, stmt)
         targets = [self._target(c) if isinstance(c, gast.Call) else None for c in items]
-        last = max((i for i, t in enumerate(targets) if t is not None and t.fn not in stack), default=None)
+        targets = [t if t is not None and t.fn not in stack and self._parsed(t.fn) is not None else None
+                   for t in targets]
+        last = max((i for i, t in enumerate(targets) if t is not None), default=None)
         if last is None:
             return []
         if any(not isinstance(c, gast.Call) for c in items[:last]):
             return []  # a call evaluated conditionally comes first: keep the order as it is
         out = []
         for call, target in zip(items[:last + 1], targets[:last + 1]):
-            if target is not None and target.fn not in stack:
+            if target is not None:
                 whole = parents[id(call)][0] is stmt and isinstance(stmt, (gast.Assign, gast.Return)) \
                     and (isinstance(stmt, gast.Return) or len(stmt.targets) == 1
                          and isinstance(stmt.targets[0], gast.Name))
@@ -214,9 +218,8 @@ class _Inliner:
                 return self._object_call(own[func.attr], (index, attrs + (func.attr,)), func, _prefix(func.attr))
             method = inspect.getattr_static(type(obj), func.attr, None)
             if isinstance(method, types.FunctionType):
-                self._guard_class(obj, (index, attrs))
-                self.inlined.methods.append((type(obj), func.attr, method))
-                return _Target(method, _prefix(func.attr), func.value, (index, attrs), obj)
+                return _Target(method, _prefix(func.attr), func.value, (index, attrs), obj,
+                               [(index, attrs, type(obj))], [(type(obj), func.attr, method)])
         return None
 
     def _object_call(self, obj, path, receiver, prefix) -> _Target | None:
@@ -231,14 +234,8 @@ class _Inliner:
             if not isinstance(target, types.FunctionType) or getattr(target, "__srcgrad_abstract__", False):
                 return None
             chain.append(("forward", target))
-        self._guard_class(obj, path)
-        self.inlined.methods += [(cls, name, f) for name, f in chain]
-        return _Target(target, prefix, receiver, path, obj)
-
-    def _guard_class(self, obj, path):
-        entry = (path[0], path[1], type(obj))
-        if entry not in self.inlined.classes:
-            self.inlined.classes.append(entry)
+        return _Target(target, prefix, receiver, path, obj, [(path[0], path[1], cls)],
+                       [(cls, name, f) for name, f in chain])
 
     # ---- one call ---------------------------------------------------------
     def _inline(self, call, target, stack, site):
@@ -264,6 +261,10 @@ class _Inliner:
                     return None, None
                 defaults[p.name] = nodes.const(p.default)
         self.inlined.count += 1
+        for entry in target.classes:
+            if entry not in self.inlined.classes:
+                self.inlined.classes.append(entry)
+        self.inlined.methods += [m for m in target.methods if m not in self.inlined.methods]
         stored = {n.id for n in gast.walk(fdef) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
         mapping, lines, known = {}, [], {}
         # Parameters, in order: the caller's name itself where the callee never assigns
