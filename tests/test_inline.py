@@ -246,16 +246,15 @@ class Doubled(nn.Module):
 
 
 def test_a_layer_replaced_by_another_class_compiles_again():
+    from conftest import numerical_grad
     model = Net()
     g = srcgrad.grad(net_loss, wrt=1)
-    np.testing.assert_allclose(g(model, X), srcgrad.testing.numerical_grad(net_loss, (model, X), 1)
-                               if hasattr(srcgrad.testing, "numerical_grad") else g(model, X))
+    np.testing.assert_allclose(g(model, X), numerical_grad(net_loss, (model, X), 1), rtol=1e-6, atol=1e-8)
     program = g._last
     first = program.source
     model.first.act = Doubled()  # another class: the code inlined Tanh's forward
     got = g(model, X)
     assert program.source != first and "2.0 * x" in program.source
-    from conftest import numerical_grad
     np.testing.assert_allclose(got, numerical_grad(net_loss, (model, X), 1), rtol=1e-6, atol=1e-8)
     model.first.act = nn.Tanh()
     np.testing.assert_allclose(g(model, X), numerical_grad(net_loss, (model, X), 1), rtol=1e-6, atol=1e-8)
@@ -311,3 +310,33 @@ def test_generated_code_of_a_model_is_one_readable_function():
     assert order == sorted(order)
     backward = code[code.index("---- backward sweep ----"):]
     assert backward.index("# functional.py:") < backward.index("np.einsum('nchwij,nohw->ocij'")
+
+
+# ---- a list of layers, unrolled -----------------------------------------------------
+
+def sequential_loss(model, x):
+    return np.sum(model(x) ** 2)
+
+
+def test_sequential_is_unrolled_over_its_layers():
+    model = nn.Sequential(nn.Linear(3, 4, dtype=np.float64), nn.Tanh(), nn.Linear(4, 2, dtype=np.float64))
+    code = srcgrad.source(srcgrad.grad(sequential_loss), model, X)
+    assert flat(code), code
+    assert "layers = model.layers" in code and "layers[2]" in code
+    assert "rt.vjp_field" not in code  # each layer's weight is known to be a matrix
+    check_grads(sequential_loss, (model, X), wrt=(0, 1))
+    g = srcgrad.grad(sequential_loss)(model, X)
+    assert isinstance(g, nn.Sequential) and g.layers[2].weight.shape == (2, 4) and g.layers[1] is not None
+
+
+def test_a_list_of_layers_that_grows_or_changes_compiles_again():
+    from conftest import numerical_grad
+    model = nn.Sequential(nn.Linear(3, 3, dtype=np.float64), nn.Tanh())
+    g = srcgrad.grad(sequential_loss, wrt=1)
+    g(model, X)
+    for change in (lambda: model.layers.append(nn.Linear(3, 2, dtype=np.float64)),
+                   lambda: model.layers.__setitem__(1, nn.Sigmoid()),
+                   lambda: model.layers.pop(0)):
+        change()
+        np.testing.assert_allclose(g(model, X), numerical_grad(sequential_loss, (model, X), 1),
+                                   rtol=1e-6, atol=1e-8)

@@ -60,6 +60,7 @@ _NOT_INLINED = (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef, gast.Lam
                 gast.Nonlocal, gast.Yield, gast.YieldFrom, gast.Await, gast.ListComp, gast.SetComp,
                 gast.DictComp, gast.GeneratorExp, gast.Try, gast.With, gast.Delete)
 _DEPTH = 16  # nesting of inlined calls (a chain of helpers)
+_UNROLL = 64  # the most layers a loop over a model's list of layers is unrolled for
 
 
 @dataclasses.dataclass
@@ -67,8 +68,9 @@ class Inlined:
     """What code with inlined calls depends on, checked before each call.
 
     Attributes:
-        classes: ``(parameter index, attribute path, class)``: the object at that
-            path of that argument had that class.
+        classes: ``(parameter index, path, class, length)``: the object at that
+            path of that argument (attribute names, and list indices) had that
+            class, and that length where it is not None (a list of layers unrolled).
         methods: ``(class, name, function)``: ``getattr(class, name)`` was that function.
         free: the callees' own free names, ``(FreeNames, {their name: the name in the code})``.
         count: how many calls were inlined.
@@ -84,11 +86,14 @@ class Inlined:
 
     def holds(self, args) -> bool:
         """Whether ``args`` (the compiled function's arguments) still fit the code."""
-        for index, path, cls in self.classes:
+        for index, path, cls, length in self.classes:
             value = args[index]
             for attr in path:
-                value = getattr(value, attr, _MISSING)
-            if type(value) is not cls:
+                if type(attr) is int:
+                    value = value[attr] if type(value) in (list, tuple) and attr < len(value) else _MISSING
+                else:
+                    value = getattr(value, attr, _MISSING)
+            if type(value) is not cls or length is not None and len(value) != length:
                 return False
         for cls, attr, fn in self.methods:
             if getattr(cls, attr, _MISSING) is not fn:
@@ -141,7 +146,10 @@ class _Inliner:
     def block(self, stmts, stack) -> list:
         out = []
         for stmt in stmts:
-            if isinstance(stmt, (gast.If, gast.For, gast.While)):
+            unrolled = self._unroll(stmt, stack) if isinstance(stmt, gast.For) else None
+            if unrolled is not None:
+                out += unrolled
+            elif isinstance(stmt, (gast.If, gast.For, gast.While)):
                 before = self._hoist_from(stmt, stack) if not isinstance(stmt, gast.While) else []
                 stmt.body = self.block(stmt.body, stack)
                 stmt.orelse = self.block(stmt.orelse, stack)
@@ -195,6 +203,39 @@ class _Inliner:
         out.append(_located(nodes.assign(name, call), call))
         return nodes.name(name)
 
+    def _unroll(self, loop, stack):
+        """``for layer in self.layers: x = layer(x)`` over a list of objects that a
+        known object holds: one copy of the body per item, each item read into a
+        name of its own (known, so its calls are inlined); None where not."""
+        it, name = loop.iter, getattr(loop.target, "id", None)
+        if loop.orelse or name is None or not isinstance(it, gast.Attribute) \
+                or not isinstance(it.value, gast.Name) or it.value.id not in self.known:
+            return None
+        obj, (index, attrs) = self.known[it.value.id]
+        items = vars(obj).get(it.attr, _MISSING)
+        if type(items) not in (list, tuple) or not 0 < len(items) <= _UNROLL \
+                or not all(is_object(v) for v in items) or _descriptor(type(obj), it.attr):
+            return None
+        inside = [n for s in loop.body for n in gast.walk(s)]
+        if any(isinstance(n, (gast.Break, gast.Continue, gast.Return, gast.FunctionDef, gast.Lambda))
+               or isinstance(n, gast.Name) and n.id == name and not isinstance(n.ctx, gast.Load)
+               for n in inside) or not any(isinstance(n, gast.Call) and _root(n.func) == name for n in inside):
+            return None
+        path = attrs + (it.attr,)
+        self.inlined.classes.append((index, path, type(items), len(items)))
+        held = self._fresh(it.attr)
+        out = [_located(nodes.assign(held, nodes.copy(it)), loop)]
+        for k, item in enumerate(items):
+            each = self._fresh(name)
+            body = nodes.copy(loop.body)
+            nodes.rename(body, {name: each})
+            read = gast.Subscript(value=nodes.name(held), slice=nodes.const(k), ctx=gast.Load())
+            out.append(_located(nodes.assign(each, read), loop))
+            self.known[each] = self.seen[each] = (item, (index, path + (k,)))
+            out += self.block(body, stack)
+        out.append(_located(nodes.assign(name, nodes.name(each)), loop))  # what the loop leaves bound
+        return out
+
     # ---- targets ----------------------------------------------------------
     def _target(self, call) -> _Target | None:
         if any(isinstance(a, gast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
@@ -212,21 +253,21 @@ class _Inliner:
             obj, (index, attrs) = self.known[func.value.id]
             own = vars(obj)
             if func.attr in own:
-                if isinstance(inspect.getattr_static(type(obj), func.attr, None), property) \
-                        or not is_object(own[func.attr]):
+                if _descriptor(type(obj), func.attr) or not is_object(own[func.attr]):
                     return None
                 return self._object_call(own[func.attr], (index, attrs + (func.attr,)), func, _prefix(func.attr))
             method = inspect.getattr_static(type(obj), func.attr, None)
-            if isinstance(method, types.FunctionType):
+            if isinstance(method, types.FunctionType) and _plain_reads(type(obj)):
                 return _Target(method, _prefix(func.attr), func.value, (index, attrs), obj,
-                               [(index, attrs, type(obj))], [(type(obj), func.attr, method)])
+                               [(index, attrs, type(obj), None)], [(type(obj), func.attr, method)])
         return None
 
     def _object_call(self, obj, path, receiver, prefix) -> _Target | None:
         """Calling an object: its class's ``__call__``, or ``forward`` for an ``nn.Module``."""
         cls = type(obj)
         call = inspect.getattr_static(cls, "__call__", None)
-        if not isinstance(call, types.FunctionType) or "forward" in vars(obj) or "__call__" in vars(obj):
+        if not isinstance(call, types.FunctionType) or "forward" in vars(obj) or "__call__" in vars(obj) \
+                or not _plain_reads(cls):
             return None
         target, chain = call, [("__call__", call)]
         if getattr(call, "__srcgrad_calls_forward__", False):
@@ -234,7 +275,7 @@ class _Inliner:
             if not isinstance(target, types.FunctionType) or getattr(target, "__srcgrad_abstract__", False):
                 return None
             chain.append(("forward", target))
-        return _Target(target, prefix, receiver, path, obj, [(path[0], path[1], cls)],
+        return _Target(target, prefix, receiver, path, obj, [(path[0], path[1], cls, None)],
                        [(cls, name, f) for name, f in chain])
 
     # ---- one call ---------------------------------------------------------
@@ -465,6 +506,17 @@ def _literal(value) -> bool:
     return value is None or type(value) in (bool, int, float, str)
 
 
+def _descriptor(cls, attr) -> bool:
+    """Whether reading ``attr`` from an instance of ``cls`` may run code of the class's
+    (a property or another descriptor, ``__getattribute__``): not the value stored."""
+    static = inspect.getattr_static(cls, attr, None)
+    return static is not None and hasattr(type(static), "__get__") or not _plain_reads(cls)
+
+
+def _plain_reads(cls) -> bool:
+    return inspect.getattr_static(cls, "__getattribute__") is object.__getattribute__
+
+
 def _root(node):
     while isinstance(node, (gast.Attribute, gast.Subscript)):
         node = node.value
@@ -519,7 +571,11 @@ def _chain_value(node, values):
         return vars(base).get(node.attr, _MISSING) if hasattr(base, "__dict__") else _MISSING
     if isinstance(node, gast.Subscript):
         base = _chain_value(node.value, values)
-        return None if base is None else _MISSING
+        if base is None or base is _MISSING:
+            return base
+        index = node.slice.value if isinstance(node.slice, gast.Constant) else None
+        return base[index] if type(base) in (list, tuple) and type(index) is int and -len(base) <= index < len(base) \
+            else _MISSING
     return None
 
 
