@@ -46,6 +46,7 @@ import inspect
 import types
 
 import gast
+import numpy as np
 
 from .. import anno, errors, nodes
 from ..rules import registry
@@ -534,27 +535,33 @@ def _leaks(body, known) -> bool:
     with a rule) is given a known object or an object it holds: it could change
     which layers the object holds while the code runs."""
     values = {name: value for name, (value, _) in known.items()}
+
+    def holds_object(node):
+        return any(_may_hold_object(_chain_value(n, values)) for n in gast.walk(node))
     for _ in range(2):  # twice: a loop's second iteration sees what the first bound
         for stmt in nodes.statements(body):
-            if isinstance(stmt, gast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], gast.Name):
+            if isinstance(stmt, gast.Assign):
                 found = _chain_value(stmt.value, values)
+                if found is None and holds_object(stmt.value):  # `pair = (model.conv, x)`
+                    found = _MISSING
                 if found is not None:
-                    values[stmt.targets[0].id] = found
-            elif isinstance(stmt, gast.For) and _chain_value(stmt.iter, values) is not None:
+                    for n in (n for t in stmt.targets for n in gast.walk(t)):
+                        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
+                            values[n.id] = found if isinstance(stmt.targets[0], gast.Name) else _MISSING
+            elif isinstance(stmt, gast.For) and holds_object(stmt.iter):
                 for n in gast.walk(stmt.target):
                     if isinstance(n, gast.Name):
                         values[n.id] = _MISSING
     for call in (n for s in body for n in gast.walk(s) if isinstance(n, gast.Call)):
         if registry.lookup(anno.get(call.func, "resolved", None)) is not None:
             continue
-        given = call.args + [k.value for k in call.keywords] + [call.func]
-        for part in given:
-            for node in gast.walk(part):
-                value = _chain_value(node, values)
-                if value is not None and (value is _MISSING or is_object(value)
-                                          or isinstance(value, (list, tuple, dict))):
-                    return True
+        if any(holds_object(part) for part in call.args + [k.value for k in call.keywords] + [call.func]):
+            return True
     return False
+
+
+def _may_hold_object(value) -> bool:
+    return value is _MISSING or is_object(value) or isinstance(value, (list, tuple, dict))
 
 
 def _chain_value(node, values):
@@ -568,7 +575,9 @@ def _chain_value(node, values):
         base = _chain_value(node.value, values)
         if base is None or base is _MISSING:
             return base
-        return vars(base).get(node.attr, _MISSING) if hasattr(base, "__dict__") else _MISSING
+        if hasattr(base, "__dict__") and not isinstance(base, np.ndarray):
+            return vars(base).get(node.attr, _MISSING)
+        return None  # an array's (or a number's) attribute or method: no object of the user's
     if isinstance(node, gast.Subscript):
         base = _chain_value(node.value, values)
         if base is None or base is _MISSING:
