@@ -340,3 +340,52 @@ def test_a_list_of_layers_that_grows_or_changes_compiles_again():
         change()
         np.testing.assert_allclose(g(model, X), numerical_grad(sequential_loss, (model, X), 1),
                                    rtol=1e-6, atol=1e-8)
+
+
+# ---- the model-shaped gradient, built by one walk ----------------------------------
+
+class Odd:
+    """Attributes of every kind an object of parameters may hold."""
+
+    def __init__(self):
+        self.w = rng.standard_normal((2, 3))
+        self.w32 = rng.standard_normal(3).astype(np.float32)
+        self.temperature = 0.5
+        self.steps = 3
+        self.flag = True
+        self.mask = np.array([1, 0, 1])
+        self.shape = (2, 3)
+        self.name = "odd"
+        self.inner = Block()
+        self.empty = nn.ReLU()
+
+    @property
+    def doubled(self):
+        return 2 * self.w
+
+
+def odd_loss(m, x):
+    return np.sum(m.inner(x) * m.temperature) + np.sum(m.w32 * m.w) * m.steps
+
+
+def test_model_gradient_by_one_walk_equals_the_general_path(monkeypatch):
+    from srcgrad import tree
+    model = Odd()
+    fast = srcgrad.grad(odd_loss)(model, X)
+
+    def general(sparse, like):
+        raise tree._Unusual
+    monkeypatch.setattr(tree, "_object_gradient", general)
+    slow = srcgrad.grad(odd_loss)(model, X)
+    assert type(fast) is Odd and type(fast.inner.inner) is nn.Linear
+    for key in vars(slow):
+        a, b = getattr(fast, key), getattr(slow, key)
+        if isinstance(b, np.ndarray):
+            assert a.dtype == b.dtype and a is not getattr(model, key)
+            np.testing.assert_array_equal(a, b)
+        elif isinstance(b, (nn.Module,)):
+            for name, value in b.named_parameters():
+                np.testing.assert_array_equal(dict(a.named_parameters())[name], value)
+        else:
+            assert a == b and type(a) is type(b), key
+    check_grads(odd_loss, (model, X), wrt=0)
