@@ -387,6 +387,11 @@ def rank_of_argument(value):
 
 
 def _tree_rank(value):
+    if tree._is_object(value):
+        try:  # a model of objects and arrays (each training step): one walk, no flattening
+            return _object_rank(value)
+        except _Unusual:
+            pass
     paths, leaves, _ = tree.flatten(value)
     nested: dict = {}
     for path, leaf in zip(paths, leaves):
@@ -399,3 +404,31 @@ def _tree_rank(value):
     def freeze(d):
         return ranks.TreeRank((k, freeze(v) if isinstance(v, dict) else v) for k, v in d.items())
     return freeze(nested)
+
+
+class _Unusual(Exception):
+    """Raised by :func:`_object_rank` for what only flattening handles."""
+
+
+def _object_rank(obj):
+    """``_tree_rank`` of an object whose attributes are arrays, other such objects and
+    values carried along (containers without parameters): the same ``TreeRank``, by
+    one walk over its attributes (the parameters of ``tree._flatten_object``)."""
+    cls = type(obj)
+    entries = []
+    for key, value in vars(obj).items():
+        if type(value) is np.ndarray:
+            if value.dtype.kind in "fc" and not isinstance(getattr(cls, key, None), functools.cached_property):
+                entries.append((key, value.ndim))
+        elif isinstance(value, (list, tuple, dict)):
+            if tree._has_params(value):
+                raise _Unusual
+        elif isinstance(value, np.ndarray):
+            raise _Unusual
+        elif tree._is_object(value):
+            if isinstance(getattr(cls, key, None), functools.cached_property):
+                raise _Unusual
+            rank = _object_rank(value)
+            if rank:  # (an object without parameters flattens to nothing)
+                entries.append((key, rank))
+    return ranks.TreeRank(entries)

@@ -389,3 +389,16 @@ def test_model_gradient_by_one_walk_equals_the_general_path(monkeypatch):
         else:
             assert a == b and type(a) is type(b), key
     check_grads(odd_loss, (model, X), wrt=0)
+
+
+def test_model_ranks_by_one_walk_equal_the_flattened_ones(monkeypatch):
+    from srcgrad import pipeline
+    models = [Odd(), Net(), nn.Sequential(nn.Linear(2, 2), nn.ReLU()), nn.ReLU(), Block()]
+    fast = [pipeline.rank_of_argument(m) for m in models]
+
+    def general(obj):
+        raise pipeline._Unusual
+    monkeypatch.setattr(pipeline, "_object_rank", general)
+    for m, rank in zip(models, fast):
+        slow = pipeline.rank_of_argument(m)
+        assert rank == slow and hash(rank) == hash(slow), type(m).__name__
