@@ -402,3 +402,20 @@ def test_model_ranks_by_one_walk_equal_the_flattened_ones(monkeypatch):
     for m, rank in zip(models, fast):
         slow = pipeline.rank_of_argument(m)
         assert rank == slow and hash(rank) == hash(slow), type(m).__name__
+
+
+def test_a_function_rebound_in_a_callees_module_compiles_again(tmp_path, monkeypatch):
+    import importlib
+    (tmp_path / "srcgrad_inline_chain.py").write_text(
+        "def inner(x):\n    return x * 2.0\n\n\ndef outer(x):\n    return inner(x) + 1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    module = importlib.import_module("srcgrad_inline_chain")
+
+    def f(x):
+        return np.sum(module.outer(x) ** 2)
+    g = srcgrad.grad(f)
+    np.testing.assert_allclose(g(V), 4.0 * (2.0 * V + 1.0))
+    assert flat(srcgrad.source(g, V))
+    module.inner = lambda x: x * 3.0  # read by the inlined `outer`: compiled again
+    np.testing.assert_allclose(g(V), 6.0 * (3.0 * V + 1.0))

@@ -79,8 +79,8 @@ class Inlined:
             it may change what the object holds, so compile again without objects.
     """
 
-    classes: list = dataclasses.field(default_factory=list)
-    methods: list = dataclasses.field(default_factory=list)
+    classes: dict = dataclasses.field(default_factory=dict)  # (entries as keys: each once, in order)
+    methods: dict = dataclasses.field(default_factory=dict)
     free: list = dataclasses.field(default_factory=list)
     count: int = 0
     leaked: bool = False
@@ -223,7 +223,7 @@ class _Inliner:
                for n in inside) or not any(isinstance(n, gast.Call) and _root(n.func) == name for n in inside):
             return None
         path = attrs + (it.attr,)
-        self.inlined.classes.append((index, path, type(items), len(items)))
+        self.inlined.classes[(index, path, type(items), len(items))] = None
         held = self._fresh(it.attr)
         out = [_located(nodes.assign(held, nodes.copy(it)), loop)]
         for k, item in enumerate(items):
@@ -303,10 +303,8 @@ class _Inliner:
                     return None, None
                 defaults[p.name] = nodes.const(p.default)
         self.inlined.count += 1
-        for entry in target.classes:
-            if entry not in self.inlined.classes:
-                self.inlined.classes.append(entry)
-        self.inlined.methods += [m for m in target.methods if m not in self.inlined.methods]
+        self.inlined.classes.update(dict.fromkeys(target.classes))
+        self.inlined.methods.update(dict.fromkeys(target.methods))
         stored = {n.id for n in gast.walk(fdef) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
         mapping, lines, known = {}, [], {}
         # Parameters, in order: the caller's name itself where the callee never assigns
@@ -402,16 +400,16 @@ class _Inliner:
         except errors.SrcgradError:
             return None  # compiled on its own at run time, as before, where the error shows
         inside = [n for s in fdef.body for n in gast.walk(s)]
+        local = resolve.local_names(fdef)
         if any(isinstance(n, _NOT_INLINED) for n in inside) \
                 or any(isinstance(n, gast.Return) for s in fdef.body[:-1] for n in gast.walk(s)) \
                 or any(isinstance(n, (gast.Attribute, gast.Subscript)) and isinstance(n.ctx, gast.Store)
-                       and _root(n) not in resolve.local_names(fdef) for n in inside) \
+                       and _root(n) not in local for n in inside) \
                 or any(isinstance(n, gast.Attribute) and isinstance(n.ctx, gast.Store) for n in inside) \
                 or "__class__" in callee_free.names:
             return None
         # Every name it reads is its own or resolved in its module (else the caller's
         # namespace would answer for it).
-        local = resolve.local_names(fdef)
         if any(isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load) and n.id not in local
                and n.id not in callee_free.names for n in gast.walk(fdef)):
             return None
