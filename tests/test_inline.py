@@ -99,7 +99,7 @@ def scaled(x):
     return x * SCALE
 
 
-def shadows_a_global(x, SCALE):  # noqa: N803 - the caller's local named like the callee's global
+def shadows_a_global(x, SCALE):  # the caller's local, named like the callee's global
     return np.sum(scaled(x) * SCALE)
 
 
