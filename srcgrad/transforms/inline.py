@@ -18,6 +18,9 @@ own source (each statement keeps its origin, so the generated code's comments sa
 * its free names read from its own module (renamed where the caller's differ),
   and the callee's own resolved calls inlined in turn.
 
+A loop over a list of objects that a known object holds (``for layer in
+self.layers: x = layer(x)``) is unrolled: one copy of the body per item.
+
 Calls in a statement are taken out of it in the order Python evaluates them, so
 the inlined bodies run where the calls did.  Returns an :class:`Inlined`: what
 the compiled code is specialised on (the class at each object path, the
@@ -33,11 +36,11 @@ conditional expressions and ``while`` tests (evaluated conditionally).  Object
 paths are used only while nothing else can change the object: the function
 stores no attribute, and no call that is not inlined is given (part of) it.
 
-Before/after::
+Before/after, with ``Net.forward(self, x)`` being ``return x @ self.w``::
 
     def loss(model, x):                     def loss(model, x):
-        return np.sum(model(x))                 h = x @ model.w      # DigitsCNN.forward
-                                                return np.sum(h)
+        return np.sum(model(x))                 model_out = x @ model.w  # its line's comment
+                                                return np.sum(model_out)
 """
 from __future__ import annotations
 
