@@ -200,6 +200,9 @@ class _Unusual(Exception):
     """Raised by :func:`_object_gradient` for what only the general path handles."""
 
 
+_SLOTS: dict = {}  # class -> whether it or a base declares __slots__
+
+
 def _object_gradient(sparse, like):
     """``materialize`` for an object whose attributes are arrays, numbers, other such
     objects and values carried along (no lists, dicts, tuples, ``__slots__``):
@@ -210,7 +213,10 @@ def _object_gradient(sparse, like):
         _Unusual: anything else; the caller takes the general path.
     """
     cls = type(like)
-    if any("__slots__" in vars(k) for k in cls.__mro__):
+    slots = _SLOTS.get(cls)
+    if slots is None:
+        slots = _SLOTS[cls] = any("__slots__" in vars(k) for k in cls.__mro__)
+    if slots:
         raise _Unusual
     try:
         out = object.__new__(cls)
@@ -227,8 +233,12 @@ def _object_gradient(sparse, like):
             elif kind != "f":
                 raise _Unusual
             elif not isinstance(getattr(cls, key, None), functools.cached_property):
-                g = np.zeros_like(value) if g is None or isinstance(g, dict) else g
-                fields[key] = np.array(np.broadcast_to(g, value.shape), dtype=value.dtype)
+                if g is None or isinstance(g, dict):
+                    fields[key] = np.zeros_like(value)
+                elif type(g) is np.ndarray and g.shape == value.shape:
+                    fields[key] = np.array(g, dtype=value.dtype)  # (its own copy, as below)
+                else:
+                    fields[key] = np.array(np.broadcast_to(g, value.shape), dtype=value.dtype)
         elif isinstance(value, (list, tuple, dict)):
             if _has_params(value):
                 raise _Unusual
