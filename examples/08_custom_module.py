@@ -12,10 +12,11 @@ to the model: the gradient is an object of the model's own structure
 (``grads.linear1.weight``), which ``optimizer.step(grads)`` applies.  There
 is no ``zero_grad``: gradients are values, never accumulated on the model.
 
-The generated code is printed and saved: the loss calls the model through
-``dispatch.vjp_call``, ``TwoLayerNet.forward`` calls its layers through
-``dispatch.vjp_method``, and ``Linear.forward``'s code holds the matrix products.
-From a shell: ``python -m srcgrad.cli show examples/08_custom_module.py:TwoLayerNet.forward
+The generated code is printed and saved: one function, the loss with the
+model's ``forward`` and both ``Linear.forward`` calls inlined into it (each
+layer read once, ``linear1 = model.linear1``, its lines under their own
+``# layers.py`` comments), then the backward sweep in reverse.  The forward
+alone, as the vjp of a method, from a shell: ``python -m srcgrad.cli show examples/08_custom_module.py:TwoLayerNet.forward
 --mode vjp --wrt self --ndim self=tree,x=2``.
 
 Run it from the repository root::
@@ -95,16 +96,7 @@ def main(argv=None) -> None:
     print("gradient check: srcgrad agrees with finite differences on every parameter of TwoLayerNet(5, 4, 3)")
 
     loss_and_grads = srcgrad.value_and_grad(loss_fn)  # wrt=0: the model
-    parts = [
-        ("loss_fn: the model is called through dispatch.vjp_call",
-         srcgrad.source(loss_and_grads, model, x, y)),
-        ("TwoLayerNet.forward: each layer through dispatch.vjp_method",
-         srcgrad.source(srcgrad.vjp(TwoLayerNet.forward, wrt="self"), model, x)),
-        ("Linear.forward, called as self.linear2(h_relu): w.r.t. the layer and its input",
-         srcgrad.source(srcgrad.vjp(nn.Linear.forward, wrt=("self", "x")), model.linear2,
-                        np.maximum(model.linear1(x), 0))),
-    ]
-    code = "\n\n".join(f"# ==== {title} ====\n{source}" for title, source in parts)
+    code = srcgrad.source(loss_and_grads, model, x, y)  # the model and its layers inlined
     args.out.mkdir(parents=True, exist_ok=True)
     code_path = args.out / "08_custom_module_grad.py"
     code_path.write_text(code)

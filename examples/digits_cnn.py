@@ -5,10 +5,10 @@ convolution (1 -> 16 channels, padding 1) on the 8x8 images, ReLU, 2x2 max
 pooling, and a linear classifier to the 10 digits, trained with
 ``srcgrad.optim.Adam`` on the cross-entropy, its step size decayed along a
 half cosine.  The layers are ordinary NumPy (``srcgrad/nn/layers.py``);
-``srcgrad`` reads their source and writes each one's backward pass as plain
-Python.  This script prints that code once before training (the loss, the
-model's forward and the convolution) and saves all of it (every layer), so
-you can read exactly what computes the gradients.
+``srcgrad`` reads their source and writes the backward pass as plain Python:
+one function, with the model's forward and every layer inlined into it.  This
+script prints that code once before training and saves it, so you can read
+exactly what computes the gradients.
 
 Data: ``sklearn.datasets.load_digits`` (1,797 real 8x8 images, shipped with
 scikit-learn, no download), split 80/20 into training and held-out test sets
@@ -22,8 +22,8 @@ Run it from the repository root::
     python examples/digits_cnn.py --out DIR  # write the plot and the code to DIR instead of out/
 
 It writes ``out/digits_cnn.png`` (loss and accuracy per epoch) and
-``out/digits_cnn_grad.py`` (the generated gradient code: the loss, the
-model's forward, and each layer it calls), and checks its own results: it
+``out/digits_cnn_grad.py`` (the generated gradient code: the loss with the
+model's forward and each layer it calls inlined), and checks its own results: it
 exits with an error message if the loss does not fall or the test accuracy
 is below 95% (60% in quick mode).  Quick mode also compares srcgrad's
 gradient with finite differences.
@@ -104,34 +104,16 @@ def evaluate(model, x, labels):
     return float(nn.cross_entropy(scores, labels)), float(np.mean(scores.argmax(axis=1) == labels))
 
 
-def generated_code(loss_and_grads, model, x, labels) -> tuple[str, str]:
-    """The code srcgrad runs for one training step: (what to print, what to save).
+def generated_code(loss_and_grads, model, x, labels) -> str:
+    """The code srcgrad runs for one training step: one function.
 
-    The loss's own code calls the model through ``dispatch.vjp_call``; the model's
-    forward calls each layer through ``dispatch.vjp_method``; each of those is the
-    layer's ``forward`` differentiated with respect to what that call needs
-    (the layer's parameters, and its input unless the input is the data).
+    The loss, the model's ``forward`` and each layer it calls (and
+    ``nn.cross_entropy``) are inlined where they are called: the forward sweep
+    runs them in order, each layer's lines under their own ``# layers.py:NN``
+    comment, and the backward sweep runs them in reverse.  The code checks the
+    layers' classes when it is called, and is compiled again if one changes.
     """
-    vjp = srcgrad.vjp
-    h = model.relu(model.conv(x))
-    pooled = model.pool(h)
-    parts = [
-        ("the loss", srcgrad.source(loss_and_grads, model, x, labels)),
-        ("DigitsCNN.forward, called as model(x)",
-         srcgrad.source(vjp(DigitsCNN.forward, wrt="self"), model, x)),
-        ("Conv2d.forward, called as self.conv(x): w.r.t. the layer only, x is data",
-         srcgrad.source(vjp(nn.Conv2d.forward, wrt="self"), model.conv, x)),
-        ("ReLU.forward", srcgrad.source(vjp(nn.ReLU.forward, wrt=("self", "x")), model.relu, h)),
-        ("MaxPool2d.forward", srcgrad.source(vjp(nn.MaxPool2d.forward, wrt=("self", "x")), model.pool, h)),
-        ("Flatten.forward",
-         srcgrad.source(vjp(nn.Flatten.forward, wrt=("self", "x")), model.to_vector, pooled)),
-        ("Linear.forward", srcgrad.source(vjp(nn.Linear.forward, wrt=("self", "x")), model.fc,
-                                          model.to_vector(pooled))),
-        ("nn.cross_entropy", srcgrad.source(vjp(nn.cross_entropy, wrt="logits"), model(x), labels)),
-    ]
-    sections = [f"# ==== {title} ====\n{code}" for title, code in parts]
-    # Printed: the loss, the model and the convolution; saved: every layer too.
-    return "\n".join(sections[:3]), "\n\n".join(sections)
+    return srcgrad.source(loss_and_grads, model, x, labels)
 
 
 def check_gradient(model, x, labels, entries=3, seed=0):
@@ -245,11 +227,11 @@ def main(argv=None) -> None:
     print(model)
     args.out.mkdir(parents=True, exist_ok=True)
 
-    shown, saved = generated_code(srcgrad.value_and_grad(loss), model, x_train[:32], y_train[:32])
+    code = generated_code(srcgrad.value_and_grad(loss), model, x_train[:32], y_train[:32])
     code_path = args.out / "digits_cnn_grad.py"
-    code_path.write_text(saved)
-    print(f"---- the gradient code srcgrad generated (all of it, every layer too: {code_path}) ----")
-    print(shown)
+    code_path.write_text(code)
+    print(f"---- the gradient code srcgrad generated (one function, every layer inlined: {code_path}) ----")
+    print(code)
 
     if args.quick:
         check_gradient(model, x_train[:16], y_train[:16])

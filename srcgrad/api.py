@@ -152,15 +152,16 @@ class GradientFunction:
 
     def compiled(self, args) -> Compiled:
         """The compiled program for these (positional) arguments, from the cache if there."""
-        return self.program_for(tuple(map(rank_of_argument, args)))
+        return self.program_for(tuple(map(rank_of_argument, args)), args)
 
-    def program_for(self, key: tuple) -> Compiled:
-        """The compiled program for arguments of these ranks (see ``rank_of_argument``)."""
+    def program_for(self, key: tuple, args=None) -> Compiled:
+        """The compiled program for arguments of these ranks (see ``rank_of_argument``);
+        ``args``: the arguments, whose objects' methods it may inline."""
         program = self._cache.get(key)
         if program is None:
             backends.get(self.options.backend).check_device()
             try:
-                program = self._cache[key] = compile_function(self.fn, self.options, key, bind_vjp)
+                program = self._cache[key] = compile_function(self.fn, self.options, key, bind_vjp, args)
             except errors.UserCodeError as error:
                 error.compiling.append(self.fn)  # which function's code the error sits in
                 raise
@@ -372,7 +373,7 @@ def bind_vjp(namespace, name, fn, wrt, ranks):
     It is compiled at its first call (not now: a recursive function binds its
     own vjp while being compiled); until then ``namespace[name]`` is a stub."""
     def first_call(*args):
-        program = vjp_function(fn, wrt).program_for(ranks)
+        program = vjp_function(fn, wrt).program_for(ranks, args)
 
         def several_outputs(*args):
             value, pullback = program(*args)

@@ -1,8 +1,8 @@
 """The compiler, top to bottom.  Each step is one pass in ``transforms/`` or
 one analysis in ``analysis/``; read this file to see the whole of srcgrad.
 
-    source → resolve → validate → normalize (ANF) → analyze (activity, ranks)
-           → reverse → optimize → emit and load
+    source → resolve → inline → exits → validate → normalize (ANF)
+           → analyze (activity, ranks) → reverse → optimize → emit and load
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 
 from . import anno, backends, errors, nodes, runtime, templates, tree
 from .analysis import activity, ranks, sharing
-from .transforms import anf, emit, exits, optimize, parse, resolve, reverse, validate
+from .transforms import anf, emit, exits, inline, optimize, parse, resolve, reverse, validate
 
 MODES = ("grad", "value_and_grad", "vjp")
 
@@ -56,32 +56,47 @@ class Compiled:
     function: object
     free: resolve.FreeNames
     namespace: dict
-    remake: object = None  # () -> a new Compiled of the same function, options and ranks
+    remake: object = None  # (args) -> a new Compiled of the same function, options and ranks
+    inlined: inline.Inlined = None
 
     def __call__(self, *args):
-        if not self.free.refresh(self.namespace):
-            # A function or class the code was specialised on was rebound: compile
-            # again from what the names hold now (in place: callers keep this object).
-            fresh = self.remake()
-            self.source, self.function, self.free, self.namespace = \
-                fresh.source, fresh.function, fresh.free, fresh.namespace
+        if not (self.free.refresh(self.namespace) and self.inlined.holds(args)):
+            # A function or class the code was specialised on was rebound, or an object
+            # whose methods it inlined has another class: compile again from what the
+            # names and arguments hold now (in place: callers keep this object).
+            fresh = self.remake(args)
+            self.source, self.function, self.free, self.namespace, self.inlined = \
+                fresh.source, fresh.function, fresh.free, fresh.namespace, fresh.inlined
+            self.free.refresh(self.namespace)
         return self.function(*args)
 
 
-def compile_function(fn, options: Options, param_ranks: tuple, link=None) -> Compiled:
+def compile_function(fn, options: Options, param_ranks: tuple, link=None, args=None) -> Compiled:
     """``fn``'s gradient program for arguments of these ranks, loaded.
 
     ``link(namespace, name, callee, wrt, ranks)`` binds, under ``name``, the vjp of a
     function the code calls directly (``h, h_pullback = layer_vjp(x, w)``):
     ``api.bind_vjp``, which compiles it at its first call.  The pipeline does not
     compile callees itself: that is the API's job, above it.  Without ``link`` the
-    code is for reading only (a callee's name is left unbound).
+    code is for reading only (a callee's name is left unbound).  ``args``, the
+    arguments themselves where known, tell which methods and layers an object
+    argument's calls reach (then they are inlined, and the code checks the classes).
     """
     backend = backends.get(options.backend)
     # 1. source: gast tree with every node's user origin.
     fdef = parse.transform(fn)
     # 2. resolve before validate: validation messages may name resolved callees.
     free = resolve.transform(fdef, fn)
+    # 2b. inline calls whose targets are known now (after resolve: it reads what names
+    #     denote; before exits/validate/normalize: they then see one flat function).
+    params, own = anf.parameters(fdef.args), resolve.local_names(fdef)
+    objects = {p: v for p, v in zip(params, args or ()) if inline.is_object(v)}
+    inlined = inline.transform(fdef, fn, free, objects)
+    if inlined.leaked:  # an object's layers may change while the code runs: known only at run time
+        fdef = parse.transform(fn)
+        free = resolve.transform(fdef, fn)
+        inlined = inline.transform(fdef, fn, free, {})
+    free.parts = inlined.free
     # 3. exits: break/continue/early return become flags, so later passes see
     #    structured control flow only (before validate, which then rejects none).
     exits.transform(fdef)
@@ -95,8 +110,8 @@ def compile_function(fn, options: Options, param_ranks: tuple, link=None) -> Com
     shared = sharing.check(core.body, rank_env, core.params)  # a write seen through another name is refused
     # 6. reverse: forward sweep + backward sweep from the rules.
     output = _differentiated_output(core, options)
-    hook_names = {_final_name(core, name, "hooks"): core.fresh(f"{name}_hook") for name, _ in options.hooks}
-    watched = [_final_name(core, name, "intermediates") for name in options.intermediates]
+    hook_names = {_final_name(core, own, name, "hooks"): core.fresh(f"{name}_hook") for name, _ in options.hooks}
+    watched = [_final_name(core, own, name, "intermediates") for name in options.intermediates]
     sweeps = reverse.transform(core, body_activity, rank_env, options.wrt, backend, output,
                                hooks=hook_names, intermediates=watched)
     live_out = set(sweeps.adjoints.values()) | set(sweeps.intermediates.values())
@@ -135,17 +150,18 @@ def compile_function(fn, options: Options, param_ranks: tuple, link=None) -> Com
     emit.load(text, filename, namespace)
     namespace[backend.MODULE_NAME] = backend.module()  # the module the backend chose (tests: a stand-in)
     return Compiled(text, namespace[_function_name(core, options)], free, namespace,
-                    functools.partial(compile_function, fn, options, param_ranks, link))
+                    functools.partial(compile_function, fn, options, param_ranks, link), inlined)
 
 
 def _function_name(core, options) -> str:
     return f"{core.name}_{options.mode}"
 
 
-def _final_name(core, name, option):
-    """The one version of ``name`` that ``intermediates=``/``hooks=`` refer to."""
+def _final_name(core, own, name, option):
+    """The one version of ``name`` that ``intermediates=``/``hooks=`` refer to;
+    ``own``: the function's own names (not those of the calls inlined into it)."""
     origin = anno.get(core.body[-1], "origin")
-    if name not in core.final_names:
+    if name not in core.final_names or name not in own:
         raise errors.UserCodeError(f"{option}= names `{name}`, which {core.name} never assigns",
                                    origin, "name a variable the function assigns (`h = x @ w1`)")
     versions = [s for s in nodes.statements(core.body)
@@ -376,6 +392,11 @@ def rank_of_argument(value):
 
 
 def _tree_rank(value):
+    if tree._is_object(value):
+        try:  # a model of objects and arrays (each training step): one walk, no flattening
+            return _object_rank(value)
+        except _Unusual:
+            pass
     paths, leaves, _ = tree.flatten(value)
     nested: dict = {}
     for path, leaf in zip(paths, leaves):
@@ -388,3 +409,31 @@ def _tree_rank(value):
     def freeze(d):
         return ranks.TreeRank((k, freeze(v) if isinstance(v, dict) else v) for k, v in d.items())
     return freeze(nested)
+
+
+class _Unusual(Exception):
+    """Raised by :func:`_object_rank` for what only flattening handles."""
+
+
+def _object_rank(obj):
+    """``_tree_rank`` of an object whose attributes are arrays, other such objects and
+    values carried along (containers without parameters): the same ``TreeRank``, by
+    one walk over its attributes (the parameters of ``tree._flatten_object``)."""
+    cls = type(obj)
+    entries = []
+    for key, value in vars(obj).items():
+        if type(value) is np.ndarray:
+            if value.dtype.kind in "fc" and not isinstance(getattr(cls, key, None), functools.cached_property):
+                entries.append((key, value.ndim))
+        elif isinstance(value, (list, tuple, dict)):
+            if tree._has_params(value):
+                raise _Unusual
+        elif isinstance(value, np.ndarray):
+            raise _Unusual
+        elif tree._is_object(value):
+            if isinstance(getattr(cls, key, None), functools.cached_property):
+                raise _Unusual
+            rank = _object_rank(value)
+            if rank:  # (an object without parameters flattens to nothing)
+                entries.append((key, rank))
+    return ranks.TreeRank(entries)

@@ -168,6 +168,11 @@ def materialize(sparse, like):
     Integer, boolean and string leaves (and an object's integer attributes) are
     None: they have no gradient.
     """
+    if _is_object(like) and not isinstance(like, tuple):
+        try:  # a model of objects and arrays (the common case, each training step): one walk
+            return _object_gradient(sparse, like)
+        except _Unusual:
+            pass
     sparse = by_position(sparse, like)
     paths, leaves, spec = flatten(like)
     values = []
@@ -188,6 +193,64 @@ def materialize(sparse, like):
         values.append(g)
     out = unflatten(spec, values)
     _float_fields(out, like, sparse)
+    return out
+
+
+class _Unusual(Exception):
+    """Raised by :func:`_object_gradient` for what only the general path handles."""
+
+
+_SLOTS: dict = {}  # class -> whether it or a base declares __slots__
+
+
+def _object_gradient(sparse, like):
+    """``materialize`` for an object whose attributes are arrays, numbers, other such
+    objects and values carried along (no lists, dicts, tuples, ``__slots__``):
+    the same result, by one walk over ``like`` instead of flattening it and
+    building it again (what each training step of a model pays).
+
+    Raises:
+        _Unusual: anything else; the caller takes the general path.
+    """
+    cls = type(like)
+    slots = _SLOTS.get(cls)
+    if slots is None:
+        slots = _SLOTS[cls] = any("__slots__" in vars(k) for k in cls.__mro__)
+    if slots:
+        raise _Unusual
+    try:
+        out = object.__new__(cls)
+    except TypeError:  # (a class of C's, types.SimpleNamespace: copied by the general path)
+        raise _Unusual from None
+    fields = out.__dict__
+    fields.update(vars(like))
+    for key, value in vars(like).items():
+        g = sparse.get(key) if isinstance(sparse, dict) else None
+        if type(value) is np.ndarray:
+            kind = value.dtype.kind
+            if kind in "iub":
+                fields[key] = None  # a count, a flag, indices: no gradient
+            elif kind != "f":
+                raise _Unusual
+            elif not isinstance(getattr(cls, key, None), functools.cached_property):
+                if g is None or isinstance(g, dict):
+                    fields[key] = np.zeros_like(value)
+                elif type(g) is np.ndarray and g.shape == value.shape:
+                    fields[key] = np.array(g, dtype=value.dtype)  # (its own copy, as below)
+                else:
+                    fields[key] = np.array(np.broadcast_to(g, value.shape), dtype=value.dtype)
+        elif isinstance(value, (list, tuple, dict)):
+            if _has_params(value):
+                raise _Unusual
+            # (without parameters: carried along, as `kernel_size = (3, 3)`)
+        elif isinstance(value, (np.ndarray, complex, np.complexfloating)):
+            raise _Unusual
+        elif _is_float(value):
+            fields[key] = type(value)(0.0 if g is None or isinstance(g, dict) else g)
+        elif _is_integer(value):
+            fields[key] = None
+        elif _is_object(value):
+            fields[key] = _object_gradient(g, value)
     return out
 
 

@@ -841,13 +841,28 @@ def appended_through_an_alias(x):
 
 def appended_after_passed(x):
     xs = [x * 1.0]
-    total = _sum_list(xs)
+    total = _sum_list_recursively(xs)  # compiled on its own: it could keep the list
+    xs.append(x * 3)
+    return total + np.sum(np.stack(xs))
+
+
+def _sum_list_recursively(items, depth=1):
+    return np.sum(np.stack(items)) if depth == 0 else _sum_list_recursively(items, depth - 1)
+
+
+def appended_after_passed_to_an_inlined_helper(x):
+    xs = [x * 1.0]
+    total = _sum_list(xs)  # inlined: its body reads the list before the append
     xs.append(x * 3)
     return total + np.sum(np.stack(xs))
 
 
 def _sum_list(items):
     return np.sum(np.stack(items))
+
+
+def test_list_appended_after_an_inlined_helper_read_it():
+    check(appended_after_passed_to_an_inlined_helper)
 
 
 def appended_by_a_nested_function(x):

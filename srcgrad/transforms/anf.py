@@ -1135,8 +1135,12 @@ class _Lowering:
                     return element
                 return self._emit(element, kind="copy", **emit)
             value = gast.Subscript(value=base, slice=index, ctx=gast.Load())
-            return self._apply(operator.getitem, value, [nodes.copy(base), nodes.copy(index)], {},
+            atom = self._apply(operator.getitem, value, [nodes.copy(base), nodes.copy(index)], {},
                                node, **emit)
+            if isinstance(base, gast.Name) and isinstance(index, gast.Constant) and isinstance(atom, gast.Name):
+                # An item of a structure passed in (a model's list of layers): its ranks are known.
+                self._field_rank(atom, base, index.value)
+            return atom
         if isinstance(node, gast.IfExp):
             return self._ifexp(node, target, target_hint)
         if isinstance(node, gast.JoinedStr):  # an f-string: text, no derivative
@@ -1270,14 +1274,19 @@ class _Lowering:
                             "srcgrad.defadjoint")
         # A field of a structure (a model's parameter, a sub-layer).
         atom = self._apply(getattr, value, [nodes.copy(base), nodes.const(node.attr)], {}, node, **emit)
-        parent = self.structures.get(base.id, self.field_structures.get(base.id)) \
-            if isinstance(base, gast.Name) else None
-        rank = parent.get(node.attr) if isinstance(parent, TreeRank) else None
-        if isinstance(atom, gast.Name) and isinstance(rank, int):
-            self.field_arrays.add(atom.id)
-        elif isinstance(atom, gast.Name) and isinstance(rank, TreeRank):
-            self.field_structures[atom.id] = rank
+        if isinstance(base, gast.Name) and isinstance(atom, gast.Name):
+            self._field_rank(atom, base, node.attr)
         return atom
+
+    def _field_rank(self, atom, base, key):
+        """``atom`` holds the field or item ``key`` of the structure ``base``: an array
+        or a structure whose ranks the specialisation knows."""
+        parent = self.structures.get(base.id, self.field_structures.get(base.id))
+        rank = parent.get(key) if isinstance(parent, TreeRank) else None
+        if isinstance(rank, int):
+            self.field_arrays.add(atom.id)
+        elif isinstance(rank, TreeRank):
+            self.field_structures[atom.id] = rank
 
     def _call(self, node, **emit):
         func = node.func

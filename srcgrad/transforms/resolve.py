@@ -44,22 +44,27 @@ class FreeNames:
         cells = _closure(self.fn)
         self._cells = [(k, cells[k]) for k in self.names if k in cells]
         self._globals = [k for k in self.names if k not in cells]
+        self.parts = []  # (FreeNames of an inlined callee, {its name: the name in the code})
 
-    def refresh(self, namespace: dict) -> bool:
+    def refresh(self, namespace: dict, rename=None) -> bool:
         """Copy the current values of the free names into ``namespace`` (every call:
         cheap, and rebinding a global between calls is seen).  False when a guarded
-        name or attribute no longer holds the value the code was specialised on."""
+        name or attribute no longer holds the value the code was specialised on.
+        ``rename``: the names an inlined callee's free names have in the code."""
         for key, cell in self._cells:
-            namespace[key] = cell.cell_contents
+            namespace[key if rename is None else rename[key]] = cell.cell_contents
         glob = self.fn.__globals__
         for key in self._globals:
             if key in glob:
-                namespace[key] = glob[key]
+                namespace[key if rename is None else rename[key]] = glob[key]
         for key, attrs, value in self.guards:
-            current = namespace.get(key, _MISSING)
+            current = namespace.get(key if rename is None else rename[key], _MISSING)
             for attr in attrs:
                 current = getattr(current, attr, _MISSING)
             if current is not value and not (isinstance(value, _BOUND) and current == value):
+                return False
+        for part, names in self.parts:
+            if not part.refresh(namespace, names):
                 return False
         return True
 

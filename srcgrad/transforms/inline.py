@@ -1,0 +1,600 @@
+"""Pass 2b — inline: a call whose target is known when compiling becomes the callee's body.
+
+Requires: a resolved ``FunctionDef`` (``resolve``), the function, and the values
+of its parameters that are objects (a model): their methods and the layers they
+hold are known from them.
+Guarantees: each call to a module-level function, to a method of an object
+parameter, or to an object an object parameter holds (``self.conv(x)``, a layer
+whose class defines ``forward``) is replaced by the callee's body, parsed from its
+own source (each statement keeps its origin, so the generated code's comments say
+``# layers.py:47``), with
+
+* its locals renamed apart from the caller's names (a name keeps its own
+  spelling where it is free, else takes the call's prefix: ``conv_x``);
+* its parameters bound by assignment (``conv_x = x``), or replaced by the
+  caller's name where the callee never assigns them; defaults and keywords too;
+* its ``return`` (one, at the end: ``exits`` ran on it first) an assignment of
+  the call's value, or the name it returns;
+* its free names read from its own module (renamed where the caller's differ),
+  and the callee's own resolved calls inlined in turn.
+
+A loop over a list of objects that a known object holds (``for layer in
+self.layers: x = layer(x)``) is unrolled: one copy of the body per item.
+
+Calls in a statement are taken out of it in the order Python evaluates them, so
+the inlined bodies run where the calls did.  Returns an :class:`Inlined`: what
+the compiled code is specialised on (the class at each object path, the
+function behind each method it inlined), for ``pipeline.Compiled`` to check on
+every call, and the callees' free names for ``resolve.FreeNames``.
+
+Not inlined (today's run-time call, ``dispatch.vjp_call``, stays): recursion, functions
+without source, closures and ``super()`` (their meaning is a separate frame),
+``*args``/``**kwargs``, generators, decorated wrappers, callees that change an
+argument or a global in place or store attributes, unresolved or run-time
+targets, a default that is not a literal, and calls inside ``and``/``or``,
+conditional expressions and ``while`` tests (evaluated conditionally).  Object
+paths are used only while nothing else can change the object: the function
+stores no attribute, and no call that is not inlined is given (part of) it.
+
+Before/after, with ``Net.forward(self, x)`` being ``return x @ self.w``::
+
+    def loss(model, x):                     def loss(model, x):
+        return np.sum(model(x))                 model_out = x @ model.w  # its line's comment
+                                                return np.sum(model_out)
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+
+import gast
+import numpy as np
+
+from .. import anno, errors, nodes
+from ..rules import registry
+from . import exits, parse, resolve, validate
+
+_MISSING = object()
+_RESERVED = ("np", "rt", "cp")
+# Expressions evaluated conditionally, or whose calls must stay where they are.
+_OPAQUE = (gast.BoolOp, gast.IfExp, gast.Lambda, gast.Dict, gast.ListComp, gast.SetComp, gast.DictComp,
+           gast.GeneratorExp)
+_NOT_INLINED = (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef, gast.Lambda, gast.Global,
+                gast.Nonlocal, gast.Yield, gast.YieldFrom, gast.Await, gast.ListComp, gast.SetComp,
+                gast.DictComp, gast.GeneratorExp, gast.Try, gast.With, gast.Delete)
+_DEPTH = 16  # nesting of inlined calls (a chain of helpers)
+_UNROLL = 64  # the most layers a loop over a model's list of layers is unrolled for
+
+
+@dataclasses.dataclass
+class Inlined:
+    """What code with inlined calls depends on, checked before each call.
+
+    Attributes:
+        classes: ``(parameter index, path, class, length)``: the object at that
+            path of that argument (attribute names, and list indices) had that
+            class, and that length where it is not None (a list of layers unrolled).
+        methods: ``(class, name, function)``: ``getattr(class, name)`` was that function.
+        free: the callees' own free names, ``(FreeNames, {their name: the name in the code})``.
+        count: how many calls were inlined.
+        leaked: a call that is not inlined is given an object whose methods were:
+            it may change what the object holds, so compile again without objects.
+    """
+
+    classes: dict = dataclasses.field(default_factory=dict)  # (entries as keys: each once, in order)
+    methods: dict = dataclasses.field(default_factory=dict)
+    free: list = dataclasses.field(default_factory=list)
+    count: int = 0
+    leaked: bool = False
+
+    def holds(self, args) -> bool:
+        """Whether ``args`` (the compiled function's arguments) still fit the code."""
+        for index, path, cls, length in self.classes:
+            value = args[index]
+            for attr in path:
+                if type(attr) is int:
+                    value = value[attr] if type(value) in (list, tuple) and attr < len(value) else _MISSING
+                else:
+                    value = getattr(value, attr, _MISSING)
+            if type(value) is not cls or length is not None and len(value) != length:
+                return False
+        for cls, attr, fn in self.methods:
+            if getattr(cls, attr, _MISSING) is not fn:
+                return False
+        return True
+
+
+def transform(fdef: gast.FunctionDef, fn, free: resolve.FreeNames, objects: dict) -> Inlined:
+    """Inline in place; ``objects``: ``{parameter: value}`` for the parameters that are objects."""
+    inliner = _Inliner(fdef, fn, free, objects)
+    fdef.body = inliner.block(fdef.body, [fn])
+    inliner.inlined.leaked = bool(inliner.inlined.classes) and _leaks(fdef.body, inliner.seen)
+    return inliner.inlined
+
+
+def is_object(value) -> bool:
+    """An instance of a class of the user's (a model), whose methods can be inlined."""
+    cls = type(value)
+    return hasattr(value, "__dict__") and not isinstance(value, (type, types.FunctionType, types.ModuleType,
+                                                                 types.MethodType)) \
+        and cls.__module__ not in ("builtins",) and not registry.is_numpy(cls)
+
+
+@dataclasses.dataclass
+class _Target:
+    fn: types.FunctionType
+    prefix: str
+    receiver: gast.expr | None = None   # bound to the first parameter (a method's self)
+    receiver_path: tuple | None = None  # (parameter index, attributes) of the receiver object
+    receiver_value: object = None
+    classes: list = dataclasses.field(default_factory=list)  # what the code is specialised on
+    methods: list = dataclasses.field(default_factory=list)  # (see Inlined), once it is inlined
+
+
+class _Inliner:
+    def __init__(self, fdef, fn, free, objects):
+        self.fn, self.free = fn, free
+        self.inlined = Inlined()
+        self.taken = nodes.names_in(fdef) | set(free.names) | set(_RESERVED)
+        params = [a.id for a in fdef.args.posonlyargs + fdef.args.args + [fdef.args.vararg]
+                  + fdef.args.kwonlyargs + [fdef.args.kwarg] if a is not None]
+        stored = {n.id for n in gast.walk(fdef) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
+        # name -> (object, (parameter index, attributes)): objects known when compiling.
+        self.known = {} if _changes_objects(fdef) else {
+            p: (v, (params.index(p), ())) for p, v in objects.items() if p not in stored and is_object(v)}
+        self.seen = dict(self.known)  # every name that held a known object
+        self.parsed = {}  # function -> its checked tree, or None when it is not inlined
+
+    # ---- statements -------------------------------------------------------
+    def block(self, stmts, stack) -> list:
+        out = []
+        for stmt in stmts:
+            unrolled = self._unroll(stmt, stack) if isinstance(stmt, gast.For) else None
+            if unrolled is not None:
+                out += unrolled
+            elif isinstance(stmt, (gast.If, gast.For, gast.While)):
+                before = self._hoist_from(stmt, stack) if not isinstance(stmt, gast.While) else []
+                stmt.body = self.block(stmt.body, stack)
+                stmt.orelse = self.block(stmt.orelse, stack)
+                out += before + [stmt]
+            elif isinstance(stmt, (gast.Assign, gast.AugAssign, gast.Expr, gast.Return)):
+                out += self._hoist_from(stmt, stack)
+                if not anno.get(stmt, "consumed"):
+                    out.append(stmt)
+            else:
+                out.append(stmt)
+        return out
+
+    def _hoist_from(self, stmt, stack) -> list:
+        """The statements that run a statement's inlined calls, in Python's order;
+        the calls in ``stmt`` become the names holding their values."""
+        root = stmt.test if isinstance(stmt, gast.If) else stmt.iter if isinstance(stmt, gast.For) \
+            else stmt.value
+        if root is None or len(stack) > _DEPTH:
+            return []
+        if isinstance(stmt, gast.AugAssign) and any(isinstance(n, gast.Call) for n in gast.walk(stmt.target)):
+            return []
+        items, parents = _calls_in_order(root, stmt)
+        targets = [self._target(c) if isinstance(c, gast.Call) else None for c in items]
+        targets = [t if t is not None and t.fn not in stack and self._parsed(t.fn) is not None else None
+                   for t in targets]
+        last = max((i for i, t in enumerate(targets) if t is not None), default=None)
+        if last is None:
+            return []
+        if any(not isinstance(c, gast.Call) for c in items[:last]):
+            return []  # a call evaluated conditionally comes first: keep the order as it is
+        out = []
+        for call, target in zip(items[:last + 1], targets[:last + 1]):
+            if target is not None:
+                whole = parents[id(call)][0] is stmt and isinstance(stmt, (gast.Assign, gast.Return)) \
+                    and (isinstance(stmt, gast.Return) or len(stmt.targets) == 1
+                         and isinstance(stmt.targets[0], gast.Name))
+                lines, value = self._inline(call, target, stack, stmt if whole else None)
+                if lines is None:  # its body cannot be inlined after all: keep the call
+                    value = self._keep(call, out)
+                else:
+                    out += lines
+            else:
+                value = self._keep(call, out)
+            if value is not None:
+                _replace(parents, call, value)
+        return out
+
+    def _keep(self, call, out):
+        """A call that is not inlined but runs before one that is: its value into a name."""
+        name = self._fresh("_call")
+        out.append(_located(nodes.assign(name, call), call))
+        return nodes.name(name)
+
+    def _unroll(self, loop, stack):
+        """``for layer in self.layers: x = layer(x)`` over a list of objects that a
+        known object holds: one copy of the body per item, each item read into a
+        name of its own (known, so its calls are inlined); None where not."""
+        it, name = loop.iter, getattr(loop.target, "id", None)
+        if loop.orelse or name is None or not isinstance(it, gast.Attribute) \
+                or not isinstance(it.value, gast.Name) or it.value.id not in self.known:
+            return None
+        obj, (index, attrs) = self.known[it.value.id]
+        items = vars(obj).get(it.attr, _MISSING)
+        if type(items) not in (list, tuple) or not 0 < len(items) <= _UNROLL \
+                or not all(is_object(v) for v in items) or _descriptor(type(obj), it.attr):
+            return None
+        inside = [n for s in loop.body for n in gast.walk(s)]
+        if any(isinstance(n, (gast.Break, gast.Continue, gast.Return, gast.FunctionDef, gast.Lambda))
+               or isinstance(n, gast.Name) and n.id == name and not isinstance(n.ctx, gast.Load)
+               for n in inside) or not any(isinstance(n, gast.Call) and _root(n.func) == name for n in inside):
+            return None
+        path = attrs + (it.attr,)
+        self.inlined.classes[(index, path, type(items), len(items))] = None
+        held = self._fresh(it.attr)
+        out = [_located(nodes.assign(held, nodes.copy(it)), loop)]
+        for k, item in enumerate(items):
+            each = self._fresh(name)
+            body = nodes.copy(loop.body)
+            nodes.rename(body, {name: each})
+            read = gast.Subscript(value=nodes.name(held), slice=nodes.const(k), ctx=gast.Load())
+            out.append(_located(nodes.assign(each, read), loop))
+            self.known[each] = self.seen[each] = (item, (index, path + (k,)))
+            out += self.block(body, stack)
+        out.append(_located(nodes.assign(name, nodes.name(each)), loop))  # what the loop leaves bound
+        return out
+
+    # ---- targets ----------------------------------------------------------
+    def _target(self, call) -> _Target | None:
+        if any(isinstance(a, gast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            return None
+        func = call.func
+        value = anno.get(func, "resolved", _MISSING)
+        if value is not _MISSING:
+            if isinstance(value, types.FunctionType) and isinstance(func, (gast.Name, gast.Attribute)):
+                return _Target(value, _prefix(value.__name__))
+            return None
+        if isinstance(func, gast.Name) and func.id in self.known:
+            obj, path = self.known[func.id]
+            return self._object_call(obj, path, func, _prefix(func.id))
+        if isinstance(func, gast.Attribute) and isinstance(func.value, gast.Name) and func.value.id in self.known:
+            obj, (index, attrs) = self.known[func.value.id]
+            own = vars(obj)
+            if func.attr in own:
+                if _descriptor(type(obj), func.attr) or not is_object(own[func.attr]):
+                    return None
+                return self._object_call(own[func.attr], (index, attrs + (func.attr,)), func, _prefix(func.attr))
+            method = inspect.getattr_static(type(obj), func.attr, None)
+            if isinstance(method, types.FunctionType) and _plain_reads(type(obj)):
+                return _Target(method, _prefix(func.attr), func.value, (index, attrs), obj,
+                               [(index, attrs, type(obj), None)], [(type(obj), func.attr, method)])
+        return None
+
+    def _object_call(self, obj, path, receiver, prefix) -> _Target | None:
+        """Calling an object: its class's ``__call__``, or ``forward`` for an ``nn.Module``."""
+        cls = type(obj)
+        call = inspect.getattr_static(cls, "__call__", None)
+        if not isinstance(call, types.FunctionType) or "forward" in vars(obj) or "__call__" in vars(obj) \
+                or not _plain_reads(cls):
+            return None
+        target, chain = call, [("__call__", call)]
+        if getattr(call, "__srcgrad_calls_forward__", False):
+            target = inspect.getattr_static(cls, "forward", None)
+            if not isinstance(target, types.FunctionType) or getattr(target, "__srcgrad_abstract__", False):
+                return None
+            chain.append(("forward", target))
+        return _Target(target, prefix, receiver, path, obj, [(path[0], path[1], cls, None)],
+                       [(cls, name, f) for name, f in chain])
+
+    # ---- one call ---------------------------------------------------------
+    def _inline(self, call, target, stack, site):
+        """``(statements, value)`` that replace ``call``, or ``(None, None)``."""
+        checked = self._parsed(target.fn)
+        if checked is None or any(isinstance(a, (gast.List, gast.Tuple, gast.Dict, gast.Set)) and any(
+                isinstance(n, (gast.List, gast.Tuple, gast.Dict, gast.Set)) for e in gast.iter_child_nodes(a)
+                for n in gast.walk(e)) for a in call.args + [k.value for k in call.keywords]):
+            # (a display in a display: the callee, compiled on its own, takes it as a
+            # structure of arguments, which normalize does not follow in one function)
+            return None, None
+        fdef, callee_free = checked
+        fdef = nodes.copy(fdef)
+        args = ([target.receiver] if target.receiver is not None else []) + list(call.args)
+        try:
+            bound = inspect.signature(target.fn).bind(*args, **{k.arg: k.value for k in call.keywords})
+        except TypeError:
+            return None, None  # Python's own error comes from the call kept as it is
+        defaults = {}
+        for p in inspect.signature(target.fn).parameters.values():
+            if p.name not in bound.arguments:
+                if not _literal(p.default):
+                    return None, None
+                defaults[p.name] = nodes.const(p.default)
+        self.inlined.count += 1
+        self.inlined.classes.update(dict.fromkeys(target.classes))
+        self.inlined.methods.update(dict.fromkeys(target.methods))
+        stored = {n.id for n in gast.walk(fdef) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
+        mapping, lines, known = {}, [], {}
+        # Parameters, in order: the caller's name itself where the callee never assigns
+        # it, else a local of the callee's bound to the argument.
+        for p in inspect.signature(target.fn).parameters:
+            if p in bound.arguments:
+                arg = bound.arguments[p]
+            else:
+                arg = defaults[p]
+            if arg is target.receiver and isinstance(arg, gast.Attribute):
+                # `self.conv(x)`: the layer read once, into a name of its own.
+                name = self._fresh(arg.attr)
+                lines.append(_located(nodes.assign(name, nodes.copy(arg)), call))
+                known[name] = (target.receiver_value, target.receiver_path)
+                if p in stored:
+                    mapping[p] = self._fresh(f"{target.prefix}_{p}")
+                    lines.append(_located(nodes.assign(mapping[p], nodes.name(name)), call))
+                else:
+                    mapping[p] = name
+            elif isinstance(arg, gast.Name) and p not in stored:
+                mapping[p] = arg.id
+            else:
+                mapping[p] = self._local(p, target.prefix)
+                lines.append(_located(nodes.assign(mapping[p], nodes.copy(arg)), call))
+        for name in sorted(resolve.local_names(fdef) - set(mapping)):
+            mapping[name] = self._local(name, target.prefix)
+        renamed_free = {}
+        for name, value in callee_free.names.items():
+            if name in self.free.names and self.free.names[name] is value and (
+                    isinstance(value, types.ModuleType) or _same_binding(self.fn, target.fn, name)):
+                renamed_free[name] = name
+            elif name not in self.taken:
+                self.taken.add(name)
+                renamed_free[name] = name
+            else:
+                renamed_free[name] = self._fresh(f"{name}")
+            mapping[name] = renamed_free[name]
+            self.free.names[renamed_free[name]] = value
+        if callee_free.names or callee_free.guards:
+            self.inlined.free.append((callee_free, renamed_free))
+        nodes.rename(fdef.body, mapping)
+        self.known.update(known)
+        self.seen.update(known)
+        body = fdef.body
+        returned = body[-1].value if body and isinstance(body[-1], gast.Return) else nodes.const(None)
+        if body and isinstance(body[-1], gast.Return):
+            last, body = body[-1], body[:-1]
+        else:
+            last = None
+        lines += self.block(body, stack + [target.fn])
+        # The return: the caller's statement takes its value where the call was all of it.
+        if returned is None:
+            returned = nodes.const(None)
+        if last is not None and not isinstance(returned, gast.Name):
+            ret = gast.Return(value=returned)
+            anno.inherit(ret, last)
+            more = self.block([ret], stack + [target.fn])
+            lines += more[:-1]
+            last = more[-1]  # (its line: the innermost return whose value it now is)
+            returned = last.value
+        if isinstance(returned, (gast.Name, gast.Constant)) or site is None:
+            if isinstance(returned, (gast.Name, gast.Constant)):
+                return lines, nodes.copy(returned)
+            name = self._fresh(f"{target.prefix}_out")
+            lines.append(_located(anno.inherit(nodes.assign(name, returned), last), call))
+            return lines, nodes.name(name)
+        if isinstance(site, gast.Return):
+            site.value = returned
+            anno.set(site, "origin", anno.get(last, "origin"))
+            return lines, None
+        final = nodes.assign(nodes.copy(site.targets[0]), returned)
+        anno.inherit(final, last)
+        anno.set(site, "consumed", True)
+        return lines + [final], None
+
+    def _parsed(self, fn):
+        """``fn``'s checked tree and free names, or None where it is not inlined."""
+        if fn in self.parsed:
+            return self.parsed[fn]
+        self.parsed[fn] = None
+        code = fn.__code__
+        if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS | inspect.CO_GENERATOR
+                            | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE) \
+                or code.co_freevars or registry.lookup(fn) is not None or hasattr(fn, "defadjoint") \
+                or getattr(fn, "__srcgrad_gradient__", False) \
+                or fn.__module__ and fn.__module__.split(".")[0] in ("numpy", "scipy", "cupy"):
+            return None
+        try:
+            fdef = parse.transform(fn)
+            callee_free = resolve.transform(fdef, fn)
+            exits.transform(fdef)
+            validate.transform(fdef)
+        except errors.SrcgradError:
+            return None  # compiled on its own at run time, as before, where the error shows
+        inside = [n for s in fdef.body for n in gast.walk(s)]
+        local = resolve.local_names(fdef)
+        if any(isinstance(n, _NOT_INLINED) for n in inside) \
+                or any(isinstance(n, gast.Return) for s in fdef.body[:-1] for n in gast.walk(s)) \
+                or any(isinstance(n, (gast.Attribute, gast.Subscript)) and isinstance(n.ctx, gast.Store)
+                       and _root(n) not in local for n in inside) \
+                or any(isinstance(n, gast.Attribute) and isinstance(n.ctx, gast.Store) for n in inside) \
+                or "__class__" in callee_free.names:
+            return None
+        # Every name it reads is its own or resolved in its module (else the caller's
+        # namespace would answer for it).
+        if any(isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load) and n.id not in local
+               and n.id not in callee_free.names for n in gast.walk(fdef)):
+            return None
+        from .reverse import _changed_in_place  # (the reverse pass's reading of a callee's writes)
+        params = set(inspect.signature(fn).parameters)
+        if _changed_in_place(fdef.body, params | set(callee_free.names), fn):
+            return None
+        self.parsed[fn] = (fdef, callee_free)
+        return self.parsed[fn]
+
+    # ---- names ------------------------------------------------------------
+    def _fresh(self, base: str) -> str:
+        # `conv2`, not `conv_2`: normalize spells the versions of `conv` that way.
+        candidate, k = base, 1
+        while candidate in self.taken:
+            k += 1
+            candidate = f"{base}{k}"
+        self.taken.add(candidate)
+        return candidate
+
+    def _local(self, name: str, prefix: str) -> str:
+        """A callee's local: its own name where free, else prefixed with the call's (``conv_x``)."""
+        if name not in self.taken:
+            self.taken.add(name)
+            return name
+        under = "_" if name.startswith("_") else ""
+        return self._fresh(f"{under}{prefix}_{name.lstrip('_')}")
+
+
+def _calls_in_order(root, stmt):
+    """The calls in ``root`` in the order Python evaluates them (arguments before
+    the call), with an opaque expression (``a and f(x)``) that holds calls as one
+    item; and each node's parent: ``{id(node): (parent, field, index)}``."""
+    items, parents = [], {id(root): (stmt, _field_of(stmt, root), None)}
+
+    def visit(node):
+        for field, value in gast.iter_fields(node):
+            children = value if isinstance(value, list) else [value]
+            for i, child in enumerate(children):
+                if isinstance(child, gast.AST):
+                    parents[id(child)] = (node, field, i if isinstance(value, list) else None)
+                    if isinstance(child, (gast.expr, gast.keyword)):
+                        walk(child, node, field)
+
+    def walk(node, parent=None, field=None):
+        if isinstance(node, _OPAQUE) or isinstance(parent, gast.Call) and field == "func" \
+                and isinstance(node, gast.Call) or _is_super(node):
+            if any(isinstance(n, gast.Call) for n in gast.walk(node)):
+                items.append(node)
+            return
+        visit(node)
+        if isinstance(node, gast.Call):
+            items.append(node)
+    walk(root)
+    return items, parents
+
+
+def _is_super(node) -> bool:
+    return isinstance(node, gast.Call) and anno.get(node.func, "resolved", None) is super or \
+        isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) and _is_super(node.func.value)
+
+
+def _field_of(stmt, root):
+    return next(f for f in ("test", "iter", "value") if getattr(stmt, f, None) is root)
+
+
+def _replace(parents, node, value):
+    parent, field, index = parents[id(node)]
+    if index is None:
+        setattr(parent, field, value)
+    else:
+        getattr(parent, field)[index] = value
+    parents[id(value)] = (parent, field, index)
+
+
+def _located(stmt, call):
+    """A statement the inliner writes (a binding): at the call's line."""
+    for node in gast.walk(stmt):
+        anno.inherit(node, call)
+    return stmt
+
+
+def _prefix(name: str) -> str:
+    """What a call's renamed locals start with: the function's or layer's name
+    (``<lambda>``: ``lambda``)."""
+    name = "".join(c for c in name if c.isalnum() or c == "_").strip("_")
+    return name if name and not name[0].isdigit() else "f"
+
+
+def _literal(value) -> bool:
+    if isinstance(value, tuple):
+        return all(_literal(v) for v in value)
+    return value is None or type(value) in (bool, int, float, str)
+
+
+def _descriptor(cls, attr) -> bool:
+    """Whether reading ``attr`` from an instance of ``cls`` may run code of the class's
+    (a property or another descriptor, ``__getattribute__``): not the value stored."""
+    static = inspect.getattr_static(cls, attr, None)
+    return static is not None and hasattr(type(static), "__get__") or not _plain_reads(cls)
+
+
+def _plain_reads(cls) -> bool:
+    return inspect.getattr_static(cls, "__getattribute__") is object.__getattribute__
+
+
+def _root(node):
+    while isinstance(node, (gast.Attribute, gast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, gast.Name) else None
+
+
+def _same_binding(caller, callee, name) -> bool:
+    """Whether ``name`` is one global of one module in both functions."""
+    return caller.__globals__ is callee.__globals__ and name not in caller.__code__.co_freevars \
+        and name not in callee.__code__.co_freevars
+
+
+def _leaks(body, known) -> bool:
+    """Whether a call that is not inlined (and is not NumPy's, or another function
+    with a rule) is given a known object or an object it holds: it could change
+    which layers the object holds while the code runs."""
+    values = {name: value for name, (value, _) in known.items()}
+
+    def holds_object(node):
+        return any(_may_hold_object(_chain_value(n, values)) for n in gast.walk(node))
+    for _ in range(2):  # twice: a loop's second iteration sees what the first bound
+        for stmt in nodes.statements(body):
+            if isinstance(stmt, gast.Assign):
+                found = _chain_value(stmt.value, values)
+                if found is None and holds_object(stmt.value):  # `pair = (model.conv, x)`
+                    found = _MISSING
+                if found is not None:
+                    for n in (n for t in stmt.targets for n in gast.walk(t)):
+                        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
+                            values[n.id] = found if isinstance(stmt.targets[0], gast.Name) else _MISSING
+            elif isinstance(stmt, gast.For) and holds_object(stmt.iter):
+                for n in gast.walk(stmt.target):
+                    if isinstance(n, gast.Name):
+                        values[n.id] = _MISSING
+    for call in (n for s in body for n in gast.walk(s) if isinstance(n, gast.Call)):
+        if registry.lookup(anno.get(call.func, "resolved", None)) is not None:
+            continue
+        if any(holds_object(part) for part in call.args + [k.value for k in call.keywords] + [call.func]):
+            return True
+    return False
+
+
+def _may_hold_object(value) -> bool:
+    return value is _MISSING or is_object(value) or isinstance(value, (list, tuple, dict))
+
+
+def _chain_value(node, values):
+    """The value of ``name.attr[...]...`` rooted at a known object, ``_MISSING`` where
+    it cannot be read now, None for any other expression."""
+    if isinstance(node, gast.Starred):
+        node = node.value
+    if isinstance(node, gast.Name):
+        return values.get(node.id)
+    if isinstance(node, gast.Attribute):
+        base = _chain_value(node.value, values)
+        if base is None or base is _MISSING:
+            return base
+        if hasattr(base, "__dict__") and not isinstance(base, np.ndarray):
+            return vars(base).get(node.attr, _MISSING)
+        return None  # an array's (or a number's) attribute or method: no object of the user's
+    if isinstance(node, gast.Subscript):
+        base = _chain_value(node.value, values)
+        if base is None or base is _MISSING:
+            return base
+        index = node.slice.value if isinstance(node.slice, gast.Constant) else None
+        return base[index] if type(base) in (list, tuple) and type(index) is int and -len(base) <= index < len(base) \
+            else _MISSING
+    return None
+
+
+def _changes_objects(fdef) -> bool:
+    """Whether the function may change which objects its objects hold (``m.conv = c``,
+    ``setattr``): then none of their methods is taken as known."""
+    for node in gast.walk(fdef):
+        if isinstance(node, gast.Attribute) and isinstance(node.ctx, (gast.Store, gast.Del)):
+            return True
+        if isinstance(node, gast.Call) and anno.get(node.func, "resolved", None) in (setattr, delattr):
+            return True
+    return False
