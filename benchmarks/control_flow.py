@@ -395,7 +395,7 @@ def workloads(sizes: dict, quick: bool) -> list[Workload]:
     scale = (lambda full: 3) if quick else (lambda full: full)
     dyn = dynamic_args(**sizes["dynamic"])
     return [
-        Workload("dynamic_net", "dynamic net (shared layer called)", 1.1, dynamic_net, hand_dynamic_net,
+        Workload("dynamic_net", "dynamic net (shared layer called)", 1.05, dynamic_net, hand_dynamic_net,
                  (1, 2, 3, 4, 5, 6), dyn, number=8, repeats=scale(400), seeds=DEPTH_SEEDS),
         Workload("dynamic_net", "dynamic net (layer inline)", 1.1, dynamic_net_inline, hand_dynamic_net,
                  (1, 2, 3, 4, 5, 6), dyn, number=8, repeats=scale(400), seeds=DEPTH_SEEDS, peers=False),
