@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from . import anno, backends, checking, errors, runtime, tree
-from .pipeline import Compiled, Options, compile_function, rank_of_argument
+from .pipeline import Compiled, Options, compile_function, rank_of_argument, rank_of_layout
 
 
 def _origin_of(fn):
@@ -283,11 +283,27 @@ class GradientFunction:
         Python floats in, gradients that already have their shapes and dtypes out (a
         float for a float); None where anything differs, for the general path (which
         checks, and converts, as usual)."""
+        layouts = None
         for i in self._wrt_index:
             value = args[i]
             if type(value) is not float and (type(value) is not np.ndarray or value.dtype.kind != "f"):
-                return None
-        grads = self.compiled(args)(*args)
+                # A model (an object of parameters): its layout gives the cache key and
+                # builds the gradient, without walking it again while it holds.
+                plan = tree.layout(value) if tree._is_object(value) and not isinstance(value, tuple) else None
+                if plan is None:
+                    return None
+                layouts = layouts or {}
+                layouts[i] = plan
+        if layouts is None:
+            grads = self.compiled(args)(*args)
+        else:
+            key = tuple(rank_of_layout(layouts[i]) if i in layouts else rank_of_argument(a)
+                        for i, a in enumerate(args))
+            grads = self.program_for(key, args)(*args)
+            if not self._as_tuple:
+                return layouts[self._wrt_index[0]].gradient(grads, args[self._wrt_index[0]])
+            return tuple(layouts[i].gradient(g, args[i]) if i in layouts else _plain_gradient(g, args[i])
+                         for g, i in zip(grads, self._wrt_index))
         if not self._as_tuple:
             return _plain_gradient(grads, args[self._wrt_index[0]])
         if all(_matches(g, args[i]) for g, i in zip(grads, self._wrt_index)):

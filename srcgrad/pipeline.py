@@ -392,11 +392,10 @@ def rank_of_argument(value):
 
 
 def _tree_rank(value):
-    if tree._is_object(value):
-        try:  # a model of objects and arrays (each training step): one walk, no flattening
-            return _object_rank(value)
-        except _Unusual:
-            pass
+    if tree._is_object(value) and not isinstance(value, tuple):
+        plan = tree.layout(value)
+        if plan is not None:  # a model of objects and arrays (each training step): no flattening
+            return rank_of_layout(plan)
     paths, leaves, _ = tree.flatten(value)
     nested: dict = {}
     for path, leaf in zip(paths, leaves):
@@ -411,29 +410,11 @@ def _tree_rank(value):
     return freeze(nested)
 
 
-class _Unusual(Exception):
-    """Raised by :func:`_object_rank` for what only flattening handles."""
-
-
-def _object_rank(obj):
-    """``_tree_rank`` of an object whose attributes are arrays, other such objects and
-    values carried along (containers without parameters): the same ``TreeRank``, by
-    one walk over its attributes (the parameters of ``tree._flatten_object``)."""
-    cls = type(obj)
-    entries = []
-    for key, value in vars(obj).items():
-        if type(value) is np.ndarray:
-            if value.dtype.kind in "fc" and not isinstance(getattr(cls, key, None), functools.cached_property):
-                entries.append((key, value.ndim))
-        elif isinstance(value, (list, tuple, dict)):
-            if tree._has_params(value):
-                raise _Unusual
-        elif isinstance(value, np.ndarray):
-            raise _Unusual
-        elif tree._is_object(value):
-            if isinstance(getattr(cls, key, None), functools.cached_property):
-                raise _Unusual
-            rank = _object_rank(value)
-            if rank:  # (an object without parameters flattens to nothing)
-                entries.append((key, rank))
-    return ranks.TreeRank(entries)
+def rank_of_layout(plan):
+    """``rank_of_argument`` of the object a ``tree.Layout`` was made from (the same
+    ``TreeRank`` as flattening it gives), computed once per layout."""
+    if plan.rank is None:
+        def freeze(entries):
+            return ranks.TreeRank((k, v if isinstance(v, int) else freeze(v)) for k, v in entries)
+        plan.rank = freeze(plan.root.ranks)
+    return plan.rank

@@ -10,6 +10,7 @@ callee when generated code runs (``vjp_call`` and its like) is in
 """
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import types
@@ -218,22 +219,33 @@ def max_adjoint(ans_bar, ans, x, axis=None, keepdims=False):
 
 def _first_extremum_by_offset(ans_bar, ans, x, axes, window, keepdims, dtype):
     """:func:`max_adjoint` one window offset at a time (each a slice of ``x``), later ties
-    masked by the earlier ones: a pooling layer's 4 or 9 offsets over a batch of images."""
-    x_bar = array_module(x).empty(x.shape, dtype=dtype)
+    masked by the earlier ones: a pooling layer's 4 or 9 offsets over a batch of images.
+    The comparison and the product run once over all of ``x``; only the masking of ties
+    (cheap operations on booleans) goes offset by offset."""
+    xp = array_module(x)
+    if np.shape(ans_bar) != np.shape(ans):
+        ans_bar = xp.broadcast_to(ans_bar, np.shape(ans))
+    if not keepdims:  # (a reshape: np.expand_dims costs more than the masking below)
+        kept = tuple(1 if a in axes else n for a, n in enumerate(x.shape))
+        ans, ans_bar = xp.reshape(ans, kept), xp.reshape(ans_bar, kept)
+    hit = x == ans
+    offsets = list(itertools.product(*map(range, window)))
+    leading = axes == tuple(range(len(axes)))  # (the windows' offsets first: hit[offset] is a slice)
     taken = None
-    for offsets in np.ndindex(*window):
-        where = [slice(None)] * x.ndim
-        for a, i in zip(axes, offsets):
-            where[a] = slice(i, i + 1) if keepdims else i
-        where = tuple(where) + (Ellipsis,)  # a view also when nothing is left (0-d)
-        hit = x[where] == ans
+    for k, offset in enumerate(offsets):
+        if not leading:
+            where = [slice(None)] * x.ndim
+            for a, i in zip(axes, offset):
+                where[a] = i
+            offset = tuple(where)
+        here = hit[offset]
         if taken is None:
-            taken = hit
+            taken = here.copy()
         else:
-            hit &= ~taken
-            taken |= hit
-        np.multiply(hit, ans_bar, out=x_bar[where])
-    return x_bar
+            xp.greater(here, taken, out=here)  # equal, and no earlier offset was: `here & ~taken`
+            if k + 1 < len(offsets):
+                taken |= here
+    return xp.multiply(hit, ans_bar, dtype=dtype)
 
 
 def _first_extremum_by_row(ans_bar, ans, x, axes, size, dtype):

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
+import operator
 import types
+import weakref
 
 import numpy as np
 import optree
@@ -169,10 +172,9 @@ def materialize(sparse, like):
     None: they have no gradient.
     """
     if _is_object(like) and not isinstance(like, tuple):
-        try:  # a model of objects and arrays (the common case, each training step): one walk
-            return _object_gradient(sparse, like)
-        except _Unusual:
-            pass
+        plan = layout(like)
+        if plan is not None:  # a model of objects and arrays (the common case, each training step)
+            return plan.gradient(sparse, like)
     sparse = by_position(sparse, like)
     paths, leaves, spec = flatten(like)
     values = []
@@ -197,61 +199,165 @@ def materialize(sparse, like):
 
 
 class _Unusual(Exception):
-    """Raised by :func:`_object_gradient` for what only the general path handles."""
+    """Raised while walking an object for what only flattening handles."""
 
 
-_SLOTS: dict = {}  # class -> whether it or a base declares __slots__
+_SLOTS: dict = {}  # class -> whether it or a base declares __slots__ (then it is not laid out)
+_ATOMS = (int, str, bytes, bool, type(None))  # what a tuple carried along holds, unchangeable
+_LAYOUTS: dict = {}  # id(object) -> (weak reference to it, its Layout)
+_STATE = operator.attrgetter("ndim", "dtype")
 
 
-def _object_gradient(sparse, like):
-    """``materialize`` for an object whose attributes are arrays, numbers, other such
-    objects and values carried along (no lists, dicts, tuples, ``__slots__``):
-    the same result, by one walk over ``like`` instead of flattening it and
-    building it again (what each training step of a model pays).
+class _Node:
+    """What to do with one object's attributes to build its gradient: ``arrays``
+    (parameters: the adjoint, or zeros), ``floats`` ((key, type): the adjoint as that
+    type, 0.0 where none reached it), ``nones`` (counts, flags, integer arrays: no
+    gradient), ``children`` ((key, _Node): objects inside); the other attributes are
+    carried along.  ``ranks``: ``((key, ndim or child ranks), ...)`` in attribute order,
+    the parameters whose ranks compiled code is specialised on."""
 
-    Raises:
-        _Unusual: anything else; the caller takes the general path.
+    __slots__ = ("cls", "arrays", "floats", "nones", "children", "ranks")
+
+    def __init__(self, cls):
+        self.cls, self.arrays, self.floats, self.nones, self.children, self.ranks = cls, [], [], [], [], []
+
+
+class Layout:
+    """An object model's parameters and structure, found by one walk over its attributes
+    and kept (per object) for as long as each object in it holds the same values in
+    the same attributes and each array keeps its rank and dtype: an optimizer updates
+    parameters in place, so a training loop walks its model once, and each call only
+    compares what the attributes hold now with what they held (C loops over identities).
+
+    Not laid out (``layout`` returns None; flattening handles them): objects with
+    ``__slots__``, lists, tuples or dicts holding parameters, complex values, array
+    subclasses, an object stored by a ``functools.cached_property``.
     """
-    cls = type(like)
-    slots = _SLOTS.get(cls)
-    if slots is None:
-        slots = _SLOTS[cls] = any("__slots__" in vars(k) for k in cls.__mro__)
-    if slots:
-        raise _Unusual
-    try:
-        out = object.__new__(cls)
-    except TypeError:  # (a class of C's, types.SimpleNamespace: copied by the general path)
-        raise _Unusual from None
-    fields = out.__dict__
-    fields.update(vars(like))
-    for key, value in vars(like).items():
-        g = sparse.get(key) if isinstance(sparse, dict) else None
-        if type(value) is np.ndarray:
-            kind = value.dtype.kind
-            if kind in "iub":
-                fields[key] = None  # a count, a flag, indices: no gradient
-            elif kind != "f":
-                raise _Unusual
-            elif not isinstance(getattr(cls, key, None), functools.cached_property):
-                if g is None or isinstance(g, dict):
-                    fields[key] = np.zeros_like(value)
-                elif type(g) is np.ndarray and g.shape == value.shape:
-                    fields[key] = np.array(g, dtype=value.dtype)  # (its own copy, as below)
-                else:
-                    fields[key] = np.array(np.broadcast_to(g, value.shape), dtype=value.dtype)
-        elif isinstance(value, (list, tuple, dict)):
-            if _has_params(value):
-                raise _Unusual
-            # (without parameters: carried along, as `kernel_size = (3, 3)`)
-        elif isinstance(value, (np.ndarray, complex, np.complexfloating)):
+
+    def __init__(self, obj):
+        self.objects, self.arrays, self.mutable = [], [], []
+        self.root = self._walk(obj)
+        self.classes = list(map(type, self.objects))
+        dicts = list(map(vars, self.objects))
+        self.lengths = list(map(len, dicts))
+        self.keys = tuple(itertools.chain.from_iterable(dicts))
+        self.values = tuple(itertools.chain.from_iterable(map(dict.values, dicts)))
+        self.states = list(map(_STATE, self.arrays))
+        del self.objects[0]  # (only a weak reference to the object itself: the cache must not keep it)
+        self.rank = None  # filled in by pipeline.rank_of_argument
+
+    def _walk(self, obj):
+        cls = type(obj)
+        slots = _SLOTS.get(cls)
+        if slots is None:
+            slots = _SLOTS[cls] = any("__slots__" in vars(k) for k in cls.__mro__)
+        if slots:
             raise _Unusual
-        elif _is_float(value):
-            fields[key] = type(value)(0.0 if g is None or isinstance(g, dict) else g)
-        elif _is_integer(value):
-            fields[key] = None
-        elif _is_object(value):
-            fields[key] = _object_gradient(g, value)
+        try:
+            object.__new__(cls)
+        except TypeError:  # (a class of C's, types.SimpleNamespace: copied by the general path)
+            raise _Unusual from None
+        self.objects.append(obj)
+        node = _Node(cls)
+        for key, value in vars(obj).items():
+            cached = isinstance(getattr(cls, key, None), functools.cached_property)
+            if type(value) is np.ndarray:
+                self.arrays.append(value)
+                kind = value.dtype.kind
+                if kind in "iub":
+                    node.nones.append(key)  # a count, a flag, indices: no gradient
+                elif kind != "f":
+                    raise _Unusual
+                elif not cached:  # (a cached_property's value is derived from the parameters: carried)
+                    node.arrays.append(key)
+                    node.ranks.append((key, value.ndim))
+            elif isinstance(value, (list, tuple, dict)):
+                if _has_params(value):
+                    raise _Unusual
+                if not (type(value) is tuple and all(type(v) in _ATOMS for v in value)):
+                    self.mutable.append(value)  # (may gain parameters in place: looked into each call)
+            elif isinstance(value, (np.ndarray, complex, np.complexfloating)):
+                raise _Unusual
+            elif _is_float(value):
+                node.floats.append((key, type(value)))
+            elif _is_integer(value):
+                node.nones.append(key)
+            elif _is_object(value):
+                if cached:
+                    raise _Unusual
+                child = self._walk(value)
+                node.children.append((key, child))
+                if child.ranks:  # (an object without parameters flattens to nothing)
+                    node.ranks.append((key, child.ranks))
+        return node
+
+    def holds(self, obj) -> bool:
+        """Whether ``obj`` (the object laid out) is still laid out so."""
+        objects = [obj, *self.objects]
+        if list(map(type, objects)) != self.classes:
+            return False
+        dicts = list(map(vars, objects))
+        return list(map(len, dicts)) == self.lengths \
+            and tuple(itertools.chain.from_iterable(dicts)) == self.keys \
+            and all(map(operator.is_, itertools.chain.from_iterable(map(dict.values, dicts)), self.values)) \
+            and list(map(_STATE, self.arrays)) == self.states \
+            and not any(map(_has_params, self.mutable))
+
+    def gradient(self, sparse, like):
+        """``materialize(sparse, like)`` for the object laid out."""
+        return _build(self.root, sparse, like)
+
+
+def _build(node, sparse, like):
+    out = object.__new__(node.cls)
+    fields = out.__dict__
+    values = vars(like)
+    fields.update(values)
+    get = sparse.get if type(sparse) is dict else _nothing
+    for key in node.arrays:
+        value, g = values[key], get(key)
+        if g is None or type(g) is dict:
+            fields[key] = np.zeros_like(value)
+        elif type(g) is np.ndarray and g.shape == value.shape:
+            fields[key] = np.array(g, dtype=value.dtype)  # its own copy: never an input, never shared
+        else:
+            fields[key] = np.array(np.broadcast_to(g, value.shape), dtype=value.dtype)
+    for key, kind in node.floats:
+        g = get(key)
+        fields[key] = kind(0.0 if g is None or type(g) is dict else g)
+    for key in node.nones:
+        fields[key] = None
+    for key, child in node.children:
+        fields[key] = _build(child, get(key), values[key])
     return out
+
+
+def _nothing(key):
+    return None
+
+
+def layout(obj):
+    """The :class:`Layout` of an object of parameters (from the cache while it holds),
+    or None for what only flattening handles."""
+    cached = _LAYOUTS.get(id(obj))
+    if cached is not None and cached[0]() is obj and cached[1].holds(obj):
+        return cached[1]
+    try:
+        plan = Layout(obj)
+    except _Unusual:
+        _LAYOUTS.pop(id(obj), None)
+        return None
+    try:
+        reference = weakref.ref(obj, functools.partial(_forget, id(obj)))
+    except TypeError:  # (not weakly referable: laid out at each call)
+        return plan
+    _LAYOUTS[id(obj)] = (reference, plan)
+    return plan
+
+
+def _forget(key, reference):
+    if key in _LAYOUTS and _LAYOUTS[key][0] is reference:
+        del _LAYOUTS[key]
 
 
 def _child(like, key):

@@ -7,6 +7,7 @@ import pytest
 
 import srcgrad
 from srcgrad import nn, optim
+from srcgrad.nn import functional
 from srcgrad.testing import check_grads
 
 rng = np.random.default_rng(11)
@@ -110,6 +111,27 @@ def test_losses_have_their_textbook_values():
     assert nn.nll_loss(logp, labels) == pytest.approx(nn.cross_entropy(logits, labels))
     assert nn.mse_loss(np.array([1.0, 3.0]), np.array([0.0, 1.0])) == pytest.approx(2.5)
     check_grads(nn.cross_entropy, (logits, labels), wrt=0)
+
+
+def weighted_log_softmax(logits, weights):
+    return np.sum(functional.log_softmax(logits) * weights)
+
+
+def test_softmax_losses_exact_with_the_shift_held_constant():
+    """The shift by the maximum is stop_gradient-ed (log-softmax ignores it): the gradient
+    is softmax - onehot exactly, with tied maxima too, in the logits' dtype."""
+    logits = np.array([[2.0, 2.0, -1.0], [0.0, 0.0, 0.0], [1.0, 3.0, 3.0]])
+    labels = np.array([0, 2, 1])
+    probs = np.exp(logits) / np.sum(np.exp(logits), axis=1, keepdims=True)
+    expected = (probs - np.eye(3)[labels]) / 3
+    np.testing.assert_allclose(srcgrad.grad(nn.cross_entropy)(logits, labels), expected, rtol=1e-12)
+    g32 = srcgrad.grad(nn.cross_entropy)(logits.astype(np.float32), labels)
+    assert g32.dtype == np.float32
+    np.testing.assert_allclose(g32, expected, rtol=1e-5)
+    weights = np.random.default_rng(0).standard_normal(logits.shape)
+    check_grads(weighted_log_softmax, (logits, weights), wrt=0)
+    for row in (0, 2):  # central differences sit between the tied maxima: the value moves smoothly
+        check_grads(nn.cross_entropy, (logits[row:row + 1], labels[row:row + 1]), wrt=0)
 
 
 def test_module_without_forward_is_reported():

@@ -260,8 +260,10 @@ def test_max_min_tie_goes_to_first_extremum(fn, x, expected, optimize):
 @pytest.mark.parametrize("keepdims", [False, True], ids=["", "keepdims"])
 @pytest.mark.parametrize("shape, axis", [
     ((8, 2), 1), ((2, 8), 0), ((32, 2, 2, 4), (1, 2)),  # many windows: a pass per window offset
+    ((4, 32, 2, 3), 0), ((2, 2, 64, 3), (0, 1)),  # the offsets leading (srcgrad.nn's pooling)
     ((3, 5), 1), ((4, 2, 2, 3), (1, 2)), ((2, 3), None),  # few: np.argmax in each window
-], ids=["pairs", "pairs-axis0", "pool-windows", "rows", "few-pool-windows", "all"])
+], ids=["pairs", "pairs-axis0", "pool-windows", "leading-windows", "leading-pool-windows", "rows",
+        "few-pool-windows", "all"])
 def test_max_rule_adjoint_sums_to_each_window(shape, axis, keepdims):
     """Ties everywhere (values in {0, 1}): each window's adjoints sum to its ``ans_bar``,
     all of it on the first element equal to the maximum."""

@@ -31,4 +31,7 @@ nondifferentiable(builtins.len, builtins.range, builtins.print, builtins.int, bu
 
 from .. import runtime as _runtime  # noqa: E402 - runtime helpers with no derivative
 
-nondifferentiable(_runtime.zip_length, _runtime.stop_gradient)
+nondifferentiable(_runtime.zip_length)
+# Its argument, unchanged: of its rank (normalize binds a nondifferentiable call's first
+# argument as `shape`, what the constructors' ranks are read from).
+nondifferentiable(_runtime.stop_gradient, ndim=_ndim.same_as("shape"))
