@@ -203,6 +203,51 @@ def _dict_method_vjp(d, name, wrt, args, kwargs):
     return value, pullback
 
 
+def jvp_call(fn, wrt, dots, *args, _where="?", **kwargs):
+    """Call ``fn(*args, **kwargs)`` and return ``(value, tangent)``: how forward-mode
+    code calls the user's own functions and callables known only at run time.
+
+    ``wrt`` lists the positions/keywords of the arguments that have tangents
+    (``"self"`` for the callable object itself), ``dots`` their tangents.  A function
+    or method runs its own forward mode (compiled at its first call, cached); a
+    primitive with a tangent rule function runs it.
+
+    Raises:
+        NoDerivativeRuleError: a primitive reached here without a tangent rule
+            function (forward mode does not derive one at run time yet).
+    """
+    if getattr(fn, "__srcgrad_gradient__", False):
+        raise rt.higher_order_error(fn, None)
+    receiver = ()
+    owner = getattr(fn, "__self__", None)
+    if isinstance(fn, types.MethodType) and registry.lookup(fn) is None and not isinstance(owner, type):
+        fn, receiver = fn.__func__, (owner,)
+    elif not isinstance(fn, (types.FunctionType, types.MethodType)) and registry.lookup(fn) is None \
+            and isinstance(getattr(type(fn), "__call__", None), types.FunctionType):
+        fn, receiver = _call_method(type(fn)), (fn,)
+    rule = registry.lookup(fn)
+    if rule is not None:
+        value = fn(*args, **kwargs)
+        if not rule.differentiable and rule.zero_derivative:
+            return value, rt.zeros_tangent(value)
+        if not callable(rule.tangent):
+            raise errors.NoDerivativeRuleError(
+                f"forward mode has no tangent rule to run for `{rule.name}` (called at {_where} through a "
+                "name known only when the code runs)", None,
+                "call it by its own name (`np.exp(x)`), or register a tangent rule with srcgrad.deftangent")
+        bound = rule.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        names = list(rule.signature.parameters)
+        given = {(names[w] if isinstance(w, int) else w) + "_dot": d for w, d in zip(wrt, dots)}
+        return value, rule.tangent(value, **bound.arguments, **given)
+    if "self" in wrt and not receiver:
+        raise TypeError(f"{fn!r} has no parameters of its own to differentiate")
+    names = tuple(0 if w == "self" else w + len(receiver) if isinstance(w, int) else w for w in wrt)
+    backend = "cupy" if rt.array_module(*args, *kwargs.values()) is not np else None
+    transformed = api.jvp_function(fn, names, backend)
+    return transformed(*receiver, *args, dots if len(dots) > 1 else dots[0], **kwargs)
+
+
 def _call_method(cls):
     """What calling an instance of ``cls`` runs: ``forward`` for an ``nn.Module``."""
     call = cls.__call__
