@@ -1129,3 +1129,15 @@ def written_tangent(v_dot, y):
     boolean array (the written values are rounded: zero derivative)."""
     dtype = getattr(y, "dtype", None)
     return v_dot if dtype is None or dtype.kind in "fc" else 0.0 * v_dot
+
+
+def array_operand(value, where: str):
+    """Forward mode's check, when it runs, that an operand whose kind was unknown when
+    compiling (what a function of yours returned) is an array or a number: an object's
+    own operator (``__mul__``) has no tangent rule there."""
+    if isinstance(value, (np.ndarray, np.generic, float, int)) or hasattr(value, "__cuda_array_interface__"):
+        return value
+    raise errors.UnsupportedSyntaxError(
+        f"forward mode met a {type(value).__name__} as an operand at {where}: an operator of a class of "
+        "yours, which it does not differentiate yet", None,
+        "use srcgrad.vjp, or call NumPy on the arrays the object holds")

@@ -166,7 +166,7 @@ class _Forward:
             value = self._tangent_of(stmt.value) if self._active(stmt.value) else None
         elif kind == "unpack" and self.activity.active(anno.get(stmt, "source")):
             value = _replaced(stmt.value, {id(stmt.value.value): nodes.name(self._dot_name(stmt.value.value.id))})
-        elif kind == "aggregate" and any(self._varies(a) for a in anno.get(stmt, "elements").values()):
+        elif kind == "aggregate":
             value = self._display_tangent(stmt.value)
         elif kind == "op":
             value = self._op_tangent(stmt, target, out)
@@ -219,11 +219,12 @@ class _Forward:
             raise errors.at(stmt.value, f"`{nodes.to_source(stmt.value)}` may be a property, which "
                             "forward mode does not differentiate yet", "read a field that holds the array, "
                             "or use srcgrad.vjp", kind=errors.NoDerivativeRuleError)
-        if anno.get(stmt, "maybe_object") and self._object_operand(stmt):
-            raise errors.at(stmt.value, f"`{nodes.to_source(stmt.value)}` may run an operator of a class "
-                            "of yours, which forward mode does not differentiate yet",
-                            "use srcgrad.vjp, or call NumPy on the arrays themselves",
-                            kind=errors.NoDerivativeRuleError)
+        for operand in self._unknown_operands(stmt):
+            # Its kind is known when the code runs: an array's tangent rule, or refused there.
+            origin = anno.get(stmt, "origin")
+            check = gast.Expr(value=nodes.call("rt.array_operand", [
+                nodes.name(operand), nodes.const(origin.where if origin else "?")]))
+            self._emit(out, anno.set(check, "impure", True), None)
         how = rule.tangent
         if how is None:
             raise errors.at(stmt.value, f"forward mode has no tangent rule for `{rule.name}`, which is "
@@ -359,17 +360,16 @@ class _Forward:
         rank, name = rank_of(bound["obj"], self.ranks), templates.static_value(bound["name"])
         return isinstance(rank, TreeRank) and any(key == name for key, _ in rank)
 
-    def _object_operand(self, stmt) -> bool:
+    def _unknown_operands(self, stmt) -> list:
+        """The varying operands of ``a * b`` that may be objects of a class of the user's
+        (their rank unknown when compiling: what a function returned)."""
         value = stmt.value
         operands = [value.left, value.right] if isinstance(value, gast.BinOp) else \
             [value.operand] if isinstance(value, gast.UnaryOp) else []
         unknown = anno.get(stmt, "maybe_object", ())
-        for atom in operands:
-            rank = rank_of(atom, self.ranks)
-            if isinstance(atom, gast.Name) and atom.id in unknown and self._active(atom) \
-                    and not isinstance(rank, int) and not (isinstance(rank, TreeRank) and rank.kind != "object"):
-                return True
-        return False
+        return [atom.id for atom in operands if isinstance(atom, gast.Name) and atom.id in unknown
+                and self._active(atom) and not isinstance(rank := rank_of(atom, self.ranks), int)
+                and not (isinstance(rank, TreeRank) and rank.kind != "object")]
 
     # ---- calls of the user's functions -------------------------------------
     def _varies_call(self, stmt) -> bool:
@@ -407,6 +407,9 @@ class _Forward:
 def _passed_through(value) -> bool:
     """Whether a tangent expression may be another name's tangent itself (a name, or a
     helper that returns its argument when it can), not a new array."""
+    if isinstance(value, gast.Call) and nodes.to_source(value.func).strip() in ("rt.broadcast_tangent",
+                                                                            "rt.cast_tangent"):
+        return _passed_through(value.args[0])  # (a new array where they change it)
     return isinstance(value, gast.Name) or isinstance(value, gast.Call) \
         and nodes.to_source(value.func).strip().startswith("rt.")
 
