@@ -251,9 +251,6 @@ class GradientFunction:
                             "wrt ones (a tuple when wrt is a tuple)")
         *primals, tangents = args
         args = self._arguments(tuple(primals), kwargs)
-        if not self._whole:
-            raise errors.WrtError("forward mode takes whole parameters as wrt, not entries of *args or "
-                                  "**kwargs (yet)", _origin_of(self.fn), "name the whole parameter")
         if self._as_tuple:
             if not isinstance(tangents, (tuple, list)) or len(tangents) != len(self._entries):
                 raise TypeError(f"the jvp of {name} with respect to {self.options.wrt} takes a tuple of "
@@ -264,11 +261,26 @@ class GradientFunction:
             dots = (tangents,)
         if not self._internal:
             self._check_wrt(args)
-            for (param, _), i, dot in zip(self._entries, self._wrt_index, dots):
-                primal = args[i]
+            for (param, key), i, dot in zip(self._entries, self._wrt_index, dots):
+                primal = args[i] if key is None else args[i][key]
                 if not tree.is_structure(primal) and np.shape(dot) != np.shape(primal):
                     raise ValueError(f"the tangent of `{param}` has shape {np.shape(dot)}, but `{param}` "
                                      f"has shape {np.shape(primal)}: a tangent has its primal's shape")
+        if not self._whole:  # entries of *args/**kwargs: the whole tuple's (dict's) tangent, zeros elsewhere
+            given = {}
+            for (param, key), dot in zip(self._entries, dots):
+                given.setdefault(param, {})[key] = dot
+            dots = []
+            for param in self.options.wrt:
+                value, entries = args[self._params.index(param)], given[param]
+                if None in entries:
+                    dots.append(entries[None])
+                elif param == self._var_positional:
+                    dots.append(tuple(entries[k] if k in entries else runtime.zeros_tangent(v)
+                                      for k, v in enumerate(value)))
+                else:
+                    dots.append({k: entries[k] if k in entries else runtime.zeros_tangent(v)
+                                 for k, v in value.items()})
         return self.compiled(args)(*args, *dots)
 
     def _call(self, args):

@@ -9,6 +9,7 @@ runtime helpers (``srcgrad/runtime.py``), which the rules and passes use too.
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
 import types
 
@@ -225,27 +226,84 @@ def jvp_call(fn, wrt, dots, *args, _where="?", **kwargs):
     elif not isinstance(fn, (types.FunctionType, types.MethodType)) and registry.lookup(fn) is None \
             and isinstance(getattr(type(fn), "__call__", None), types.FunctionType):
         fn, receiver = _call_method(type(fn)), (fn,)
+    if isinstance(owner, np.ndarray) or type(owner).__module__.split(".")[0] == "cupy" and hasattr(owner, "ndim"):
+        # x.clip(...) on an array whose kind was unknown at compile time: NumPy's clip.
+        fn, args = array_method(fn.__name__, owner, args)
+        wrt = tuple(0 if w == "self" else w + 1 if isinstance(w, int) else w for w in wrt)
     rule = registry.lookup(fn)
     if rule is not None:
-        value = fn(*args, **kwargs)
-        if not rule.differentiable and rule.zero_derivative:
-            return value, rt.zeros_tangent(value)
-        if not callable(rule.tangent):
-            raise errors.NoDerivativeRuleError(
-                f"forward mode has no tangent rule to run for `{rule.name}` (called at {_where} through a "
-                "name known only when the code runs)", None,
-                "call it by its own name (`np.exp(x)`), or register a tangent rule with srcgrad.deftangent")
-        bound = rule.signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        names = list(rule.signature.parameters)
-        given = {(names[w] if isinstance(w, int) else w) + "_dot": d for w, d in zip(wrt, dots)}
-        return value, rule.tangent(value, **bound.arguments, **given)
+        return _rule_jvp(rule, fn, wrt, dots, args, kwargs, _where)
     if "self" in wrt and not receiver:
         raise TypeError(f"{fn!r} has no parameters of its own to differentiate")
     names = tuple(0 if w == "self" else w + len(receiver) if isinstance(w, int) else w for w in wrt)
     backend = "cupy" if rt.array_module(*args, *kwargs.values()) is not np else None
     transformed = api.jvp_function(fn, names, backend)
     return transformed(*receiver, *args, dots if len(dots) > 1 else dots[0], **kwargs)
+
+
+def jvp_field(obj, name, obj_dot, where="?"):
+    """``obj.name`` and its tangent: a field's tangent is the same field of ``obj_dot``
+    (the tangent of an object is an object of its class); a property's getter runs its
+    own forward mode with respect to ``obj``."""
+    found = inspect.getattr_static(type(obj), name, None)
+    if isinstance(found, property) and found.fget is not None:
+        return jvp_call(found.fget, (0,), (obj_dot,), obj, _where=where)
+    return getattr(obj, name), getattr(obj_dot, name)
+
+
+def _rule_jvp(rule, fn, wrt, dots, args, kwargs, where):
+    """``fn(*args, **kwargs)`` and its tangent from its rule, when it runs: a tangent
+    rule function, or the derivations of ``registry.TANGENTS`` on values (a pointwise
+    rule's adjoint given its varying inputs broadcast to the output's shape, so that its
+    ``unbroadcast`` keeps them)."""
+    value = fn(*args, **kwargs)
+    if not rule.differentiable:
+        if rule.zero_derivative:
+            return value, rt.zeros_tangent(value)
+        raise errors.NoDerivativeRuleError(
+            f"`{rule.name}` is given a value with a tangent at {where}, and srcgrad has no derivative "
+            "rule for it", None, "compute the value from NumPy functions srcgrad differentiates")
+    names = list(rule.signature.parameters)
+    param = {(names[w] if isinstance(w, int) else w): (w, d) for w, d in zip(wrt, dots)}
+    bound = rule.signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+
+    def replaced(changes):
+        new_args, new_kwargs = list(args), dict(kwargs)
+        for w, v in changes:
+            if isinstance(w, int):
+                new_args[w] = v
+            else:
+                new_kwargs[w] = v
+        return new_args, new_kwargs
+    how = rule.tangent
+    if callable(how):
+        return value, how(value, **bound.arguments, **{p + "_dot": d for p, (_, d) in param.items()})
+    if how == "linear":
+        new_args, new_kwargs = replaced(param.values())
+        return value, fn(*new_args, **new_kwargs)
+    if how == "bilinear":
+        terms = [fn(*a, **k) for a, k in (replaced([change]) for change in param.values())]
+        return value, functools.reduce(operator.add, terms)
+    if how in ("pointwise", "reduction"):
+        total = 0.0
+        for p, (_, d) in param.items():
+            arguments = dict(bound.arguments)
+            if how == "pointwise":
+                arguments[p] = rt.broadcast_tangent(arguments[p], value)  # (a new array of the output's shape)
+                seed = rt.broadcast_tangent(d, value)
+            else:
+                seed = rt.array_module(value).ones_like(value)
+            out = rule.adjoint(seed, value, **arguments)
+            out = out[rule.diff_params.index(p)] if len(rule.diff_params) > 1 else out
+            if out is None:
+                continue
+            total = total + (out if how == "pointwise" else rt.reduction_tangent(
+                out, d, arguments.get("axis"), arguments.get("keepdims", False)))
+        return value, rt.broadcast_tangent(total, value) if np.ndim(total) else total + rt.zeros_tangent(value)
+    raise errors.NoDerivativeRuleError(
+        f"forward mode has no tangent rule for `{rule.name}` (called at {where})", None,
+        "register one with srcgrad.deftangent, or use srcgrad.vjp")
 
 
 def _call_method(cls):

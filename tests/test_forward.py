@@ -311,3 +311,28 @@ def net_jvp(x, w1, w2, x_dot, w1_dot):
 
 def test_golden_source():
     assert srcgrad.source(srcgrad.jvp(net, wrt=(0, 1)), X, W1, W2) == GOLDEN
+
+
+def test_entries_of_varargs():
+    def f(x, *ws, **opts):
+        return np.sum(x * ws[0] + ws[1] * opts["scale"])
+
+    xs = (np.ones(3), np.arange(3.0), np.full(3, 2.0))
+    value, tangent = srcgrad.jvp(f, wrt=(2,))(*xs, (np.ones(3),), scale=0.5)
+    assert tangent == pytest.approx(0.5 * 3)
+
+
+class Box:
+    def __init__(self, v):
+        self.v = v
+
+    @property
+    def doubled(self):
+        return np.sin(self.v) * 2.0
+
+
+def test_property():
+    def f(x):
+        return np.sum(Box(x).doubled)
+
+    check(f, (np.array([0.1, 0.5, -0.3]),))

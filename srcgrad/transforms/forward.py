@@ -23,6 +23,7 @@ Before/after (``wrt=x``)::
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 import gast
@@ -82,6 +83,14 @@ class _Forward:
                           for s in flat)
         self.call_results = {s.targets[0].id for s in flat if anno.get(s, "kind") == "call"
                              and isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Name)}
+        # Values whose tangent is zero by their rule (`x * 0.0`, whose tangent must not meet
+        # the inf of `0.0 ** 0.5`'s derivative): constants from there on, as reverse mode's
+        # adjoint stops there.  Only names bound once, and not changed in place.
+        self.zero = set()
+        bound = collections.Counter(n for s in flat for n in nodes.assigned_names(s))
+        self.once = {n for n, count in bound.items() if count == 1} - {
+            anno.get(s, "array") or anno.get(s, "list") for s in flat
+            if anno.get(s, "kind") in ("setitem", "append", "pop", "item")}
 
     # ---- names ------------------------------------------------------------
     def _dot_name(self, var):
@@ -90,10 +99,11 @@ class _Forward:
         return self.dot[var]
 
     def _active(self, atom) -> bool:
-        return isinstance(atom, gast.Name) and self.activity.active(atom.id)
+        return isinstance(atom, gast.Name) and self.activity.active(atom.id) and atom.id not in self.zero
 
     def _varies(self, atom) -> bool:
-        return atom is not None and any(self.activity.active(n) for n in nodes.loaded_names(atom))
+        return atom is not None and any(self.activity.active(n) and n not in self.zero
+                                        for n in nodes.loaded_names(atom))
 
     def _tangent_of(self, atom):
         """The tangent of an atom or display: its ``_dot``, or zeros for a constant."""
@@ -170,6 +180,11 @@ class _Forward:
             value = self._display_tangent(stmt.value)
         elif kind == "op":
             value = self._op_tangent(stmt, target, out)
+        if value is _DONE:  # (the statement computes its tangent itself)
+            return out
+        if value is None and kind == "op" and target in self.once:
+            self.zero.add(target)
+            return out
         if value is None:
             value = nodes.call("rt.zeros_tangent", [nodes.name(target)])
         elif self.writes and kind == "op" and _passed_through(value):
@@ -178,6 +193,9 @@ class _Forward:
         return out
 
     def _display_tangent(self, display):
+        """A tuple, list, dict, record or named tuple made here: the same of the tangents."""
+        if isinstance(display, gast.Call):  # Point(x=a, y=b): its fields by keyword
+            return _replaced(display, {id(k.value): self._tangent_of(k.value) for k in display.keywords})
         if isinstance(display, gast.Dict):
             return gast.Dict(keys=[nodes.copy(k) for k in display.keys],
                              values=[self._tangent_of(v) for v in display.values])
@@ -216,9 +234,14 @@ class _Forward:
         if not varying:
             return None
         if rule is registry_lookup(getattr) and not self._plain_field(bound):
-            raise errors.at(stmt.value, f"`{nodes.to_source(stmt.value)}` may be a property, which "
-                            "forward mode does not differentiate yet", "read a field that holds the array, "
-                            "or use srcgrad.vjp", kind=errors.NoDerivativeRuleError)
+            # Maybe a property: dispatch.jvp_field runs its getter's own forward mode.
+            origin = anno.get(stmt, "origin")
+            stmt.targets = [nodes.tuple_([nodes.name(target, "store"),
+                                          nodes.name(self._dot_name(target), "store")], "store")]
+            stmt.value = nodes.call("dispatch.jvp_field", [
+                nodes.copy(bound["obj"]), nodes.copy(bound["name"]), self._tangent_of(bound["obj"]),
+                nodes.const(origin.where if origin else "?")])
+            return _DONE
         for operand in self._unknown_operands(stmt):
             # Its kind is known when the code runs: an array's tangent rule, or refused there.
             origin = anno.get(stmt, "origin")
@@ -402,6 +425,9 @@ class _Forward:
                                 [(k.arg, k.value) for k in call.keywords]
                                 + [("_where", nodes.const(origin.where if origin else "?"))])
         return [stmt]
+
+
+_DONE = object()
 
 
 def _passed_through(value) -> bool:
