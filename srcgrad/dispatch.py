@@ -217,6 +217,12 @@ def jvp_call(fn, wrt, dots, *args, _where="?", **kwargs):
         NoDerivativeRuleError: a primitive reached here without a tangent rule
             function (forward mode does not derive one at run time yet).
     """
+    if kwargs == {} and type(fn) is types.FunctionType:  # the common case, kept short
+        transformed = api.JVPS.get((fn, wrt, None))
+        if transformed is not None and not transformed._variadic and rt.array_module(*args) is np:
+            program = transformed._cache.get(tuple(map(rank_of_argument, args)))
+            if program is not None:
+                return program(*args, *dots)
     if getattr(fn, "__srcgrad_gradient__", False):
         raise rt.higher_order_error(fn, None)
     receiver = ()

@@ -277,7 +277,7 @@ class _Forward:
                 nodes.copy(bound.get("axis", nodes.const(None))),
                 nodes.copy(bound.get("keepdims", nodes.const(False)))])
         if how == "pointwise":
-            total, full = None, False
+            total, full, terms = None, False, set()
             same = self._same_shape(rule, bound)
             for param in varying:
                 site.bindings["ans_bar"] = site.bindings[param + "_dot"]
@@ -288,9 +288,15 @@ class _Forward:
                 if param not in adjoints:
                     continue
                 full = full or param in same
+                terms.add(param)
                 total = adjoints[param] if total is None else nodes.binop(total, "+", adjoints[param])
             if total is None:
                 return None
+            # An elementwise output has the broadcast shape of its array arguments: when
+            # each of them has a term, so has the sum of the terms.
+            full = full or rule.elementwise and all(
+                p in terms or rank_of(a, self.ranks) == 0 for p, a in bound.items()
+                if isinstance(a, gast.Name) or isinstance(a, (gast.List, gast.Tuple)))
             return total if full else nodes.call("rt.broadcast_tangent", [total, nodes.name(target)])
         # A tangent rule function.
         if not templates.self_contained(how):  # a rule of yours calling your own helpers: run as it is
