@@ -3,7 +3,7 @@ one analysis in ``analysis/``; read this file to see the whole of srcgrad.
 
     source → resolve → validate → normalize (ANF) → analyze (activity, ranks)
            → reverse → optimize → emit and load
-                 (forward mode: → forward → dead code → emit and load)
+                 (forward mode: → forward → optimize → emit and load)
 """
 from __future__ import annotations
 

@@ -336,3 +336,29 @@ def test_property():
         return np.sum(Box(x).doubled)
 
     check(f, (np.array([0.1, 0.5, -0.3]),))
+
+
+def _slope(x):
+    return 3.0 * x ** 2
+
+
+@srcgrad.custom_adjoint
+def cube(x):
+    return x ** 3
+
+
+@cube.defadjoint
+def _cube_adjoint(ans_bar, ans, x):
+    return ans_bar * 3.0 * x ** 2
+
+
+@cube.defjvp
+def _cube_tangent(ans, x, x_dot=None):
+    return _slope(x) * x_dot  # calls a helper of the user's: run as a function, not inlined
+
+
+def test_custom_tangent_rule_that_calls_a_helper():
+    def f(x):
+        return np.sum(cube(x) * x)
+
+    check(f, (np.array([0.5, -1.0, 2.0]),))
