@@ -1,4 +1,4 @@
-"""The public entry points: ``grad``, ``value_and_grad``, ``vjp``, ``source``, ``show``.
+"""The public entry points: ``grad``, ``value_and_grad``, ``vjp``, ``jvp``, ``source``, ``show``.
 
 Compiled code is cached per function, options and argument ranks; calling a
 gradient function costs one dictionary lookup on top of the generated code.
@@ -229,6 +229,8 @@ class GradientFunction:
 
     def __call__(self, *args, **kwargs):
         try:
+            if self.options.mode == "jvp":
+                return self._jvp_call(args, kwargs)
             if self._plain and not kwargs and len(args) == len(self._params):
                 grads = self._plain_call(args)
                 if grads is not None:
@@ -241,6 +243,46 @@ class GradientFunction:
                 raise  # the outermost call shows it
             # Located at the user's line, without srcgrad's frames (SRCGRAD_TRACEBACK=1 keeps them).
             raise errors.shown_to_user(error, _origin_of(self.fn)) from None
+
+    def _jvp_call(self, args, kwargs):
+        """``(*primals, tangents)`` -> ``(value, tangent)``: forward mode's call."""
+        name = self.fn.__name__
+        if not args:
+            raise TypeError(f"the jvp of {name} takes {name}'s arguments, then the tangents of the "
+                            "wrt ones (a tuple when wrt is a tuple)")
+        *primals, tangents = args
+        args = self._arguments(tuple(primals), kwargs)
+        if self._as_tuple:
+            if not isinstance(tangents, (tuple, list)) or len(tangents) != len(self._entries):
+                raise TypeError(f"the jvp of {name} with respect to {self.options.wrt} takes a tuple of "
+                                f"{len(self._entries)} tangents after the arguments, got "
+                                f"{type(tangents).__name__}")
+            dots = tuple(tangents)
+        else:
+            dots = (tangents,)
+        if not self._internal:
+            self._check_wrt(args)
+            for (param, key), i, dot in zip(self._entries, self._wrt_index, dots):
+                primal = args[i] if key is None else args[i][key]
+                if not tree.is_structure(primal) and np.shape(dot) != np.shape(primal):
+                    raise ValueError(f"the tangent of `{param}` has shape {np.shape(dot)}, but `{param}` "
+                                     f"has shape {np.shape(primal)}: a tangent has its primal's shape")
+        if not self._whole:  # entries of *args/**kwargs: the whole tuple's (dict's) tangent, zeros elsewhere
+            given = {}
+            for (param, key), dot in zip(self._entries, dots):
+                given.setdefault(param, {})[key] = dot
+            dots = []
+            for param in self.options.wrt:
+                value, entries = args[self._params.index(param)], given[param]
+                if None in entries:
+                    dots.append(entries[None])
+                elif param == self._var_positional:
+                    dots.append(tuple(entries[k] if k in entries else runtime.zeros_tangent(v)
+                                      for k, v in enumerate(value)))
+                else:
+                    dots.append({k: entries[k] if k in entries else runtime.zeros_tangent(v)
+                                 for k, v in value.items()})
+        return self.compiled(args)(*args, *dots)
 
     def _call(self, args):
         """The call, given every parameter's value in order (``_arguments``)."""
@@ -368,6 +410,18 @@ class GradientFunction:
 
 # ---- callees: the vjps generated code calls ---------------------------------
 VJPS: dict = {}  # (function, wrt, backend) -> its internal vjp GradientFunction
+JVPS: dict = {}  # (function, wrt, backend) -> its internal jvp GradientFunction
+
+
+def jvp_function(fn, wrt, backend=None) -> GradientFunction:
+    """The cached internal jvp of ``fn`` with respect to ``wrt`` (a tuple of positions,
+    keywords) that generated code calls (``dispatch.jvp_call``)."""
+    key = (fn, wrt, backend)
+    transformed = JVPS.get(key)
+    if transformed is None:
+        transformed = JVPS[key] = GradientFunction(fn, "jvp", wrt if len(wrt) > 1 else wrt[0],
+                                                   backend=backend, internal=True)
+    return transformed
 
 
 def vjp_function(fn, wrt, backend=None) -> GradientFunction:
@@ -594,11 +648,42 @@ def vjp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True, has
     return _transform("vjp", f, wrt, backend, optimize, has_aux, check=check)
 
 
+def jvp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True):
+    """Jacobian-vector product (forward mode), for outputs of any shape.
+
+    The generated code follows ``f`` statement by statement, each followed by
+    its tangent (``h_dot = x_dot @ w1 + x @ w1_dot``): one pass, no stack,
+    about the cost of one more evaluation of ``f``.  ``srcgrad.show`` prints it.
+
+    Args:
+        f: a Python function (the subset ``grad`` takes).
+        wrt: the parameter(s) whose tangents are given: an index, a name, or a
+            tuple of them (whole parameters only).
+        backend, optimize: as for :func:`grad`.
+
+    Returns:
+        A function taking ``f``'s arguments followed by the tangents of the
+        ``wrt`` ones (one value, or a tuple when ``wrt`` is a tuple; each of its
+        primal's shape, a structure of the same structure for a structure),
+        and returning ``(value, tangent)``: ``f``'s value and its directional
+        derivative ``J v`` along the tangents, of the value's shape (a tuple
+        for a tuple, zeros for an output that does not depend on them).
+
+    Raises:
+        ValueError: a tangent whose shape is not its primal's.
+        srcgrad.errors.NoDerivativeRuleError: at the first call, a primitive
+            without a tangent rule given a value with a tangent (at the user's
+            line, naming it); and as :func:`grad`.
+    """
+    return _transform("jvp", f, wrt, backend, optimize, False)
+
+
 # What normalize knows them by (`srcgrad.grad(f)(x)` inside a differentiated function is refused).
 grad.__srcgrad_transform__ = value_and_grad.__srcgrad_transform__ = vjp.__srcgrad_transform__ = True
+jvp.__srcgrad_transform__ = True
 
 def source(fn, *example_args, **example_kwargs) -> str:
-    """The generated Python source of a function made by ``grad``/``value_and_grad``/``vjp``.
+    """The generated Python source of a function made by ``grad``/``value_and_grad``/``vjp``/``jvp``.
 
     With example arguments, the code specialised for their ranks; without, the
     code last run (or a version compiled without rank information).
@@ -610,6 +695,8 @@ def source(fn, *example_args, **example_kwargs) -> str:
         raise TypeError("srcgrad.source expects a function made by srcgrad.grad, "
                         f"value_and_grad or vjp; got {fn!r}")
     try:
+        if fn.options.mode == "jvp" and not fn._variadic and len(example_args) > len(fn._params):
+            example_args = example_args[:len(fn._params)]  # (the tangents: of the primals' ranks)
         if example_args or example_kwargs:
             return fn.compiled(fn._arguments(example_args, example_kwargs)).source
         return fn.source

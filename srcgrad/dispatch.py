@@ -9,6 +9,7 @@ runtime helpers (``srcgrad/runtime.py``), which the rules and passes use too.
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
 import types
 
@@ -201,6 +202,114 @@ def _dict_method_vjp(d, name, wrt, args, kwargs):
                 out.append(rt.zeros_like(default) if w in (1, "default") else 0.0)
         return tuple(out) if len(out) > 1 else out[0]
     return value, pullback
+
+
+def jvp_call(fn, wrt, dots, *args, _where="?", **kwargs):
+    """Call ``fn(*args, **kwargs)`` and return ``(value, tangent)``: how forward-mode
+    code calls the user's own functions and callables known only at run time.
+
+    ``wrt`` lists the positions/keywords of the arguments that have tangents
+    (``"self"`` for the callable object itself), ``dots`` their tangents.  A function
+    or method runs its own forward mode (compiled at its first call, cached); a
+    primitive with a tangent rule function runs it.
+
+    Raises:
+        NoDerivativeRuleError: a primitive reached here without a tangent rule
+            function (forward mode does not derive one at run time yet).
+    """
+    if kwargs == {} and type(fn) is types.FunctionType:  # the common case, kept short
+        transformed = api.JVPS.get((fn, wrt, None))
+        if transformed is not None and not transformed._variadic and rt.array_module(*args) is np:
+            program = transformed._cache.get(tuple(map(rank_of_argument, args)))
+            if program is not None:
+                return program(*args, *dots)
+    if getattr(fn, "__srcgrad_gradient__", False):
+        raise rt.higher_order_error(fn, None)
+    receiver = ()
+    owner = getattr(fn, "__self__", None)
+    if isinstance(fn, types.MethodType) and registry.lookup(fn) is None and not isinstance(owner, type):
+        fn, receiver = fn.__func__, (owner,)
+    elif not isinstance(fn, (types.FunctionType, types.MethodType)) and registry.lookup(fn) is None \
+            and isinstance(getattr(type(fn), "__call__", None), types.FunctionType):
+        fn, receiver = _call_method(type(fn)), (fn,)
+    if isinstance(owner, np.ndarray) or type(owner).__module__.split(".")[0] == "cupy" and hasattr(owner, "ndim"):
+        # x.clip(...) on an array whose kind was unknown at compile time: NumPy's clip.
+        fn, args = array_method(fn.__name__, owner, args)
+        wrt = tuple(0 if w == "self" else w + 1 if isinstance(w, int) else w for w in wrt)
+    rule = registry.lookup(fn)
+    if rule is not None:
+        return _rule_jvp(rule, fn, wrt, dots, args, kwargs, _where)
+    if "self" in wrt and not receiver:
+        raise TypeError(f"{fn!r} has no parameters of its own to differentiate")
+    names = tuple(0 if w == "self" else w + len(receiver) if isinstance(w, int) else w for w in wrt)
+    backend = "cupy" if rt.array_module(*args, *kwargs.values()) is not np else None
+    transformed = api.jvp_function(fn, names, backend)
+    return transformed(*receiver, *args, dots if len(dots) > 1 else dots[0], **kwargs)
+
+
+def jvp_field(obj, name, obj_dot, where="?"):
+    """``obj.name`` and its tangent: a field's tangent is the same field of ``obj_dot``
+    (the tangent of an object is an object of its class); a property's getter runs its
+    own forward mode with respect to ``obj``."""
+    found = inspect.getattr_static(type(obj), name, None)
+    if isinstance(found, property) and found.fget is not None:
+        return jvp_call(found.fget, (0,), (obj_dot,), obj, _where=where)
+    return getattr(obj, name), getattr(obj_dot, name)
+
+
+def _rule_jvp(rule, fn, wrt, dots, args, kwargs, where):
+    """``fn(*args, **kwargs)`` and its tangent from its rule, when it runs: a tangent
+    rule function, or the derivations of ``registry.TANGENTS`` on values (a pointwise
+    rule's adjoint given its varying inputs broadcast to the output's shape, so that its
+    ``unbroadcast`` keeps them)."""
+    value = fn(*args, **kwargs)
+    if not rule.differentiable:
+        if rule.zero_derivative:
+            return value, rt.zeros_tangent(value)
+        raise errors.NoDerivativeRuleError(
+            f"`{rule.name}` is given a value with a tangent at {where}, and srcgrad has no derivative "
+            "rule for it", None, "compute the value from NumPy functions srcgrad differentiates")
+    names = list(rule.signature.parameters)
+    param = {(names[w] if isinstance(w, int) else w): (w, d) for w, d in zip(wrt, dots)}
+    bound = rule.signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+
+    def replaced(changes):
+        new_args, new_kwargs = list(args), dict(kwargs)
+        for w, v in changes:
+            if isinstance(w, int):
+                new_args[w] = v
+            else:
+                new_kwargs[w] = v
+        return new_args, new_kwargs
+    how = rule.tangent
+    if callable(how):
+        return value, how(value, **bound.arguments, **{p + "_dot": d for p, (_, d) in param.items()})
+    if how == "linear":
+        new_args, new_kwargs = replaced(param.values())
+        return value, fn(*new_args, **new_kwargs)
+    if how == "bilinear":
+        terms = [fn(*a, **k) for a, k in (replaced([change]) for change in param.values())]
+        return value, functools.reduce(operator.add, terms)
+    if how in ("pointwise", "reduction"):
+        total = 0.0
+        for p, (_, d) in param.items():
+            arguments = dict(bound.arguments)
+            if how == "pointwise":
+                arguments[p] = rt.broadcast_tangent(arguments[p], value)  # (a new array of the output's shape)
+                seed = rt.broadcast_tangent(d, value)
+            else:
+                seed = rt.array_module(value).ones_like(value)
+            out = rule.adjoint(seed, value, **arguments)
+            out = out[rule.diff_params.index(p)] if len(rule.diff_params) > 1 else out
+            if out is None:
+                continue
+            total = total + (out if how == "pointwise" else rt.reduction_tangent(
+                out, d, arguments.get("axis"), arguments.get("keepdims", False)))
+        return value, rt.broadcast_tangent(total, value) if np.ndim(total) else total + rt.zeros_tangent(value)
+    raise errors.NoDerivativeRuleError(
+        f"forward mode has no tangent rule for `{rule.name}` (called at {where})", None,
+        "register one with srcgrad.deftangent, or use srcgrad.vjp")
 
 
 def _call_method(cls):

@@ -3,6 +3,7 @@ one analysis in ``analysis/``; read this file to see the whole of srcgrad.
 
     source → resolve → inline → exits → validate → normalize (ANF)
            → analyze (activity, ranks) → reverse → optimize → emit and load
+                 (forward mode: → forward → optimize → emit and load)
 """
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ import numpy as np
 
 from . import anno, backends, errors, nodes, runtime, templates, tree
 from .analysis import activity, ranks, sharing
-from .transforms import anf, emit, exits, inline, optimize, parse, resolve, reverse, validate
+from .transforms import anf, emit, exits, forward, inline, optimize, parse, resolve, reverse, validate
 
-MODES = ("grad", "value_and_grad", "vjp")
+MODES = ("grad", "value_and_grad", "vjp", "jvp")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,8 +25,9 @@ class Options:
     """What to generate (part of the cache key, with the argument ranks).
 
     Attributes:
-        mode: ``"grad"`` (gradients only), ``"value_and_grad"``, or ``"vjp"``
-            (value and pullback closure).
+        mode: ``"grad"`` (gradients only), ``"value_and_grad"``, ``"vjp"``
+            (value and pullback closure), or ``"jvp"`` (forward mode: value and
+            tangent).
         wrt: names of the parameters to differentiate with respect to.
         wrt_tuple: return a tuple of gradients (``wrt`` was given as a tuple).
         backend: array backend name (``"numpy"``).
@@ -108,6 +110,9 @@ def compile_function(fn, options: Options, param_ranks: tuple, link=None, args=N
     body_activity = activity.analyze(core.body, options.wrt)
     rank_env = ranks.infer(core.body, dict(zip(core.params, param_ranks)))
     shared = sharing.check(core.body, rank_env, core.params)  # a write seen through another name is refused
+    if options.mode == "jvp":
+        return _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backend, free, shared,
+                            inlined, link)
     # 6. reverse: forward sweep + backward sweep from the rules.
     output = _differentiated_output(core, options)
     hook_names = {_final_name(core, own, name, "hooks"): core.fresh(f"{name}_hook") for name, _ in options.hooks}
@@ -150,6 +155,48 @@ def compile_function(fn, options: Options, param_ranks: tuple, link=None, args=N
     emit.load(text, filename, namespace)
     namespace[backend.MODULE_NAME] = backend.module()  # the module the backend chose (tests: a stand-in)
     return Compiled(text, namespace[_function_name(core, options)], free, namespace,
+                    functools.partial(compile_function, fn, options, param_ranks, link), inlined)
+
+
+def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backend, free, shared,
+                 inlined, link) -> Compiled:
+    """Steps 6-8 in forward mode: ``f_jvp(*params, *tangents) -> (value, tangent)``."""
+    # The reverse pass's refusals hold in forward mode too (writes it cannot follow,
+    # calls that change their arguments, values stored where srcgrad does not look):
+    # it runs, on a copy, for them alone.
+    checked = forward.checked_copy(core)
+    sweeps = reverse.transform(checked, body_activity, rank_env, options.wrt, backend, checked.result)
+    # Names a merge copy may read before any path bound them (see reverse.run): None first.
+    prebound = [s.targets[0].id for s in sweeps.forward if anno.get(s, "prebound")]
+    tangents = forward.transform(core, body_activity, rank_env, options.wrt, backend)
+    result = nodes.tuple_([nodes.copy(core.result), tangents.result])
+    body = tangents.body
+    if options.optimize:  # (the passes see one sweep: no backward one)
+        body, _ = optimize.transform(body, [], set(nodes.loaded_names(result)), {}, backend.MODULE_NAME,
+                                     outside={*core.params, *tangents.tangents.values()},
+                                     arrays={n for n, r in rank_env.items() if isinstance(r, int) and r > 0},
+                                     shared=shared)
+    unbound = [nodes.assign(n, nodes.const(None)) for n in prebound]
+    unbound += [nodes.assign(tangents.names[n], nodes.const(None)) for n in prebound if n in tangents.names]
+    origin = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"
+    header = [nodes.comment(f"srcgrad: forward mode of {core.name} ({origin}) | wrt: "
+                            f"{', '.join(options.wrt)} | backend: {options.backend}")]
+    imports = [gast.parse(line).body[0] for line in backend.IMPORTS]
+    if "dispatch" in {n.id for s in body for n in gast.walk(s) if isinstance(n, gast.Name)}:
+        imports.append(gast.parse("from srcgrad import dispatch").body[0])
+    name = _function_name(core, options)
+    params = core.params + [tangents.tangents[p] for p in options.wrt]
+    fdef = nodes.function(name, params, unbound + emit.with_group_comments(body) + [nodes.ret(result)])
+    text = emit.render(nodes.module(header + imports + [fdef]))
+    signature = ",".join("?" if r is None else "tree" if isinstance(r, tuple) else str(r) for r in param_ranks)
+    filename = f"<srcgrad {fn.__module__}.{fn.__qualname__} jvp ndim=({signature})>"
+    namespace = {"__name__": "srcgrad.generated", backend.MODULE_NAME: backend.module(), "rt": runtime,
+                 **tangents.extras}
+    free.refresh(namespace)
+    errors.register_generated(filename, fn.__code__.co_filename)
+    emit.load(text, filename, namespace)
+    namespace[backend.MODULE_NAME] = backend.module()
+    return Compiled(text, namespace[name], free, namespace,
                     functools.partial(compile_function, fn, options, param_ranks, link), inlined)
 
 

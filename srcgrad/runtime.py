@@ -1072,3 +1072,84 @@ def sort_adjoint(ans_bar, a, axis=-1):
 def item(x):
     """``x.item()``: the one element of an array of size 1 (any shape) as a Python number."""
     return x.item() if hasattr(x, "item") else x
+
+
+# ---- forward mode (tangents) ------------------------------------------------
+def broadcast_tangent(t, ans):
+    """A tangent with its output's shape: an elementwise function whose varying inputs
+    are smaller than its output (``x + b`` with only ``b`` varying) gives a tangent of
+    their shape, which broadcasting spreads over the output (a new, writable array)."""
+    shape = np.shape(ans)
+    if np.shape(t) == shape:
+        return t
+    module = array_module(t)
+    return module.array(module.broadcast_to(t, shape))
+
+
+def reduction_tangent(g, a_dot, axis=None, keepdims=False):
+    """``J a_dot`` of a reduction along ``axis`` from its gradient ``g`` (the adjoint of
+    ones): each output element depends on its own slice only, so its tangent is the
+    sum over that slice of gradient times tangent."""
+    return np.sum(g * a_dot, axis=axis, keepdims=keepdims)
+
+
+def cast_tangent(t, ans):
+    """``t`` in ``ans``'s floating dtype, or zeros where ``ans`` is an integer or
+    boolean value (a cast to int, an integer ``dtype=``): rounded values have zero
+    derivative."""
+    dtype = getattr(ans, "dtype", None)
+    if dtype is None:
+        return t if isinstance(ans, (float, complex)) else 0.0 * t
+    if dtype.kind in "fc":
+        return t if getattr(t, "dtype", None) == dtype else array_module(t).asarray(t, dtype=dtype)
+    return array_module(t).zeros(np.shape(ans), dtype=np.result_type(t, 1.0))
+
+
+def sorted_like(t, a, axis=-1):
+    """``t`` reordered as ``np.sort`` reorders ``a`` (ties in ``argsort``'s stable order,
+    as ``sort_adjoint``)."""
+    if axis is None:
+        return np.ravel(t)[np.argsort(np.ravel(a), kind="stable")]
+    return np.take_along_axis(t, np.argsort(a, axis=axis, kind="stable"), axis=axis)
+
+
+def zeros_tangent(x):
+    """The tangent of a value that does not (yet) depend on the inputs: zeros of its
+    shape in a floating dtype (an integer array written with a varying value later
+    still has a zero tangent there, ``cast_tangent``), a structure of them, ``0.0``
+    for ``None`` (a name the path taken never assigned) and for Python numbers."""
+    if x is None or isinstance(x, (int, float, bool)):
+        return 0.0
+    if tree.is_structure(x):
+        spec_leaves = tree.flatten(x)
+        return tree.unflatten(spec_leaves[2], [zeros_tangent(leaf) for leaf in spec_leaves[1]])
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        return 0.0
+    module = array_module(x)
+    return module.zeros(np.shape(x), dtype=dtype if dtype.kind in "fc" else np.float64)
+
+
+def own_tangent(t):
+    """A copy of a tangent array (scalars as they are): where the primal made a new array
+    and the tangent is another name's, a later write into one must not reach the other."""
+    return array_module(t).array(t) if hasattr(t, "ndim") and np.ndim(t) > 0 else t
+
+
+def written_tangent(v_dot, y):
+    """What ``y_dot[i] = v_dot`` stores: ``v_dot``, or zeros where ``y`` is an integer or
+    boolean array (the written values are rounded: zero derivative)."""
+    dtype = getattr(y, "dtype", None)
+    return v_dot if dtype is None or dtype.kind in "fc" else 0.0 * v_dot
+
+
+def array_operand(value, where: str):
+    """Forward mode's check, when it runs, that an operand whose kind was unknown when
+    compiling (what a function of yours returned) is an array or a number: an object's
+    own operator (``__mul__``) has no tangent rule there."""
+    if isinstance(value, (np.ndarray, np.generic, float, int)) or hasattr(value, "__cuda_array_interface__"):
+        return value
+    raise errors.UnsupportedSyntaxError(
+        f"forward mode met a {type(value).__name__} as an operand at {where}: an operator of a class of "
+        "yours, which it does not differentiate yet", None,
+        "use srcgrad.vjp, or call NumPy on the arrays the object holds")

@@ -128,10 +128,26 @@ def instantiate(rule, site: Site):
     return _Instantiator(rule, site).run()
 
 
+def instantiate_tangent(rule, site: Site):
+    """Inline ``rule.tangent`` (a tangent rule function) at ``site``, whose bindings
+    give ``ans``, the primal parameters and ``<param>_dot`` for each varying one
+    (the others are bound to ``None``).
+
+    Returns:
+        ``(statements, tangent)``: gast statements to emit, and the expression of
+        the output's tangent.
+    """
+    inst = _Instantiator(rule, site, rule.tangent)
+    returned = inst._block(_parse(rule.tangent).body)
+    if returned is None or returned.value is None:
+        raise TypeError(f"the tangent rule of {rule.name} returned nothing")
+    return inst.out, inst._subst(returned.value)
+
+
 class _Instantiator:
-    def __init__(self, rule, site: Site):
+    def __init__(self, rule, site: Site, fn=None):
         self.rule, self.site = rule, site
-        self.fn = rule.adjoint
+        self.fn = fn or rule.adjoint
         self.env = dict(site.bindings)
         self.locals = {}  # template local -> generated Name
         self.out = []

@@ -124,3 +124,12 @@ def test_run_quick_without_peers_notes_them_and_runs(monkeypatch, capsys):
     assert all(set(row.cells) == {"hand", "srcgrad"} for row in result.rows)
     printed = capsys.readouterr().out
     assert "tangent is not installed" in printed and "jax is not installed" in printed
+
+
+def test_jvp_quick_runs_and_tangents_agree(capsys):
+    from benchmarks import jvp
+
+    rows = jvp.main(["--quick"])
+    assert [row.wrt for row in rows] == ["w1", "w2"]
+    assert all(row.agree and row.srcgrad.median > 0 and row.forward.median > 0 for row in rows)
+    assert "| w1 | True |" in capsys.readouterr().out

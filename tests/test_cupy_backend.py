@@ -218,3 +218,21 @@ def test_gpu_gradients_match_numpy(fn, args, wrt):
     got = srcgrad.grad(fn, wrt=wrt, backend="cupy")(*[to_gpu(a) for a in args])
     for g, e in zip(srcgrad.tree.flatten(got)[1], srcgrad.tree.flatten(expected)[1]):
         np.testing.assert_allclose(cupy.asnumpy(g), e, rtol=1e-10, atol=1e-10)
+
+
+def test_forward_mode_of_a_broad_program_on_cupy(numpy_stands_in_for_cupy):
+    """Forward mode's emitted CuPy code: every name exists in CuPy, and it runs (NumPy
+    standing in) to the NumPy program's value and tangent."""
+    x, y = rng.standard_normal((3, 3)), rng.standard_normal((3, 3))
+    dots = (rng.standard_normal((3, 3)), rng.standard_normal((3, 3)))
+    on_cupy = srcgrad.jvp(every_rule, wrt=(0, 1), backend="cupy")
+    for got, expected in zip(on_cupy(x, y, dots), srcgrad.jvp(every_rule, wrt=(0, 1))(x, y, dots)):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+    cupy = pytest.importorskip("cupy")
+    chains = _cupy_names(srcgrad.source(on_cupy, x, y))
+    assert len(chains) > 20
+    for chain in chains:
+        target = cupy
+        for part in chain:
+            assert hasattr(target, part), f"cp.{'.'.join(chain)} is not in CuPy"
+            target = getattr(target, part)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime import cast_adjoint, is_constant, linspace_adjoint, unbroadcast
+from ..runtime import cast_adjoint, cast_tangent, fill_like, is_constant, linspace_adjoint, unbroadcast
 from . import _ndim
-from .registry import defadjoint
+from .registry import defadjoint, deftangent
 
 
-@defadjoint(np.full, diff=("fill_value",), ndim=_ndim.shape_length("shape"))
+@defadjoint(np.full, diff=("fill_value",), ndim=_ndim.shape_length("shape"), tangent="linear")
 def full(ans_bar, ans, shape, fill_value, dtype=None, order="C"):
     """Each element is ``fill_value`` (broadcast): its adjoint sums them."""
     if dtype is None:
@@ -25,6 +25,11 @@ def full(ans_bar, ans, shape, fill_value, dtype=None, order="C"):
 def full_like(ans_bar, ans, a, fill_value, dtype=None, order="K", subok=True, shape=None):
     """As ``np.full``; ``a`` gives only the shape and dtype (an integer ``a``: zero)."""
     return unbroadcast(cast_adjoint(ans_bar, ans), fill_value)
+
+
+@deftangent(np.full_like)
+def full_like_tangent(ans, a, fill_value, dtype=None, order="K", subok=True, shape=None, fill_value_dot=None):
+    return cast_tangent(np.broadcast_to(fill_value_dot, np.shape(ans)), ans)
 
 
 def _linspace_refuse(statics):
@@ -44,6 +49,17 @@ def linspace(ans_bar, ans, start, stop, num=50, endpoint=True, retstep=False, dt
             linspace_adjoint(cast_adjoint(ans_bar, ans), start, stop, num, endpoint, axis, 1))
 
 
+@deftangent(np.linspace)
+def linspace_tangent(ans, start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0,
+                     start_dot=None, stop_dot=None):
+    """Linear in ``(start, stop)`` together: ``linspace`` of their tangents (0 for a constant)."""
+    if is_constant(start_dot):
+        return cast_tangent(np.linspace(0.0, stop_dot, num, endpoint, axis=axis), ans)
+    if is_constant(stop_dot):
+        return cast_tangent(np.linspace(start_dot, 0.0, num, endpoint, axis=axis), ans)
+    return cast_tangent(np.linspace(start_dot, stop_dot, num, endpoint, axis=axis), ans)
+
+
 @defadjoint(np.arange, diff=("start", "stop", "step"), ndim=_ndim.fixed(1))
 def arange(ans_bar, ans, start, stop=None, step=None, dtype=None):
     """``ans[i] = start + i * step``.  The number of elements, which ``stop`` sets (and
@@ -54,3 +70,14 @@ def arange(ans_bar, ans, start, stop=None, step=None, dtype=None):
         return np.sum(cast_adjoint(ans_bar, ans)), None, None
     g = cast_adjoint(ans_bar, ans)
     return np.sum(g), None, np.sum(g * np.arange(np.size(g)))
+
+
+@deftangent(np.arange)
+def arange_tangent(ans, start, stop=None, step=None, dtype=None, start_dot=None, stop_dot=None, step_dot=None):
+    t = fill_like(ans, 0.0)
+    if not (is_constant(stop) and stop is None):
+        if not is_constant(start_dot):
+            t = t + start_dot
+        if not (is_constant(step) and step is None) and not is_constant(step_dot):
+            t = t + step_dot * np.arange(np.size(ans))
+    return cast_tangent(t, ans)

@@ -122,7 +122,7 @@ def hypot(ans_bar, ans, x1, x2):
     return unbroadcast(ans_bar * x1 / safe, x1), unbroadcast(ans_bar * x2 / safe, x2)
 
 
-@defadjoint(runtime.item, ndim=lambda ndims, statics: 0)
+@defadjoint(runtime.item, ndim=lambda ndims, statics: 0, tangent="linear")
 def item(ans_bar, ans, x):
     """``x.item()``: a Python number, also of an array of shape ``(1,)`` or ``(1, 1)``,
     whose adjoint takes that shape back."""

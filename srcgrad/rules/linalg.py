@@ -13,17 +13,17 @@ import numpy as np
 from ..runtime import (diag_adjoint, dot_lhs, dot_rhs, einsum_adjoint_subscripts, einsum_adjoints,
                        is_constant, norm_adjoint, tensordot_adjoint, trace_adjoint, unbroadcast)
 from . import _ndim
-from .registry import defadjoint
+from .registry import defadjoint, deftangent
 
 
-@defadjoint(np.dot, ndim=_ndim.dot)
+@defadjoint(np.dot, ndim=_ndim.dot, tangent="bilinear")
 def dot(ans_bar, ans, a, b):
     if np.ndim(a) == 2 and np.ndim(b) == 2:
         return ans_bar @ b.T, a.T @ ans_bar
     return dot_lhs(ans_bar, a, b), dot_rhs(ans_bar, a, b)
 
 
-@defadjoint(np.outer, ndim=_ndim.fixed(2))
+@defadjoint(np.outer, ndim=_ndim.fixed(2), tangent="bilinear")
 def outer(ans_bar, ans, a, b):
     if np.ndim(a) == 1 and np.ndim(b) == 1:
         return ans_bar @ b, a @ ans_bar
@@ -31,12 +31,12 @@ def outer(ans_bar, ans, a, b):
             np.reshape(np.ravel(a) @ ans_bar, np.shape(b)))
 
 
-@defadjoint(np.tensordot)
+@defadjoint(np.tensordot, tangent="bilinear")
 def tensordot(ans_bar, ans, a, b, axes=2):
     return tensordot_adjoint(ans_bar, a, b, axes, 0), tensordot_adjoint(ans_bar, a, b, axes, 1)
 
 
-@defadjoint(np.einsum, diff=("operands",), sequence=("operands",))
+@defadjoint(np.einsum, diff=("operands",), sequence=("operands",), tangent="bilinear")
 def einsum(ans_bar, ans, subscripts, *operands, out=None, dtype=None, order="K", casting="safe",
            optimize=False):
     """Any number of operands, ellipses, repeated letters, implicit output
@@ -64,7 +64,7 @@ def einsum(ans_bar, ans, subscripts, *operands, out=None, dtype=None, order="K",
     return einsum_adjoints(subscripts, ans_bar, operands, optimize)
 
 
-@defadjoint(np.linalg.norm, ndim=functools.partial(_ndim.reduced, array="x"))
+@defadjoint(np.linalg.norm, ndim=functools.partial(_ndim.reduced, array="x"), tangent="reduction")
 def norm(ans_bar, ans, x, ord=None, axis=None, keepdims=False):  # noqa: A002
     """2-norm/Frobenius by default: ``x_bar = ans_bar * x / ans``; 0 at a zero norm."""
     if ord is None and axis is None and is_constant(keepdims) and not keepdims:
@@ -72,7 +72,7 @@ def norm(ans_bar, ans, x, ord=None, axis=None, keepdims=False):  # noqa: A002
     return norm_adjoint(ans_bar, ans, x, ord, axis, keepdims)
 
 
-@defadjoint(np.trace, diff=("a",))
+@defadjoint(np.trace, diff=("a",), tangent="linear")
 def trace(ans_bar, ans, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     """``ans_bar`` on the diagonal (``rt.trace_adjoint``)."""
     if np.ndim(a) == 2 and is_constant(offset) and offset == 0:
@@ -80,7 +80,7 @@ def trace(ans_bar, ans, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     return trace_adjoint(ans_bar, a, offset, axis1, axis2)
 
 
-@defadjoint(np.diag, diff=("v",))
+@defadjoint(np.diag, diff=("v",), tangent="linear")
 def diag(ans_bar, ans, v, k=0):
     """A vector's matrix: its diagonal read back; a matrix's diagonal: scattered onto it."""
     return diag_adjoint(ans_bar, v, k)
@@ -90,3 +90,9 @@ def diag(ans_bar, ans, v, k=0):
 def inv(ans_bar, ans, a):
     """``d(A^-1) = -A^-1 dA A^-1``, so ``A_bar = -A^-T ans_bar A^-T`` (Giles 2008, §2.2)."""
     return -np.swapaxes(ans, -1, -2) @ ans_bar @ np.swapaxes(ans, -1, -2)
+
+
+@deftangent(np.linalg.inv)
+def inv_tangent(ans, a, a_dot=None):
+    """``d(A^-1) = -A^-1 dA A^-1`` (Giles 2008, §2.2)."""
+    return -ans @ a_dot @ ans

@@ -88,7 +88,7 @@ def power(ans_bar, ans, x1, x2):
             unbroadcast(np.where(x1 == 0, 0, ans_bar * ans * np.log(safe_x1)), x2))
 
 
-@defadjoint(operator.matmul, np.matmul, ndim=_ndim.matmul)
+@defadjoint(operator.matmul, np.matmul, ndim=_ndim.matmul, tangent="bilinear")
 def matmul(ans_bar, ans, x1, x2):
     """Adjoint of the matrix product (Giles 2008, "Collected matrix derivative results")."""
     if np.ndim(x1) == 2 and np.ndim(x2) == 2:

@@ -19,7 +19,7 @@ from .registry import defadjoint
 _reduced = functools.partial(_ndim.reduced, array="a")
 
 
-@defadjoint(np.sum, ndim=_reduced)
+@defadjoint(np.sum, ndim=_reduced, tangent="linear")
 def sum(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):  # noqa: A001
     if not (is_constant(dtype) and dtype is None):
         ans_bar = dtype_adjoint(ans_bar, dtype)
@@ -30,7 +30,7 @@ def sum(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):  # no
     return broadcast_reduced(ans_bar, a, axis, keepdims)
 
 
-@defadjoint(np.mean, ndim=_reduced)
+@defadjoint(np.mean, ndim=_reduced, tangent="linear")
 def mean(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):
     if not (is_constant(dtype) and dtype is None):
         ans_bar = dtype_adjoint(ans_bar, dtype)
@@ -39,20 +39,20 @@ def mean(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):
     return broadcast_reduced(ans_bar, a, axis, keepdims) / count_reduced(a, axis)
 
 
-@defadjoint(np.max, np.amax, ndim=_reduced)
+@defadjoint(np.max, np.amax, ndim=_reduced, tangent="reduction")
 def max(ans_bar, ans, a, axis=None, out=None, keepdims=False):  # noqa: A001
     """A tie gives the whole adjoint to the first maximum, row-major over ``axis``
     (``rt.max_adjoint``; PyTorch's ``max_pool2d``): a subgradient, found without counting ties."""
     return max_adjoint(ans_bar, ans, a, axis, keepdims)
 
 
-@defadjoint(np.min, np.amin, ndim=_reduced)
+@defadjoint(np.min, np.amin, ndim=_reduced, tangent="reduction")
 def min(ans_bar, ans, a, axis=None, out=None, keepdims=False):  # noqa: A001
     """A tie gives the whole adjoint to the first minimum (``rt.max_adjoint`` serves both)."""
     return max_adjoint(ans_bar, ans, a, axis, keepdims)
 
 
-@defadjoint(np.prod, ndim=_reduced)
+@defadjoint(np.prod, ndim=_reduced, tangent="reduction")
 def prod(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):
     """Exact where ``a`` has zeros: the product of the other elements (``rt.prod_adjoint``)."""
     if not (is_constant(dtype) and dtype is None):
@@ -60,14 +60,14 @@ def prod(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):
     return prod_adjoint(ans_bar, a, axis, keepdims)
 
 
-@defadjoint(np.var, ndim=_reduced)
+@defadjoint(np.var, ndim=_reduced, tangent="reduction")
 def var(ans_bar, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     if not (is_constant(dtype) and dtype is None):
         ans_bar = dtype_adjoint(ans_bar, dtype)
     return var_adjoint(ans_bar, a, axis, ddof, keepdims)
 
 
-@defadjoint(np.std, ndim=_reduced)
+@defadjoint(np.std, ndim=_reduced, tangent="reduction")
 def std(ans_bar, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     """At a zero standard deviation the adjoint is 0 (a subgradient), never NaN."""
     if not (is_constant(dtype) and dtype is None):

@@ -60,6 +60,10 @@ class Rule:
         refuse: ``(statics) -> (problem, advice) | None``, given the compile-time
             values of the bound parameters (``UNKNOWN`` where not known): a form of
             the call the rule does not cover, refused at the user's line.
+        tangent: how forward mode gets the tangent of the output (see
+            :data:`TANGENTS`): a tangent rule function, or the name of the way it is
+            derived from the primitive or from ``adjoint``.  None: forward mode
+            refuses the primitive given a value with a tangent.
 
     A parameter outside ``diff_params`` has no adjoint.  Those named in
     :data:`DISCRETE` take integers, booleans, strings or dtypes only (an axis, a
@@ -82,6 +86,7 @@ class Rule:
     impure: bool = False
     zero_params: frozenset = frozenset()
     refuse: Callable | None = None
+    tangent: Callable | str | None = None
 
     @property
     def differentiable(self) -> bool:
@@ -94,6 +99,20 @@ DISCRETE = frozenset({"axis", "axes", "shape", "dtype", "keepdims", "order", "in
                       "out", "subok", "writeable", "window_shape", "optimize", "condition", "casting",
                       "size", "num", "endpoint", "retstep", "shift", "source", "destination", "axis1",
                       "axis2", "offset", "k", "n", "kind", "stable"})
+
+# How forward mode derives a primitive's tangent where no tangent rule is written
+# (``transforms/forward.py`` applies them):
+#   "pointwise"  each output element depends on the matching (broadcast) elements of the
+#                inputs, so the Jacobian is diagonal: the tangent is the adjoint formula
+#                applied to each input's tangent in place of ``ans_bar``, without
+#                ``unbroadcast``, summed over the inputs (every ``elementwise`` rule);
+#   "linear"     linear in its one differentiable parameter (or in all the items of its
+#                sequence parameter together): the primitive applied to the tangent;
+#   "bilinear"   linear in each differentiable parameter apart (``@``, ``einsum``): the
+#                sum over the inputs of the primitive with that input's tangent;
+#   "reduction"  each output element is a function of its own slice of ``a`` along
+#                ``axis``: the tangent is ``sum(adjoint(ones) * a_dot, axis)``.
+TANGENTS = ("pointwise", "linear", "bilinear", "reduction")
 
 _RULES: dict[int, tuple[object, Rule]] = {}  # id(primal) -> (primal, rule); ufuncs are not all hashable alike
 _METHOD_RULES: dict[tuple, Rule] = {}  # (class, method name) -> rule, for bound methods (rng.normal)
@@ -110,7 +129,7 @@ def elementwise_ndim(ndims, statics):
 
 
 def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | None = None,
-               sequence: tuple = (), methods: tuple = (), zero: tuple = (), refuse=None):
+               sequence: tuple = (), methods: tuple = (), zero: tuple = (), refuse=None, tangent=None):
     """Register ``fn`` as the adjoint rule of each of ``primals``.
 
     Args:
@@ -127,6 +146,10 @@ def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | Non
         methods: ``(class, name)`` pairs: the rule also covers ``obj.name`` for
             every instance ``obj`` of ``class`` (``rng.normal`` of a Generator),
             whose bound methods are new objects at each access.
+        tangent: forward mode's rule: one of :data:`TANGENTS`, or a function
+            ``(ans, *primal_params, <param>_dot=None, ...) -> tangent`` given the
+            tangent of each differentiable parameter (``None``: a constant);
+            default ``"pointwise"`` for an elementwise rule, else none.
 
     Returns:
         The decorator; it returns ``fn`` unchanged so the rule stays callable.
@@ -139,15 +162,19 @@ def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | Non
         diff_params = tuple(diff) if diff is not None else tuple(
             p.name for p in params if p.default is inspect.Parameter.empty)
         rule_ndim = ndim if ndim is not None else (elementwise_ndim if elementwise else None)
+        how = tangent if tangent is not None else "pointwise" if elementwise else None
+        if isinstance(how, str) and how not in TANGENTS:
+            raise ValueError(f"tangent={how!r}: expected one of {TANGENTS} or a function")
         for primal in primals:
             _RULES[id(primal)] = (primal, Rule(_label(primal), fn, primal_sig, diff_params,
                                                elementwise, rule_ndim, frozenset(sequence),
                                                impure=is_random(primal), zero_params=frozenset(zero),
-                                               refuse=refuse))
+                                               refuse=refuse, tangent=how))
         for cls, name in methods:
             _METHOD_RULES[cls, name] = Rule(f"{cls.__module__}.{cls.__name__}.{name}", fn, primal_sig,
                                             diff_params, elementwise, rule_ndim, frozenset(sequence),
-                                            impure=True, zero_params=frozenset(zero), refuse=refuse)
+                                            impure=True, zero_params=frozenset(zero), refuse=refuse,
+                                            tangent=how)
         return fn
 
     return register
@@ -167,7 +194,15 @@ def custom_adjoint(primal):
             return ans_bar * (x > 0)
 
     The compiler then uses ``my_relu_adjoint`` wherever ``my_relu`` is called,
-    instead of differentiating its body.  The adjoint function takes the
+    instead of differentiating its body.  Forward mode (:func:`srcgrad.jvp`) needs
+    a tangent rule too, ``(ans, <my_relu's parameters>, <param>_dot=None, ...)``
+    (each ``_dot`` is that argument's tangent, ``None`` for a constant)::
+
+        @my_relu.defjvp
+        def my_relu_tangent(ans, x, x_dot=None):
+            return x_dot * (x > 0)
+
+    Without one, forward mode over ``my_relu`` is refused by name.  The adjoint function takes the
     output's adjoint, the output, then ``my_relu``'s parameters, and returns
     one adjoint per parameter without a default value (a tuple when several).
     Check it with :func:`srcgrad.testing.check_grads`.
@@ -181,8 +216,32 @@ def custom_adjoint(primal):
         defadjoint(primal, **options)(adjoint)
         return adjoint
 
+    def register_tangent(tangent):
+        deftangent(primal)(tangent)
+        return tangent
+
     primal.defadjoint = register
+    primal.defjvp = register_tangent
     return primal
+
+
+def deftangent(*primals):
+    """Register ``fn`` as forward mode's tangent rule of each of ``primals``, which
+    must have an adjoint rule already (the two live side by side).
+
+    ``fn(ans, *primal_params, **tangents)`` takes the output, the primal
+    parameters as the adjoint rule names them, then ``<param>_dot`` for each
+    differentiable parameter (``None`` where that argument is a constant), and
+    returns the output's tangent: the directional derivative ``J v``.
+    """
+    def register(fn):
+        for primal in primals:
+            rule = lookup(primal)
+            if rule is None or not rule.differentiable:
+                raise ValueError(f"{_label(primal)} has no adjoint rule: register it first")
+            rule.tangent = fn
+        return fn
+    return register
 
 
 def diff_params(adjoint) -> tuple:

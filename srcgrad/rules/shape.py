@@ -15,10 +15,10 @@ import numpy as np
 from .. import runtime
 from ..runtime import (basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
-                       is_basic_index, is_constant, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
+                       is_basic_index, is_constant, sorted_like, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
                        unbroadcast, unconcatenate, window_adjoint)
 from . import _ndim
-from .registry import defadjoint
+from .registry import defadjoint, deftangent
 
 
 def _order_refuse(statics):
@@ -30,7 +30,7 @@ def _order_refuse(statics):
     return None
 
 
-@defadjoint(np.reshape, ndim=_ndim.shape_length("shape"), refuse=_order_refuse)
+@defadjoint(np.reshape, ndim=_ndim.shape_length("shape"), refuse=_order_refuse, tangent="linear")
 def reshape(ans_bar, ans, a, shape=None, order="C"):
     """The inverse reshape, in the same index order (``rt.reshape_back``)."""
     if is_constant(order) and order == "C":
@@ -38,29 +38,29 @@ def reshape(ans_bar, ans, a, shape=None, order="C"):
     return reshape_back(ans_bar, a, order)
 
 
-@defadjoint(np.ravel, ndim=_ndim.fixed(1), refuse=_order_refuse)
+@defadjoint(np.ravel, ndim=_ndim.fixed(1), refuse=_order_refuse, tangent="linear")
 def ravel(ans_bar, ans, a, order="C"):
     if is_constant(order) and order == "C":
         return np.reshape(ans_bar, np.shape(a))
     return reshape_back(ans_bar, a, order)
 
 
-@defadjoint(np.expand_dims, diff=("a",))
+@defadjoint(np.expand_dims, diff=("a",), tangent="linear")
 def expand_dims(ans_bar, ans, a, axis):
     return np.reshape(ans_bar, np.shape(a))
 
 
-@defadjoint(np.squeeze)
+@defadjoint(np.squeeze, tangent="linear")
 def squeeze(ans_bar, ans, a, axis=None):
     return np.reshape(ans_bar, np.shape(a))
 
 
-@defadjoint(np.broadcast_to, ndim=_ndim.shape_length("shape"), diff=("array",))
+@defadjoint(np.broadcast_to, ndim=_ndim.shape_length("shape"), diff=("array",), tangent="linear")
 def broadcast_to(ans_bar, ans, array, shape):
     return unbroadcast(ans_bar, array)
 
 
-@defadjoint(np.transpose, ndim=_ndim.same_as("a"))
+@defadjoint(np.transpose, ndim=_ndim.same_as("a"), tangent="linear")
 def transpose(ans_bar, ans, a, axes=None):
     if axes is None:
         return ans_bar.T
@@ -74,25 +74,30 @@ if hasattr(np, "astype"):  # NumPy >= 2.1; also x.astype(dtype)
         a cast to an integer or boolean dtype has derivative zero (``rt.cast_adjoint``)."""
         return cast_adjoint(ans_bar, ans)
 
+    @deftangent(np.astype)
+    def astype_tangent(ans, x, dtype, copy=True, x_dot=None):
+        """The tangent in the new float dtype; zero for an integer or boolean one."""
+        return cast_tangent(x_dot, ans)
 
-@defadjoint(np.copy, elementwise=True)
+
+@defadjoint(np.copy, elementwise=True, tangent="linear")
 def copy(ans_bar, ans, a):
     return ans_bar
 
 
-@defadjoint(np.lib.stride_tricks.sliding_window_view, diff=("x",))
+@defadjoint(np.lib.stride_tricks.sliding_window_view, diff=("x",), tangent="linear")
 def sliding_window_view(ans_bar, ans, x, window_shape, axis=None, subok=False, writeable=False):
     """The windows of a convolution or pooling layer; overlapping windows add up."""
     return window_adjoint(ans_bar, x, window_shape, axis)
 
 
-@defadjoint(np.concatenate, sequence=("arrays",))
+@defadjoint(np.concatenate, sequence=("arrays",), tangent="linear")
 def concatenate(ans_bar, ans, arrays, axis=0):
     """Returns one adjoint per array in ``arrays``."""
     return unconcatenate(ans_bar, arrays, axis)
 
 
-@defadjoint(np.array, sequence=("object",), ndim=_ndim.same_as("object"))
+@defadjoint(np.array, sequence=("object",), ndim=_ndim.same_as("object"), tangent="linear")
 def array(ans_bar, ans, object, dtype=None, copy=True):  # noqa: A002 - NumPy's parameter name
     """``np.array(x)`` copies ``x``: its adjoint passes through.  ``np.array([a, b])``
     stacks the items along a new first axis: each gets its slice ``ans_bar[i]``
@@ -102,7 +107,7 @@ def array(ans_bar, ans, object, dtype=None, copy=True):  # noqa: A002 - NumPy's 
     return cast_adjoint(ans_bar, ans)
 
 
-@defadjoint(np.asarray, sequence=("a",), ndim=_ndim.same_as("a"))
+@defadjoint(np.asarray, sequence=("a",), ndim=_ndim.same_as("a"), tangent="linear")
 def asarray(ans_bar, ans, a, dtype=None):
     """As ``np.array`` (no copy of an array, which the compiler treats as a view)."""
     if is_constant(dtype) and dtype is None:
@@ -110,21 +115,21 @@ def asarray(ans_bar, ans, a, dtype=None):
     return cast_adjoint(ans_bar, ans)
 
 
-@defadjoint(runtime.index_concat, diff=("items",), sequence=("items",), zero=("concat",))
+@defadjoint(runtime.index_concat, diff=("items",), sequence=("items",), zero=("concat",), tangent="linear")
 def index_concat(ans_bar, ans, concat, items):
     """``np.r_[x, y]`` / ``np.c_[x, y]`` (how the compiler writes them): one adjoint
     per item, its piece of ``ans_bar`` (``rt.index_concat_adjoint``)."""
     return index_concat_adjoint(ans_bar, concat, items)
 
 
-@defadjoint(iterated)
+@defadjoint(iterated, tangent="linear")
 def iterated_rule(ans_bar, ans, items):
     """``rt.iterated(items)``: the sequence a loop over a value of a kind unknown when
     compiling indexes (a dict: its keys, which carry no adjoint)."""
     return iterated_adjoint(ans_bar, ans, items)
 
 
-@defadjoint(np.stack, sequence=("arrays",))
+@defadjoint(np.stack, sequence=("arrays",), tangent="linear")
 def stack(ans_bar, ans, arrays, axis=0):
     """Returns one adjoint per array in ``arrays``: the slices along ``axis``."""
     if is_constant(axis) and axis == 0:
@@ -154,7 +159,7 @@ def _getitem_ndim(ndims, statics):
 builtins_sum = sum
 
 
-@defadjoint(operator.getitem, diff=("a",), ndim=_getitem_ndim)
+@defadjoint(operator.getitem, diff=("a",), ndim=_getitem_ndim, tangent="linear")
 def getitem(ans_bar, ans, a, index):
     """An array: scatter into zeros.  A list/tuple/dict of parameters: ``{index: ans_bar}``."""
     if is_array(a):
@@ -178,49 +183,49 @@ def _field_ndim(ndims, statics):
     return parent.get(name) if hasattr(parent, "get") else None
 
 
-@defadjoint(getattr, diff=("obj",), ndim=_field_ndim)
+@defadjoint(getattr, diff=("obj",), ndim=_field_ndim, tangent="linear")
 def field(ans_bar, ans, obj, name):
     """Reading ``obj.name`` (a parameter of a model): the adjoint is ``{name: ans_bar}``."""
     return {name: ans_bar}
 
 
-@defadjoint(np.hstack, sequence=("tup",), diff=("tup",))
+@defadjoint(np.hstack, sequence=("tup",), diff=("tup",), tangent="linear")
 def hstack(ans_bar, ans, tup, dtype=None, casting="same_kind"):
     """One adjoint per array: its piece (``rt.joined_adjoint``)."""
     return joined_adjoint(ans_bar, tup, "hstack")
 
 
-@defadjoint(np.vstack, sequence=("tup",), diff=("tup",))
+@defadjoint(np.vstack, sequence=("tup",), diff=("tup",), tangent="linear")
 def vstack(ans_bar, ans, tup, dtype=None, casting="same_kind"):
     return joined_adjoint(ans_bar, tup, "vstack")
 
 
-@defadjoint(np.column_stack, sequence=("tup",), diff=("tup",))
+@defadjoint(np.column_stack, sequence=("tup",), diff=("tup",), tangent="linear")
 def column_stack(ans_bar, ans, tup):
     return joined_adjoint(ans_bar, tup, "column_stack")
 
 
-@defadjoint(np.flip, ndim=_ndim.same_as("m"), diff=("m",))
+@defadjoint(np.flip, ndim=_ndim.same_as("m"), diff=("m",), tangent="linear")
 def flip(ans_bar, ans, m, axis=None):
     return np.flip(ans_bar, axis)
 
 
-@defadjoint(np.roll, ndim=_ndim.same_as("a"), diff=("a",))
+@defadjoint(np.roll, ndim=_ndim.same_as("a"), diff=("a",), tangent="linear")
 def roll(ans_bar, ans, a, shift, axis=None):
     return roll_back(ans_bar, shift, axis)
 
 
-@defadjoint(np.moveaxis, ndim=_ndim.same_as("a"), diff=("a",))
+@defadjoint(np.moveaxis, ndim=_ndim.same_as("a"), diff=("a",), tangent="linear")
 def moveaxis(ans_bar, ans, a, source, destination):
     return np.moveaxis(ans_bar, destination, source)
 
 
-@defadjoint(np.swapaxes, ndim=_ndim.same_as("a"), diff=("a",))
+@defadjoint(np.swapaxes, ndim=_ndim.same_as("a"), diff=("a",), tangent="linear")
 def swapaxes(ans_bar, ans, a, axis1, axis2):
     return np.swapaxes(ans_bar, axis1, axis2)
 
 
-@defadjoint(np.cumsum, diff=("a",))
+@defadjoint(np.cumsum, diff=("a",), tangent="linear")
 def cumsum(ans_bar, ans, a, axis=None, dtype=None, out=None):
     """Sums from the other end (``rt.cumsum_adjoint``)."""
     if not (is_constant(dtype) and dtype is None):
@@ -235,7 +240,7 @@ def _diff_refuse(statics):
     return None
 
 
-@defadjoint(np.diff, ndim=_ndim.same_as("a"), diff=("a",), refuse=_diff_refuse)
+@defadjoint(np.diff, ndim=_ndim.same_as("a"), diff=("a",), refuse=_diff_refuse, tangent="linear")
 def diff(ans_bar, ans, a, n=1, axis=-1, prepend=None, append=None):
     """``diff`` is a difference matrix ``D``: ``D^T g = -diff(pad(g))`` (``rt.diff_adjoint``)."""
     return diff_adjoint(ans_bar, n, axis)
@@ -245,3 +250,9 @@ def diff(ans_bar, ans, a, n=1, axis=-1, prepend=None, append=None):
 def sort(ans_bar, ans, a, axis=-1, kind=None, order=None, stable=None):
     """Each element gets the adjoint of the place it moved to (``rt.sort_adjoint``)."""
     return sort_adjoint(ans_bar, a, axis)
+
+
+@deftangent(np.sort)
+def sort_tangent(ans, a, axis=-1, kind=None, order=None, stable=None, a_dot=None):
+    """Each element's tangent moves where the element moved (ties as ``sort_adjoint``)."""
+    return sorted_like(a_dot, a, axis)
