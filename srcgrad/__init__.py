@@ -1,6 +1,7 @@
 """srcgrad: reverse- and forward-mode automatic differentiation of Python + NumPy by source transformation."""
 from . import rules  # noqa: F401 - registers the derivative rules
 from .api import grad, jvp, show, source, value_and_grad, vjp
+from .higher import hessian, hvp, jacfwd, jacobian, jacrev
 from .errors import (BackendError, GradientCheckError, NoDerivativeRuleError, NonScalarOutputError, NoSourceError, SrcgradError,
                      UnsupportedSyntaxError, UserCodeError, WrtError)
 from .rules.registry import custom_adjoint, defadjoint, deftangent, nondifferentiable
@@ -10,7 +11,7 @@ from . import nn, optim, testing, tree  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = [
-    "grad", "value_and_grad", "vjp", "jvp", "source", "show", "defadjoint", "deftangent", "nondifferentiable",
+    "grad", "value_and_grad", "vjp", "jvp", "hvp", "hessian", "jacfwd", "jacrev", "jacobian", "source", "show", "defadjoint", "deftangent", "nondifferentiable",
     "custom_adjoint", "stop_gradient", "nn", "optim", "testing", "tree", "to_device", "to_host",
     "set_default_backend",
     "SrcgradError", "UserCodeError", "BackendError", "UnsupportedSyntaxError", "NoDerivativeRuleError",

@@ -49,11 +49,12 @@ class GradientFunction:
     def __init__(self, fn, mode: str, wrt, backend: str | None = None, optimize: bool = True,
                  has_aux: bool = False, internal: bool = False, intermediates=(), hooks=None,
                  check: bool | None = None):
-        if isinstance(fn, GradientFunction):
+        if getattr(fn, "__srcgrad_gradient__", False):
             raise errors.UnsupportedSyntaxError(
-                f"srcgrad cannot differentiate `{fn!r}` yet: higher-order derivatives (a gradient "
-                "of a gradient) are not supported", _origin_of(fn.fn),
-                "differentiate the original function")
+                f"srcgrad cannot take the {mode} of `{getattr(fn, '__name__', fn)}`, a function srcgrad made: "
+                "it differentiates a gradient once more only as grad(grad(f)) (a scalar first "
+                "derivative) and jvp(grad(f)), not a third time", _origin_of(getattr(fn, "fn", None)),
+                "use srcgrad.hvp, srcgrad.hessian, srcgrad.jacfwd or srcgrad.jacrev of the original function")
         if not callable(fn):
             raise TypeError(f"srcgrad.{mode} expects a function, got {type(fn).__name__}")
         if inspect.ismethod(fn) and not internal:
@@ -547,6 +548,12 @@ def _transform(mode, f, wrt, backend, optimize, has_aux, intermediates=(), hooks
     if f is None:
         return functools.partial(_transform, mode, wrt=wrt, backend=backend, optimize=optimize,
                                  has_aux=has_aux, intermediates=intermediates, hooks=hooks, check=check)
+    if isinstance(f, GradientFunction) and mode in ("grad", "jvp") and not (has_aux or intermediates or hooks):
+        from . import higher  # (above this module: it composes gradient functions)
+        try:
+            return higher.grad_of_gradient(f, wrt) if mode == "grad" else higher.jvp_of_gradient(f, wrt)
+        except errors.UserCodeError as error:
+            raise errors.shown_to_user(error) from None
     try:
         return GradientFunction(f, mode, wrt, backend, optimize, has_aux, intermediates=intermediates,
                                 hooks=hooks, check=check)

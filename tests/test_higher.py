@@ -1,0 +1,301 @@
+"""Higher order by composition: ``hvp``/``hessian`` (forward mode over the gradient's
+generated code), ``grad(grad(f))``, ``jacfwd``/``jacrev``.  Each value against central
+differences of srcgrad's own gradient (itself checked elsewhere), on the kinds of code
+a gradient's code holds: loops, branches, helpers, methods, shared layers, the
+runtime helpers of broadcasting, reductions, indexing and reshapes, float32."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import srcgrad
+from srcgrad import errors
+from srcgrad import runtime as rt
+from srcgrad.rules import registry
+
+
+def two_layer(w1, w2, x, y):
+    """The tutorial's loss (examples/01_numpy_warmup.py)."""
+    h = x.dot(w1)
+    h_relu = np.maximum(h, 0)
+    y_pred = h_relu.dot(w2)
+    return np.square(y_pred - y).sum()
+
+
+def loop_branch(x, w):
+    total = 0.0
+    h = x
+    for i in range(3):
+        if np.sum(h) > 0:
+            h = np.tanh(h @ w)
+        else:
+            h = np.sin(h) * x
+        total = total + np.sum(h ** 2) / (i + 1)
+    return total
+
+
+def layer(w, b, h):
+    return np.tanh(h @ w + b)
+
+
+def shared_layer(w, b, x):
+    h = layer(w, b, x)
+    h = layer(w, b, h)  # the same weights twice
+    return np.mean(h ** 2)
+
+
+class Model:
+    def __init__(self, v):
+        self.v = v
+
+    def forward(self, w, x):
+        return np.sum(np.exp((x @ w) @ self.v))
+
+
+def with_model(w, model, x):
+    return model.forward(w, x) + np.sum(w ** 2)
+
+
+def helpers(x, b):
+    """The runtime helpers of a gradient's code: broadcasting (``unbroadcast``), reductions
+    over an axis (``broadcast_reduced``, ``max_adjoint``), indexing, reshapes."""
+    z = np.exp(x) + b  # b broadcast over the rows
+    m = np.max(z * x, axis=1)
+    r = np.reshape(z, (-1,))
+    return np.sum(np.mean(z ** 2, axis=0)) + np.sum(m ** 2) + np.sum(r[1:4] ** 3) + np.sum(x[0] * b)
+
+
+rng = np.random.default_rng(0)
+X, Y = rng.standard_normal((5, 4)), rng.standard_normal((5, 2))
+W1, W2 = rng.standard_normal((4, 3)), rng.standard_normal((3, 2))
+CASES = [
+    (two_layer, (W1, W2, X, Y), 0),
+    (two_layer, (W1, W2, X, Y), 1),
+    (loop_branch, (rng.standard_normal(3), rng.standard_normal((3, 3))), 0),
+    (loop_branch, (-np.abs(rng.standard_normal(3)), rng.standard_normal((3, 3))), 0),  # the other branch
+    (loop_branch, (rng.standard_normal(3), rng.standard_normal((3, 3))), 1),
+    (shared_layer, (rng.standard_normal((3, 3)), rng.standard_normal(3), rng.standard_normal((4, 3))), 0),
+    (shared_layer, (rng.standard_normal((3, 3)), rng.standard_normal(3), rng.standard_normal((4, 3))), 1),
+    (with_model, (0.3 * rng.standard_normal((3, 2)), Model(0.5 * rng.standard_normal(2)), rng.standard_normal((4, 3))), 0),
+    (helpers, (rng.standard_normal((3, 4)), rng.standard_normal(4)), 0),
+    (helpers, (rng.standard_normal((3, 4)), rng.standard_normal(4)), 1),
+]
+IDS = [f"{f.__name__}-wrt{w}-{i}" for i, (f, _, w) in enumerate(CASES)]
+
+
+def gradient_difference(f, args, wrt, v, eps=1e-6):
+    """``H v`` by central differences of srcgrad's gradient along ``v``."""
+    g = srcgrad.grad(f, wrt=wrt)
+
+    def moved(sign):
+        return g(*[a + sign * eps * v if i == wrt else a for i, a in enumerate(args)])
+    return (moved(1) - moved(-1)) / (2 * eps)
+
+
+@pytest.mark.parametrize("f, args, wrt", CASES, ids=IDS)
+def test_hvp_matches_differences_of_the_gradient(f, args, wrt):
+    v = np.random.default_rng(1).standard_normal(np.shape(args[wrt]))
+    for optimize in (True, False):
+        hv = srcgrad.hvp(f, wrt=wrt, optimize=optimize)(*args, v)
+        assert hv.shape == np.shape(args[wrt]) and hv.dtype == np.float64
+        np.testing.assert_allclose(hv, gradient_difference(f, args, wrt, v), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("f, args, wrt", CASES, ids=IDS)
+def test_hvp_is_reverse_over_forward(f, args, wrt):
+    """The same product the other way round: the vjp of forward mode's generated code,
+    its tangent output pulled back (``∇_x <∇f(x), v>``)."""
+    v = np.random.default_rng(2).standard_normal(np.shape(args[wrt]))
+    forward = srcgrad.jvp(f, wrt=wrt)
+    code = forward.compiled(args).function
+    _, pullback = srcgrad.vjp(code, wrt=wrt)(*args, v)
+    np.testing.assert_allclose(srcgrad.hvp(f, wrt=wrt)(*args, v), pullback((0.0, 1.0)), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("f, args, wrt", CASES, ids=IDS)
+def test_hessian_is_symmetric_and_matches_differences(f, args, wrt):
+    H = srcgrad.hessian(f, wrt=wrt)(*args)
+    shape = np.shape(args[wrt])
+    assert H.shape == shape + shape
+    n = int(np.prod(shape))
+    M = H.reshape(n, n)
+    np.testing.assert_allclose(M, M.T, rtol=1e-9, atol=1e-10)
+    for k in range(n):  # column k: the difference of the gradient along e_k
+        e = np.zeros(n)
+        e[k] = 1
+        np.testing.assert_allclose(M[:, k], gradient_difference(f, args, wrt, e.reshape(shape)).ravel(),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_hessian_blocks_with_respect_to_several_parameters():
+    args = (W1, W2, X, Y)
+    blocks = srcgrad.hessian(two_layer, wrt=(0, 1))(*args)
+    assert [[b.shape for b in row] for row in blocks] == [[(4, 3, 4, 3), (4, 3, 3, 2)],
+                                                           [(3, 2, 4, 3), (3, 2, 3, 2)]]
+    np.testing.assert_allclose(blocks[0][1], np.moveaxis(blocks[1][0], (0, 1), (2, 3)), atol=1e-10)
+    v = rng.standard_normal((3, 2))
+    np.testing.assert_allclose(np.tensordot(blocks[0][1], v, 2), _mixed_difference(args, v), rtol=1e-5, atol=1e-7)
+    hv = srcgrad.hvp(two_layer, wrt=(0, 1))(*args, (np.zeros_like(W1), v))
+    np.testing.assert_allclose(hv[0], np.tensordot(blocks[0][1], v, 2), atol=1e-10)
+    np.testing.assert_allclose(hv[1], np.tensordot(blocks[1][1], v, 2), atol=1e-10)
+
+
+def _mixed_difference(args, v, eps=1e-6):
+    """``∂/∂w2 ∇_w1 f · v`` by central differences of the gradient in w1 along w2's ``v``."""
+    g = srcgrad.grad(two_layer, wrt=0)
+    w1, w2, x, y = args
+    return (g(w1, w2 + eps * v, x, y) - g(w1, w2 - eps * v, x, y)) / (2 * eps)
+
+
+def test_float32_stays_float32():
+    x, b = (a.astype(np.float32) for a in (rng.standard_normal((3, 4)), rng.standard_normal(4)))
+    v = rng.standard_normal((3, 4)).astype(np.float32)
+    hv = srcgrad.hvp(helpers)(x, b, v)
+    assert hv.dtype == np.float32
+    expected = srcgrad.hvp(helpers)(x.astype(np.float64), b.astype(np.float64), v.astype(np.float64))
+    np.testing.assert_allclose(hv, expected, rtol=2e-3, atol=2e-3)
+    assert srcgrad.hessian(helpers)(x, b).dtype == np.float32
+
+
+def scalar(a, b):
+    return np.sin(a) * b ** 2 + a ** 3 * b
+
+
+def test_grad_of_grad_for_scalar_functions():
+    a, b = 0.3, 2.0
+    # exact: f_aa = -sin(a) b^2 + 6 a b, f_ab = 2 cos(a) b + 3 a^2
+    assert srcgrad.grad(srcgrad.grad(scalar))(a, b) == pytest.approx(-np.sin(a) * b ** 2 + 6 * a * b, rel=1e-12)
+    assert srcgrad.grad(srcgrad.grad(scalar), wrt=1)(a, b) == pytest.approx(2 * np.cos(a) * b + 3 * a ** 2,
+                                                                            rel=1e-12)
+    assert srcgrad.grad(srcgrad.grad(scalar, wrt=1), wrt=1)(a, b) == pytest.approx(2 * np.sin(a), rel=1e-12)
+    assert isinstance(srcgrad.grad(srcgrad.grad(scalar))(a, b), float)
+
+
+def test_grad_of_grad_with_respect_to_an_array():
+    """``∇_x (∂f/∂a)`` for a scalar ``a`` and an array ``x``."""
+    def f(a, x):
+        return np.sum(np.tanh(a * x) ** 2)
+    x = rng.standard_normal(4)
+    eps = 1e-6
+    g = srcgrad.grad(f)
+    expected = np.array([(g(0.7, x + eps * e) - g(0.7, x - eps * e)) / (2 * eps) for e in np.eye(4)])
+    np.testing.assert_allclose(srcgrad.grad(srcgrad.grad(f), wrt=1)(0.7, x), expected, rtol=1e-6)
+
+
+def test_jvp_of_grad_gives_the_gradient_and_the_hessian_product():
+    v = rng.standard_normal((4, 3))
+    value, tangent = srcgrad.jvp(srcgrad.grad(two_layer))(W1, W2, X, Y, v)
+    np.testing.assert_allclose(value, srcgrad.grad(two_layer)(W1, W2, X, Y))
+    np.testing.assert_allclose(tangent, srcgrad.hvp(two_layer)(W1, W2, X, Y, v))
+
+
+def outputs(x, w):
+    h = np.tanh(x @ w)
+    return h * np.sum(x) + np.exp(w[0])
+
+
+@pytest.mark.parametrize("wrt", [0, 1, (0, 1)])
+def test_jacfwd_equals_jacrev_and_differences(wrt):
+    x, w = rng.standard_normal(3), rng.standard_normal((3, 4))
+    forward, reverse = srcgrad.jacfwd(outputs, wrt=wrt)(x, w), srcgrad.jacrev(outputs, wrt=wrt)(x, w)
+    for jf, jr, i in zip(*(j if isinstance(wrt, tuple) else (j,) for j in (forward, reverse)),
+                         wrt if isinstance(wrt, tuple) else (wrt,)):
+        arg = (x, w)[i]
+        assert jf.shape == (4,) + arg.shape
+        np.testing.assert_allclose(jf, jr, rtol=1e-12, atol=1e-14)
+        eps = 1e-6
+        for k in range(arg.size):
+            e = np.zeros(arg.size)
+            e[k] = 1
+            e = e.reshape(arg.shape)
+            moved = [(x, w)[j] + (eps * e if j == i else 0) for j in range(2)]
+            back = [(x, w)[j] - (eps * e if j == i else 0) for j in range(2)]
+            column = (outputs(*moved) - outputs(*back)) / (2 * eps)
+            np.testing.assert_allclose(jf.reshape(4, -1)[:, k], column, rtol=1e-6, atol=1e-8)
+    assert srcgrad.jacobian is srcgrad.jacrev
+
+
+def pair(x):
+    return np.sin(x), np.sum(x ** 2)
+
+
+def test_jacobians_of_a_function_returning_a_tuple():
+    x = rng.standard_normal(3)
+    forward, reverse = srcgrad.jacfwd(pair)(x), srcgrad.jacrev(pair)(x)
+    np.testing.assert_allclose(forward[0], np.diag(np.cos(x)), atol=1e-15)
+    np.testing.assert_allclose(forward[1], 2 * x)
+    for a, b in zip(forward, reverse):
+        np.testing.assert_allclose(a, b, atol=1e-15)
+
+
+# ---- refused -----------------------------------------------------------------
+def applies(x, act):
+    return np.sum(act(x) ** 2)
+
+
+def test_hvp_through_a_function_known_only_when_it_runs_is_refused():
+    with pytest.raises(errors.UnsupportedSyntaxError, match="pullback closure"):
+        srcgrad.hvp(applies)(rng.standard_normal(3), _act, rng.standard_normal(3))
+
+
+def _act(h):
+    return np.tanh(h)
+
+
+def test_grad_of_a_gradient_with_an_array_output_is_refused():
+    with pytest.raises(errors.NonScalarOutputError, match="hessian"):
+        srcgrad.grad(srcgrad.grad(two_layer))(W1, W2, X, Y)
+
+
+def test_a_third_derivative_is_refused():
+    with pytest.raises(errors.UnsupportedSyntaxError, match="not a third time"):
+        srcgrad.grad(srcgrad.grad(srcgrad.grad(scalar)))
+
+
+# ---- the helpers' rules (srcgrad/rules/adjoints.py), without the compiler ----------
+_I = np.index_exp
+HELPERS = [  # (helper, arguments, the position of each linear argument)
+    (rt.unbroadcast, lambda r: (r.standard_normal((3, 4)), r.standard_normal((1, 4))), (0,)),
+    (rt.unbroadcast, lambda r: (r.standard_normal((2, 3, 4)), r.standard_normal(4)), (0,)),
+    (rt.broadcast_reduced, lambda r: (r.standard_normal(3), r.standard_normal((3, 4)), 1), (0,)),
+    (rt.broadcast_reduced, lambda r: (r.standard_normal((1, 4)), r.standard_normal((3, 4)), 0, True), (0,)),
+    (rt.fill_like, lambda r: (r.standard_normal((3, 4)), r.standard_normal()), (1,)),
+    (rt.reshape_back, lambda r: (r.standard_normal(12), r.standard_normal((3, 4)), "F"), (0,)),
+    (rt.getitem_adjoint, lambda r: (r.standard_normal(3), r.standard_normal((3, 4)), _I[:, 1]), (0,)),
+    (rt.getitem_adjoint, lambda r: (r.standard_normal(3), r.standard_normal(5), ([0, 2, 0],)), (0,)),
+    (rt.max_adjoint, lambda r: (lambda x: (r.standard_normal(3), np.max(x, axis=1), x, 1))(
+        r.standard_normal((3, 4))), (0,)),
+    (rt.max_adjoint, lambda r: (lambda x: (r.standard_normal((1, 4)), np.max(x, 0, keepdims=True), x, 0, True))(
+        r.standard_normal((3, 4))), (0,)),
+    (rt.matmul_lhs, lambda r: (r.standard_normal((3, 2)), r.standard_normal((3, 4)), r.standard_normal((4, 2))),
+     (0, 2)),
+    (rt.matmul_lhs, lambda r: (r.standard_normal(2), r.standard_normal(4), r.standard_normal((4, 2))), (0, 2)),
+    (rt.matmul_lhs, lambda r: (r.standard_normal(3), r.standard_normal((3, 4)), r.standard_normal(4)), (0, 2)),
+    (rt.matmul_rhs, lambda r: (r.standard_normal((3, 2)), r.standard_normal((3, 4)), r.standard_normal((4, 2))),
+     (0, 1)),
+    (rt.matmul_rhs, lambda r: (r.standard_normal(2), r.standard_normal(4), r.standard_normal((4, 2))), (0, 1)),
+    (rt.matmul_rhs, lambda r: (r.standard_normal((2, 3, 2)), r.standard_normal((2, 3, 4)),
+                               r.standard_normal((4, 2))), (0, 1)),
+]
+
+
+@pytest.mark.parametrize("helper, make, linear", HELPERS, ids=[f"{h.__name__}-{i}" for i, (h, _, _) in
+                                                                enumerate(HELPERS)])
+def test_helper_rules_pass_the_dot_product_test(helper, make, linear):
+    """``<u, ∂helper · v>`` (exact: the helper is linear in each linear argument) against
+    ``<adjoint(u), v>`` from the rule, for each linear argument."""
+    r = np.random.default_rng(3)
+    args = make(r)
+    rule = registry.lookup(helper)
+    ans = helper(*args)
+    u = r.standard_normal(np.shape(ans))
+    bound = rule.signature.bind(*args)
+    bound.apply_defaults()
+    adjoints = rule.adjoint(u, ans, *bound.arguments.values())
+    adjoints = adjoints if isinstance(adjoints, tuple) else (adjoints,)
+    assert len(adjoints) == len(linear)
+    for position, adjoint in zip(linear, adjoints):
+        v = r.standard_normal(np.shape(args[position]))
+        moved = list(args)
+        moved[position] = v
+        np.testing.assert_allclose(np.sum(u * helper(*moved)), np.sum(adjoint * v), rtol=1e-12)
