@@ -549,7 +549,7 @@ def _transform(mode, f, wrt, backend, optimize, has_aux, intermediates=(), hooks
         return functools.partial(_transform, mode, wrt=wrt, backend=backend, optimize=optimize,
                                  has_aux=has_aux, intermediates=intermediates, hooks=hooks, check=check)
     if isinstance(f, GradientFunction) and mode in ("grad", "jvp") and not (has_aux or intermediates or hooks):
-        from . import higher  # (above this module: it composes gradient functions)
+        from . import higher  # (here, not at the top: it imports this module)
         try:
             return higher.grad_of_gradient(f, wrt) if mode == "grad" else higher.jvp_of_gradient(f, wrt)
         except errors.UserCodeError as error:

@@ -22,7 +22,7 @@ LAYERS = [
     ("rules", ("srcgrad.rules",)),
     ("passes", ("srcgrad.nodes", "srcgrad.templates", "srcgrad.analysis", "srcgrad.transforms")),
     ("pipeline", ("srcgrad.pipeline",)),
-    ("api", ("srcgrad.api", "srcgrad.checking")),
+    ("api", ("srcgrad.api", "srcgrad.checking", "srcgrad.higher")),
     ("dispatch", ("srcgrad.dispatch",)),  # compiles callees when generated code runs
     ("entry points", ("srcgrad.cli", "srcgrad.__main__", "srcgrad.testing", "srcgrad")),
 ]
