@@ -105,7 +105,9 @@ def vjp_call(fn, wrt, *args, **kwargs):
         fn, receiver = fn.__func__, (fn.__self__,)
     elif not isinstance(fn, types.FunctionType) and isinstance(getattr(type(fn), "__call__", None),
                                                                types.FunctionType):
-        fn, receiver = _call_method(type(fn)), (fn,)
+        fn, receiver = _called(fn)
+    if "self" in wrt and not receiver:
+        return _selfless_vjp(fn, wrt, args, kwargs)
     if receiver and fn in _PARAMETER_LISTS:  # model.parameters(): the model's own arrays
         return _parameters_vjp(fn, receiver[0], wrt, args, kwargs)
     rule = registry.lookup(fn)
@@ -231,7 +233,9 @@ def jvp_call(fn, wrt, dots, *args, _where="?", **kwargs):
         fn, receiver = fn.__func__, (owner,)
     elif not isinstance(fn, (types.FunctionType, types.MethodType)) and registry.lookup(fn) is None \
             and isinstance(getattr(type(fn), "__call__", None), types.FunctionType):
-        fn, receiver = _call_method(type(fn)), (fn,)
+        fn, receiver = _called(fn)
+    if "self" in wrt and not receiver:
+        return _selfless_jvp(fn, wrt, dots, args, kwargs, _where)
     if isinstance(owner, np.ndarray) or type(owner).__module__.split(".")[0] == "cupy" and hasattr(owner, "ndim"):
         # x.clip(...) on an array whose kind was unknown at compile time: NumPy's clip.
         fn, args = array_method(fn.__name__, owner, args)
@@ -310,6 +314,44 @@ def _rule_jvp(rule, fn, wrt, dots, args, kwargs, where):
     raise errors.NoDerivativeRuleError(
         f"forward mode has no tangent rule for `{rule.name}` (called at {where})", None,
         "register one with srcgrad.deftangent, or use srcgrad.vjp")
+
+
+def _called(obj):
+    """``(function, receiver)`` that calling ``obj`` runs: its class's ``__call__`` (or
+    ``forward`` for an ``nn.Module``) with ``obj`` as ``self`` -- unless ``obj`` holds a
+    ``forward`` of its own (set on the instance), which ``Module.__call__`` then runs."""
+    if getattr(type(obj).__call__, "__srcgrad_calls_forward__", False) and "forward" in vars(obj):
+        own = vars(obj)["forward"]
+        if isinstance(own, types.MethodType) and own.__self__ is obj:
+            return own.__func__, (obj,)
+        return own, ()  # a function stored on the instance: obj is not its argument
+    return _call_method(type(obj)), (obj,)
+
+
+def _selfless_vjp(fn, wrt, args, kwargs):
+    """``vjp_call`` of a plain function where ``wrt`` asks for ``"self"``: a function has
+    no parameters of its own (it was stored in a model, ``self.act = relu``), so its
+    adjoint is the empty structure ``{}``; the other entries as usual."""
+    position, rest = wrt.index("self"), tuple(w for w in wrt if w != "self")
+    if not rest:
+        return fn(*args, **kwargs), lambda value_bar: {}
+    value, pullback = vjp_call(fn, rest, *args, **kwargs)
+
+    def pull(value_bar):
+        adjoints = list(pullback(value_bar)) if len(rest) > 1 else [pullback(value_bar)]
+        adjoints.insert(position, {})
+        return tuple(adjoints)
+    return value, pull
+
+
+def _selfless_jvp(fn, wrt, dots, args, kwargs, where):
+    """``jvp_call`` of a plain function where ``wrt`` has ``"self"`` (see ``_selfless_vjp``):
+    the function's own tangent does not reach its output."""
+    rest = [(w, d) for w, d in zip(wrt, dots) if w != "self"]
+    if not rest:
+        value = fn(*args, **kwargs)
+        return value, rt.zeros_tangent(value)
+    return jvp_call(fn, tuple(w for w, _ in rest), tuple(d for _, d in rest), *args, _where=where, **kwargs)
 
 
 def _call_method(cls):

@@ -335,3 +335,67 @@ def test_an_objects_own_getitem_is_refused_not_dropped(fn):
     with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="__getitem__") as info:
         srcgrad.grad(fn)(_Indexed(np.array([1.0, 2.0])), np.ones(2))
     assert "test_trust_objects2.py" in str(info.value)
+
+
+# ---- a forward set on the instance, a function stored in a model ------------------------
+# (found by an outside tester: the class's forward ran instead of the instance's own, and
+# a plain function stored as a layer was asked for parameters of its own)
+
+def _squared_output(m, x):
+    return np.sum(m(x) ** 2)
+
+
+def _fd_of_array(f, m, x, array, eps=1e-6):
+    g = np.zeros_like(array)
+    for i in np.ndindex(array.shape):
+        old = array[i]
+        array[i] = old + eps
+        up = f(m, x)
+        array[i] = old - eps
+        down = f(m, x)
+        array[i] = old
+        g[i] = (up - down) / (2 * eps)
+    return g
+
+
+def test_a_forward_set_on_the_instance_is_the_one_that_runs():
+    import types
+    from srcgrad import nn
+
+    x = np.random.default_rng(0).standard_normal((2, 3))
+    lin = nn.Linear(3, 2)
+    lin.forward = types.MethodType(lambda self, z: 3.0 * z @ self.weight.T, lin)
+    value, g = srcgrad.value_and_grad(_squared_output)(lin, x)
+    assert np.isclose(value, _squared_output(lin, x))
+    assert np.allclose(g.weight, _fd_of_array(_squared_output, lin, x, lin.weight), atol=1e-6)
+    assert np.allclose(g.bias, 0.0)  # this forward does not use the bias
+    seq = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    seq.layers[1].forward = np.sin  # a NumPy function stored on the instance
+    value, g = srcgrad.value_and_grad(_squared_output)(seq, x)
+    assert np.isclose(value, _squared_output(seq, x))
+    assert np.allclose(g.layers[0].weight, _fd_of_array(_squared_output, seq, x, seq.layers[0].weight), atol=1e-6)
+
+
+@pytest.mark.parametrize("act", ["relu", "sigmoid", "lambda", "tanh"])
+def test_a_function_stored_in_a_model_is_called_as_a_function(act):
+    from srcgrad import nn
+
+    fn = {"relu": nn.functional.relu, "sigmoid": nn.functional.sigmoid,
+          "lambda": lambda z: z ** 3, "tanh": np.tanh}[act]
+
+    class WithActivation(nn.Module):
+        def __init__(self, act):
+            self.linear = nn.Linear(3, 2)
+            self.act = act
+
+        def forward(self, z):
+            return self.act(self.linear(z))
+
+    x = np.random.default_rng(1).standard_normal((2, 3))
+    m = WithActivation(fn)
+    g = srcgrad.grad(_squared_output)(m, x)
+    assert np.allclose(g.linear.weight, _fd_of_array(_squared_output, m, x, m.linear.weight), atol=1e-6)
+    assert np.allclose(g.linear.bias, _fd_of_array(_squared_output, m, x, m.linear.bias), atol=1e-6)
+    value, tangent = srcgrad.jvp(lambda z: _squared_output(m, z))(x, np.ones_like(x))
+    numeric = (_squared_output(m, x + 1e-6) - _squared_output(m, x - 1e-6)) / 2e-6
+    assert np.isclose(tangent, numeric, rtol=1e-5)
