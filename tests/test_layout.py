@@ -234,3 +234,39 @@ def test_a_layout_is_forgotten_with_its_model():
     del model
     gc.collect()
     assert key not in tree._LAYOUTS
+
+
+def test_value_and_grad_of_a_model_takes_the_same_path():
+    """``value_and_grad`` (what a training loop calls) builds its gradient from the layout too:
+    the value is the loss's, the gradient as ``grad``'s, also after in-place updates and a change."""
+    model = Model()
+    both = srcgrad.value_and_grad(loss)
+    calls = []
+    original = tree.Layout.gradient
+    tree.Layout.gradient = lambda self, sparse, like: calls.append(like) or original(self, sparse, like)
+    try:
+        for _ in range(2):
+            value, g = both(model, X)
+            np.testing.assert_allclose(value, loss(model, X), rtol=1e-12)
+            expected = assert_right(srcgrad.grad(loss), model)
+            np.testing.assert_allclose(g.layer.w, expected.layer.w, rtol=1e-12)
+            np.testing.assert_allclose(g.layer.b, expected.layer.b, rtol=1e-12)
+            assert type(g) is Model and g.steps is None and g.layer.gain is None
+            assert not any(np.shares_memory(g.layer.w, v) for v in (model.layer.w, expected.layer.w))
+            model.layer.w -= 0.1 * g.layer.w
+        assert calls and all(m is model for m in calls)
+        model.layer = Scaled()  # another class: compiled again
+        value, g = both(model, X)
+        np.testing.assert_allclose(value, loss(model, X), rtol=1e-12)
+        assert type(g.layer) is Scaled and g.layer.v.shape == (3, 2)
+    finally:
+        tree.Layout.gradient = original
+
+
+@pytest.mark.filterwarnings("ignore::numpy.exceptions.ComplexWarning")
+def test_value_and_grad_still_refuses_a_complex_value():
+    def complex_loss(model, x):
+        return np.sum(model(x)) * 1j
+
+    with pytest.raises(srcgrad.errors.UserCodeError, match="complex"):
+        srcgrad.value_and_grad(complex_loss)(Model(), X)
