@@ -101,7 +101,7 @@ class GradientFunction:
         self._check = not internal and (check if check is not None
                                         else os.environ.get("SRCGRAD_CHECK", "") not in ("", "0"))
         self._wrt_spec = wrt
-        self._plain = mode == "grad" and self._whole and not (
+        self._plain = mode in ("grad", "value_and_grad") and self._whole and not (
             has_aux or intermediates or internal or self._variadic or self._check)
 
     def _wrt_entries(self, wrt):
@@ -322,9 +322,10 @@ class GradientFunction:
                     "return a real value (np.abs(z) ** 2, z.real, z.imag), computed from real arguments")
 
     def _plain_call(self, args):
-        """The common call kept short (it runs every training step): float arrays or
-        Python floats in, gradients that already have their shapes and dtypes out (a
-        float for a float); None where anything differs, for the general path (which
+        """The common call kept short (it runs every training step): float arrays,
+        Python floats or models (objects laid out by ``tree.Layout``) in, gradients that
+        already have their shapes and dtypes out (a float for a float), after the value
+        for ``value_and_grad``; None where anything differs, for the general path (which
         checks, and converts, as usual)."""
         layouts = None
         for i in self._wrt_index:
@@ -343,6 +344,16 @@ class GradientFunction:
             key = tuple(rank_of_layout(layouts[i]) if i in layouts else rank_of_argument(a)
                         for i, a in enumerate(args))
             grads = self.program_for(key, args)(*args)
+        if self.options.mode == "value_and_grad":
+            value, grads = grads
+            self._check_value(value)
+            return value, self._plain_gradients(grads, args, layouts)
+        return self._plain_gradients(grads, args, layouts)
+
+    def _plain_gradients(self, grads, args, layouts):
+        """:meth:`_plain_call`'s gradients given their primals' types (``layouts``: the
+        models' layouts by argument index, or None)."""
+        if layouts is not None:
             if not self._as_tuple:
                 return layouts[self._wrt_index[0]].gradient(grads, args[self._wrt_index[0]])
             return tuple(layouts[i].gradient(g, args[i]) if i in layouts else _plain_gradient(g, args[i])

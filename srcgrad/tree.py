@@ -212,14 +212,17 @@ class _Node:
     """What to do with one object's attributes to build its gradient: ``arrays``
     (parameters: the adjoint, or zeros), ``floats`` ((key, type): the adjoint as that
     type, 0.0 where none reached it), ``nones`` (counts, flags, integer arrays: no
-    gradient), ``children`` ((key, _Node): objects inside); the other attributes are
-    carried along.  ``ranks``: ``((key, ndim or child ranks), ...)`` in attribute order,
-    the parameters whose ranks compiled code is specialised on."""
+    gradient), ``children`` ((key, _Node): objects inside), ``sequences`` ((key, list or
+    tuple, [_Node, ...]): a list or tuple of objects, ``nn.Sequential``'s layers); the
+    other attributes are carried along.  ``ranks``: ``((key, ndim or child ranks), ...)``
+    in attribute order (a sequence's: ``((index, its ranks), ...)``), the parameters
+    whose ranks compiled code is specialised on."""
 
-    __slots__ = ("cls", "arrays", "floats", "nones", "children", "ranks")
+    __slots__ = ("cls", "arrays", "floats", "nones", "children", "sequences", "ranks")
 
     def __init__(self, cls):
-        self.cls, self.arrays, self.floats, self.nones, self.children, self.ranks = cls, [], [], [], [], []
+        self.cls, self.arrays, self.floats, self.nones, self.children, self.sequences, self.ranks = \
+            cls, [], [], [], [], [], []
 
 
 class Layout:
@@ -229,14 +232,22 @@ class Layout:
     parameters in place, so a training loop walks its model once, and each call only
     compares what the attributes hold now with what they held (C loops over identities).
 
+    A list or tuple of objects (``nn.Sequential``'s layers) is laid out too, its
+    elements compared by identity at each call.
+
     Not laid out (``layout`` returns None; flattening handles them): objects with
-    ``__slots__``, lists, tuples or dicts holding parameters, complex values, array
-    subclasses, an object stored by a ``functools.cached_property``.
+    ``__slots__``, dicts holding parameters, lists or tuples holding parameters other
+    than as objects, complex values, array subclasses, an object stored by a
+    ``functools.cached_property``, an object inside itself.
     """
 
     def __init__(self, obj):
-        self.objects, self.arrays, self.mutable = [], [], []
+        self.objects, self.arrays, self.mutable, self.sequences = [], [], [], []
+        self._inside = set()  # (ids of the objects being walked: an object inside itself is not laid out)
         self.root = self._walk(obj)
+        del self._inside
+        self.contents = tuple(itertools.chain.from_iterable(self.sequences))
+        self.sizes = list(map(len, self.sequences))
         self.classes = list(map(type, self.objects))
         dicts = list(map(vars, self.objects))
         self.lengths = list(map(len, dicts))
@@ -257,6 +268,9 @@ class Layout:
             object.__new__(cls)
         except TypeError:  # (a class of C's, types.SimpleNamespace: copied by the general path)
             raise _Unusual from None
+        if id(obj) in self._inside:
+            raise _Unusual
+        self._inside.add(id(obj))
         self.objects.append(obj)
         node = _Node(cls)
         for key, value in vars(obj).items():
@@ -271,6 +285,16 @@ class Layout:
                 elif not cached:  # (a cached_property's value is derived from the parameters: carried)
                     node.arrays.append(key)
                     node.ranks.append((key, value.ndim))
+            elif type(value) in (list, tuple) and value and all(
+                    _is_object(v) and not isinstance(v, tuple) for v in value):
+                if cached:
+                    raise _Unusual
+                self.sequences.append(value)  # (its elements compared by identity at each call)
+                children = [self._walk(v) for v in value]
+                node.sequences.append((key, type(value), children))
+                entries = [(i, child.ranks) for i, child in enumerate(children) if child.ranks]
+                if entries:
+                    node.ranks.append((key, entries))
             elif isinstance(value, (list, tuple, dict)):
                 if _has_params(value):
                     raise _Unusual
@@ -289,6 +313,7 @@ class Layout:
                 node.children.append((key, child))
                 if child.ranks:  # (an object without parameters flattens to nothing)
                     node.ranks.append((key, child.ranks))
+        self._inside.discard(id(obj))
         return node
 
     def holds(self, obj) -> bool:
@@ -301,7 +326,9 @@ class Layout:
             and tuple(itertools.chain.from_iterable(dicts)) == self.keys \
             and all(map(operator.is_, itertools.chain.from_iterable(map(dict.values, dicts)), self.values)) \
             and list(map(_STATE, self.arrays)) == self.states \
-            and not any(map(_has_params, self.mutable))
+            and not any(map(_has_params, self.mutable)) \
+            and list(map(len, self.sequences)) == self.sizes \
+            and all(map(operator.is_, itertools.chain.from_iterable(self.sequences), self.contents))
 
     def gradient(self, sparse, like):
         """``materialize(sparse, like)`` for the object laid out."""
@@ -329,6 +356,13 @@ def _build(node, sparse, like):
         fields[key] = None
     for key, child in node.children:
         fields[key] = _build(child, get(key), values[key])
+    for key, kind, children in node.sequences:
+        g = get(key)
+        if type(g) in (list, tuple):
+            g = dict(enumerate(g))
+        item = g.get if type(g) is dict else _nothing
+        built = [_build(child, item(i), element) for i, (child, element) in enumerate(zip(children, values[key]))]
+        fields[key] = built if kind is list else tuple(built)
     return out
 
 

@@ -309,7 +309,7 @@ def test_generated_code_of_a_model_is_one_readable_function():
               "# functional.py:", "---- backward sweep ----")]
     assert order == sorted(order)
     backward = code[code.index("---- backward sweep ----"):]
-    assert backward.index("# functional.py:") < backward.index("cols.T @ y_bar")
+    assert backward.index("# functional.py:") < backward.index("y = cols.T @ ")  # the convolution's adjoint, last
 
 
 # ---- a list of layers, unrolled -----------------------------------------------------

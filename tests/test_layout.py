@@ -234,3 +234,147 @@ def test_a_layout_is_forgotten_with_its_model():
     del model
     gc.collect()
     assert key not in tree._LAYOUTS
+
+
+def test_value_and_grad_of_a_model_takes_the_same_path():
+    """``value_and_grad`` (what a training loop calls) builds its gradient from the layout too:
+    the value is the loss's, the gradient as ``grad``'s, also after in-place updates and a change."""
+    model = Model()
+    both = srcgrad.value_and_grad(loss)
+    calls = []
+    original = tree.Layout.gradient
+    tree.Layout.gradient = lambda self, sparse, like: calls.append(like) or original(self, sparse, like)
+    try:
+        for _ in range(2):
+            value, g = both(model, X)
+            np.testing.assert_allclose(value, loss(model, X), rtol=1e-12)
+            expected = assert_right(srcgrad.grad(loss), model)
+            np.testing.assert_allclose(g.layer.w, expected.layer.w, rtol=1e-12)
+            np.testing.assert_allclose(g.layer.b, expected.layer.b, rtol=1e-12)
+            assert type(g) is Model and g.steps is None and g.layer.gain is None
+            assert not any(np.shares_memory(g.layer.w, v) for v in (model.layer.w, expected.layer.w))
+            model.layer.w -= 0.1 * g.layer.w
+        assert calls and all(m is model for m in calls)
+        model.layer = Scaled()  # another class: compiled again
+        value, g = both(model, X)
+        np.testing.assert_allclose(value, loss(model, X), rtol=1e-12)
+        assert type(g.layer) is Scaled and g.layer.v.shape == (3, 2)
+    finally:
+        tree.Layout.gradient = original
+
+
+@pytest.mark.filterwarnings("ignore::numpy.exceptions.ComplexWarning")
+def test_value_and_grad_still_refuses_a_complex_value():
+    def complex_loss(model, x):
+        return np.sum(model(x)) * 1j
+
+    with pytest.raises(srcgrad.errors.UserCodeError, match="complex"):
+        srcgrad.value_and_grad(complex_loss)(Model(), X)
+
+
+# ---- lists and tuples of layers (nn.Sequential) ---------------------------------
+
+class Turn(nn.Module):
+    """2 -> 2 features: a layer of a class of its own."""
+
+    def __init__(self):
+        self.v = rng.standard_normal((2, 2))
+
+    def forward(self, x):
+        return np.sin(x @ self.v)
+
+
+def stacked():
+    return nn.Sequential(Affine(), nn.Tanh(), Turn())
+
+
+def stack_loss(model, x):
+    return np.sum(model(x) ** 2)
+
+
+def stack_twice(change):
+    """As :func:`twice`, for a model holding its layers in a list."""
+    model = stacked()
+    gradient = srcgrad.grad(stack_loss)
+    assert_right(gradient, model, f=stack_loss)
+    change(model)
+    got = assert_right(gradient, model, f=stack_loss)
+    assert_right(srcgrad.grad(stack_loss), model, f=stack_loss)
+    return model, got
+
+
+def test_a_list_of_layers_is_laid_out():
+    model = stacked()
+    gradient = srcgrad.grad(stack_loss)
+    layout = tree.layout(model)
+    assert layout is not None
+    for _ in range(2):
+        g = assert_right(gradient, model, f=stack_loss)
+        model.layers[0].w -= 0.1 * g.layers[0].w  # an optimizer's step: the layout holds
+    assert tree.layout(model) is layout
+    assert type(g.layers) is list and [type(layer) for layer in g.layers] == [Affine, nn.Tanh, Turn]
+    assert g.layers[0].gain is None and g.layers[1] is not model.layers[1]
+    value, g2 = srcgrad.value_and_grad(stack_loss)(model, X)
+    np.testing.assert_allclose(value, stack_loss(model, X), rtol=1e-12)
+    np.testing.assert_allclose(g2.layers[2].v, gradient(model, X).layers[2].v, rtol=1e-12)
+
+
+def test_a_layer_replaced_by_one_of_another_class():
+    model, g = stack_twice(lambda model: model.layers.__setitem__(2, nn.Linear(2, 2)))
+    assert type(g.layers[2]) is nn.Linear
+
+
+def test_a_layer_replaced_by_one_of_the_same_class():
+    model, g = stack_twice(lambda model: model.layers.__setitem__(0, Affine()))
+    assert g.layers[0].w.shape == (3, 2)
+
+
+def test_a_layer_appended_to_the_list():
+    model, g = stack_twice(lambda model: model.layers.extend([nn.Linear(2, 4), nn.Tanh()]))
+    assert len(g.layers) == 5 and g.layers[3].weight.shape == (4, 2)
+
+
+def test_a_layer_removed_from_the_list():
+    model, g = stack_twice(lambda model: model.layers.pop())
+    assert len(g.layers) == 2
+
+
+def test_the_list_turned_into_a_tuple():
+    def change(model):
+        model.layers = tuple(model.layers)
+    model, g = stack_twice(change)
+    assert type(g.layers) is tuple
+
+
+def test_one_layer_twice_in_the_list():
+    """Each path gets its own part of the gradient, as flattening gives (the optimizer sums
+    tied parameters' parts: test_optim), never an array shared between them."""
+    model = stacked()
+    model.layers.append(model.layers[2])
+    gradient = srcgrad.grad(stack_loss)
+    got = gradient(model, X)
+    assert tree.layout(model) is not None
+    original, tree.layout = tree.layout, lambda obj: None
+    try:
+        flat = srcgrad.grad(stack_loss)(model, X)
+    finally:
+        tree.layout = original
+    for i in (2, 3):
+        np.testing.assert_allclose(got.layers[i].v, flat.layers[i].v, rtol=1e-12)
+    total = numerical(stack_loss, model, X)[("layers", 2, "v")]
+    np.testing.assert_allclose(got.layers[2].v + got.layers[3].v, total, rtol=1e-6, atol=1e-8)
+    assert got.layers[2] is not got.layers[3] and not np.shares_memory(got.layers[2].v, got.layers[3].v)
+
+
+def test_a_list_holding_an_array_is_flattened():
+    model = stacked()
+    model.layers.append(rng.standard_normal(2))
+    assert tree.layout(model) is None
+
+
+def test_an_object_inside_itself_is_not_laid_out():
+    model = stacked()
+    model.layers[0].owner = [model]
+    assert tree.layout(model) is None
+    model.layers[0].owner = model
+    assert tree.layout(model) is None
