@@ -16,6 +16,7 @@ a leading batch axis.
 from __future__ import annotations
 
 import ast
+import os
 
 import numpy as np
 
@@ -50,7 +51,19 @@ class ForwardOverReverse:
             transformed = self._jvps[fn] = GradientFunction(
                 fn, "jvp", self.wrt if len(self.wrt) > 1 else self.wrt[0], self.gradient.options.backend,
                 self.gradient.options.optimize, internal=True)
-        return transformed(*args, tangents if len(self.wrt) > 1 else tangents[0])
+        try:
+            return transformed(*args, tangents if len(self.wrt) > 1 else tangents[0])
+        except errors.UserCodeError as error:
+            if error.origin is not None and not _inside_srcgrad(error.origin.filename):
+                raise  # at the user's own line (a helper of theirs): as it is
+            # Forward mode met something in the gradient code, or in a runtime helper it
+            # calls, that it does not differentiate: refused at the user's function.
+            raise errors.UnsupportedSyntaxError(
+                f"this second derivative needs forward mode over the gradient code of "
+                f"{self.gradient.fn.__name__}, and that code uses something forward mode does not "
+                f"differentiate yet ({error.problem})", _origin_of(self.gradient.fn),
+                "take the second derivative by finite differences of srcgrad.grad, or write this "
+                "step of the function with the NumPy functions and layers srcgrad documents") from None
 
     def _refuse_calls(self, program):
         """The gradient code calls another function's compiled vjp (a callee that was not
@@ -66,6 +79,14 @@ class ForwardOverReverse:
                 "does not follow a pullback closure yet", _origin_of(self.gradient.fn),
                 "call plain functions srcgrad inlines (defined with `def`, known when compiling), "
                 "or take the derivative by finite differences of srcgrad.grad")
+
+
+def _inside_srcgrad(filename: str) -> bool:
+    """A place in generated gradient code or in srcgrad's own files (not the user's)."""
+    return filename.startswith("<srcgrad") or filename.startswith(_PACKAGE)
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _names(gradient, wrt) -> tuple:
