@@ -399,3 +399,42 @@ def test_a_function_stored_in_a_model_is_called_as_a_function(act):
     value, tangent = srcgrad.jvp(lambda z: _squared_output(m, z))(x, np.ones_like(x))
     numeric = (_squared_output(m, x + 1e-6) - _squared_output(m, x - 1e-6)) / 2e-6
     assert np.isclose(tangent, numeric, rtol=1e-5)
+
+
+# ---- a layer held in a global (found by an outside tester: refused as changing its arguments) ----
+
+_GLOBAL_LINEAR = None
+_GLOBAL_CONV = None
+_GLOBAL_POOL = None
+
+
+def _through_global_layers(x):
+    return np.sum(_GLOBAL_LINEAR(np.reshape(_GLOBAL_POOL(_GLOBAL_CONV(x)), (x.shape[0], -1))) ** 2)
+
+
+class _ScalesItsInput:
+    def __call__(self, z):
+        z *= 2.0  # changes its argument in place
+        return z
+
+
+_GLOBAL_SCALER = _ScalesItsInput()
+
+
+def _through_a_global_that_changes_its_argument(x):
+    y = x * 1.0
+    return np.sum(_GLOBAL_SCALER(y) * x)
+
+
+def test_a_layer_held_in_a_global_differentiates_and_one_changing_its_argument_is_refused():
+    global _GLOBAL_LINEAR, _GLOBAL_CONV, _GLOBAL_POOL
+    from srcgrad import nn
+
+    _GLOBAL_CONV = nn.Conv2d(1, 2, 3, padding=1)
+    _GLOBAL_POOL = nn.MaxPool2d(2)
+    _GLOBAL_LINEAR = nn.Linear(8, 3)
+    x = np.random.default_rng(2).standard_normal((2, 1, 4, 4))
+    assert np.allclose(srcgrad.grad(_through_global_layers)(x),
+                       numerical_grad(_through_global_layers, (x,), 0), rtol=1e-5, atol=1e-7)
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="changes its arguments in place"):
+        srcgrad.grad(_through_a_global_that_changes_its_argument)(x)

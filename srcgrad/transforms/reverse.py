@@ -431,7 +431,7 @@ class _Reverse:
                                 kind=errors.UnsupportedSyntaxError)
             varied += self._read_by_backward([n for n in given if n not in varied], stmt)
             if varied and fn is not None and not getattr(fn, "__srcgrad_gradient__", False) \
-                    and _mutated_parameters(fn):  # (a gradient function is refused as such below)
+                    and _changes_arguments(fn):  # (a gradient function is refused as such below)
                 given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
                 callee = nodes.to_source(stmt.value.func)
                 raise errors.at(stmt.value, f"`{callee}` changes its arguments in "
@@ -1219,6 +1219,28 @@ def _target_name(stmt):
     if isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name):
         return stmt.targets[0].id
     return None
+
+
+def _changes_arguments(fn) -> bool:
+    """Whether calling ``fn`` may change an argument given to it in place.  For an object
+    (a layer held in a global: ``lin(x)``), what calling it runs -- its class's
+    ``forward`` for an ``nn.Module`` not given its own, else ``__call__`` -- with the
+    object itself, the receiver, not counted (as ``rt.unchanging`` at run time)."""
+    if isinstance(fn, (types.FunctionType, types.BuiltinFunctionType)) or isinstance(fn, type):
+        return bool(_mutated_parameters(fn))
+    call = getattr(type(fn), "__call__", None)
+    if not isinstance(call, types.FunctionType):
+        return bool(_mutated_parameters(fn))
+    if getattr(call, "__srcgrad_calls_forward__", False):
+        if "forward" in getattr(fn, "__dict__", {}):
+            return True  # a forward of the instance's own: not read here
+        call = getattr(type(fn), "forward", None)
+        if not isinstance(call, types.FunctionType):
+            return True
+    changed = _mutated_parameters(call)
+    if changed is True:
+        return True
+    return bool(set(changed) - {call.__code__.co_varnames[0]} if call.__code__.co_argcount else changed)
 
 
 def _mutated_parameters(fn):
