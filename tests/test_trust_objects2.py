@@ -438,3 +438,34 @@ def test_a_layer_held_in_a_global_differentiates_and_one_changing_its_argument_i
                        numerical_grad(_through_global_layers, (x,), 0), rtol=1e-5, atol=1e-7)
     with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="changes its arguments in place"):
         srcgrad.grad(_through_a_global_that_changes_its_argument)(x)
+
+
+# ---- `self.layers[i](x)`: a list of layers indexed at run time (was refused as __getitem__) ----
+
+class _IndexedLayers:
+    def __init__(self, layers):
+        self.layers = layers
+
+    def __call__(self, x):
+        for i in range(len(self.layers)):
+            x = np.tanh(self.layers[i](x))
+        return x
+
+
+def _indexed_loss(m, x):
+    return np.sum(m(x) ** 2)
+
+
+def test_a_list_of_layers_indexed_at_run_time():
+    from srcgrad import nn
+
+    x = np.random.default_rng(3).standard_normal((2, 3))
+    m = _IndexedLayers([nn.Linear(3, 3), nn.Linear(3, 2)])
+    for _ in range(2):  # then with a layer more: compiled again
+        g = srcgrad.grad(_indexed_loss)(m, x)
+        assert len(g.layers) == len(m.layers)
+        for k, layer in enumerate(m.layers):
+            for name in ("weight", "bias"):
+                assert np.allclose(getattr(g.layers[k], name),
+                                   _fd_of_array(_indexed_loss, m, x, getattr(layer, name)), atol=1e-6)
+        m.layers.append(nn.Linear(2, 2))

@@ -561,7 +561,9 @@ class _Reverse:
             base = anno.get(stmt, "bound")["a"]
             rank = rank_of(base, self.ranks)
             key = templates.static_value(anno.get(stmt, "bound")["index"])
+            # (Entries all integers: a list or tuple held in an object, flattened by position.)
             if isinstance(rank, TreeRank) and rank.kind == "object" \
+                    and not all(isinstance(entry, int) for entry, _ in rank) \
                     and not any(entry == key for entry, _ in rank):
                 # `obj[i]` runs the class's own __getitem__, which srcgrad does not follow:
                 # an adjoint keyed by `i` would match no field and be dropped.
