@@ -29,6 +29,7 @@ Before/after::
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import inspect
 import operator
@@ -147,6 +148,7 @@ class _Lowering:
         # structure whose ranks are known too (`self.layer1`).
         self.field_arrays = set()
         self.field_structures = {}
+        self.reads = None  # user name -> how many times the function reads it (for `_carried`)
 
     def run(self) -> Core:
         self._block(self.fdef.body)
@@ -512,11 +514,14 @@ class _Lowering:
         else:
             indices = targets[:1] if callee is enumerate else []
         target_names = {t.id for t in indices if isinstance(t, gast.Name)}
-        inside = {id(n) for n in gast.walk(loop)}
         stored = {n.id for n in gast.walk(loop) if isinstance(n, gast.Name)
                   and isinstance(n.ctx, gast.Store)} - target_names
-        outside = {n.id for n in gast.walk(self.fdef) if isinstance(n, gast.Name)
-                   and isinstance(n.ctx, gast.Load) and id(n) not in inside}
+        # Read outside the loop: read more often in the function than in the loop (the
+        # function's reads are counted once, not walked again for every loop).
+        if self.reads is None:
+            self.reads = collections.Counter(nodes.loaded_names(self.fdef))
+        inside = collections.Counter(nodes.loaded_names(loop))
+        outside = {n for n in stored if self.reads[n] > inside[n]}
         # Read in the body before an unconditional assignment: the previous iteration's value.
         early, assigned = set(), set()
         for stmt in loop.body:

@@ -105,6 +105,7 @@ class _Reverse:
         self.entry_shapes = {}  # name a loop binds first -> a name of its shape, defined in every iteration
         self.prebound = set()   # names bound on some paths only, bound to None first (see _branch_zeros)
         self.memory = None      # which arrays names may refer to (analysis/sharing.py), when needed
+        self.taken = {}         # test of an `if` in a loop -> its plain name (`if2_taken`)
         self.call_results = {s.targets[0].id for s in nodes.statements(core.body)
                              if anno.get(s, "kind") == "call" and isinstance(s, gast.Assign)
                              and isinstance(s.targets[0], gast.Name)}
@@ -152,6 +153,8 @@ class _Reverse:
                                      if anno.get(s, "kind") == "copy" and isinstance(s.value, gast.Name)
                                      and s.value.id in self.core.maybe_unbound)
         prebind = [anno.set(nodes.assign(v, nodes.const(None)), "prebound", True) for v in sorted(self.prebound)]
+        if self.taken:
+            nodes.rename(prebind + self.saves + self.core.body + self.out, self.taken)
         return Sweeps(prebind + self.saves + forward, self.out, adjoints, seed,
                       {b: v for v, b in self.bar.items()}, self.notes, callees=self.callees)
 
@@ -237,7 +240,7 @@ class _Reverse:
                 and not self.activity.active(stmt.test.id):  # (`a or b`'s test may be its value too)
             # Each iteration's decision is saved for the backward sweep: give it a plain name.
             taken = self.core.fresh(f"if{self.if_numbers[id(stmt)]}_taken")
-            nodes.rename(self.core.body, {stmt.test.id: taken})
+            self.taken[stmt.test.id] = taken  # renamed at the end, in one walk of the code
             self.notes.append((taken, self._where(stmt)))
         body = self._in_new_block(stmt.body)
         after_body, self.defined = self.defined, set(before)
@@ -336,7 +339,7 @@ class _Reverse:
         backward block reads; pop them at the top of the backward block.
         ``optimize.prune_saves`` later drops what the optimized code does not read."""
         loaded = {n for s in backward_block for n in nodes.loaded_names(s)}
-        needed = sorted((loaded & candidates) | set(always))
+        needed = sorted((loaded & candidates) | set(always), key=lambda n: self.taken.get(n, n))
         if not needed:
             return
         self.save_ids += 1
