@@ -265,7 +265,7 @@ def _notes(forward, notes) -> list[str]:
               if isinstance(s, gast.Expr) and anno.has(s, "stack")}
     lines = [f"{s.targets[0].id} = None: assigned on some paths only (its adjoint is 0.0 where it was not)"
              for s in forward if anno.get(s, "prebound")]
-    saved = {n.id for values in pushed.values() for n in gast.walk(values) if isinstance(n, gast.Name)}
+    saved = {n.id for values in pushed.values() for n in nodes.walk(values) if isinstance(n, gast.Name)}
     def line(note):
         number = note[1].rsplit(":", 1)[-1]
         return int(number) if number.isdigit() else 0

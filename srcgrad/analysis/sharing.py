@@ -211,7 +211,7 @@ def _sharing(stmt, ranks, views):
             return []
         if rule is registry.lookup(operator.getitem) and all(ranks.get(t) == 0 for t in targets) \
                 and not any(isinstance(n, gast.Constant) and n.value in (Ellipsis, None)
-                            for n in gast.walk(stmt.value.slice if isinstance(stmt.value, gast.Subscript)
+                            for n in nodes.walk(stmt.value.slice if isinstance(stmt.value, gast.Subscript)
                                                else stmt.value)):
             return []  # an element of a vector: a number
         bound = anno.get(stmt, "bound") or {}

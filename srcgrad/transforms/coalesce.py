@@ -206,7 +206,7 @@ _NOT_PURE = {"vjp_call", "vjp_method", "bind_vjp", "check_scalar_output", "unpop
 
 def _only_library_calls(stmt) -> bool:
     """Calls only pure ``np.``/``rt.`` functions (not ``np.random``)."""
-    for node in gast.walk(stmt):
+    for node in nodes.walk(stmt):
         if isinstance(node, gast.Call):
             parts, func = [], node.func
             while isinstance(func, gast.Attribute):
@@ -221,7 +221,7 @@ def _only_library_calls(stmt) -> bool:
 def _mutated(stmt) -> set:
     """Names whose object a statement changes in place (``v[i] += e``, ``v[i] = e``)."""
     targets = stmt.targets if isinstance(stmt, gast.Assign) else [stmt.target]
-    return {n.value.id for t in targets for n in gast.walk(t)
+    return {n.value.id for t in targets for n in nodes.walk(t)
             if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name)}
 
 
@@ -258,7 +258,7 @@ def _unmodelled(stmts) -> set:
         else:
             header, targets = [stmt], _defs(stmt)
         for root in header:
-            for node in gast.walk(root):
+            for node in nodes.walk(root):
                 if isinstance(node, (gast.Lambda, gast.FunctionDef)):
                     names |= nodes.names_in(node)
                 elif isinstance(node, gast.Name) and not isinstance(node.ctx, gast.Load) \
@@ -404,4 +404,4 @@ def _drop_self_copies(stmts) -> list:
 
 def _has_effect(test) -> bool:
     return not all(isinstance(n, (gast.Name, gast.Load, gast.Constant, gast.UnaryOp, gast.Not))
-                   for n in gast.walk(test))
+                   for n in nodes.walk(test))

@@ -104,7 +104,7 @@ def _dce_block(stmts, live_out):
                 if live_body <= entry:
                     break
                 entry |= live_body
-            bound = {n.id for n in gast.walk(stmt.target) if isinstance(n, gast.Name)} \
+            bound = {n.id for n in nodes.walk(stmt.target) if isinstance(n, gast.Name)} \
                 if isinstance(stmt, gast.For) else set()
             if not body and not bound & live:  # (a loop index read after the loop keeps it)
                 continue
@@ -264,7 +264,7 @@ def forward_shapes(forward, backward, primal_of) -> bool:
     same = _same_shape_map(forward, {})
     changed = False
     for stmt in backward:
-        for node in gast.walk(stmt):
+        for node in nodes.walk(stmt):
             if _is_full_like(node) and node.args[0].id in same:
                 node.args[0].id = _root(node.args[0].id, same)
                 changed = True
@@ -301,7 +301,7 @@ def fold_scalar_fills(forward, backward, primal_of) -> bool:
 
     changed = False
     for stmt in backward:
-        for node in gast.walk(stmt):
+        for node in nodes.walk(stmt):
             if not isinstance(node, gast.BinOp) or not isinstance(node.op, (gast.Mult, gast.Add, gast.Sub)):
                 continue
             for side, other in (("left", node.right), ("right", node.left)):
@@ -336,7 +336,7 @@ def _owned_accumulators(backward) -> set:
         # A call may hand its argument back (rt.unbroadcast, a pullback of the
         # identity): an accumulator passed to one may be shared afterwards.
         simple = not isinstance(stmt, (gast.If, gast.For, gast.While))
-        for node in (gast.walk(stmt) if simple else ()):
+        for node in (nodes.walk(stmt) if simple else ()):
             if isinstance(node, gast.Call) and not _is_call_to(node, "add", "at"):
                 aliased.update(a.id for a in node.args if isinstance(a, gast.Name))
     return {t for t, ok in kinds.items() if ok} - aliased
@@ -480,7 +480,7 @@ def _emptied(stmt, after) -> bool:
         return False
     if any(not isinstance(s, gast.Pass) for s in stmt.body + stmt.orelse):
         return False
-    bound = [n.id for n in gast.walk(stmt.target) if isinstance(n, gast.Name)] if isinstance(stmt, gast.For) else []
+    bound = [n.id for n in nodes.walk(stmt.target) if isinstance(n, gast.Name)] if isinstance(stmt, gast.For) else []
     return not any(_read(n, after) for n in bound)
 
 
@@ -489,7 +489,7 @@ def _shape_only(stmts) -> dict:
     are all the uses of."""
     calls, uses = {}, {}
     for stmt in stmts:
-        for node in gast.walk(stmt):
+        for node in nodes.walk(stmt):
             if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
                 uses[node.id] = uses.get(node.id, 0) + 1
             if isinstance(node, gast.Call) and _dotted(node.func) == ("rt", "unbroadcast") \

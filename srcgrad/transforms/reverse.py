@@ -75,7 +75,7 @@ def _returned_locals(adjoint) -> dict:
     """Template locals a rule returns as-is, by parameter (they take the adjoint's name)."""
     fdef = templates._parse(adjoint)
     found = {}
-    for node in gast.walk(fdef):
+    for node in nodes.walk(fdef):
         if isinstance(node, gast.Return) and node.value is not None:
             elts = node.value.elts if len(diff_params(adjoint)) > 1 and isinstance(node.value, gast.Tuple) \
                 else [node.value]
@@ -1007,7 +1007,7 @@ class _Reverse:
         for param in rule.diff_params:
             atom = bound.get(param)
             if param in rule.sequence_params and isinstance(atom, (gast.List, gast.Tuple)):
-                if any(self._active_name(e) for e in gast.walk(atom)):
+                if any(self._active_name(e) for e in nodes.walk(atom)):
                     wanted.add(param)
             elif param in rule.sequence_params and self._active_name(atom):
                 wanted.add(param)
@@ -1102,7 +1102,7 @@ class _Reverse:
         if isinstance(expr, (gast.Tuple, gast.List)) and len(expr.elts) == len(display.elts):
             # The rule wrote one adjoint per item (einsum's operands): only the active are built.
             for elt, part in zip(display.elts, expr.elts):
-                if isinstance(elt, (gast.List, gast.Tuple)) and any(self._active_name(e) for e in gast.walk(elt)):
+                if isinstance(elt, (gast.List, gast.Tuple)) and any(self._active_name(e) for e in nodes.walk(elt)):
                     self._scatter(elt, part)
                 elif self._active_name(elt):
                     self._accumulate(elt.id, part)
@@ -1111,7 +1111,7 @@ class _Reverse:
         self._append(nodes.assign(parts, expr), self.group)
         for i, elt in enumerate(display.elts):
             part = gast.Subscript(value=nodes.name(parts), slice=nodes.const(i), ctx=gast.Load())
-            if isinstance(elt, (gast.List, gast.Tuple)) and any(self._active_name(e) for e in gast.walk(elt)):
+            if isinstance(elt, (gast.List, gast.Tuple)) and any(self._active_name(e) for e in nodes.walk(elt)):
                 self._scatter(elt, part)
             elif self._active_name(elt):
                 self._accumulate(elt.id, part)
@@ -1333,7 +1333,7 @@ def _changed_in_place(body, params, fn=None, returned=None) -> set:
         for stmt in stmts:
             if isinstance(stmt, (gast.For, gast.While)):
                 source = iterated(stmt.iter) if isinstance(stmt, gast.For) else None
-                for n in (gast.walk(stmt.target) if isinstance(stmt, gast.For) else ()):
+                for n in (nodes.walk(stmt.target) if isinstance(stmt, gast.For) else ()):
                     if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
                         if source is None:
                             owner.pop(n.id, None)
@@ -1354,7 +1354,7 @@ def _changed_in_place(body, params, fn=None, returned=None) -> set:
             if isinstance(stmt, gast.Return) and returned is not None and stmt.value is not None \
                     and base(stmt.value) is not None:
                 returned.append(base(stmt.value))
-            for node in gast.walk(stmt):
+            for node in nodes.walk(stmt):
                 targets = node.targets if isinstance(node, gast.Assign) else [node.target] \
                     if isinstance(node, gast.AugAssign) else []
                 for t in targets:
@@ -1369,7 +1369,7 @@ def _changed_in_place(body, params, fn=None, returned=None) -> set:
             if isinstance(stmt, gast.Assign):
                 source = base(stmt.value)
                 for t in stmt.targets:
-                    for n in gast.walk(t):
+                    for n in nodes.walk(t):
                         if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
                             if source is None:
                                 owner.pop(n.id, None)
