@@ -15,8 +15,8 @@ Why it is safe: this is register coalescing (Chaitin).  ``a`` and ``b``
 that a later read needs (is live), unless that binding is a copy between the
 two (then they hold the same value anyway).  Two names that never interfere
 can share one name: at every read, the shared name holds what the original
-name held.  Liveness is computed on the structured code (branches join, loops
-iterate to a fixed point), names bound before the sweep runs count as bound
+name held.  Liveness is computed on the structured code (branches join, a loop's
+body is live on entry with what it reads before binding it), names bound before the sweep runs count as bound
 at its entry, and names a nested function reads are never renamed (it may run
 later, when the shared name holds something else).
 
@@ -74,7 +74,7 @@ def transform(stmts, live_out, fixed=(), kept=(), entry=()) -> tuple[list, dict]
             n = joined[n]
         return n
 
-    interference = _Interference(stmts, live_out, entry, {n for s in copies for n in _copy(s)}, find)
+    interference = _Interference(stmts, live_out, entry, [_copy(s) for s in copies], find)
     mentions = {}
     for i, stmt in enumerate(copies):
         for n in _copy(stmt):
@@ -297,18 +297,34 @@ class _Interference:
     """For each binding point: the names bound there, the names live just after, and
     the name copied from (``a = b``); indexed by name.
 
-    Liveness is tracked for ``names`` only (the names of copies): each name's
-    liveness is its own, and no other is ever asked about."""
+    Liveness is tracked for the names of copies only, and at a binding point only
+    for the names that copies connect to a name bound there (only those are ever
+    asked about: two names are joined only along copies).  It is computed in one
+    backward walk: a loop's body is walked once, knowing what is live at its top,
+    which is what is live after the loop plus what the body reads before binding
+    it (``_exposed``: a first walk of the body that records nothing)."""
 
-    def __init__(self, stmts, live_out, entry, names, find):
-        self.names, self.find = names, find
-        self.points = []  # (bound names, live after, copied-from name or None, statement)
-        live_in = self._block(stmts, set(live_out) & names)
+    def __init__(self, stmts, live_out, entry, pairs, find):
+        self.find = find
+        parent = {}
+
+        def root(n):
+            while parent.setdefault(n, n) != n:
+                parent[n] = n = parent[parent[n]]
+            return n
+        for a, b in pairs:
+            parent[root(a)] = root(b)
+        self.component = {n: root(n) for n in parent}  # name -> one name of its copy-connected set
+        self.names = set(self.component)
+        self.exposed = {}  # id(loop) -> its body's live set on entry when nothing is live after it
+        self.recording = True
+        self.points = []  # (bound names, live after (connected names), copied-from name or None, statement)
+        live_in = self._names(self._block(stmts, self._live(set(live_out) & self.names)))
         # Names with a value from before the sweep are bound together at its entry.
-        self.points.append(((set(entry) & names) | live_in, live_in, None, None))
+        self.points.append(((set(entry) & self.names) | live_in, live_in, None, None))
         self.bound_at, self.live_at, self.point_of = {}, {}, {}
         for i, (bound, live, _, stmt) in enumerate(self.points):
-            for n in bound & names:
+            for n in bound & self.names:
                 self.bound_at.setdefault(n, set()).add(i)
             for n in live:
                 self.live_at.setdefault(n, set()).add(i)
@@ -343,8 +359,30 @@ class _Interference:
         live = self.live_at.get(name, ())
         return any(p in live for p in points)
 
+    # A live set is {component: the live names of that component}, so that a binding
+    # point takes the live names connected to what it binds without looking at the rest.
+    def _live(self, names) -> dict:
+        live = {}
+        for n in names:
+            live.setdefault(self.component[n], set()).add(n)
+        return live
+
+    @staticmethod
+    def _copy(live) -> dict:
+        return {c: set(names) for c, names in live.items() if names}
+
+    @staticmethod
+    def _union(live, other) -> dict:
+        for c, names in other.items():
+            live.setdefault(c, set()).update(names)
+        return live
+
+    @staticmethod
+    def _names(live) -> set:
+        return set().union(*live.values())
+
     def _block(self, stmts, live):
-        """Live names before ``stmts``, given ``live`` after; records binding points."""
+        """Live names before ``stmts``, given ``live`` after (changed in place); records binding points."""
         for stmt in reversed(stmts):
             live = self._statement(stmt, live)
         return live
@@ -352,39 +390,50 @@ class _Interference:
     def _loaded(self, node) -> set:
         return set(nodes.loaded_names(node)) & self.names
 
+    def _top(self, loop):
+        """What the loop's body needs live on entry when nothing is live after it."""
+        if id(loop) not in self.exposed:
+            recording, self.recording = self.recording, False
+            self.exposed[id(loop)] = self._names(self._block(loop.body, {}))
+            self.recording = recording
+        return self.exposed[id(loop)]
+
     def _statement(self, stmt, live):
         if isinstance(stmt, gast.If):
-            return self._block(stmt.body, set(live)) | self._block(stmt.orelse, set(live)) \
-                | self._loaded(stmt.test)
+            body = self._block(stmt.body, self._copy(live))
+            orelse = self._block(stmt.orelse, live)
+            return self._union(self._union(body, orelse), self._live(self._loaded(stmt.test)))
         if isinstance(stmt, gast.While):
-            test = self._loaded(stmt.test)
-            top = live | test
-            while True:
-                mark = len(self.points)
-                entry = self._block(stmt.body, set(top)) | test
-                if entry <= top:
-                    break
-                del self.points[mark:]
-                top |= entry
+            # Live at the top of each iteration: after the loop, in the test, or read by
+            # the body before it binds it (the least fixed point, found without rounds).
+            top = self._union(live, self._live(self._loaded(stmt.test) | self._top(stmt)))
+            self._block(stmt.body, self._copy(top))
             return top
         if isinstance(stmt, gast.For):
             target = _defs(stmt)
-            top = set(live)  # live where the next index is bound (and after the last)
-            while True:
-                mark = len(self.points)
-                body_entry = self._block(stmt.body, set(top))
-                new_top = top | body_entry - target
-                if new_top <= top:
-                    break
-                del self.points[mark:]
-                top = new_top
-            self.points.append((target, body_entry, None, None))
-            return top | self._loaded(stmt.iter)
+            # Live where the next index is bound (and after the last).
+            top = self._union(live, self._live(self._top(stmt) - target))
+            body_entry = self._block(stmt.body, self._copy(top))
+            if self.recording:
+                self.points.append((target, self._connected(body_entry, target), None, None))
+            return self._union(top, self._live(self._loaded(stmt.iter)))
         bound = _defs(stmt)
-        copy = _copy(stmt)
-        if bound:
-            self.points.append((bound, set(live), copy[1] if copy else None, stmt))
-        return (live - bound) | (_uses(stmt) & self.names)
+        if bound and self.recording:
+            copy = _copy(stmt)
+            self.points.append((bound, self._connected(live, bound), copy[1] if copy else None, stmt))
+        for n in bound:
+            if n in self.component:
+                live.get(self.component[n], set()).discard(n)
+        for n in _uses(stmt) & self.names:
+            live.setdefault(self.component[n], set()).add(n)
+        return live
+
+    def _connected(self, live, bound) -> set:
+        """The live names that copies connect to a name in ``bound``."""
+        out = set()
+        for c in {self.component[n] for n in bound if n in self.component}:
+            out |= live.get(c, set())
+        return out
 
 
 def _drop_self_copies(stmts) -> list:
