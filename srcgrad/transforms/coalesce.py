@@ -70,36 +70,58 @@ def transform(stmts, live_out, fixed=(), kept=(), entry=()) -> tuple[list, dict]
     joined = {}
 
     def find(n):
-        while n in joined:
-            n = joined[n]
-        return n
+        root = n
+        while root in joined:
+            root = joined[root]
+        while n != root:  # (point the chain at its end: joins may make long ones)
+            joined[n], n = root, joined[n]
+        return root
 
-    interference = _Interference(stmts, live_out, entry, [_copy(s) for s in copies], find)
+    pairs = [_copy(s) for s in copies]
+    interference = _Interference(stmts, live_out, entry, pairs, find)
     mentions = {}
-    for i, stmt in enumerate(copies):
-        for n in _copy(stmt):
+    for i, pair in enumerate(pairs):
+        for n in pair:
             mentions.setdefault(n, []).append(i)
+    rejected = {}  # name -> copies of it not joined because the two names interfered
     worklist, queued = list(range(len(copies))), set(range(len(copies)))
     while worklist:
         i = heapq.heappop(worklist)
         queued.discard(i)
-        a, b = map(find, _copy(copies[i]))
+        a, b = map(find, pairs[i])
         if a == b or a in banned or b in banned:
             continue
         # Keep the nicer name; a fixed name is never renamed away.
         old, new = sorted((a, b), key=_version, reverse=True)
         if old in fixed:
             old, new = new, old
-        if old in fixed or old in live_out or interference.between(a, b):
+        if old in fixed or old in live_out:
+            continue
+        if interference.between(a, b):
+            rejected.setdefault(a, set()).add(i)
+            rejected.setdefault(b, set()).add(i)
             continue
         joined[old] = new
         moved, stayed = mentions.pop(old, []), mentions.setdefault(new, [])
         # The copies between the two are now ``new = new``: their points go.
-        gone = interference.join(old, new, [copies[j] for j in moved if len(set(map(find, _copy(copies[j])))) == 1])
-        # Look again at the copies that were renamed, and at those whose other name
-        # interfered with ``new`` perhaps only at the points that went.
-        again = moved + [j for j in stayed if interference.live_at_any(_other(copies[j], new, find), gone)]
+        gone = interference.join(old, new, [copies[j] for j in moved if len(set(map(find, pairs[j]))) == 1])
         stayed.extend(moved)
+        # Look again at the copies that were renamed, and at those whose names
+        # interfered perhaps only at the points that went.
+        waiting, others = rejected.pop(new, set()), rejected.pop(old, set())
+        if len(others) > len(waiting):
+            waiting, others = others, waiting
+        waiting |= others
+        there = interference.live_names(gone) if waiting else ()
+        again = list(moved)
+        for j in list(waiting):
+            x, y = map(find, pairs[j])
+            if x == y:
+                waiting.discard(j)  # joined since
+            elif j not in queued and (other := y if x == new else x) in there \
+                    and interference.live_at_any(other, gone):
+                again.append(j)
+        rejected[new] = waiting
         for j in again:
             if j not in queued:
                 queued.add(j)
@@ -288,11 +310,6 @@ def _uses(stmt) -> set:
     return used
 
 
-def _other(stmt, name, find):
-    a, b = map(find, _copy(stmt))
-    return b if a == name else a
-
-
 class _Interference:
     """For each binding point: the names bound there, the names live just after, and
     the name copied from (``a = b``); indexed by name.
@@ -354,6 +371,10 @@ class _Interference:
             kept -= gone
             index[new] = kept
         return gone
+
+    def live_names(self, points) -> set:
+        """The names (as joined so far) that were live at any of ``points`` (or more)."""
+        return {self.find(n) for p in points for n in self.points[p][1]}
 
     def live_at_any(self, name, points) -> bool:
         live = self.live_at.get(name, ())
