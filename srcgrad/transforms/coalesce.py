@@ -61,12 +61,13 @@ def transform(stmts, live_out, fixed=(), kept=(), entry=()) -> tuple[list, dict]
     only when one of its names has just been joined.  Copies are taken in program
     order, the first one that may be joined first.
     """
-    _sink_rebindings(stmts)
+    facts = _Facts()
+    _sink_rebindings(stmts, facts)
     live_out, fixed = set(live_out), set(fixed)
     copies = [s for s in nodes.statements(stmts) if (c := _copy(s)) and c[0] != c[1]]
     if not copies:
         return stmts, {}
-    banned = set(kept) | _unmodelled(stmts) | _global(stmts, entry)
+    banned = set(kept) | _unmodelled(stmts) | _global(stmts, entry, facts)
     joined = {}
 
     def find(n):
@@ -78,7 +79,7 @@ def transform(stmts, live_out, fixed=(), kept=(), entry=()) -> tuple[list, dict]
         return root
 
     pairs = [_copy(s) for s in copies]
-    interference = _Interference(stmts, live_out, entry, pairs, find)
+    interference = _Interference(stmts, live_out, entry, pairs, find, facts)
     mentions = {}
     for i, pair in enumerate(pairs):
         for n in pair:
@@ -133,7 +134,7 @@ def transform(stmts, live_out, fixed=(), kept=(), entry=()) -> tuple[list, dict]
     return _drop_self_copies(stmts), renamed
 
 
-def _sink_rebindings(stmts):
+def _sink_rebindings(stmts, facts):
     """With copies ``a = ... = b`` somewhere, move each ``b = f(a)`` below the statements
     after it that only read ``a`` (same source line, nothing else in common with it), so
     that ``b`` gets its new value once ``a`` is no longer needed and the two can join::
@@ -168,16 +169,16 @@ def _sink_rebindings(stmts):
     for block in _blocks(stmts):
         last = {}  # name -> the last statement of the block that mentions it
         for stmt in block:
-            for n in nodes.names_in(stmt):
+            for n in facts.names(stmt):
                 last[n] = stmt
         done, j = set(), 0
         while j < len(block):
             moved = block[j]
-            if id(moved) in done or not _movable(moved):
+            if id(moved) in done or not facts.movable(moved):
                 j += 1
                 continue
             done.add(id(moved))
-            uses = _uses(moved)
+            uses = facts.uses(moved)
             links = sorted(((a, b) not in pairs, a, b) for b in _defs(moved) for a in uses
                            if a != b and copied_from(a, b))
             if not links:
@@ -187,12 +188,12 @@ def _sink_rebindings(stmts):
             k = j
             # (not past a statement moved already: two that read each other's old
             # values would only trade places)
-            while k + 1 < len(block) and id(block[k + 1]) not in done and _crossable(block[k + 1], moved, a):
+            while k + 1 < len(block) and id(block[k + 1]) not in done and _crossable(block[k + 1], moved, a, facts):
                 k += 1
             crossed = {id(s) for s in block[j:k + 1]}
             if k > j and id(last.get(a)) in crossed:  # nothing after them mentions ``a``
                 block[j:k + 1] = block[j + 1:k + 1] + [moved]
-                for n in nodes.names_in(moved):
+                for n in facts.names(moved):
                     if id(last.get(n)) in crossed:
                         last[n] = moved
             else:
@@ -207,18 +208,49 @@ def _blocks(stmts):
             yield from _blocks(stmt.orelse)
 
 
-def _movable(stmt) -> bool:
-    return isinstance(stmt, (gast.Assign, gast.AugAssign)) and _only_library_calls(stmt) \
-        and not _unmodelled([stmt])
+class _Facts:
+    """What each statement mentions, found once (statements are moved, not changed,
+    until the renaming at the end): names, reads, and whether it may be moved."""
+
+    def __init__(self):
+        self._names, self._uses, self._movable = {}, {}, {}
+
+    def names(self, stmt) -> set:
+        found = self._names.get(id(stmt))
+        if found is None:
+            if isinstance(stmt, (gast.If, gast.For, gast.While)):  # (each nested statement walked once)
+                found = set()
+                for field in stmt._fields:
+                    value = getattr(stmt, field, None)
+                    if field in ("body", "orelse"):
+                        for inner in value:
+                            found |= self.names(inner)
+                    elif isinstance(value, gast.AST):
+                        found |= nodes.names_in(value)
+            else:
+                found = nodes.names_in(stmt)
+            self._names[id(stmt)] = found
+        return found
+
+    def uses(self, stmt) -> set:
+        if id(stmt) not in self._uses:
+            self._uses[id(stmt)] = _uses(stmt)
+        return self._uses[id(stmt)]
+
+    def movable(self, stmt) -> bool:
+        if id(stmt) not in self._movable:
+            self._movable[id(stmt)] = isinstance(stmt, (gast.Assign, gast.AugAssign)) \
+                and _only_library_calls(stmt) and not _unmodelled([stmt])
+        return self._movable[id(stmt)]
 
 
-def _crossable(stmt, moved, a) -> bool:
+def _crossable(stmt, moved, a, facts) -> bool:
     """Whether ``moved`` may go below ``stmt``: neither binds or changes in place a
     name the other mentions (reading the same names is fine)."""
     def writes(s):
         return _defs(s) | _mutated(s)
-    return _movable(stmt) and not writes(stmt) & nodes.names_in(moved) \
-        and not writes(moved) & nodes.names_in(stmt) and a in _uses(stmt) \
+    return facts.movable(stmt) and not writes(stmt) & facts.names(moved) \
+        and not writes(moved) & facts.names(stmt) and a in facts.uses(stmt) \
         and anno.get(stmt, "group") is anno.get(moved, "group")
 
 
@@ -289,11 +321,11 @@ def _unmodelled(stmts) -> set:
     return names
 
 
-def _global(stmts, entry) -> set:
+def _global(stmts, entry, facts) -> set:
     """Names read but never bound here nor before (globals, builtins): binding one
     anywhere would make it local to the whole function."""
     bound = {n for s in nodes.statements(stmts) for n in _defs(s)} | set(entry)
-    return {n for s in stmts for n in nodes.names_in(s)} - bound
+    return {n for s in stmts for n in facts.names(s)} - bound
 
 
 def _defs(stmt) -> set:
@@ -321,8 +353,8 @@ class _Interference:
     which is what is live after the loop plus what the body reads before binding
     it (``_exposed``: a first walk of the body that records nothing)."""
 
-    def __init__(self, stmts, live_out, entry, pairs, find):
-        self.find = find
+    def __init__(self, stmts, live_out, entry, pairs, find, facts):
+        self.find, self.facts = find, facts
         parent = {}
 
         def root(n):
@@ -445,7 +477,7 @@ class _Interference:
         for n in bound:
             if n in self.component:
                 live.get(self.component[n], set()).discard(n)
-        for n in _uses(stmt) & self.names:
+        for n in self.facts.uses(stmt) & self.names:
             live.setdefault(self.component[n], set()).add(n)
         return live
 

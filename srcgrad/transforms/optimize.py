@@ -585,10 +585,10 @@ def _coalesce(forward, backward, live_out, outside, seed):
     and may put some back, which the pullback's local copies rely on); the
     forward sweep renames only names the backward sweep never mentions."""
     params = set(outside)
-    forward_names = {n for s in nodes.statements(forward) for n in nodes.names_in(s)}
+    forward_names = {n for s in forward for n in nodes.names_in(s)}  # (a loop's walk covers its body)
     before = params | forward_names
     backward, _ = coalesce.transform(backward, live_out, fixed={seed}, kept=before - {seed}, entry=before)
-    backward_names = {n for s in nodes.statements(backward) for n in nodes.names_in(s)}
+    backward_names = {n for s in backward for n in nodes.names_in(s)}
     forward, _ = coalesce.transform(forward, set(live_out) | backward_names,
                                     fixed=backward_names | set(live_out) | params, entry=params)
     return forward, backward
