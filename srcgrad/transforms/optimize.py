@@ -355,11 +355,11 @@ def accumulate_in_place(backward) -> bool:
         loads[n] = loads.get(n, 0) + 1
     changed = False
     for block in _blocks(backward):
-        i = 0
-        while i + 2 < len(block):
-            first, scatter, add = block[i: i + 3]
+        out, i = [], 0  # (a new list: replacing in place would shift the rest of the block each time)
+        while i < len(block):
+            first, scatter, add = (block[i: i + 3] + [None, None])[:3]
             temp = _defined(first)
-            if (temp and _is_call_to(first.value, "zeros_like")
+            if (temp and add is not None and _is_call_to(first.value, "zeros_like")
                     and _mutated(scatter) == temp and loads.get(temp) == 2
                     and _defined(add) in owned and isinstance(add.value, gast.BinOp)
                     and isinstance(add.value.op, gast.Add) and isinstance(add.value.right, gast.Name)
@@ -373,9 +373,13 @@ def accumulate_in_place(backward) -> bool:
                     scatter.value.args[0] = nodes.name(acc)
                     new = scatter
                 anno.inherit(new, add)
-                block[i: i + 3] = [new]
+                out.append(new)
+                i += 3
                 changed = True
-            i += 1
+            else:
+                out.append(first)
+                i += 1
+        block[:] = out
     return changed
 
 

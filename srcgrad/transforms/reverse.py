@@ -106,6 +106,7 @@ class _Reverse:
         self.prebound = set()   # names bound on some paths only, bound to None first (see _branch_zeros)
         self.memory = None      # which arrays names may refer to (analysis/sharing.py), when needed
         self.taken = {}         # test of an `if` in a loop -> its plain name (`if2_taken`)
+        self.stacks = set()     # the stacks created so far (in self.saves)
         self.call_results = {s.targets[0].id for s in nodes.statements(core.body)
                              if anno.get(s, "kind") == "call" and isinstance(s, gast.Assign)
                              and isinstance(s.targets[0], gast.Name)}
@@ -343,7 +344,8 @@ class _Reverse:
         if not needed:
             return
         self.save_ids += 1
-        if stack not in {anno.get(s, "stack") for s in self.saves}:
+        if stack not in self.stacks:
+            self.stacks.add(stack)
             create = nodes.assign(stack, gast.List(elts=[], ctx=gast.Load()))
             anno.set(create, "impure", True)
             anno.set(create, "stack", stack)
