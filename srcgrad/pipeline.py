@@ -6,8 +6,10 @@ one analysis in ``analysis/``; read this file to see the whole of srcgrad.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import gc
 
 import gast
 import numpy as np
@@ -69,6 +71,26 @@ class Compiled:
 
 
 def compile_function(fn, options: Options, param_ranks: tuple) -> Compiled:
+    with _collector_paused():
+        return _compile(fn, options, param_ranks)
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """The compiler makes hundreds of thousands of small objects (nodes, sets) and
+    keeps most of them until it returns; Python's cyclic collector would walk the
+    growing trees again and again, so that compile time grew faster than the
+    function.  Nothing here makes cycles that need collecting while it runs."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _compile(fn, options: Options, param_ranks: tuple) -> Compiled:
     backend = backends.get(options.backend)
     # 1. source: gast tree with every node's user origin.
     fdef = parse.transform(fn)

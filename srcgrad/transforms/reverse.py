@@ -107,6 +107,8 @@ class _Reverse:
         self.memory = None      # which arrays names may refer to (analysis/sharing.py), when needed
         self.taken = {}         # test of an `if` in a loop -> its plain name (`if2_taken`)
         self.stacks = set()     # the stacks created so far (in self.saves)
+        self.unpacked_sources = None  # names `a, b = name` unpacks (_unpacked_source), when needed
+        self.definitions = None       # name -> the statement that assigns it last (_bookkeeping), when needed
         self.call_results = {s.targets[0].id for s in nodes.statements(core.body)
                              if anno.get(s, "kind") == "call" and isinstance(s, gast.Assign)
                              and isinstance(s.targets[0], gast.Name)}
@@ -586,7 +588,10 @@ class _Reverse:
 
     def _unpacked_source(self, name) -> bool:
         """Whether ``a, b = name`` unpacks ``name`` somewhere in the function."""
-        return any(anno.get(s, "source") == name for s in nodes.statements(self.core.body))
+        if self.unpacked_sources is None:  # (found once: reverse adds no unpacking)
+            self.unpacked_sources = {anno.get(s, "source") for s in nodes.statements(self.core.body)
+                                     if anno.has(s, "source")}
+        return name in self.unpacked_sources
 
     def _object_operator(self, stmt) -> bool:
         """``a * b`` where an operand being differentiated may be an object of a class
@@ -763,7 +768,9 @@ class _Reverse:
     def _bookkeeping(self, name) -> bool:
         """``self.calls + 1``: an update of a field by constants (a counter), not a
         differentiated value, though the object it belongs to is differentiated."""
-        defs = {t: s for s in nodes.statements(self.core.body) for t in nodes.assigned_names(s)}
+        if self.definitions is None:  # (found once: what reverse adds defines no name asked about)
+            self.definitions = {t: s for s in nodes.statements(self.core.body) for t in nodes.assigned_names(s)}
+        defs = self.definitions
         stmt = defs.get(name)
         if stmt is None or anno.get(stmt, "kind") != "op":
             return False
