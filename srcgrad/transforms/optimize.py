@@ -414,17 +414,21 @@ def _elements(target):
     return target.elts if isinstance(target, gast.Tuple) else [target]
 
 
-def prune_saves(forward, backward) -> tuple[list, list, bool]:
+def prune_saves(forward, backward, live_out=()) -> tuple[list, list, bool]:
     """Save on a stack only what the (optimized) backward sweep reads.
 
     A name popped at the top of a backward block (a loop body or a branch) is
     needed if the rest of that block reads it, or if backward code that runs
     after the block does (a carried name must get back its value from before
-    the forward loop).
+    the forward loop).  Blocks are pruned inside out, so an enclosing block's
+    pop may still change reads (to a saved shape) that an inner pop was kept
+    for: a last look drops what the backward sweep no longer reads anywhere
+    (``live_out``: names read after it).
     """
     pushes = {anno.get(s, "save_id"): s for s in nodes.statements(forward)
               if isinstance(s, gast.Expr) and anno.has(s, "save_id")}
     changed = _prune_block(backward, (), pushes)
+    changed |= _prune_unread(backward, pushes, set(live_out))
     if changed:
         doomed = {id(s) for s in pushes.values() if s.value is None}
         forward = _remove(forward, doomed)
@@ -433,6 +437,41 @@ def prune_saves(forward, backward) -> tuple[list, list, bool]:
         forward = _remove(forward, {id(s) for s in nodes.statements(forward)
                                     if anno.has(s, "stack") and anno.get(s, "stack") not in used})
     return forward, backward, changed
+
+
+def _prune_unread(backward, pushes, live_out) -> bool:
+    """Drop from each pop the names nothing in ``backward`` reads (nor ``live_out``)."""
+    read = set(nodes.loaded_names(nodes.module(backward))) | live_out
+    changed = False
+    for block in _blocks(backward):
+        for field_owner in block:
+            for field in ("body", "orelse"):
+                inner = getattr(field_owner, field, None)
+                if inner and anno.has(inner[0], "save_id") and isinstance(inner[0], gast.Assign):
+                    names = [t.id for t in _elements(inner[0].targets[0])]
+                    keep = [n for n in names if n in read]
+                    if keep != names:
+                        _keep_popped(field_owner, field, pushes, names, keep)
+                        changed = True
+    return changed
+
+
+def _keep_popped(owner, field, pushes, names, keep):
+    """Pop (and push) only ``keep`` of ``names``: the pop at the top of ``owner``'s
+    ``field`` block; a push left with nothing is marked (``value = None``) for removal."""
+    block = getattr(owner, field)
+    pop = block[0]
+    push = pushes[anno.get(pop, "save_id")]
+    if not keep:
+        setattr(owner, field, block[1:] or ([gast.Pass()] if field == "body" else []))
+        push.value = None  # removed by the caller
+        return
+    values = list(_elements(push.value.args[0]))
+    many = len(keep) > 1
+    kept_values = [v for n, v in zip(names, values) if n in keep]
+    pop.targets = [nodes.tuple_([nodes.name(n, "store") for n in keep], "store") if many
+                   else nodes.name(keep[0], "store")]
+    push.value.args = [nodes.tuple_(kept_values) if many else kept_values[0]]
 
 
 def _loads(stmts) -> set:
@@ -530,15 +569,7 @@ def _prune_pop(owner, field, after, pushes) -> bool:
     keep = [n for n in names if n in here or _read(n, after)]
     if keep == names:
         return shapes
-    if not keep:
-        setattr(owner, field, block[1:] or ([gast.Pass()] if field == "body" else []))
-        push.value = None  # removed by the caller
-        return True
-    many = len(keep) > 1
-    kept_values = [v for n, v in zip(names, values) if n in keep]
-    pop.targets = [nodes.tuple_([nodes.name(n, "store") for n in keep], "store") if many
-                   else nodes.name(keep[0], "store")]
-    push.value.args = [nodes.tuple_(kept_values) if many else kept_values[0]]
+    _keep_popped(owner, field, pushes, names, keep)
     return True
 
 
@@ -574,7 +605,7 @@ def transform(forward, backward, live_out, primal_of, module_name="np", outside=
     backward, _ = _dce_block(backward, live_out)
     accumulate_in_place(backward)
     add_in_place(backward)
-    forward, backward, _ = prune_saves(forward, backward)
+    forward, backward, _ = prune_saves(forward, backward, live_out)
     backward, live = _dce_block(backward, live_out)
     forward, _ = _dce_block(forward, live)
     # Last: the passes above rely on single assignment (a name bound once has one
