@@ -83,48 +83,104 @@ def _with_body(stmt, body, orelse=None):
 
 def _dce_block(stmts, live_out):
     """Dead code elimination on a block; returns (kept statements, names live on entry)."""
-    live, kept = set(live_out), []
-    for stmt in reversed(stmts):
-        if isinstance(stmt, gast.Pass):
-            continue  # a block left empty gets its `pass` back from _with_body
-        if isinstance(stmt, gast.If):
-            body, live_body = _dce_block(stmt.body, live)
-            orelse, live_else = _dce_block(stmt.orelse, live)
-            if not body and not orelse:
+    live = set(live_out)
+    return _DeadCode().block(stmts, live), live
+
+
+class _DeadCode:
+    """Backward liveness that drops what nothing live reads.
+
+    A branch or a loop body can only change whether the names it binds or writes
+    into (and their aliases) are live: it is given those of the live names alone,
+    and the rest pass it by.  (Copying every live name into every branch made this
+    quadratic: the forward sweep's live set holds what the backward sweep reads.)"""
+
+    def __init__(self):
+        self.touched = {}  # id(statement), field -> names its block may bind or write into
+
+    def block(self, stmts, live) -> list:
+        """The statements of ``stmts`` kept; ``live`` (after them) becomes the names live before."""
+        kept = []
+        for stmt in reversed(stmts):
+            if isinstance(stmt, gast.Pass):
+                continue  # a block left empty gets its `pass` back from _with_body
+            if isinstance(stmt, gast.If):
+                body, orelse, changes = self._if(stmt, live)
+                if not body and not orelse:
+                    continue
+                for n in changes[0]:
+                    live.discard(n)
+                live |= changes[1]
+                kept.append(_with_body(stmt, body or [gast.Pass()], orelse))
                 continue
-            live = live_body | live_else | set(nodes.loaded_names(stmt.test))
-            kept.append(_with_body(stmt, body or [gast.Pass()], orelse))
-            continue
-        if isinstance(stmt, (gast.For, gast.While)):
-            # Live at the top of the body: needed after the loop, by the header,
-            # or by a later iteration; iterate to a fixed point.
-            entry = live | _header_names(stmt)
-            while True:
-                body, live_body = _dce_block(stmt.body, entry)
-                if live_body <= entry:
-                    break
-                entry |= live_body
-            bound = {n.id for n in nodes.walk(stmt.target) if isinstance(n, gast.Name)} \
-                if isinstance(stmt, gast.For) else set()
-            if not body and not bound & live:  # (a loop index read after the loop keeps it)
+            if isinstance(stmt, (gast.For, gast.While)):
+                body, top = self._loop(stmt, live)
+                bound = {n.id for n in nodes.walk(stmt.target) if isinstance(n, gast.Name)} \
+                    if isinstance(stmt, gast.For) else set()
+                if not body and not bound & live:  # (a loop index read after the loop keeps it)
+                    continue
+                live |= top
+                if isinstance(stmt, gast.For):
+                    live -= bound
+                    live |= _header_names(stmt)
+                kept.append(_with_body(stmt, body or [gast.Pass()]))
                 continue
-            if isinstance(stmt, gast.For):
-                entry -= bound
-                entry |= _header_names(stmt)
-            live = entry
-            kept.append(_with_body(stmt, body or [gast.Pass()]))
-            continue
-        target, mutated = _defined(stmt), _mutated(stmt)
-        if target is not None:
-            if target not in live and _pure(stmt):
-                continue
-            live.discard(target)
-        elif mutated is not None and mutated not in live and not _shared.get(mutated, set()) & live:
-            continue  # (a write into `c` is seen through an alias `a = c` that is read later)
-        live.update(nodes.loaded_names(stmt))
-        kept.append(stmt)
-    kept.reverse()
-    return kept, live
+            target, mutated = _defined(stmt), _mutated(stmt)
+            if target is not None:
+                if target not in live and _pure(stmt):
+                    continue
+                live.discard(target)
+            elif mutated is not None and mutated not in live and not _shared.get(mutated, set()) & live:
+                continue  # (a write into `c` is seen through an alias `a = c` that is read later)
+            live.update(nodes.loaded_names(stmt))
+            kept.append(stmt)
+        kept.reverse()
+        return kept
+
+    def _if(self, stmt, live):
+        """Both branches from what is live after the ``if``.  Returns (body, orelse,
+        (names no longer live before it, names live before it))."""
+        touched_body, touched_else = self._touched(stmt, "body"), self._touched(stmt, "orelse")
+        live_body = {n for n in touched_body if n in live}
+        body = self.block(stmt.body, live_body)
+        live_else = {n for n in touched_else if n in live}
+        orelse = self.block(stmt.orelse, live_else)
+        before = live_body | live_else | set(nodes.loaded_names(stmt.test))
+        # Dead before the `if`: bound on both paths and read on neither.
+        dead = {n for n in touched_body & touched_else if n in live and n not in before}
+        return body, orelse, (dead, before)
+
+    def _loop(self, stmt, live):
+        """The body, and the names live at its top besides ``live``: needed after the
+        loop, by the header, or by a later iteration (a fixed point; each round passes
+        the body only the live names it binds or writes into)."""
+        touched = self._touched(stmt, "body")
+        top = _header_names(stmt)  # live at the top, besides `live`
+        while True:
+            entry = {n for n in touched if n in live or n in top}
+            body = self.block(stmt.body, entry)
+            new = {n for n in entry if n not in live and n not in top}
+            if not new:
+                return body, top
+            top |= new
+
+    def _touched(self, stmt, field) -> set:
+        key = (id(stmt), field)
+        if key not in self.touched:
+            names = set()
+            for inner in getattr(stmt, field):
+                if isinstance(inner, (gast.If, gast.For, gast.While)):
+                    names |= self._touched(inner, "body") | self._touched(inner, "orelse")
+                    if isinstance(inner, gast.For):
+                        names |= {n.id for n in nodes.walk(inner.target) if isinstance(n, gast.Name)}
+                    continue
+                names.update(nodes.assigned_names(inner))
+                mutated = _mutated(inner)
+                if mutated is not None:
+                    names.add(mutated)
+                    names |= _shared.get(mutated, set())
+            self.touched[key] = names
+        return self.touched[key]
 
 
 def eliminate_dead_code(stmts, live_out) -> tuple[list, bool]:
