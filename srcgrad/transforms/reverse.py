@@ -109,6 +109,8 @@ class _Reverse:
         self.stacks = set()     # the stacks created so far (in self.saves)
         self.unpacked_sources = None  # names `a, b = name` unpacks (_unpacked_source), when needed
         self.definitions = None       # name -> the statement that assigns it last (_bookkeeping), when needed
+        self.local_defs = None        # name -> the first nested `def` of that name (_check_local_def)
+        self.mutated = {}             # id(function called) -> the parameters it changes in place
         self.call_results = {s.targets[0].id for s in nodes.statements(core.body)
                              if anno.get(s, "kind") == "call" and isinstance(s, gast.Assign)
                              and isinstance(s.targets[0], gast.Name)}
@@ -438,7 +440,7 @@ class _Reverse:
                                 kind=errors.UnsupportedSyntaxError)
             varied += self._read_by_backward([n for n in given if n not in varied], stmt)
             if varied and fn is not None and not getattr(fn, "__srcgrad_gradient__", False) \
-                    and _mutated_parameters(fn):  # (a gradient function is refused as such below)
+                    and self._mutated_parameters(fn):  # (a gradient function is refused as such below)
                 given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
                 callee = nodes.to_source(stmt.value.func)
                 raise errors.at(stmt.value, f"`{callee}` changes its arguments in "
@@ -674,6 +676,12 @@ class _Reverse:
                             "`y[idx] += x` rather than `np.add.at(y, idx, x)`), or work on a copy "
                             "(`y = np.copy(y)` first)", kind=errors.UnsupportedSyntaxError)
 
+    def _mutated_parameters(self, fn):
+        """``_mutated_parameters(fn)``, read from ``fn``'s source once per compilation."""
+        if id(fn) not in self.mutated:
+            self.mutated[id(fn)] = _mutated_parameters(fn)
+        return self.mutated[id(fn)]
+
     def _check_local_def(self, stmt):
         """A call of a function defined in this one (``def add(v): xs.append(v)``) that
         changes in place what it captures or what it is given: srcgrad compiles the
@@ -682,8 +690,12 @@ class _Reverse:
         call = stmt.value
         if not isinstance(call.func, gast.Name):
             return
-        local = next((s for s in nodes.statements(self.core.body) if isinstance(s, gast.FunctionDef)
-                      and s.name == call.func.id and anno.get(s, "kind") == "def"), None)
+        if self.local_defs is None:  # (found once: the first `def` of each name)
+            self.local_defs = {}
+            for s in nodes.statements(self.core.body):
+                if isinstance(s, gast.FunctionDef) and anno.get(s, "kind") == "def":
+                    self.local_defs.setdefault(s.name, s)
+        local = self.local_defs.get(call.func.id)
         if local is None:
             return
         captured = set(anno.get(local, "captures"))
