@@ -3,8 +3,9 @@
 Requires: forward and backward statement lists from ``reverse``.
 Guarantees: no dead forward values and no unused adjoints (dead code
 elimination), no adjoint that is a mere copy of another (copy propagation),
-no forward value kept alive only for its shape (shape forwarding).  Each
-pass returns whether it changed anything; they run until none does.  The
+no forward value kept alive only for its shape (shape forwarding).  The
+passes run once each, in the order in which they enable one another, and
+each is linear in the code's length (``transform`` says why that order).  The
 gradient tests run with the passes on and off (``optimize=False``).
 
 Before/after::
@@ -631,7 +632,7 @@ def _prune_pop(owner, field, after, pushes) -> bool:
 
 def transform(forward, backward, live_out, primal_of, module_name="np", outside=(), arrays=(), seed=None,
               shared=None):
-    """Run the passes to a fixed point; return the new (forward, backward).
+    """Run the passes, each once; return the new (forward, backward).
 
     ``primal_of`` maps each adjoint variable to its primal (``h_bar -> h``);
     ``module_name`` is the generated code's array module (``np``, ``cp``);
