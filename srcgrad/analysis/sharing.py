@@ -120,15 +120,23 @@ class Memory:
             for target in nodes.assigned_names(stmt):
                 if target not in shared or anno.get(stmt, "kind") in ("call", "unknown"):
                     self.points.setdefault(target, set()).add(target)
-        changed = True
-        while changed:
-            changed = False
-            for target, source in edges:
-                known = self.points.setdefault(target, set())
-                new = self.points.get(source, set()) - known
+        # What a source may refer to, its targets may too: a worklist along the edges.
+        targets = {}
+        for target, source in edges:
+            targets.setdefault(source, []).append(target)
+            self.points.setdefault(target, set())
+        todo = list(self.points)
+        while todo:
+            source = todo.pop()
+            for target in targets.get(source, ()):
+                new = self.points.get(source, set()) - self.points[target]
                 if new:
-                    known |= new
-                    changed = True
+                    self.points[target] |= new
+                    todo.append(target)
+        self.names_at = {}  # array -> the names that may refer to it
+        for name, arrays in self.points.items():
+            for array in arrays:
+                self.names_at.setdefault(array, set()).add(name)
 
     def overlap(self, a, b) -> bool:
         """Whether ``a`` and ``b`` may refer to the same array (or parts of one)."""
@@ -136,8 +144,7 @@ class Memory:
 
     def sharing(self, name) -> set:
         """The names that may refer to an array ``name`` may refer to."""
-        mine = self.points.get(name, set())
-        return {n for n, p in self.points.items() if p & mine}
+        return set().union(*(self.names_at[p] for p in self.points.get(name, ())))
 
 
 def _refuse(stmt, array, seen, made, params=()):

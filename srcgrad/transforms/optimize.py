@@ -276,7 +276,11 @@ def _same_shape_map(forward, primal_of) -> dict:
     and scalars share that array's shape; an adjoint has its primal's shape."""
     same = dict(primal_of)
     multiple = _multiply_assigned(forward)
-    for stmt in nodes.statements(forward):
+    last = {}  # name -> where the forward sweep binds it last
+    for i, stmt in enumerate(nodes.statements(forward)):
+        for t in nodes.assigned_names(stmt):
+            last[t] = i
+    for i, stmt in enumerate(nodes.statements(forward)):
         if _defined(stmt) in multiple:
             continue
         rule = anno.get(stmt, "rule")
@@ -285,7 +289,9 @@ def _same_shape_map(forward, primal_of) -> dict:
             arrays = [a for a in bound if isinstance(a, gast.Name)]
             scalars = all(isinstance(a, gast.Constant) and (a.value is None or type(a.value) in (int, float))
                           for a in bound if not isinstance(a, gast.Name))
-            if len(arrays) == 1 and scalars:
+            # (not a name bound again later, a loop's carried one: the backward sweep may
+            # read it when it holds another value, of another shape)
+            if len(arrays) == 1 and scalars and last.get(arrays[0].id, -1) < i:
                 same[stmt.targets[0].id] = arrays[0].id
     return same
 

@@ -110,6 +110,7 @@ class _Reverse:
         self.unpacked_sources = None  # names `a, b = name` unpacks (_unpacked_source), when needed
         self.definitions = None       # name -> the statement that assigns it last (_bookkeeping), when needed
         self.local_defs = None        # name -> the first nested `def` of that name (_check_local_def)
+        self.active_reads = None      # where active statements read each name (_read_by_backward)
         self.mutated = {}             # id(function called) -> the parameters it changes in place
         self.call_results = {s.targets[0].id for s in nodes.statements(core.body)
                              if anno.get(s, "kind") == "call" and isinstance(s, gast.Assign)
@@ -766,16 +767,9 @@ class _Reverse:
             return []
         if self.memory is None:
             self.memory = sharing.Memory(self.core.body, self.ranks, self.core.params)
-        order = list(nodes.statements(self.core.body))
-        position = next(i for i, s in enumerate(order) if s is call)
-        earlier = order[:position]
-        for loop in order[:position]:
-            if isinstance(loop, (gast.For, gast.While)) \
-                    and any(s is call for s in nodes.statements(loop.body)):
-                earlier += list(nodes.statements(loop.body))
-        reads = {n for s in earlier if isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Name)
-                 and self.activity.active(s.targets[0].id) for n in nodes.loaded_names(s.value)}
-        return [n for n in names if any(self.memory.overlap(n, r) for r in reads)]
+        if self.active_reads is None:
+            self.active_reads = _ActiveReads(self.core.body, self.activity)
+        return [n for n in names if any(self.active_reads.before(r, call) for r in self.memory.sharing(n))]
 
     def _bookkeeping(self, name) -> bool:
         """``self.calls + 1``: an update of a field by constants (a counter), not a
@@ -1242,6 +1236,35 @@ def _target_name(stmt):
     if isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name):
         return stmt.targets[0].id
     return None
+
+
+class _ActiveReads:
+    """Where the right-hand sides of active assignments read each name, found once
+    (what reverse adds to the body later, pushes and trip counts, reads none)."""
+
+    def __init__(self, body, activity):
+        self.position, self.first, self.in_loop, self.loops = {}, {}, {}, {}
+        self._walk(body, activity, [])
+
+    def _walk(self, stmts, activity, loops):
+        for stmt in stmts:
+            self.position[id(stmt)] = len(self.position)
+            self.loops[id(stmt)] = loops
+            if isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name) \
+                    and activity.active(stmt.targets[0].id):
+                for n in nodes.loaded_names(stmt.value):
+                    self.first.setdefault(n, len(self.position))
+                    for loop in loops:
+                        self.in_loop.setdefault(id(loop), set()).add(n)
+            inner = loops + [stmt] if isinstance(stmt, (gast.For, gast.While)) else loops
+            for field in ("body", "orelse"):
+                self._walk(getattr(stmt, field, None) or [], activity, inner)
+
+    def before(self, name, stmt) -> bool:
+        """Whether an active assignment reads ``name`` before ``stmt`` runs: earlier in
+        the function, or anywhere in a loop around ``stmt``."""
+        return self.first.get(name, len(self.position) + 1) <= self.position[id(stmt)] \
+            or any(name in self.in_loop.get(id(loop), ()) for loop in self.loops[id(stmt)])
 
 
 def _mutated_parameters(fn):
