@@ -16,8 +16,8 @@ that a later read needs (is live), unless that binding is a copy between the
 two (then they hold the same value anyway).  Two names that never interfere
 can share one name: at every read, the shared name holds what the original
 name held.  Liveness is computed on the structured code (branches join, a loop's
-body is live on entry with what it reads before binding it), names bound before the sweep runs count as bound
-at its entry, and names a nested function reads are never renamed (it may run
+body is live on entry with what it reads before binding it), names bound before
+the sweep runs count as bound at its entry, and names a nested function reads are never renamed (it may run
 later, when the shared name holds something else).
 
 Before/after (backward sweep of ``for t in ...: if c: s = s + ...``)::
@@ -188,7 +188,8 @@ def _sink_rebindings(stmts, facts):
             k = j
             # (not past a statement moved already: two that read each other's old
             # values would only trade places)
-            while k + 1 < len(block) and id(block[k + 1]) not in done and _crossable(block[k + 1], moved, a, facts):
+            while k + 1 < len(block) and id(block[k + 1]) not in done \
+                    and _crossable(block[k + 1], moved, a, facts):
                 k += 1
             crossed = {id(s) for s in block[j:k + 1]}
             if k > j and id(last.get(a)) in crossed:  # nothing after them mentions ``a``

@@ -586,7 +586,8 @@ def _emptied(stmt, after) -> bool:
         return False
     if any(not isinstance(s, gast.Pass) for s in stmt.body + stmt.orelse):
         return False
-    bound = [n.id for n in nodes.walk(stmt.target) if isinstance(n, gast.Name)] if isinstance(stmt, gast.For) else []
+    bound = [n.id for n in nodes.walk(stmt.target) if isinstance(n, gast.Name)] \
+        if isinstance(stmt, gast.For) else []
     return not any(_read(n, after) for n in bound)
 
 

@@ -775,7 +775,8 @@ class _Reverse:
         """``self.calls + 1``: an update of a field by constants (a counter), not a
         differentiated value, though the object it belongs to is differentiated."""
         if self.definitions is None:  # (found once: what reverse adds defines no name asked about)
-            self.definitions = {t: s for s in nodes.statements(self.core.body) for t in nodes.assigned_names(s)}
+            self.definitions = {t: s for s in nodes.statements(self.core.body)
+                                for t in nodes.assigned_names(s)}
         defs = self.definitions
         stmt = defs.get(name)
         if stmt is None or anno.get(stmt, "kind") != "op":
@@ -1117,7 +1118,8 @@ class _Reverse:
         if isinstance(expr, (gast.Tuple, gast.List)) and len(expr.elts) == len(display.elts):
             # The rule wrote one adjoint per item (einsum's operands): only the active are built.
             for elt, part in zip(display.elts, expr.elts):
-                if isinstance(elt, (gast.List, gast.Tuple)) and any(self._active_name(e) for e in nodes.walk(elt)):
+                if isinstance(elt, (gast.List, gast.Tuple)) \
+                        and any(self._active_name(e) for e in nodes.walk(elt)):
                     self._scatter(elt, part)
                 elif self._active_name(elt):
                     self._accumulate(elt.id, part)
@@ -1126,7 +1128,8 @@ class _Reverse:
         self._append(nodes.assign(parts, expr), self.group)
         for i, elt in enumerate(display.elts):
             part = gast.Subscript(value=nodes.name(parts), slice=nodes.const(i), ctx=gast.Load())
-            if isinstance(elt, (gast.List, gast.Tuple)) and any(self._active_name(e) for e in nodes.walk(elt)):
+            if isinstance(elt, (gast.List, gast.Tuple)) \
+                    and any(self._active_name(e) for e in nodes.walk(elt)):
                 self._scatter(elt, part)
             elif self._active_name(elt):
                 self._accumulate(elt.id, part)
