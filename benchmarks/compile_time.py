@@ -159,12 +159,16 @@ def check_gradient(fn) -> float:
 
 
 def compile_seconds(fn) -> float:
-    """A fresh ``srcgrad.grad`` and its first call (compile + one run on tiny arrays)."""
+    """A fresh ``srcgrad.grad`` and its first call (compile + one run on tiny arrays).
+
+    CPU time of this process: the compiler is single-threaded Python, so on an idle
+    machine this is the wall time, and on a shared one it leaves out the time spent
+    waiting for a core (which made wall times of one size vary twofold)."""
     args = arguments()
     gc.collect()
-    started = time.perf_counter()
+    started = time.process_time()
     srcgrad.grad(fn, wrt=1)(*args)
-    return time.perf_counter() - started
+    return time.process_time() - started
 
 
 @dataclass
@@ -236,7 +240,8 @@ def report(rows, quick: bool) -> str:
         "length: *straight-line* (a chain of matrix products, `np.tanh`, `np.maximum`, sums, means and a "
         "running loss, names reused from line to line) and *loops and branches* (the same lines inside "
         "`for` loops two deep, `if`/`else` on data and `while` loops). Statements are counted as Python "
-        "counts them (a compound statement is one, plus its body). Median of repeats, each a fresh "
+        "counts them (a compound statement is one, plus its body). CPU time of the process (the wall "
+        "time on an idle machine), median of repeats, each a fresh "
         "function object; every gradient up to 200 statements is first checked against central "
         "differences. *ms per statement* at 1,000 over at 100 is the growth ratio (1.0 is linear).",
         "",

@@ -12,8 +12,8 @@ it is timed.
 Run from the repository root::
 
     python -m benchmarks.run                # print the table
-    python -m benchmarks.run --write        # ... and update docs/benchmarks.md (section "peers")
-                                            #     and docs/benchmarks.png
+    python -m benchmarks.run --write        # ... and update docs/benchmarks.md (sections "peers"
+                                            #     and "compile_time") and docs/benchmarks.png
     python -m benchmarks.run --quick        # tiny sizes, a few repeats (the smoke test)
     python -m benchmarks.run --threads 2
 """
@@ -55,7 +55,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 import srcgrad  # noqa: E402
-from benchmarks import cnn, two_layer  # noqa: E402
+from benchmarks import cnn, compile_time, two_layer  # noqa: E402
 from benchmarks import control_flow as cf  # noqa: E402
 from benchmarks.two_layer import Stats  # noqa: E402
 
@@ -581,6 +581,7 @@ class Result:
     threads_applied: bool
     machine: str
     seconds: float
+    compile_time: list = field(default_factory=list)  # compile_time.Row per shape and length
 
 
 def _ms(s: float) -> str:
@@ -798,7 +799,8 @@ def main(argv: list[str] | None = None) -> Result | None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes and few repeats (smoke test)")
     parser.add_argument("--write", action="store_true",
-                        help="update docs/benchmarks.md (section 'peers') and docs/benchmarks.png")
+                        help="update docs/benchmarks.md (sections 'peers' and 'compile_time') and "
+                             "docs/benchmarks.png")
     parser.add_argument("--threads", type=int, default=_env.DEFAULT_THREADS,
                         help="threads for every library (default 1); give it on the command line so it "
                              "is applied before NumPy loads")
@@ -842,6 +844,9 @@ def main(argv: list[str] | None = None) -> Result | None:
         print(f"\nwrote {_env.write_section(SECTION, text)}")
         png = chart(result)
         print(f"wrote {png}" if png else "matplotlib is not installed: no chart")
+    # Compile time against function length: its own section (python -m benchmarks.compile_time).
+    print(file=sys.stderr)
+    result.compile_time = compile_time.main(["--quick"] * args.quick + ["--write"] * args.write)
     return result
 
 

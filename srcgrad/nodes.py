@@ -133,22 +133,54 @@ def to_source(node) -> str:
     return ast.unparse(tree)
 
 
+def walk(node):
+    """Every node under ``node``, itself first, in ``ast.walk``'s order.
+
+    The passes walk the whole program a few dozen times; ``ast.walk`` pays three
+    generators a node (``iter_child_nodes``, ``iter_fields``), this one none."""
+    todo = [node]
+    for node in todo:  # (the list grows as it is read: breadth first)
+        for field in node._fields:  # (children first, as ast.walk: the caller may replace them)
+            value = getattr(node, field, None)
+            if type(value) is list:
+                todo.extend([v for v in value if isinstance(v, _AST)])
+            elif isinstance(value, _AST):
+                todo.append(value)
+        yield node
+
+
+def _children_first(node) -> list:
+    """``list(walk(node))``, built without a generator."""
+    todo = [node]
+    for node in todo:
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if type(value) is list:
+                todo.extend([v for v in value if isinstance(v, _AST)])
+            elif isinstance(value, _AST):
+                todo.append(value)
+    return todo
+
+
+_AST = ast.AST
+
+
 def rename(stmts, mapping: dict) -> None:
     """Rename the names in ``mapping`` (old -> new) throughout ``stmts``, including
     the rule arguments a statement keeps in its ``bound`` annotation."""
     atoms = [a for s in statements(stmts) for a in (anno.get(s, "bound") or {}).values()]
     for root in [*stmts, *atoms]:
-        for node in gast.walk(root):
-            if isinstance(node, gast.Name) and node.id in mapping:
+        for node in _children_first(root):
+            if type(node) is gast.Name and node.id in mapping:
                 node.id = mapping[node.id]
 
 
 def names_in(node) -> set[str]:
-    return {n.id for n in gast.walk(node) if isinstance(n, gast.Name)}
+    return {n.id for n in _children_first(node) if type(n) is gast.Name}
 
 
 def loaded_names(node) -> list[str]:
-    return [n.id for n in gast.walk(node) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)]
+    return [n.id for n in _children_first(node) if type(n) is gast.Name and type(n.ctx) is gast.Load]
 
 
 def is_atom(node) -> bool:

@@ -7,8 +7,10 @@ one analysis in ``analysis/``; read this file to see the whole of srcgrad.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import gc
 
 import gast
 import numpy as np
@@ -84,6 +86,26 @@ def compile_function(fn, options: Options, param_ranks: tuple, link=None, args=N
     arguments themselves where known, tell which methods and layers an object
     argument's calls reach (then they are inlined, and the code checks the classes).
     """
+    with _collector_paused():
+        return _compile(fn, options, param_ranks, link, args)
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """The compiler makes hundreds of thousands of small objects (nodes, sets) and
+    keeps most of them until it returns; Python's cyclic collector would walk the
+    growing trees again and again, so that compile time grew faster than the
+    function.  Nothing here makes cycles that need collecting while it runs."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     backend = backends.get(options.backend)
     # 1. source: gast tree with every node's user origin.
     fdef = parse.transform(fn)
@@ -331,7 +353,7 @@ def _notes(forward, notes) -> list[str]:
               if isinstance(s, gast.Expr) and anno.has(s, "stack")}
     lines = [f"{s.targets[0].id} = None: assigned on some paths only (its adjoint is 0.0 where it was not)"
              for s in forward if anno.get(s, "prebound")]
-    saved = {n.id for values in pushed.values() for n in gast.walk(values) if isinstance(n, gast.Name)}
+    saved = {n.id for values in pushed.values() for n in nodes.walk(values) if isinstance(n, gast.Name)}
     def line(note):
         number = note[1].rsplit(":", 1)[-1]
         return int(number) if number.isdigit() else 0

@@ -53,9 +53,9 @@ def self_contained(fn) -> bool:
     calls your own helpers runs as a function instead (``dispatch.vjp_call``)."""
     fdef = _parse(fn)
     params = fdef.args.args + fdef.args.kwonlyargs + [a for a in (fdef.args.vararg, fdef.args.kwarg) if a]
-    local = {a.id for a in params} | {n.id for n in gast.walk(fdef) if isinstance(n, gast.Name)
+    local = {a.id for a in params} | {n.id for n in nodes.walk(fdef) if isinstance(n, gast.Name)
                                               and isinstance(n.ctx, gast.Store)}
-    for node in (n for stmt in fdef.body for n in gast.walk(stmt)):
+    for node in (n for stmt in fdef.body for n in nodes.walk(stmt)):
         if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id not in local:
             value = fn.__globals__.get(node.id, getattr(builtins, node.id, UNKNOWN))
             if not (value is np or getattr(value, "__module__", None) == runtime.__name__

@@ -111,6 +111,21 @@ def test_run_quick_all_workloads_all_installed_peers(capsys):
     printed = capsys.readouterr().out
     assert "## All workloads against the peers" in printed
     assert "| digits CNN training step, batch 4 | srcgrad |" in printed  # the quick size
+    assert "## Compile time against function length" in printed and len(result.compile_time) == 4
+
+
+def test_compile_time_quick_runs_and_gradients_agree(capsys):
+    from benchmarks import compile_time
+
+    rows = compile_time.main(["--quick"])
+    assert [(row.shape, row.target) for row in rows] == [
+        (shape, n) for shape in compile_time.SHAPES for n in compile_time.QUICK_SIZES]
+    for row in rows:
+        assert row.error < 1e-5, row  # the generated function's gradient, against central differences
+        assert row.statements >= row.target and all(t > 0 for t in row.seconds)
+    printed = capsys.readouterr().out
+    assert "## Compile time against function length" in printed
+    assert "| loops and branches |" in printed and "| straight-line |" in printed
 
 
 def test_run_quick_without_peers_notes_them_and_runs(monkeypatch, capsys):

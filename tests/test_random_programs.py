@@ -128,6 +128,24 @@ REGRESSIONS = {
         "        a = x * a\n"
         "        a = a * 0.9\n"
         "    return np.sum(a) + np.sum(x * a) + np.sum(b)\n"),
+    # `b = np.sin(a)` then `a` carried (rebound) by a loop, a scalar before it and a
+    # vector after: b's adjoint must not take the shape of the name `a` ends with.
+    "shape_of_a_rebound_name": (
+        "def program(a, b, x):\n"
+        "    a = a\n"
+        "    b = np.sin(a)\n"
+        "    for i in range(1):\n"
+        "        a = x\n"
+        "        a = a * 0.9\n"
+        "    return np.sum(a) + np.sum(x * a) + np.sum(b)\n"),
+    # The same with the parameter itself carried by the loop.
+    "shape_of_a_rebound_parameter": (
+        "def program(a, b, x):\n"
+        "    b = np.sin(a)\n"
+        "    for i in range(1):\n"
+        "        a = x\n"
+        "        a = a * 0.9\n"
+        "    return np.sum(a) + np.sum(x * a) + np.sum(b)\n"),
 }
 
 

@@ -71,27 +71,38 @@ def derivative_inputs(stmt) -> list[str]:
 
 
 def analyze(body, wrt) -> Activity:
-    """Varied and useful names, iterated to a fixed point over loops and branches."""
-    flat = list(nodes.statements(body))
-    varied, changed = set(wrt), True
-    while changed:
-        changed = False
-        for stmt in flat:
-            target = _target(stmt)
-            if target and target not in varied and any(n in varied for n in derivative_inputs(stmt)):
-                varied.add(target)
-                changed = True
-    useful, changed = set(), True
-    while changed:
-        changed = False
-        for stmt in reversed(flat):
-            if isinstance(stmt, gast.Return):
-                found = set(nodes.loaded_names(stmt.value))
-            elif _target(stmt) in useful:
-                found = set(derivative_inputs(stmt))
-            else:
-                continue
-            if not found <= useful:
-                useful |= found
-                changed = True
+    """Varied and useful names: one worklist over the def-use of names each way.
+
+    Flow-insensitive, so a loop-carried dependency (a name a later iteration
+    reads) is one more use of that name: no rounds over loops and branches.
+    Varied spreads forward from ``wrt`` along ``derivative_inputs``; useful
+    spreads backward from the returned names."""
+    users, definers = {}, {}  # name -> statements whose adjoint feeds its adjoint / that assign it
+    inputs = {}  # id(statement) -> its derivative_inputs
+    returned = []
+    for stmt in nodes.statements(body):
+        if isinstance(stmt, gast.Return):
+            returned += nodes.loaded_names(stmt.value)
+            continue
+        target = _target(stmt)
+        if not target:
+            continue
+        inputs[id(stmt)] = derivative_inputs(stmt)
+        definers.setdefault(target, []).append(stmt)
+        for n in inputs[id(stmt)]:
+            users.setdefault(n, []).append(target)
+    varied = _closure(wrt, users)
+    useful = _closure(returned, {t: [n for stmt in stmts for n in inputs[id(stmt)]]
+                                 for t, stmts in definers.items()})
     return Activity(frozenset(varied), frozenset(useful))
+
+
+def _closure(start, edges) -> set:
+    """``start`` and every name reachable from it along ``edges`` (name -> names)."""
+    found, todo = set(start), list(start)
+    while todo:
+        for n in edges.get(todo.pop(), ()):
+            if n not in found:
+                found.add(n)
+                todo.append(n)
+    return found

@@ -86,8 +86,8 @@ def check(body, ranks, params=()) -> dict:
     if not writes and not augmented:
         return {}
     memory = Memory(body, ranks, params)
-    after = {}
-    _live(body, set(params), after)  # (the caller still holds the arguments when we return)
+    after = {id(s): None for s in writes + augmented}
+    _Liveness(after).block(body, set(params))  # (the caller still holds the arguments when we return)
     for stmt in writes + augmented:
         array = anno.get(stmt, "array") if stmt in writes else anno.get(stmt, "augments")
         own = {array, *nodes.assigned_names(stmt)}  # (`y += v` binds the new value: not an alias)
@@ -120,15 +120,23 @@ class Memory:
             for target in nodes.assigned_names(stmt):
                 if target not in shared or anno.get(stmt, "kind") in ("call", "unknown"):
                     self.points.setdefault(target, set()).add(target)
-        changed = True
-        while changed:
-            changed = False
-            for target, source in edges:
-                known = self.points.setdefault(target, set())
-                new = self.points.get(source, set()) - known
+        # What a source may refer to, its targets may too: a worklist along the edges.
+        targets = {}
+        for target, source in edges:
+            targets.setdefault(source, []).append(target)
+            self.points.setdefault(target, set())
+        todo = list(self.points)
+        while todo:
+            source = todo.pop()
+            for target in targets.get(source, ()):
+                new = self.points.get(source, set()) - self.points[target]
                 if new:
-                    known |= new
-                    changed = True
+                    self.points[target] |= new
+                    todo.append(target)
+        self.names_at = {}  # array -> the names that may refer to it
+        for name, arrays in self.points.items():
+            for array in arrays:
+                self.names_at.setdefault(array, set()).add(name)
 
     def overlap(self, a, b) -> bool:
         """Whether ``a`` and ``b`` may refer to the same array (or parts of one)."""
@@ -136,8 +144,7 @@ class Memory:
 
     def sharing(self, name) -> set:
         """The names that may refer to an array ``name`` may refer to."""
-        mine = self.points.get(name, set())
-        return {n for n, p in self.points.items() if p & mine}
+        return set().union(*(self.names_at[p] for p in self.points.get(name, ())))
 
 
 def _refuse(stmt, array, seen, made, params=()):
@@ -211,7 +218,7 @@ def _sharing(stmt, ranks, views):
             return []
         if rule is registry.lookup(operator.getitem) and all(ranks.get(t) == 0 for t in targets) \
                 and not any(isinstance(n, gast.Constant) and n.value in (Ellipsis, None)
-                            for n in gast.walk(stmt.value.slice if isinstance(stmt.value, gast.Subscript)
+                            for n in nodes.walk(stmt.value.slice if isinstance(stmt.value, gast.Subscript)
                                                else stmt.value)):
             return []  # an element of a vector: a number
         bound = anno.get(stmt, "bound") or {}
@@ -264,27 +271,43 @@ def _uses(stmt) -> set:
     return set(nodes.loaded_names(stmt))
 
 
-def _live(block, live_out, after) -> set:
-    """Names live on entry to ``block`` given ``live_out``; ``after[id(s)]``: the names
-    live right after each statement ``s`` (may-liveness; loops to a fixed point)."""
-    live = set(live_out)
-    for stmt in reversed(block):
-        after[id(stmt)] = set(live)
-        if isinstance(stmt, gast.If):
-            live = _live(stmt.body, live, after) | _live(stmt.orelse, live, after) \
-                | set(nodes.loaded_names(stmt.test))
-        elif isinstance(stmt, (gast.For, gast.While)):
-            head = set(nodes.loaded_names(stmt.iter if isinstance(stmt, gast.For) else stmt.test))
-            bound = set(nodes.assigned_names(stmt)) if isinstance(stmt, gast.For) else set()
-            entry = set()
-            while True:  # the body's end flows to its start (the next iteration)
-                new = _live(stmt.body, live | entry | head, after) - bound
-                if new <= entry:
-                    break
-                entry |= new
-            live = live | entry | head
-        elif isinstance(stmt, gast.FunctionDef):
-            live = (live - {stmt.name}) | _uses(stmt)
-        else:
-            live = (live - set(nodes.assigned_names(stmt))) | _uses(stmt)
-    return live
+class _Liveness:
+    """May-liveness in one backward walk, recording the names live right after each
+    statement whose id is a key of ``after``.  A loop's body is walked once, with
+    what is live at its top known beforehand: what is live after the loop, what
+    its header reads, and what the body reads before binding it (``_exposed``, a
+    first walk of the body that records nothing)."""
+
+    def __init__(self, after):
+        self.after, self.recording, self.exposed = after, True, {}
+
+    def block(self, stmts, live) -> set:
+        """Names live before ``stmts`` given ``live`` after them (changed in place)."""
+        for stmt in reversed(stmts):
+            if self.recording and id(stmt) in self.after:
+                self.after[id(stmt)] = set(live)
+            if isinstance(stmt, gast.If):
+                body = self.block(stmt.body, set(live))
+                live = self.block(stmt.orelse, live)
+                live |= body
+                live.update(nodes.loaded_names(stmt.test))
+            elif isinstance(stmt, (gast.For, gast.While)):
+                live.update(nodes.loaded_names(stmt.iter if isinstance(stmt, gast.For) else stmt.test))
+                bound = set(nodes.assigned_names(stmt)) if isinstance(stmt, gast.For) else set()
+                live |= self._exposed(stmt) - bound  # the body's end flows to its start
+                self.block(stmt.body, set(live))
+            elif isinstance(stmt, gast.FunctionDef):
+                live.discard(stmt.name)
+                live |= _uses(stmt)
+            else:
+                live.difference_update(nodes.assigned_names(stmt))
+                live |= _uses(stmt)
+        return live
+
+    def _exposed(self, loop) -> set:
+        """What ``loop``'s body reads before binding it (live at its top when nothing is after)."""
+        if id(loop) not in self.exposed:
+            recording, self.recording = self.recording, False
+            self.exposed[id(loop)] = self.block(loop.body, set())
+            self.recording = recording
+        return self.exposed[id(loop)]

@@ -29,6 +29,7 @@ Before/after::
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import inspect
 import operator
@@ -147,6 +148,7 @@ class _Lowering:
         # structure whose ranks are known too (`self.layer1`).
         self.field_arrays = set()
         self.field_structures = {}
+        self.reads = None  # user name -> how many times the function reads it (for `_carried`)
 
     def run(self) -> Core:
         self._block(self.fdef.body)
@@ -229,13 +231,13 @@ class _Lowering:
         with the outer names it reads renamed to their current versions."""
         inner = nodes.copy(stmt)
         own = set(parameters(inner.args)) | {
-            n.id for n in gast.walk(inner) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
+            n.id for n in nodes.walk(inner) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
         captured, seen = set(), {}
         # Defaults (`def layer(h, w=w)`) are read here, in this function, when the `def`
         # runs: captures like any other, whatever the parameter they fill is named.
         outer = [d for d in inner.args.defaults + inner.args.kw_defaults if d is not None]
-        outer_ids = {id(n) for d in outer for n in gast.walk(d)}
-        for node in gast.walk(inner):
+        outer_ids = {id(n) for d in outer for n in nodes.walk(d)}
+        for node in nodes.walk(inner):
             if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id in self.current \
                     and (node.id not in own or id(node) in outer_ids):
                 seen[node.id] = self.current[node.id]
@@ -383,7 +385,7 @@ class _Lowering:
             if param in rule.sequence_params or atom is None:
                 continue
             if isinstance(atom, (gast.List, gast.Tuple)) \
-                    and any(isinstance(n, gast.Name) for n in gast.walk(atom)):
+                    and any(isinstance(n, gast.Name) for n in nodes.walk(atom)):
                 replaced[id(atom)] = self._as_array(atom, node) if numpy else self._display_value(atom, node)
             elif numpy and isinstance(atom, gast.Name) and self._holds_sequence(atom.id):
                 replaced[id(atom)] = self._as_array(atom, node)
@@ -512,24 +514,27 @@ class _Lowering:
         else:
             indices = targets[:1] if callee is enumerate else []
         target_names = {t.id for t in indices if isinstance(t, gast.Name)}
-        inside = {id(n) for n in gast.walk(loop)}
-        stored = {n.id for n in gast.walk(loop) if isinstance(n, gast.Name)
+        stored = {n.id for n in nodes.walk(loop) if isinstance(n, gast.Name)
                   and isinstance(n.ctx, gast.Store)} - target_names
-        outside = {n.id for n in gast.walk(self.fdef) if isinstance(n, gast.Name)
-                   and isinstance(n.ctx, gast.Load) and id(n) not in inside}
+        # Read outside the loop: read more often in the function than in the loop (the
+        # function's reads are counted once, not walked again for every loop).
+        if self.reads is None:
+            self.reads = collections.Counter(nodes.loaded_names(self.fdef))
+        inside = collections.Counter(nodes.loaded_names(loop))
+        outside = {n for n in stored if self.reads[n] > inside[n]}
         # Read in the body before an unconditional assignment: the previous iteration's value.
         early, assigned = set(), set()
         for stmt in loop.body:
-            early |= {n.id for n in gast.walk(stmt) if isinstance(n, gast.Name)
+            early |= {n.id for n in nodes.walk(stmt) if isinstance(n, gast.Name)
                       and isinstance(n.ctx, gast.Load)} - assigned
             if isinstance(stmt, (gast.Assign, gast.AugAssign)):
-                assigned |= {n.id for n in gast.walk(stmt) if isinstance(n, gast.Name)
+                assigned |= {n.id for n in nodes.walk(stmt) if isinstance(n, gast.Name)
                              and isinstance(n.ctx, gast.Store)}
         if isinstance(loop, gast.While):
-            early |= {n.id for n in gast.walk(loop.test) if isinstance(n, gast.Name)}
+            early |= {n.id for n in nodes.walk(loop.test) if isinstance(n, gast.Name)}
         # A nested loop binds its own index before reading it.
-        early -= {n.id for inner in gast.walk(loop) if isinstance(inner, gast.For) and inner is not loop
-                  for n in gast.walk(inner.target) if isinstance(n, gast.Name)}
+        early -= {n.id for inner in nodes.walk(loop) if isinstance(inner, gast.For) and inner is not loop
+                  for n in nodes.walk(inner.target) if isinstance(n, gast.Name)}
         return sorted(stored & (set(self.current) | outside | early))
 
     def _enter_loop(self, loop, iterated=()) -> dict:
@@ -860,7 +865,7 @@ class _Lowering:
         through another's item too: ``ys[0].append(h)``): from the loop on, what they
         hold is known at run time only, also to reads in the body before the change."""
         changed = {}
-        for node in gast.walk(loop):
+        for node in nodes.walk(loop):
             if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) \
                     and node.func.attr in _CHANGES:
                 held = self._held(node.func.value)
@@ -1466,7 +1471,7 @@ class _Lowering:
 
         def value_of(atom):
             if isinstance(atom, (gast.List, gast.Tuple)) and any(isinstance(n, gast.Name)
-                                                                  for n in gast.walk(atom)):
+                                                                  for n in nodes.walk(atom)):
                 return self._display_value(atom, node)
             return atom
         args = [value_of(a) for a in args]

@@ -15,9 +15,9 @@ Why it is safe: this is register coalescing (Chaitin).  ``a`` and ``b``
 that a later read needs (is live), unless that binding is a copy between the
 two (then they hold the same value anyway).  Two names that never interfere
 can share one name: at every read, the shared name holds what the original
-name held.  Liveness is computed on the structured code (branches join, loops
-iterate to a fixed point), names bound before the sweep runs count as bound
-at its entry, and names a nested function reads are never renamed (it may run
+name held.  Liveness is computed on the structured code (branches join, a loop's
+body is live on entry with what it reads before binding it), names bound before
+the sweep runs count as bound at its entry, and names a nested function reads are never renamed (it may run
 later, when the shared name holds something else).
 
 Before/after (backward sweep of ``for t in ...: if c: s = s + ...``)::
@@ -61,45 +61,68 @@ def transform(stmts, live_out, fixed=(), kept=(), entry=()) -> tuple[list, dict]
     only when one of its names has just been joined.  Copies are taken in program
     order, the first one that may be joined first.
     """
-    _sink_rebindings(stmts)
+    facts = _Facts()
+    _sink_rebindings(stmts, facts)
     live_out, fixed = set(live_out), set(fixed)
     copies = [s for s in nodes.statements(stmts) if (c := _copy(s)) and c[0] != c[1]]
     if not copies:
         return stmts, {}
-    banned = set(kept) | _unmodelled(stmts) | _global(stmts, entry)
+    banned = set(kept) | _unmodelled(stmts) | _global(stmts, entry, facts)
     joined = {}
 
     def find(n):
-        while n in joined:
-            n = joined[n]
-        return n
+        root = n
+        while root in joined:
+            root = joined[root]
+        while n != root:  # (point the chain at its end: joins may make long ones)
+            joined[n], n = root, joined[n]
+        return root
 
-    interference = _Interference(stmts, live_out, entry, {n for s in copies for n in _copy(s)}, find)
+    pairs = [_copy(s) for s in copies]
+    interference = _Interference(stmts, live_out, entry, pairs, find, facts)
     mentions = {}
-    for i, stmt in enumerate(copies):
-        for n in _copy(stmt):
+    for i, pair in enumerate(pairs):
+        for n in pair:
             mentions.setdefault(n, []).append(i)
+    rejected = {}  # name -> copies of it not joined because the two names interfered
     worklist, queued = list(range(len(copies))), set(range(len(copies)))
     while worklist:
         i = heapq.heappop(worklist)
         queued.discard(i)
-        a, b = map(find, _copy(copies[i]))
+        a, b = map(find, pairs[i])
         if a == b or a in banned or b in banned:
             continue
         # Keep the nicer name; a fixed name is never renamed away.
         old, new = sorted((a, b), key=_version, reverse=True)
         if old in fixed:
             old, new = new, old
-        if old in fixed or old in live_out or interference.between(a, b):
+        if old in fixed or old in live_out:
+            continue
+        if interference.between(a, b):
+            rejected.setdefault(a, set()).add(i)
+            rejected.setdefault(b, set()).add(i)
             continue
         joined[old] = new
         moved, stayed = mentions.pop(old, []), mentions.setdefault(new, [])
         # The copies between the two are now ``new = new``: their points go.
-        gone = interference.join(old, new, [copies[j] for j in moved if len(set(map(find, _copy(copies[j])))) == 1])
-        # Look again at the copies that were renamed, and at those whose other name
-        # interfered with ``new`` perhaps only at the points that went.
-        again = moved + [j for j in stayed if interference.live_at_any(_other(copies[j], new, find), gone)]
+        gone = interference.join(old, new, [copies[j] for j in moved if len(set(map(find, pairs[j]))) == 1])
         stayed.extend(moved)
+        # Look again at the copies that were renamed, and at those whose names
+        # interfered perhaps only at the points that went.
+        waiting, others = rejected.pop(new, set()), rejected.pop(old, set())
+        if len(others) > len(waiting):
+            waiting, others = others, waiting
+        waiting |= others
+        there = interference.live_names(gone) if waiting else ()
+        again = list(moved)
+        for j in list(waiting):
+            x, y = map(find, pairs[j])
+            if x == y:
+                waiting.discard(j)  # joined since
+            elif j not in queued and (other := y if x == new else x) in there \
+                    and interference.live_at_any(other, gone):
+                again.append(j)
+        rejected[new] = waiting
         for j in again:
             if j not in queued:
                 queued.add(j)
@@ -111,7 +134,7 @@ def transform(stmts, live_out, fixed=(), kept=(), entry=()) -> tuple[list, dict]
     return _drop_self_copies(stmts), renamed
 
 
-def _sink_rebindings(stmts):
+def _sink_rebindings(stmts, facts):
     """With copies ``a = ... = b`` somewhere, move each ``b = f(a)`` below the statements
     after it that only read ``a`` (same source line, nothing else in common with it), so
     that ``b`` gets its new value once ``a`` is no longer needed and the two can join::
@@ -146,16 +169,16 @@ def _sink_rebindings(stmts):
     for block in _blocks(stmts):
         last = {}  # name -> the last statement of the block that mentions it
         for stmt in block:
-            for n in nodes.names_in(stmt):
+            for n in facts.names(stmt):
                 last[n] = stmt
         done, j = set(), 0
         while j < len(block):
             moved = block[j]
-            if id(moved) in done or not _movable(moved):
+            if id(moved) in done or not facts.movable(moved):
                 j += 1
                 continue
             done.add(id(moved))
-            uses = _uses(moved)
+            uses = facts.uses(moved)
             links = sorted(((a, b) not in pairs, a, b) for b in _defs(moved) for a in uses
                            if a != b and copied_from(a, b))
             if not links:
@@ -165,12 +188,13 @@ def _sink_rebindings(stmts):
             k = j
             # (not past a statement moved already: two that read each other's old
             # values would only trade places)
-            while k + 1 < len(block) and id(block[k + 1]) not in done and _crossable(block[k + 1], moved, a):
+            while k + 1 < len(block) and id(block[k + 1]) not in done \
+                    and _crossable(block[k + 1], moved, a, facts):
                 k += 1
             crossed = {id(s) for s in block[j:k + 1]}
             if k > j and id(last.get(a)) in crossed:  # nothing after them mentions ``a``
                 block[j:k + 1] = block[j + 1:k + 1] + [moved]
-                for n in nodes.names_in(moved):
+                for n in facts.names(moved):
                     if id(last.get(n)) in crossed:
                         last[n] = moved
             else:
@@ -185,18 +209,49 @@ def _blocks(stmts):
             yield from _blocks(stmt.orelse)
 
 
-def _movable(stmt) -> bool:
-    return isinstance(stmt, (gast.Assign, gast.AugAssign)) and _only_library_calls(stmt) \
-        and not _unmodelled([stmt])
+class _Facts:
+    """What each statement mentions, found once (statements are moved, not changed,
+    until the renaming at the end): names, reads, and whether it may be moved."""
+
+    def __init__(self):
+        self._names, self._uses, self._movable = {}, {}, {}
+
+    def names(self, stmt) -> set:
+        found = self._names.get(id(stmt))
+        if found is None:
+            if isinstance(stmt, (gast.If, gast.For, gast.While)):  # (each nested statement walked once)
+                found = set()
+                for field in stmt._fields:
+                    value = getattr(stmt, field, None)
+                    if field in ("body", "orelse"):
+                        for inner in value:
+                            found |= self.names(inner)
+                    elif isinstance(value, gast.AST):
+                        found |= nodes.names_in(value)
+            else:
+                found = nodes.names_in(stmt)
+            self._names[id(stmt)] = found
+        return found
+
+    def uses(self, stmt) -> set:
+        if id(stmt) not in self._uses:
+            self._uses[id(stmt)] = _uses(stmt)
+        return self._uses[id(stmt)]
+
+    def movable(self, stmt) -> bool:
+        if id(stmt) not in self._movable:
+            self._movable[id(stmt)] = isinstance(stmt, (gast.Assign, gast.AugAssign)) \
+                and _only_library_calls(stmt) and not _unmodelled([stmt])
+        return self._movable[id(stmt)]
 
 
-def _crossable(stmt, moved, a) -> bool:
+def _crossable(stmt, moved, a, facts) -> bool:
     """Whether ``moved`` may go below ``stmt``: neither binds or changes in place a
     name the other mentions (reading the same names is fine)."""
     def writes(s):
         return _defs(s) | _mutated(s)
-    return _movable(stmt) and not writes(stmt) & nodes.names_in(moved) \
-        and not writes(moved) & nodes.names_in(stmt) and a in _uses(stmt) \
+    return facts.movable(stmt) and not writes(stmt) & facts.names(moved) \
+        and not writes(moved) & facts.names(stmt) and a in facts.uses(stmt) \
         and anno.get(stmt, "group") is anno.get(moved, "group")
 
 
@@ -206,7 +261,7 @@ _NOT_PURE = {"vjp_call", "vjp_method", "bind_vjp", "check_scalar_output", "unpop
 
 def _only_library_calls(stmt) -> bool:
     """Calls only pure ``np.``/``rt.`` functions (not ``np.random``)."""
-    for node in gast.walk(stmt):
+    for node in nodes.walk(stmt):
         if isinstance(node, gast.Call):
             parts, func = [], node.func
             while isinstance(func, gast.Attribute):
@@ -221,7 +276,7 @@ def _only_library_calls(stmt) -> bool:
 def _mutated(stmt) -> set:
     """Names whose object a statement changes in place (``v[i] += e``, ``v[i] = e``)."""
     targets = stmt.targets if isinstance(stmt, gast.Assign) else [stmt.target]
-    return {n.value.id for t in targets for n in gast.walk(t)
+    return {n.value.id for t in targets for n in nodes.walk(t)
             if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name)}
 
 
@@ -258,7 +313,7 @@ def _unmodelled(stmts) -> set:
         else:
             header, targets = [stmt], _defs(stmt)
         for root in header:
-            for node in gast.walk(root):
+            for node in nodes.walk(root):
                 if isinstance(node, (gast.Lambda, gast.FunctionDef)):
                     names |= nodes.names_in(node)
                 elif isinstance(node, gast.Name) and not isinstance(node.ctx, gast.Load) \
@@ -267,11 +322,11 @@ def _unmodelled(stmts) -> set:
     return names
 
 
-def _global(stmts, entry) -> set:
+def _global(stmts, entry, facts) -> set:
     """Names read but never bound here nor before (globals, builtins): binding one
     anywhere would make it local to the whole function."""
     bound = {n for s in nodes.statements(stmts) for n in _defs(s)} | set(entry)
-    return {n for s in stmts for n in nodes.names_in(s)} - bound
+    return {n for s in stmts for n in facts.names(s)} - bound
 
 
 def _defs(stmt) -> set:
@@ -288,27 +343,38 @@ def _uses(stmt) -> set:
     return used
 
 
-def _other(stmt, name, find):
-    a, b = map(find, _copy(stmt))
-    return b if a == name else a
-
-
 class _Interference:
     """For each binding point: the names bound there, the names live just after, and
     the name copied from (``a = b``); indexed by name.
 
-    Liveness is tracked for ``names`` only (the names of copies): each name's
-    liveness is its own, and no other is ever asked about."""
+    Liveness is tracked for the names of copies only, and at a binding point only
+    for the names that copies connect to a name bound there (only those are ever
+    asked about: two names are joined only along copies).  It is computed in one
+    backward walk: a loop's body is walked once, knowing what is live at its top,
+    which is what is live after the loop plus what the body reads before binding
+    it (``_exposed``: a first walk of the body that records nothing)."""
 
-    def __init__(self, stmts, live_out, entry, names, find):
-        self.names, self.find = names, find
-        self.points = []  # (bound names, live after, copied-from name or None, statement)
-        live_in = self._block(stmts, set(live_out) & names)
+    def __init__(self, stmts, live_out, entry, pairs, find, facts):
+        self.find, self.facts = find, facts
+        parent = {}
+
+        def root(n):
+            while parent.setdefault(n, n) != n:
+                parent[n] = n = parent[parent[n]]
+            return n
+        for a, b in pairs:
+            parent[root(a)] = root(b)
+        self.component = {n: root(n) for n in parent}  # name -> one name of its copy-connected set
+        self.names = set(self.component)
+        self.exposed = {}  # id(loop) -> its body's live set on entry when nothing is live after it
+        self.recording = True
+        self.points = []  # (bound names, live after (connected names), copied-from name or None, statement)
+        live_in = self._names(self._block(stmts, self._live(set(live_out) & self.names)))
         # Names with a value from before the sweep are bound together at its entry.
-        self.points.append(((set(entry) & names) | live_in, live_in, None, None))
+        self.points.append(((set(entry) & self.names) | live_in, live_in, None, None))
         self.bound_at, self.live_at, self.point_of = {}, {}, {}
         for i, (bound, live, _, stmt) in enumerate(self.points):
-            for n in bound & names:
+            for n in bound & self.names:
                 self.bound_at.setdefault(n, set()).add(i)
             for n in live:
                 self.live_at.setdefault(n, set()).add(i)
@@ -339,12 +405,38 @@ class _Interference:
             index[new] = kept
         return gone
 
+    def live_names(self, points) -> set:
+        """The names (as joined so far) that were live at any of ``points`` (or more)."""
+        return {self.find(n) for p in points for n in self.points[p][1]}
+
     def live_at_any(self, name, points) -> bool:
         live = self.live_at.get(name, ())
         return any(p in live for p in points)
 
+    # A live set is {component: the live names of that component}, so that a binding
+    # point takes the live names connected to what it binds without looking at the rest.
+    def _live(self, names) -> dict:
+        live = {}
+        for n in names:
+            live.setdefault(self.component[n], set()).add(n)
+        return live
+
+    @staticmethod
+    def _copy(live) -> dict:
+        return {c: set(names) for c, names in live.items() if names}
+
+    @staticmethod
+    def _union(live, other) -> dict:
+        for c, names in other.items():
+            live.setdefault(c, set()).update(names)
+        return live
+
+    @staticmethod
+    def _names(live) -> set:
+        return set().union(*live.values())
+
     def _block(self, stmts, live):
-        """Live names before ``stmts``, given ``live`` after; records binding points."""
+        """Live names before ``stmts``, given ``live`` after (changed in place); records binding points."""
         for stmt in reversed(stmts):
             live = self._statement(stmt, live)
         return live
@@ -352,39 +444,50 @@ class _Interference:
     def _loaded(self, node) -> set:
         return set(nodes.loaded_names(node)) & self.names
 
+    def _top(self, loop):
+        """What the loop's body needs live on entry when nothing is live after it."""
+        if id(loop) not in self.exposed:
+            recording, self.recording = self.recording, False
+            self.exposed[id(loop)] = self._names(self._block(loop.body, {}))
+            self.recording = recording
+        return self.exposed[id(loop)]
+
     def _statement(self, stmt, live):
         if isinstance(stmt, gast.If):
-            return self._block(stmt.body, set(live)) | self._block(stmt.orelse, set(live)) \
-                | self._loaded(stmt.test)
+            body = self._block(stmt.body, self._copy(live))
+            orelse = self._block(stmt.orelse, live)
+            return self._union(self._union(body, orelse), self._live(self._loaded(stmt.test)))
         if isinstance(stmt, gast.While):
-            test = self._loaded(stmt.test)
-            top = live | test
-            while True:
-                mark = len(self.points)
-                entry = self._block(stmt.body, set(top)) | test
-                if entry <= top:
-                    break
-                del self.points[mark:]
-                top |= entry
+            # Live at the top of each iteration: after the loop, in the test, or read by
+            # the body before it binds it (the least fixed point, found without rounds).
+            top = self._union(live, self._live(self._loaded(stmt.test) | self._top(stmt)))
+            self._block(stmt.body, self._copy(top))
             return top
         if isinstance(stmt, gast.For):
             target = _defs(stmt)
-            top = set(live)  # live where the next index is bound (and after the last)
-            while True:
-                mark = len(self.points)
-                body_entry = self._block(stmt.body, set(top))
-                new_top = top | body_entry - target
-                if new_top <= top:
-                    break
-                del self.points[mark:]
-                top = new_top
-            self.points.append((target, body_entry, None, None))
-            return top | self._loaded(stmt.iter)
+            # Live where the next index is bound (and after the last).
+            top = self._union(live, self._live(self._top(stmt) - target))
+            body_entry = self._block(stmt.body, self._copy(top))
+            if self.recording:
+                self.points.append((target, self._connected(body_entry, target), None, None))
+            return self._union(top, self._live(self._loaded(stmt.iter)))
         bound = _defs(stmt)
-        copy = _copy(stmt)
-        if bound:
-            self.points.append((bound, set(live), copy[1] if copy else None, stmt))
-        return (live - bound) | (_uses(stmt) & self.names)
+        if bound and self.recording:
+            copy = _copy(stmt)
+            self.points.append((bound, self._connected(live, bound), copy[1] if copy else None, stmt))
+        for n in bound:
+            if n in self.component:
+                live.get(self.component[n], set()).discard(n)
+        for n in self.facts.uses(stmt) & self.names:
+            live.setdefault(self.component[n], set()).add(n)
+        return live
+
+    def _connected(self, live, bound) -> set:
+        """The live names that copies connect to a name in ``bound``."""
+        out = set()
+        for c in {self.component[n] for n in bound if n in self.component}:
+            out |= live.get(c, set())
+        return out
 
 
 def _drop_self_copies(stmts) -> list:
@@ -404,4 +507,4 @@ def _drop_self_copies(stmts) -> list:
 
 def _has_effect(test) -> bool:
     return not all(isinstance(n, (gast.Name, gast.Load, gast.Constant, gast.UnaryOp, gast.Not))
-                   for n in gast.walk(test))
+                   for n in nodes.walk(test))

@@ -220,7 +220,7 @@ class _Exits:
         iteration that broke out (code after the loop may read it): the loop binds
         fresh names, and each iteration that runs copies them to the user's."""
         copies = []
-        for node in gast.walk(loop.target):
+        for node in nodes.walk(loop.target):
             if isinstance(node, gast.Name):
                 fresh = self.fresh(f"_{node.id}")
                 copies.append(anno.inherit(nodes.assign(node.id, nodes.name(fresh)), loop))

@@ -3,8 +3,9 @@
 Requires: forward and backward statement lists from ``reverse``.
 Guarantees: no dead forward values and no unused adjoints (dead code
 elimination), no adjoint that is a mere copy of another (copy propagation),
-no forward value kept alive only for its shape (shape forwarding).  Each
-pass returns whether it changed anything; they run until none does.  The
+no forward value kept alive only for its shape (shape forwarding).  The
+passes run once each, in the order in which they enable one another, and
+each is linear in the code's length (``transform`` says why that order).  The
 gradient tests run with the passes on and off (``optimize=False``).
 
 Before/after::
@@ -83,48 +84,104 @@ def _with_body(stmt, body, orelse=None):
 
 def _dce_block(stmts, live_out):
     """Dead code elimination on a block; returns (kept statements, names live on entry)."""
-    live, kept = set(live_out), []
-    for stmt in reversed(stmts):
-        if isinstance(stmt, gast.Pass):
-            continue  # a block left empty gets its `pass` back from _with_body
-        if isinstance(stmt, gast.If):
-            body, live_body = _dce_block(stmt.body, live)
-            orelse, live_else = _dce_block(stmt.orelse, live)
-            if not body and not orelse:
+    live = set(live_out)
+    return _DeadCode().block(stmts, live), live
+
+
+class _DeadCode:
+    """Backward liveness that drops what nothing live reads.
+
+    A branch or a loop body can only change whether the names it binds or writes
+    into (and their aliases) are live: it is given those of the live names alone,
+    and the rest pass it by.  (Copying every live name into every branch made this
+    quadratic: the forward sweep's live set holds what the backward sweep reads.)"""
+
+    def __init__(self):
+        self.touched = {}  # id(statement), field -> names its block may bind or write into
+
+    def block(self, stmts, live) -> list:
+        """The statements of ``stmts`` kept; ``live`` (after them) becomes the names live before."""
+        kept = []
+        for stmt in reversed(stmts):
+            if isinstance(stmt, gast.Pass):
+                continue  # a block left empty gets its `pass` back from _with_body
+            if isinstance(stmt, gast.If):
+                body, orelse, changes = self._if(stmt, live)
+                if not body and not orelse:
+                    continue
+                for n in changes[0]:
+                    live.discard(n)
+                live |= changes[1]
+                kept.append(_with_body(stmt, body or [gast.Pass()], orelse))
                 continue
-            live = live_body | live_else | set(nodes.loaded_names(stmt.test))
-            kept.append(_with_body(stmt, body or [gast.Pass()], orelse))
-            continue
-        if isinstance(stmt, (gast.For, gast.While)):
-            # Live at the top of the body: needed after the loop, by the header,
-            # or by a later iteration; iterate to a fixed point.
-            entry = live | _header_names(stmt)
-            while True:
-                body, live_body = _dce_block(stmt.body, entry)
-                if live_body <= entry:
-                    break
-                entry |= live_body
-            bound = {n.id for n in gast.walk(stmt.target) if isinstance(n, gast.Name)} \
-                if isinstance(stmt, gast.For) else set()
-            if not body and not bound & live:  # (a loop index read after the loop keeps it)
+            if isinstance(stmt, (gast.For, gast.While)):
+                body, top = self._loop(stmt, live)
+                bound = {n.id for n in nodes.walk(stmt.target) if isinstance(n, gast.Name)} \
+                    if isinstance(stmt, gast.For) else set()
+                if not body and not bound & live:  # (a loop index read after the loop keeps it)
+                    continue
+                live |= top
+                if isinstance(stmt, gast.For):
+                    live -= bound
+                    live |= _header_names(stmt)
+                kept.append(_with_body(stmt, body or [gast.Pass()]))
                 continue
-            if isinstance(stmt, gast.For):
-                entry -= bound
-                entry |= _header_names(stmt)
-            live = entry
-            kept.append(_with_body(stmt, body or [gast.Pass()]))
-            continue
-        target, mutated = _defined(stmt), _mutated(stmt)
-        if target is not None:
-            if target not in live and _pure(stmt):
-                continue
-            live.discard(target)
-        elif mutated is not None and mutated not in live and not _shared.get(mutated, set()) & live:
-            continue  # (a write into `c` is seen through an alias `a = c` that is read later)
-        live.update(nodes.loaded_names(stmt))
-        kept.append(stmt)
-    kept.reverse()
-    return kept, live
+            target, mutated = _defined(stmt), _mutated(stmt)
+            if target is not None:
+                if target not in live and _pure(stmt):
+                    continue
+                live.discard(target)
+            elif mutated is not None and mutated not in live and not _shared.get(mutated, set()) & live:
+                continue  # (a write into `c` is seen through an alias `a = c` that is read later)
+            live.update(nodes.loaded_names(stmt))
+            kept.append(stmt)
+        kept.reverse()
+        return kept
+
+    def _if(self, stmt, live):
+        """Both branches from what is live after the ``if``.  Returns (body, orelse,
+        (names no longer live before it, names live before it))."""
+        touched_body, touched_else = self._touched(stmt, "body"), self._touched(stmt, "orelse")
+        live_body = {n for n in touched_body if n in live}
+        body = self.block(stmt.body, live_body)
+        live_else = {n for n in touched_else if n in live}
+        orelse = self.block(stmt.orelse, live_else)
+        before = live_body | live_else | set(nodes.loaded_names(stmt.test))
+        # Dead before the `if`: bound on both paths and read on neither.
+        dead = {n for n in touched_body & touched_else if n in live and n not in before}
+        return body, orelse, (dead, before)
+
+    def _loop(self, stmt, live):
+        """The body, and the names live at its top besides ``live``: needed after the
+        loop, by the header, or by a later iteration (a fixed point; each round passes
+        the body only the live names it binds or writes into)."""
+        touched = self._touched(stmt, "body")
+        top = _header_names(stmt)  # live at the top, besides `live`
+        while True:
+            entry = {n for n in touched if n in live or n in top}
+            body = self.block(stmt.body, entry)
+            new = {n for n in entry if n not in live and n not in top}
+            if not new:
+                return body, top
+            top |= new
+
+    def _touched(self, stmt, field) -> set:
+        key = (id(stmt), field)
+        if key not in self.touched:
+            names = set()
+            for inner in getattr(stmt, field):
+                if isinstance(inner, (gast.If, gast.For, gast.While)):
+                    names |= self._touched(inner, "body") | self._touched(inner, "orelse")
+                    if isinstance(inner, gast.For):
+                        names |= {n.id for n in nodes.walk(inner.target) if isinstance(n, gast.Name)}
+                    continue
+                names.update(nodes.assigned_names(inner))
+                mutated = _mutated(inner)
+                if mutated is not None:
+                    names.add(mutated)
+                    names |= _shared.get(mutated, set())
+            self.touched[key] = names
+        return self.touched[key]
 
 
 def eliminate_dead_code(stmts, live_out) -> tuple[list, bool]:
@@ -219,7 +276,11 @@ def _same_shape_map(forward, primal_of) -> dict:
     and scalars share that array's shape; an adjoint has its primal's shape."""
     same = dict(primal_of)
     multiple = _multiply_assigned(forward)
-    for stmt in nodes.statements(forward):
+    last = {}  # name -> where the forward sweep binds it last
+    for i, stmt in enumerate(nodes.statements(forward)):
+        for t in nodes.assigned_names(stmt):
+            last[t] = i
+    for i, stmt in enumerate(nodes.statements(forward)):
         if _defined(stmt) in multiple:
             continue
         rule = anno.get(stmt, "rule")
@@ -228,7 +289,9 @@ def _same_shape_map(forward, primal_of) -> dict:
             arrays = [a for a in bound if isinstance(a, gast.Name)]
             scalars = all(isinstance(a, gast.Constant) and (a.value is None or type(a.value) in (int, float))
                           for a in bound if not isinstance(a, gast.Name))
-            if len(arrays) == 1 and scalars:
+            # (not a name bound again later, a loop's carried one: the backward sweep may
+            # read it when it holds another value, of another shape)
+            if len(arrays) == 1 and scalars and last.get(arrays[0].id, -1) < i:
                 same[stmt.targets[0].id] = arrays[0].id
     return same
 
@@ -264,7 +327,7 @@ def forward_shapes(forward, backward, primal_of) -> bool:
     same = _same_shape_map(forward, {})
     changed = False
     for stmt in backward:
-        for node in gast.walk(stmt):
+        for node in nodes.walk(stmt):
             if _is_full_like(node) and node.args[0].id in same:
                 node.args[0].id = _root(node.args[0].id, same)
                 changed = True
@@ -301,7 +364,7 @@ def fold_scalar_fills(forward, backward, primal_of) -> bool:
 
     changed = False
     for stmt in backward:
-        for node in gast.walk(stmt):
+        for node in nodes.walk(stmt):
             if not isinstance(node, gast.BinOp) or not isinstance(node.op, (gast.Mult, gast.Add, gast.Sub)):
                 continue
             for side, other in (("left", node.right), ("right", node.left)):
@@ -336,7 +399,7 @@ def _owned_accumulators(backward) -> set:
         # A call may hand its argument back (rt.unbroadcast, a pullback of the
         # identity): an accumulator passed to one may be shared afterwards.
         simple = not isinstance(stmt, (gast.If, gast.For, gast.While))
-        for node in (gast.walk(stmt) if simple else ()):
+        for node in (nodes.walk(stmt) if simple else ()):
             if isinstance(node, gast.Call) and not _is_call_to(node, "add", "at"):
                 aliased.update(a.id for a in node.args if isinstance(a, gast.Name))
     return {t for t, ok in kinds.items() if ok} - aliased
@@ -355,11 +418,11 @@ def accumulate_in_place(backward) -> bool:
         loads[n] = loads.get(n, 0) + 1
     changed = False
     for block in _blocks(backward):
-        i = 0
-        while i + 2 < len(block):
-            first, scatter, add = block[i: i + 3]
+        out, i = [], 0  # (a new list: replacing in place would shift the rest of the block each time)
+        while i < len(block):
+            first, scatter, add = (block[i: i + 3] + [None, None])[:3]
             temp = _defined(first)
-            if (temp and _is_call_to(first.value, "zeros_like")
+            if (temp and add is not None and _is_call_to(first.value, "zeros_like")
                     and _mutated(scatter) == temp and loads.get(temp) == 2
                     and _defined(add) in owned and isinstance(add.value, gast.BinOp)
                     and isinstance(add.value.op, gast.Add) and isinstance(add.value.right, gast.Name)
@@ -373,9 +436,13 @@ def accumulate_in_place(backward) -> bool:
                     scatter.value.args[0] = nodes.name(acc)
                     new = scatter
                 anno.inherit(new, add)
-                block[i: i + 3] = [new]
+                out.append(new)
+                i += 3
                 changed = True
-            i += 1
+            else:
+                out.append(first)
+                i += 1
+        block[:] = out
     return changed
 
 
@@ -410,17 +477,21 @@ def _elements(target):
     return target.elts if isinstance(target, gast.Tuple) else [target]
 
 
-def prune_saves(forward, backward) -> tuple[list, list, bool]:
+def prune_saves(forward, backward, live_out=()) -> tuple[list, list, bool]:
     """Save on a stack only what the (optimized) backward sweep reads.
 
     A name popped at the top of a backward block (a loop body or a branch) is
     needed if the rest of that block reads it, or if backward code that runs
     after the block does (a carried name must get back its value from before
-    the forward loop).
+    the forward loop).  Blocks are pruned inside out, so an enclosing block's
+    pop may still change reads (to a saved shape) that an inner pop was kept
+    for: a last look drops what the backward sweep no longer reads anywhere
+    (``live_out``: names read after it).
     """
     pushes = {anno.get(s, "save_id"): s for s in nodes.statements(forward)
               if isinstance(s, gast.Expr) and anno.has(s, "save_id")}
     changed = _prune_block(backward, (), pushes)
+    changed |= _prune_unread(backward, pushes, set(live_out))
     if changed:
         doomed = {id(s) for s in pushes.values() if s.value is None}
         forward = _remove(forward, doomed)
@@ -429,6 +500,41 @@ def prune_saves(forward, backward) -> tuple[list, list, bool]:
         forward = _remove(forward, {id(s) for s in nodes.statements(forward)
                                     if anno.has(s, "stack") and anno.get(s, "stack") not in used})
     return forward, backward, changed
+
+
+def _prune_unread(backward, pushes, live_out) -> bool:
+    """Drop from each pop the names nothing in ``backward`` reads (nor ``live_out``)."""
+    read = set(nodes.loaded_names(nodes.module(backward))) | live_out
+    changed = False
+    for block in _blocks(backward):
+        for field_owner in block:
+            for field in ("body", "orelse"):
+                inner = getattr(field_owner, field, None)
+                if inner and anno.has(inner[0], "save_id") and isinstance(inner[0], gast.Assign):
+                    names = [t.id for t in _elements(inner[0].targets[0])]
+                    keep = [n for n in names if n in read]
+                    if keep != names:
+                        _keep_popped(field_owner, field, pushes, names, keep)
+                        changed = True
+    return changed
+
+
+def _keep_popped(owner, field, pushes, names, keep):
+    """Pop (and push) only ``keep`` of ``names``: the pop at the top of ``owner``'s
+    ``field`` block; a push left with nothing is marked (``value = None``) for removal."""
+    block = getattr(owner, field)
+    pop = block[0]
+    push = pushes[anno.get(pop, "save_id")]
+    if not keep:
+        setattr(owner, field, block[1:] or ([gast.Pass()] if field == "body" else []))
+        push.value = None  # removed by the caller
+        return
+    values = list(_elements(push.value.args[0]))
+    many = len(keep) > 1
+    kept_values = [v for n, v in zip(names, values) if n in keep]
+    pop.targets = [nodes.tuple_([nodes.name(n, "store") for n in keep], "store") if many
+                   else nodes.name(keep[0], "store")]
+    push.value.args = [nodes.tuple_(kept_values) if many else kept_values[0]]
 
 
 def _loads(stmts) -> set:
@@ -480,7 +586,8 @@ def _emptied(stmt, after) -> bool:
         return False
     if any(not isinstance(s, gast.Pass) for s in stmt.body + stmt.orelse):
         return False
-    bound = [n.id for n in gast.walk(stmt.target) if isinstance(n, gast.Name)] if isinstance(stmt, gast.For) else []
+    bound = [n.id for n in nodes.walk(stmt.target) if isinstance(n, gast.Name)] \
+        if isinstance(stmt, gast.For) else []
     return not any(_read(n, after) for n in bound)
 
 
@@ -489,7 +596,7 @@ def _shape_only(stmts) -> dict:
     are all the uses of."""
     calls, uses = {}, {}
     for stmt in stmts:
-        for node in gast.walk(stmt):
+        for node in nodes.walk(stmt):
             if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
                 uses[node.id] = uses.get(node.id, 0) + 1
             if isinstance(node, gast.Call) and _dotted(node.func) == ("rt", "unbroadcast") \
@@ -526,21 +633,13 @@ def _prune_pop(owner, field, after, pushes) -> bool:
     keep = [n for n in names if n in here or _read(n, after)]
     if keep == names:
         return shapes
-    if not keep:
-        setattr(owner, field, block[1:] or ([gast.Pass()] if field == "body" else []))
-        push.value = None  # removed by the caller
-        return True
-    many = len(keep) > 1
-    kept_values = [v for n, v in zip(names, values) if n in keep]
-    pop.targets = [nodes.tuple_([nodes.name(n, "store") for n in keep], "store") if many
-                   else nodes.name(keep[0], "store")]
-    push.value.args = [nodes.tuple_(kept_values) if many else kept_values[0]]
+    _keep_popped(owner, field, pushes, names, keep)
     return True
 
 
 def transform(forward, backward, live_out, primal_of, module_name="np", outside=(), arrays=(), seed=None,
               shared=None):
-    """Run the passes to a fixed point; return the new (forward, backward).
+    """Run the passes, each once; return the new (forward, backward).
 
     ``primal_of`` maps each adjoint variable to its primal (``h_bar -> h``);
     ``module_name`` is the generated code's array module (``np``, ``cp``);
@@ -570,7 +669,7 @@ def transform(forward, backward, live_out, primal_of, module_name="np", outside=
     backward, _ = _dce_block(backward, live_out)
     accumulate_in_place(backward)
     add_in_place(backward)
-    forward, backward, _ = prune_saves(forward, backward)
+    forward, backward, _ = prune_saves(forward, backward, live_out)
     backward, live = _dce_block(backward, live_out)
     forward, _ = _dce_block(forward, live)
     # Last: the passes above rely on single assignment (a name bound once has one
@@ -585,10 +684,10 @@ def _coalesce(forward, backward, live_out, outside, seed):
     and may put some back, which the pullback's local copies rely on); the
     forward sweep renames only names the backward sweep never mentions."""
     params = set(outside)
-    forward_names = {n for s in nodes.statements(forward) for n in nodes.names_in(s)}
+    forward_names = {n for s in forward for n in nodes.names_in(s)}  # (a loop's walk covers its body)
     before = params | forward_names
     backward, _ = coalesce.transform(backward, live_out, fixed={seed}, kept=before - {seed}, entry=before)
-    backward_names = {n for s in nodes.statements(backward) for n in nodes.names_in(s)}
+    backward_names = {n for s in backward for n in nodes.names_in(s)}
     forward, _ = coalesce.transform(forward, set(live_out) | backward_names,
                                     fixed=backward_names | set(live_out) | params, entry=params)
     return forward, backward

@@ -16,7 +16,7 @@ import types
 
 import gast
 
-from .. import anno, errors
+from .. import anno, errors, nodes
 
 
 def _no_source(fn, why: str) -> errors.NoSourceError:
@@ -136,7 +136,7 @@ def _lambda(fn, filename, first_line) -> gast.FunctionDef:
     except SyntaxError:
         tree = None
     found = [] if tree is None else [
-        n for n in gast.walk(tree) if isinstance(n, gast.Lambda) and n.lineno == first_line
+        n for n in nodes.walk(tree) if isinstance(n, gast.Lambda) and n.lineno == first_line
         and [a.id for a in n.args.args] == params]
     if len(found) != 1:
         raise errors.UnsupportedSyntaxError(
@@ -152,7 +152,7 @@ def _lambda(fn, filename, first_line) -> gast.FunctionDef:
 
 
 def _attach_origins(tree, lines, filename, line_offset, indent):
-    for node in gast.walk(tree):
+    for node in nodes.walk(tree):
         lineno = getattr(node, "lineno", None)
         if lineno is None:
             continue

@@ -18,7 +18,7 @@ import types
 
 import gast
 
-from .. import anno
+from .. import anno, nodes
 
 _MISSING = object()
 # Methods made afresh at each attribute read (`rng.normal`, `obj.method`): equal, not identical.
@@ -77,8 +77,8 @@ def local_names(fdef: gast.FunctionDef) -> set[str]:
     args = fdef.args
     params = [a.id for a in args.args + args.posonlyargs + args.kwonlyargs]
     params += [a.id for a in (args.vararg, args.kwarg) if a is not None]
-    stored = {n.id for n in gast.walk(fdef) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
-    nested = {n.name for n in gast.walk(fdef) if isinstance(n, gast.FunctionDef) and n is not fdef}
+    stored = {n.id for n in nodes.walk(fdef) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
+    nested = {n.name for n in nodes.walk(fdef) if isinstance(n, gast.FunctionDef) and n is not fdef}
     return set(params) | stored | nested
 
 
@@ -98,7 +98,7 @@ def transform(fdef: gast.FunctionDef, fn) -> FreeNames:
     locals_ = local_names(fdef)
     cells = _closure(fn)
     free, guards = {}, []
-    for node in gast.walk(fdef):
+    for node in nodes.walk(fdef):
         if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id not in locals_:
             value = lookup(fn, node.id)
             if value is not _MISSING:
@@ -115,7 +115,7 @@ def transform(fdef: gast.FunctionDef, fn) -> FreeNames:
             pass
     # Attribute chains after names, so that each base is resolved first; walk
     # is breadth-first, so collect and sort by depth (innermost first).
-    attrs = [n for n in gast.walk(fdef) if isinstance(n, gast.Attribute)]
+    attrs = [n for n in nodes.walk(fdef) if isinstance(n, gast.Attribute)]
     for node in sorted(attrs, key=_depth):
         if anno.has(node.value, "resolved"):
             owner = anno.get(node.value, "resolved")

@@ -75,7 +75,7 @@ def _returned_locals(adjoint) -> dict:
     """Template locals a rule returns as-is, by parameter (they take the adjoint's name)."""
     fdef = templates._parse(adjoint)
     found = {}
-    for node in gast.walk(fdef):
+    for node in nodes.walk(fdef):
         if isinstance(node, gast.Return) and node.value is not None:
             elts = node.value.elts if len(diff_params(adjoint)) > 1 and isinstance(node.value, gast.Tuple) \
                 else [node.value]
@@ -105,6 +105,13 @@ class _Reverse:
         self.entry_shapes = {}  # name a loop binds first -> a name of its shape, defined in every iteration
         self.prebound = set()   # names bound on some paths only, bound to None first (see _branch_zeros)
         self.memory = None      # which arrays names may refer to (analysis/sharing.py), when needed
+        self.taken = {}         # test of an `if` in a loop -> its plain name (`if2_taken`)
+        self.stacks = set()     # the stacks created so far (in self.saves)
+        self.unpacked_sources = None  # names `a, b = name` unpacks (_unpacked_source), when needed
+        self.definitions = None       # name -> the statement that assigns it last (_bookkeeping), when needed
+        self.local_defs = None        # name -> the first nested `def` of that name (_check_local_def)
+        self.active_reads = None      # where active statements read each name (_read_by_backward)
+        self.mutated = {}             # id(function called) -> the parameters it changes in place
         self.call_results = {s.targets[0].id for s in nodes.statements(core.body)
                              if anno.get(s, "kind") == "call" and isinstance(s, gast.Assign)
                              and isinstance(s.targets[0], gast.Name)}
@@ -152,6 +159,8 @@ class _Reverse:
                                      if anno.get(s, "kind") == "copy" and isinstance(s.value, gast.Name)
                                      and s.value.id in self.core.maybe_unbound)
         prebind = [anno.set(nodes.assign(v, nodes.const(None)), "prebound", True) for v in sorted(self.prebound)]
+        if self.taken:
+            nodes.rename(prebind + self.saves + self.core.body + self.out, self.taken)
         return Sweeps(prebind + self.saves + forward, self.out, adjoints, seed,
                       {b: v for v, b in self.bar.items()}, self.notes, callees=self.callees)
 
@@ -237,7 +246,7 @@ class _Reverse:
                 and not self.activity.active(stmt.test.id):  # (`a or b`'s test may be its value too)
             # Each iteration's decision is saved for the backward sweep: give it a plain name.
             taken = self.core.fresh(f"if{self.if_numbers[id(stmt)]}_taken")
-            nodes.rename(self.core.body, {stmt.test.id: taken})
+            self.taken[stmt.test.id] = taken  # renamed at the end, in one walk of the code
             self.notes.append((taken, self._where(stmt)))
         body = self._in_new_block(stmt.body)
         after_body, self.defined = self.defined, set(before)
@@ -336,11 +345,12 @@ class _Reverse:
         backward block reads; pop them at the top of the backward block.
         ``optimize.prune_saves`` later drops what the optimized code does not read."""
         loaded = {n for s in backward_block for n in nodes.loaded_names(s)}
-        needed = sorted((loaded & candidates) | set(always))
+        needed = sorted((loaded & candidates) | set(always), key=lambda n: self.taken.get(n, n))
         if not needed:
             return
         self.save_ids += 1
-        if stack not in {anno.get(s, "stack") for s in self.saves}:
+        if stack not in self.stacks:
+            self.stacks.add(stack)
             create = nodes.assign(stack, gast.List(elts=[], ctx=gast.Load()))
             anno.set(create, "impure", True)
             anno.set(create, "stack", stack)
@@ -431,7 +441,7 @@ class _Reverse:
                                 kind=errors.UnsupportedSyntaxError)
             varied += self._read_by_backward([n for n in given if n not in varied], stmt)
             if varied and fn is not None and not getattr(fn, "__srcgrad_gradient__", False) \
-                    and _changes_arguments(fn):  # (a gradient function is refused as such below)
+                    and self._mutated_parameters(fn):  # (a gradient function is refused as such below)
                 given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
                 callee = nodes.to_source(stmt.value.func)
                 raise errors.at(stmt.value, f"`{callee}` changes its arguments in "
@@ -583,7 +593,10 @@ class _Reverse:
 
     def _unpacked_source(self, name) -> bool:
         """Whether ``a, b = name`` unpacks ``name`` somewhere in the function."""
-        return any(anno.get(s, "source") == name for s in nodes.statements(self.core.body))
+        if self.unpacked_sources is None:  # (found once: reverse adds no unpacking)
+            self.unpacked_sources = {anno.get(s, "source") for s in nodes.statements(self.core.body)
+                                     if anno.has(s, "source")}
+        return name in self.unpacked_sources
 
     def _object_operator(self, stmt) -> bool:
         """``a * b`` where an operand being differentiated may be an object of a class
@@ -666,6 +679,12 @@ class _Reverse:
                             "`y[idx] += x` rather than `np.add.at(y, idx, x)`), or work on a copy "
                             "(`y = np.copy(y)` first)", kind=errors.UnsupportedSyntaxError)
 
+    def _mutated_parameters(self, fn):
+        """``_mutated_parameters(fn)``, read from ``fn``'s source once per compilation."""
+        if id(fn) not in self.mutated:
+            self.mutated[id(fn)] = _changes_arguments(fn)
+        return self.mutated[id(fn)]
+
     def _check_local_def(self, stmt):
         """A call of a function defined in this one (``def add(v): xs.append(v)``) that
         changes in place what it captures or what it is given: srcgrad compiles the
@@ -674,8 +693,12 @@ class _Reverse:
         call = stmt.value
         if not isinstance(call.func, gast.Name):
             return
-        local = next((s for s in nodes.statements(self.core.body) if isinstance(s, gast.FunctionDef)
-                      and s.name == call.func.id and anno.get(s, "kind") == "def"), None)
+        if self.local_defs is None:  # (found once: the first `def` of each name)
+            self.local_defs = {}
+            for s in nodes.statements(self.core.body):
+                if isinstance(s, gast.FunctionDef) and anno.get(s, "kind") == "def":
+                    self.local_defs.setdefault(s.name, s)
+        local = self.local_defs.get(call.func.id)
         if local is None:
             return
         captured = set(anno.get(local, "captures"))
@@ -746,21 +769,17 @@ class _Reverse:
             return []
         if self.memory is None:
             self.memory = sharing.Memory(self.core.body, self.ranks, self.core.params)
-        order = list(nodes.statements(self.core.body))
-        position = next(i for i, s in enumerate(order) if s is call)
-        earlier = order[:position]
-        for loop in order[:position]:
-            if isinstance(loop, (gast.For, gast.While)) \
-                    and any(s is call for s in nodes.statements(loop.body)):
-                earlier += list(nodes.statements(loop.body))
-        reads = {n for s in earlier if isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Name)
-                 and self.activity.active(s.targets[0].id) for n in nodes.loaded_names(s.value)}
-        return [n for n in names if any(self.memory.overlap(n, r) for r in reads)]
+        if self.active_reads is None:
+            self.active_reads = _ActiveReads(self.core.body, self.activity)
+        return [n for n in names if any(self.active_reads.before(r, call) for r in self.memory.sharing(n))]
 
     def _bookkeeping(self, name) -> bool:
         """``self.calls + 1``: an update of a field by constants (a counter), not a
         differentiated value, though the object it belongs to is differentiated."""
-        defs = {t: s for s in nodes.statements(self.core.body) for t in nodes.assigned_names(s)}
+        if self.definitions is None:  # (found once: what reverse adds defines no name asked about)
+            self.definitions = {t: s for s in nodes.statements(self.core.body)
+                                for t in nodes.assigned_names(s)}
+        defs = self.definitions
         stmt = defs.get(name)
         if stmt is None or anno.get(stmt, "kind") != "op":
             return False
@@ -1007,7 +1026,7 @@ class _Reverse:
         for param in rule.diff_params:
             atom = bound.get(param)
             if param in rule.sequence_params and isinstance(atom, (gast.List, gast.Tuple)):
-                if any(self._active_name(e) for e in gast.walk(atom)):
+                if any(self._active_name(e) for e in nodes.walk(atom)):
                     wanted.add(param)
             elif param in rule.sequence_params and self._active_name(atom):
                 wanted.add(param)
@@ -1102,7 +1121,8 @@ class _Reverse:
         if isinstance(expr, (gast.Tuple, gast.List)) and len(expr.elts) == len(display.elts):
             # The rule wrote one adjoint per item (einsum's operands): only the active are built.
             for elt, part in zip(display.elts, expr.elts):
-                if isinstance(elt, (gast.List, gast.Tuple)) and any(self._active_name(e) for e in gast.walk(elt)):
+                if isinstance(elt, (gast.List, gast.Tuple)) \
+                        and any(self._active_name(e) for e in nodes.walk(elt)):
                     self._scatter(elt, part)
                 elif self._active_name(elt):
                     self._accumulate(elt.id, part)
@@ -1111,7 +1131,8 @@ class _Reverse:
         self._append(nodes.assign(parts, expr), self.group)
         for i, elt in enumerate(display.elts):
             part = gast.Subscript(value=nodes.name(parts), slice=nodes.const(i), ctx=gast.Load())
-            if isinstance(elt, (gast.List, gast.Tuple)) and any(self._active_name(e) for e in gast.walk(elt)):
+            if isinstance(elt, (gast.List, gast.Tuple)) \
+                    and any(self._active_name(e) for e in nodes.walk(elt)):
                 self._scatter(elt, part)
             elif self._active_name(elt):
                 self._accumulate(elt.id, part)
@@ -1245,6 +1266,35 @@ def _changes_arguments(fn) -> bool:
     return bool(set(changed) - {call.__code__.co_varnames[0]} if call.__code__.co_argcount else changed)
 
 
+class _ActiveReads:
+    """Where the right-hand sides of active assignments read each name, found once
+    (what reverse adds to the body later, pushes and trip counts, reads none)."""
+
+    def __init__(self, body, activity):
+        self.position, self.first, self.in_loop, self.loops = {}, {}, {}, {}
+        self._walk(body, activity, [])
+
+    def _walk(self, stmts, activity, loops):
+        for stmt in stmts:
+            self.position[id(stmt)] = len(self.position)
+            self.loops[id(stmt)] = loops
+            if isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name) \
+                    and activity.active(stmt.targets[0].id):
+                for n in nodes.loaded_names(stmt.value):
+                    self.first.setdefault(n, len(self.position))
+                    for loop in loops:
+                        self.in_loop.setdefault(id(loop), set()).add(n)
+            inner = loops + [stmt] if isinstance(stmt, (gast.For, gast.While)) else loops
+            for field in ("body", "orelse"):
+                self._walk(getattr(stmt, field, None) or [], activity, inner)
+
+    def before(self, name, stmt) -> bool:
+        """Whether an active assignment reads ``name`` before ``stmt`` runs: earlier in
+        the function, or anywhere in a loop around ``stmt``."""
+        return self.first.get(name, len(self.position) + 1) <= self.position[id(stmt)] \
+            or any(name in self.in_loop.get(id(loop), ()) for loop in self.loops[id(stmt)])
+
+
 def _mutated_parameters(fn):
     """The parameters ``fn``'s own body may change in place: ``a *= k``, ``a[i] = v``,
     ``a.n = v``, ``a.append(v)`` on a parameter ``a`` (read from its source; True, all of
@@ -1355,7 +1405,7 @@ def _changed_in_place(body, params, fn=None, returned=None) -> set:
         for stmt in stmts:
             if isinstance(stmt, (gast.For, gast.While)):
                 source = iterated(stmt.iter) if isinstance(stmt, gast.For) else None
-                for n in (gast.walk(stmt.target) if isinstance(stmt, gast.For) else ()):
+                for n in (nodes.walk(stmt.target) if isinstance(stmt, gast.For) else ()):
                     if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
                         if source is None:
                             owner.pop(n.id, None)
@@ -1376,7 +1426,7 @@ def _changed_in_place(body, params, fn=None, returned=None) -> set:
             if isinstance(stmt, gast.Return) and returned is not None and stmt.value is not None \
                     and base(stmt.value) is not None:
                 returned.append(base(stmt.value))
-            for node in gast.walk(stmt):
+            for node in nodes.walk(stmt):
                 targets = node.targets if isinstance(node, gast.Assign) else [node.target] \
                     if isinstance(node, gast.AugAssign) else []
                 for t in targets:
@@ -1391,7 +1441,7 @@ def _changed_in_place(body, params, fn=None, returned=None) -> set:
             if isinstance(stmt, gast.Assign):
                 source = base(stmt.value)
                 for t in stmt.targets:
-                    for n in gast.walk(t):
+                    for n in nodes.walk(t):
                         if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
                             if source is None:
                                 owner.pop(n.id, None)

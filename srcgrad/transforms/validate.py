@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gast
 
-from .. import errors
+from .. import errors, nodes
 
 _EARLY_EXIT = ("srcgrad does not differentiate early exits from loops yet: compute a flag "
                "and guard the loop body with `if`, or bound the loop so it ends by itself")
@@ -70,7 +70,7 @@ def _check_block(body, top=False):
 def _check_nested_def(fdef):
     """A function defined inside: compiled on its own when called, so only what
     would make it reach back into this one is checked here."""
-    for node in gast.walk(fdef):
+    for node in nodes.walk(fdef):
         if isinstance(node, gast.Nonlocal):
             raise errors.at(node, "a nested function that assigns the outer function's names "
                             "(`nonlocal`) is not supported", "return the new value instead")
@@ -117,8 +117,8 @@ def _check_statement(stmt):
 
 def _check_expression(root):
     # `f(*xs)` is a call's business (normalize spreads it); `[*xs]` and `(a, *b)` are not supported.
-    spread = {id(a) for node in gast.walk(root) if isinstance(node, gast.Call) for a in node.args}
-    for node in gast.walk(root):
+    spread = {id(a) for node in nodes.walk(root) if isinstance(node, gast.Call) for a in node.args}
+    for node in nodes.walk(root):
         if isinstance(node, _CONTEXTS + _OPERATORS):
             continue
         if not isinstance(node, _EXPRESSIONS):
