@@ -683,11 +683,11 @@ def step_table(result: Result) -> str:
             else:
                 peers.append("n/a" if p in row.peer_notes else "–")
         if row.hand is None:
-            lines.append(f"| {row.title} | – | – | – | – | ≤ {row.target:.1f}x | "
+            lines.append(f"| {row.title} | – | – | – | – | ≤ {row.target:g}x | "
                          + "".join(f"{p} | " for p in peers) + f"{agree} |")
             continue
         lines.append(f"| {row.title} | {_spread_ms(row.hand)} | {_spread_ms(row.srcgrad)} | "
-                     f"**{row.ratio:.3f}x** | {row.paired_ratio:.3f}x | ≤ {row.target:.1f}x | "
+                     f"**{row.ratio:.3f}x** | {row.paired_ratio:.3f}x | ≤ {row.target:g}x | "
                      + "".join(f"{p} | " for p in peers) + f"{agree} |")
     return "\n".join(lines)
 
@@ -729,7 +729,7 @@ def verdicts(result: Result) -> list[str]:
             continue
         ok = "meets" if row.ratio <= row.target else "misses"
         lines.append(f"- {row.title}: srcgrad / hand-written = {row.ratio:.3f}x, "
-                     f"{ok} the ≤ {row.target:.1f}x target")
+                     f"{ok} the ≤ {row.target:g}x target")
     by_impl = {row.impl: row for row in result.memory}
     ours, hand = by_impl.get("srcgrad"), by_impl.get("hand")
     if ours and hand and ours.traced_peak and hand.traced_peak:
