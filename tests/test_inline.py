@@ -414,3 +414,52 @@ def test_a_function_rebound_in_a_callees_module_compiles_again(tmp_path, monkeyp
     assert flat(srcgrad.source(g, V))
     module.inner = lambda x: x * 3.0  # read by the inlined `outer`: compiled again
     np.testing.assert_allclose(g(V), 6.0 * (3.0 * V + 1.0))
+
+
+# ---- a method set on the instance after compiling (found by an outside tester: the class's ran) ----
+
+class _Square(nn.Module):
+    def forward(self, x):
+        return x * x
+
+
+class _Scaled:
+    def __init__(self):
+        self.w = np.array([0.5, -1.0, 2.0])
+
+    def act(self, x):
+        return x * self.w
+
+
+def _sum_of_call(m, x):
+    return np.sum(m(x))
+
+
+def _sum_of_act_squared(m, x):
+    return np.sum(m.act(x) ** 2)
+
+
+def test_a_method_set_on_the_instance_after_compiling_is_the_one_that_runs():
+    x = np.array([1.0, 2.0, 0.5])
+    value_and_grad = srcgrad.value_and_grad(_sum_of_call, wrt=1)
+    value, g = value_and_grad(_Square(), x)
+    assert np.isclose(value, np.sum(x * x)) and np.allclose(g, 2 * x)
+    m = _Square()
+    m.forward = lambda z: z * z * z
+    value, g = value_and_grad(m, x)
+    assert np.isclose(value, np.sum(x ** 3)) and np.allclose(g, 3 * x ** 2)
+    grad = srcgrad.grad(_sum_of_act_squared, wrt=1)
+    m2 = _Scaled()
+    assert np.allclose(grad(m2, x), 2 * x * m2.w ** 2)
+    m2.act = lambda z: z ** 3
+    assert np.allclose(grad(m2, x), 6 * x ** 5)
+    inner = nn.Sequential(nn.Sequential(nn.Linear(3, 3), nn.Tanh()), nn.Linear(3, 1))
+    seq_grad = srcgrad.grad(_sum_of_call, wrt=1)
+    seq_grad(inner, x[None])
+    inner.layers[0].layers[1].forward = np.sin
+    eps, numeric = 1e-6, np.zeros((1, 3))
+    for i in range(3):
+        e = np.zeros((1, 3))
+        e[0, i] = eps
+        numeric[0, i] = (_sum_of_call(inner, x[None] + e) - _sum_of_call(inner, x[None] - e)) / (2 * eps)
+    assert np.allclose(seq_grad(inner, x[None]), numeric, atol=1e-7)

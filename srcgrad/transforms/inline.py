@@ -87,6 +87,7 @@ class Inlined:
     free: list = dataclasses.field(default_factory=list)
     count: int = 0
     leaked: bool = False
+    _names: dict = dataclasses.field(default_factory=dict, repr=False)  # class -> its names in methods
 
     def holds(self, args) -> bool:
         """Whether ``args`` (the compiled function's arguments) still fit the code."""
@@ -99,10 +100,22 @@ class Inlined:
                     value = getattr(value, attr, _MISSING)
             if type(value) is not cls or length is not None and len(value) != length:
                 return False
+            if length is None and self._shadowed(value, cls):
+                return False  # the instance now holds a method of its own (`m.forward = ...`)
         for cls, attr, fn in self.methods:
             if getattr(cls, attr, _MISSING) is not fn:
                 return False
         return True
+
+
+    def _shadowed(self, obj, cls) -> bool:
+        """Whether ``obj`` holds, in its own ``__dict__``, a name the code took from
+        ``cls`` (its ``forward``, a method): Python then calls the instance's own."""
+        names = self._names.get(cls)
+        if names is None:
+            names = self._names[cls] = tuple(attr for c, attr, _ in self.methods if c is cls)
+        own = getattr(obj, "__dict__", None)
+        return bool(own) and any(name in own for name in names)
 
 
 def transform(fdef: gast.FunctionDef, fn, free: resolve.FreeNames, objects: dict) -> Inlined:
