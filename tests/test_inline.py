@@ -463,3 +463,37 @@ def test_a_method_set_on_the_instance_after_compiling_is_the_one_that_runs():
         e[0, i] = eps
         numeric[0, i] = (_sum_of_call(inner, x[None] + e) - _sum_of_call(inner, x[None] - e)) / (2 * eps)
     assert np.allclose(seq_grad(inner, x[None]), numeric, atol=1e-7)
+
+
+# ---- a callee that rebinds a global the caller reads (found by an outside tester: the old value) ----
+
+_SCALE = 2.0
+
+
+def _set_scale(v):
+    global _SCALE
+    _SCALE = v
+
+
+def _rescaled(x):
+    _set_scale(3.0)
+    return np.sum(_SCALE * x * x)
+
+
+def _scaled_by_global(x):
+    return np.sum(_SCALE * x * x)
+
+
+def test_a_callee_rebinding_a_global_the_function_reads_is_refused():
+    global _SCALE
+    x = np.array([1.0, 2.0])
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="rebinds the global `_SCALE`") as refused:
+        srcgrad.grad(_rescaled)(x)
+    assert "test_inline.py" in str(refused.value).splitlines()[0]
+    grad = srcgrad.grad(_scaled_by_global)
+    assert np.allclose(grad(x), 4.0 * x)
+    _SCALE = 5.0  # rebound between calls: seen
+    try:
+        assert np.allclose(grad(x), 10.0 * x)
+    finally:
+        _SCALE = 2.0
