@@ -428,22 +428,22 @@ JVPS: dict = {}  # (function, wrt, backend) -> its internal jvp GradientFunction
 def jvp_function(fn, wrt, backend=None) -> GradientFunction:
     """The cached internal jvp of ``fn`` with respect to ``wrt`` (a tuple of positions,
     keywords) that generated code calls (``dispatch.jvp_call``)."""
-    key = (fn, wrt, backend)
-    transformed = JVPS.get(key)
-    if transformed is None:
-        transformed = JVPS[key] = GradientFunction(fn, "jvp", wrt if len(wrt) > 1 else wrt[0],
-                                                   backend=backend, internal=True)
-    return transformed
+    return _internal(JVPS, "jvp", fn, wrt, backend)
 
 
 def vjp_function(fn, wrt, backend=None) -> GradientFunction:
     """The cached internal vjp of ``fn`` with respect to ``wrt`` (positions and keywords,
     ``"self"`` for a receiver) that generated code calls (``dispatch.vjp_call``)."""
+    return _internal(VJPS, "vjp", fn, wrt, backend)
+
+
+def _internal(cache: dict, mode: str, fn, wrt, backend) -> GradientFunction:
+    """The ``mode`` GradientFunction of ``fn`` that generated code calls, from ``cache``."""
     key = (fn, wrt, backend)
-    transformed = VJPS.get(key)
+    transformed = cache.get(key)
     if transformed is None:
-        transformed = VJPS[key] = GradientFunction(fn, "vjp", wrt if len(wrt) > 1 else wrt[0],
-                                                   backend=backend, internal=True)
+        transformed = cache[key] = GradientFunction(fn, mode, wrt if len(wrt) > 1 else wrt[0],
+                                                    backend=backend, internal=True)
     return transformed
 
 
