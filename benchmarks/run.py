@@ -404,9 +404,15 @@ def time_interleaved(impls: dict, budget_s: float, min_repeats: int, max_repeats
     Each implementation gets about ``budget_s`` of timed calls (between
     ``min_repeats`` and ``max_repeats`` batches of about a millisecond or one
     call), so a 100x slower peer does not force 100x fewer repeats on the
-    others.  Rounds alternate direction; ``random`` is seeded with the round's
-    index before each batch (every implementation sees the same depths); the
-    garbage collector is off while timing.
+    others.  Each round runs the implementations in its own shuffled order
+    (seeded), and each timed batch follows one untimed call of the same
+    implementation: every one is timed warm, as a training loop runs it, after
+    whichever others.  (Rounds that alternated direction ran the first and the
+    last implementation twice in a row at each turn, warm from itself, while the
+    others followed a peer that had just flushed the caches: the reference, first,
+    read up to 15% fast against everything else; measured.)  ``random`` is seeded
+    with the round's index before each call (every implementation sees the same
+    depths); the garbage collector is off while timing.
     """
     est, number, repeats = {}, {}, {}
     for name, (fn, args) in impls.items():
@@ -430,11 +436,14 @@ def time_interleaved(impls: dict, budget_s: float, min_repeats: int, max_repeats
     was_enabled = gc.isenabled()
     gc.disable()
     try:
+        order = random.Random(0)
         for i in range(max(repeats.values())):
-            for name in names if i % 2 == 0 else names[::-1]:
+            for name in order.sample(names, len(names)):
                 if len(samples[name]) >= repeats[name]:
                     continue
                 fn, args = impls[name]
+                random.seed(i)
+                fn(*args)
                 random.seed(i)
                 start = time.perf_counter()
                 for _ in range(number[name]):
@@ -708,7 +717,8 @@ def report(result: Result, quick: bool) -> str:
         "`lax.reduce_window`; autograd: nine shifted slices). Every gradient is checked against the "
         "reference first (max |g − r| / max |r| ≤ 1e-10 srcgrad, 1e-8 peers in float64; 1e-5 / 1e-4 "
         "in float32). Times: median per step and min–max over interleaved repeats (each library "
-        "gets about the same timed budget, in batches of about 1 ms), garbage collector off. "
+        "gets about the same timed budget, in batches of about 1 ms, each after one untimed call of "
+        "its own, the libraries in a shuffled order each round), garbage collector off. "
         "*first call(s)* is the gradient check: a fresh gradient function's first calls (one per "
         "depth for the dynamic net), i.e. compilation plus the step(s).",
         "",
