@@ -197,7 +197,7 @@ def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backen
         body, _ = optimize.transform(body, [], set(nodes.loaded_names(result)), {}, backend.MODULE_NAME,
                                      outside={*core.params, *tangents.tangents.values()},
                                      arrays={n for n, r in rank_env.items() if isinstance(r, int) and r > 0},
-                                     shared=shared)
+                                     shared=shared, methods=False)  # (a tangent may be 0.0: one form for both)
     unbound = [nodes.assign(n, nodes.const(None)) for n in prebound]
     unbound += [nodes.assign(tangents.names[n], nodes.const(None)) for n in prebound if n in tangents.names]
     origin = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"

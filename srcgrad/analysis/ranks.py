@@ -85,7 +85,10 @@ def _partial_static(atom):
     """A compile-time value; a tuple keeps its length even if some elements are
     only known at run time (``(n, 3)`` has two dimensions whatever ``n`` is)."""
     if isinstance(atom, gast.Tuple):
-        return tuple(static_value(e) for e in atom.elts)
+        return tuple(_partial_static(e) if isinstance(e, gast.Slice) else static_value(e) for e in atom.elts)
+    if isinstance(atom, gast.Slice):  # a slice keeps its axis whatever its bounds (x[::s])
+        value = static_value(atom)
+        return slice(None) if value is UNKNOWN else value
     return static_value(atom)
 
 

@@ -55,3 +55,11 @@ def shape_length(param):
             return None
         return len(shape) if isinstance(shape, (tuple, list)) else 1
     return rank
+
+
+def windows(ndims, statics):
+    """``sliding_window_view(x, window_shape)``: one more axis per window dimension."""
+    rank, shape = ndims.get("x"), statics.get("window_shape", UNKNOWN)
+    if rank is None or shape is UNKNOWN:
+        return None
+    return rank + (len(shape) if isinstance(shape, (tuple, list)) else 1)

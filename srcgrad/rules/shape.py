@@ -85,7 +85,7 @@ def copy(ans_bar, ans, a):
     return ans_bar
 
 
-@defadjoint(np.lib.stride_tricks.sliding_window_view, diff=("x",), tangent="linear")
+@defadjoint(np.lib.stride_tricks.sliding_window_view, diff=("x",), ndim=_ndim.windows, tangent="linear")
 def sliding_window_view(ans_bar, ans, x, window_shape, axis=None, subok=False, writeable=False):
     """The windows of a convolution or pooling layer; overlapping windows add up."""
     return window_adjoint(ans_bar, x, window_shape, axis)

@@ -637,13 +637,56 @@ def _prune_pop(owner, field, after, pushes) -> bool:
     return True
 
 
+# np.f(x, ...) -> x.f(...) for an array x: the same NumPy code without the Python
+# wrapper around it (np.reshape costs 0.77 us against 0.13 us for the method; measured).
+_METHOD_FORMS = {"reshape": 2, "transpose": 2, "max": 2, "min": 2, "sum": 2, "mean": 2}
+_REDUCTION_KEYWORDS = {"axis", "keepdims"}
+
+
+def method_forms(forward, backward, arrays) -> None:
+    """Call NumPy's array methods, not its functions, on names known to hold arrays
+    (``arrays``: a rank above 0, or the adjoint of such a name, which has its shape):
+    ``np.reshape(h, s)`` becomes ``h.reshape(s)``, ``np.shape(h)`` ``h.shape``.  For an
+    array the two are the same NumPy call (CuPy's too); the function only adds a
+    Python wrapper that dispatches to the method."""
+    def rewrite(node):
+        if not isinstance(node, gast.Call) or not node.args or not isinstance(node.args[0], gast.Name) \
+                or node.args[0].id not in arrays or any(isinstance(a, gast.Starred) for a in node.args):
+            return None
+        name = _dotted(node.func)
+        if name is None or len(name) != 2 or name[0] != _module[0]:
+            return None
+        array, rest = node.args[0], node.args[1:]
+        if name[1] == "shape" and not rest and not node.keywords:
+            return gast.Attribute(value=array, attr="shape", ctx=gast.Load())
+        most = _METHOD_FORMS.get(name[1])
+        if most is None or len(node.args) > most:
+            return None
+        if name[1] in ("reshape", "transpose") and node.keywords:
+            return None
+        if name[1] not in ("reshape", "transpose") and any(k.arg not in _REDUCTION_KEYWORDS for k in node.keywords):
+            return None
+        return nodes.call(gast.Attribute(value=array, attr=name[1], ctx=gast.Load()), rest,
+                          [(k.arg, k.value) for k in node.keywords])
+
+    class Methods(gast.NodeTransformer):
+        def visit_Call(self, node):
+            self.generic_visit(node)  # (the inner call first: np.reshape(g, np.shape(h)))
+            return rewrite(node) or node
+
+    for block in (forward, backward):
+        for stmt in block:
+            Methods().visit(stmt)
+
+
 def transform(forward, backward, live_out, primal_of, module_name="np", outside=(), arrays=(), seed=None,
-              shared=None):
+              shared=None, methods=True):
     """Run the passes, each once; return the new (forward, backward).
 
     ``primal_of`` maps each adjoint variable to its primal (``h_bar -> h``);
     ``module_name`` is the generated code's array module (``np``, ``cp``);
-    ``arrays``: names known to hold arrays (``x.shape`` rather than ``np.shape(x)``);
+    ``arrays``: names known to hold arrays (``x.shape`` rather than ``np.shape(x)``;
+    with ``methods``, ``h.reshape(s)`` rather than ``np.reshape(h, s)`` too);
     ``outside``: names bound before the backward sweep runs, of which ``seed`` is
     the output's adjoint; ``shared``: name -> the names that may share its memory
     (a write into one is kept while another is read later).
@@ -672,6 +715,8 @@ def transform(forward, backward, live_out, primal_of, module_name="np", outside=
     forward, backward, _ = prune_saves(forward, backward, live_out)
     backward, live = _dce_block(backward, live_out)
     forward, _ = _dce_block(forward, live)
+    if methods:
+        method_forms(forward, backward, _arrays | {a for a, p in primal_of.items() if p in _arrays})
     # Last: the passes above rely on single assignment (a name bound once has one
     # value), which joining names gives up; joining removes copies and nothing else.
     return _coalesce(forward, backward, live_out, outside, seed)
