@@ -22,6 +22,7 @@ import numpy as np
 
 from . import errors, tree
 from .api import GradientFunction, _match, _origin_of
+from .rules import registry
 
 
 class ForwardOverReverse:
@@ -70,7 +71,8 @@ class ForwardOverReverse:
         inlined) or a hook: its pullback is a closure, which forward mode cannot follow."""
         read = {n.id for n in ast.walk(ast.parse(program.source)) if isinstance(n, ast.Name)}
         called = sorted(n for n in read & set(program.namespace) - {"rt"}
-                        if not isinstance(program.namespace[n], type(np)))
+                        if not isinstance(program.namespace[n], type(np))
+                        and registry.lookup(program.namespace[n]) is None)  # (a primitive: its rule)
         if called or "dispatch." in program.source:
             what = f"`{called[0]}`" if called else "a function known only when it runs"
             raise errors.UnsupportedSyntaxError(
