@@ -709,9 +709,15 @@ def source(fn, *example_args, **example_kwargs) -> str:
     Raises:
         TypeError: ``fn`` is not a srcgrad-transformed function.
     """
+    composed = getattr(fn, "__srcgrad_source__", None)
+    if composed is not None:  # hvp, hessian, jvp(grad(f)), grad(grad(f)): forward over reverse
+        if not (example_args or example_kwargs):
+            raise TypeError(f"srcgrad.source({fn.__name__}) needs example arguments (the code is forward mode "
+                            "over the gradient code compiled for them)")
+        return composed(*example_args, **example_kwargs)
     if not isinstance(fn, GradientFunction):
         raise TypeError("srcgrad.source expects a function made by srcgrad.grad, "
-                        f"value_and_grad or vjp; got {fn!r}")
+                        f"value_and_grad, vjp, jvp, hvp or hessian; got {fn!r}")
     try:
         if fn.options.mode == "jvp" and not fn._variadic and len(example_args) > len(fn._params):
             example_args = example_args[:len(fn._params)]  # (the tangents: of the primals' ranks)

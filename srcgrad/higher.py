@@ -16,12 +16,14 @@ a leading batch axis.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 
 import numpy as np
 
 from . import errors, tree
 from .api import GradientFunction, _match, _origin_of
+from .rules import registry
 
 
 class ForwardOverReverse:
@@ -40,7 +42,8 @@ class ForwardOverReverse:
         self.gradient, self.wrt = gradient, wrt
         self._jvps: dict = {}
 
-    def __call__(self, args, tangents):
+    def transformed(self, args) -> GradientFunction:
+        """The ``jvp`` of the gradient program for these arguments."""
         program = self.gradient.compiled(args)
         if not (program.free.refresh(program.namespace) and program.inlined.holds(args)):
             program(*args)  # (compiles it again, in place, from what the names hold now)
@@ -51,6 +54,14 @@ class ForwardOverReverse:
             transformed = self._jvps[fn] = GradientFunction(
                 fn, "jvp", self.wrt if len(self.wrt) > 1 else self.wrt[0], self.gradient.options.backend,
                 self.gradient.options.optimize, internal=True)
+        return transformed
+
+    def source(self, args) -> str:
+        """The forward-over-reverse code run for these arguments (``srcgrad.show``)."""
+        return self.transformed(args).compiled(tuple(args)).source
+
+    def __call__(self, args, tangents):
+        transformed = self.transformed(args)
         try:
             return transformed(*args, tangents if len(self.wrt) > 1 else tangents[0])
         except errors.UserCodeError as error:
@@ -70,7 +81,8 @@ class ForwardOverReverse:
         inlined) or a hook: its pullback is a closure, which forward mode cannot follow."""
         read = {n.id for n in ast.walk(ast.parse(program.source)) if isinstance(n, ast.Name)}
         called = sorted(n for n in read & set(program.namespace) - {"rt"}
-                        if not isinstance(program.namespace[n], type(np)))
+                        if not isinstance(program.namespace[n], type(np))
+                        and registry.lookup(program.namespace[n]) is None)  # (a primitive: its rule)
         if called or "dispatch." in program.source:
             what = f"`{called[0]}`" if called else "a function known only when it runs"
             raise errors.UnsupportedSyntaxError(
@@ -98,8 +110,10 @@ def _names(gradient, wrt) -> tuple:
     return tuple(name for name, _ in entries)
 
 
-def _shown(function):
-    """Call ``function`` with user errors located at the user's call (as ``grad``'s are)."""
+def _shown(function, composed=None, gradient=None):
+    """Call ``function`` with user errors located at the user's call (as ``grad``'s are).
+    With ``composed`` (a :class:`ForwardOverReverse` of ``gradient``), ``srcgrad.source``
+    of the result, given ``f``'s arguments, is the forward-over-reverse code."""
     def call(*args, **kwargs):
         try:
             return function(*args, **kwargs)
@@ -107,6 +121,10 @@ def _shown(function):
             raise errors.shown_to_user(error) from None
     call.__srcgrad_gradient__ = True  # (refused as an argument's function in differentiated code)
     call.__name__ = call.__qualname__ = function.__name__
+    if composed is not None:
+        n = len(gradient._params)
+        call.__srcgrad_source__ = lambda *args, **kwargs: composed.source(
+            gradient._arguments(args[:n] if not gradient._variadic else args, kwargs))
     return call
 
 
@@ -115,7 +133,7 @@ def jvp_of_gradient(gradient: GradientFunction, wrt):
     composed = ForwardOverReverse(gradient, _names(gradient, wrt))
     several = isinstance(wrt, (tuple, list))
 
-    @_shown
+    @functools.partial(_shown, composed=composed, gradient=gradient)
     def jvp_gradient(*args, **kwargs):
         *primals, tangents = args
         primals = gradient._arguments(tuple(primals), kwargs)
@@ -147,7 +165,7 @@ def grad_of_gradient(gradient: GradientFunction, wrt):
     outer = GradientFunction(gradient.fn, "grad", wrt, gradient.options.backend, gradient.options.optimize)
     composed = ForwardOverReverse(outer, inner)
 
-    @_shown
+    @functools.partial(_shown, composed=composed, gradient=outer)
     def second_derivative(*args, **kwargs):
         args = gradient._arguments(args, kwargs)
         a = args[gradient._wrt_index[0]]
@@ -191,7 +209,7 @@ def hvp(f, wrt=0, backend=None, optimize=True):
     several = isinstance(wrt, (tuple, list))
     composed = ForwardOverReverse(gradient, _names(gradient, wrt))
 
-    @_shown
+    @functools.partial(_shown, composed=composed, gradient=gradient)
     def hessian_vector_product(*args, **kwargs):
         if not args:
             raise TypeError(f"hvp({f.__name__}) takes {f.__name__}'s arguments, then the vector(s)")
@@ -246,7 +264,7 @@ def hessian(f, wrt=0, backend=None, optimize=True):
     several = isinstance(wrt, (tuple, list))
     composed = ForwardOverReverse(gradient, _names(gradient, wrt))
 
-    @_shown
+    @functools.partial(_shown, composed=composed, gradient=gradient)
     def hessian_of(*args, **kwargs):
         args = gradient._arguments(args, kwargs)
         gradient._check_wrt(args)

@@ -585,11 +585,11 @@ def basic_index(index) -> bool:
     return is_basic_index(index)
 
 
-def cast_adjoint(g, ans):
-    """``g``, or zeros where ``ans`` has an integer or boolean dtype (a creation function
+def cast_adjoint(g, like):
+    """``g``, or zeros where ``like`` has an integer or boolean dtype (a creation function
     given ``dtype=int``, a cast to int): a value rounded to integers has zero derivative."""
-    dtype = getattr(ans, "dtype", None)
-    if dtype.kind in "fc" if dtype is not None else isinstance(ans, (float, complex)):
+    dtype = getattr(like, "dtype", None)
+    if dtype.kind in "fc" if dtype is not None else isinstance(like, (float, complex)):
         return g
     return array_module(g).zeros_like(g)
 

@@ -58,10 +58,15 @@ def self_contained(fn) -> bool:
     for node in (n for stmt in fdef.body for n in nodes.walk(stmt)):
         if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id not in local:
             value = fn.__globals__.get(node.id, getattr(builtins, node.id, UNKNOWN))
-            if not (value is np or getattr(value, "__module__", None) == runtime.__name__
+            if not (value is np or _runtime_helper(node.id, value)
                     or hasattr(builtins, node.id) and node.id not in fn.__globals__):
                 return False
     return True
+
+
+def _runtime_helper(name, value) -> bool:
+    """What ``rt.<name>`` is in generated code (``rt.add`` is ``tree.add``, bound there)."""
+    return value is not UNKNOWN and getattr(runtime, name, None) is value
 
 
 def static_value(node):
@@ -325,7 +330,7 @@ class _Substitute(gast.NodeTransformer):
         value = self.inst._global(node.id)
         if value is np:
             return nodes.name(self.inst.site.module_name)
-        if isinstance(value, types.FunctionType) and value.__module__ == runtime.__name__:
+        if isinstance(value, types.FunctionType) and _runtime_helper(node.id, value):
             return nodes.dotted(f"rt.{node.id}")
         return node
 

@@ -103,7 +103,7 @@ def test_gallery_gpu_example_runs_or_says_why_not():
             or "skipped: this example needs " in result.stdout), _report(result)
 
 
-# ---- the gallery, examples 08-13 -----------------------------------------------
+# ---- the gallery, examples 08-14 -----------------------------------------------
 # Each writes its generated gradient code (and 12, 13 a plot) under --out; the
 # test checks the exit status, that the code is valid Python holding the
 # lines that make the example's point, and the example's closing line.
@@ -126,6 +126,9 @@ GALLERY_08_13 = {
     "13_rnn_sequence.py": ((), {"13_rnn_sequence_grad.py": "loop1_stack_local.pop()"},
                            ["gradient check: srcgrad agrees with finite differences",
                             "13_rnn_sequence: all checks passed"]),
+    "14_newton_hvp.py": ((), {"14_newton_hvp_code.py": "w2_bar_dot = "},
+                         ["H v agrees with central differences of srcgrad.grad", "damped Newton-CG steps",
+                          "14_newton_hvp: all checks passed"]),
 }
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import srcgrad
-from srcgrad import errors
+from srcgrad import errors, nn, tree
 from srcgrad import runtime as rt
 from srcgrad.rules import registry
 
@@ -276,6 +276,19 @@ HELPERS = [  # (helper, arguments, the position of each linear argument)
     (rt.matmul_rhs, lambda r: (r.standard_normal(2), r.standard_normal(4), r.standard_normal((4, 2))), (0, 1)),
     (rt.matmul_rhs, lambda r: (r.standard_normal((2, 3, 2)), r.standard_normal((2, 3, 4)),
                                r.standard_normal((4, 2))), (0, 1)),
+    (rt.add, lambda r: (r.standard_normal((3, 4)), r.standard_normal((3, 4))), (0, 1)),
+    (rt.cast_adjoint, lambda r: (r.standard_normal((3, 4)), np.zeros((3, 4))), (0,)),
+    (rt.cast_adjoint, lambda r: (r.standard_normal((3, 4)), np.zeros((3, 4), int)), (0,)),
+    (rt.dtype_adjoint, lambda r: (r.standard_normal(3), None), (0,)),
+    (rt.unbroadcast_to, lambda r: (r.standard_normal((5, 3, 4)), (3, 1)), (0,)),
+    (rt.window_adjoint, lambda r: (r.standard_normal((4, 2)), r.standard_normal(5), 2), (0,)),
+    (rt.window_adjoint, lambda r: (r.standard_normal((2, 3, 3, 2, 3)), r.standard_normal((2, 4, 5)), (2, 3),
+                                   (1, 2)), (0,)),
+    (rt.written_adjoint, lambda r: (r.standard_normal((3, 4)), _I[1:, 2], r.standard_normal(2)), (0,)),
+    (rt.written_adjoint, lambda r: (r.standard_normal(5), ([0, 2, 0],), r.standard_normal(3)), (0,)),
+    (rt.written_adjoint, lambda r: (r.standard_normal((3, 4)), _I[:, 1], r.standard_normal(())), (0,)),
+    (rt.sort_adjoint, lambda r: (r.standard_normal((3, 4)), r.standard_normal((3, 4)), 1), (0,)),
+    (rt.sort_adjoint, lambda r: (r.standard_normal(12), r.standard_normal((3, 4)), None), (0,)),
 ]
 
 
@@ -296,13 +309,15 @@ def test_helper_rules_pass_the_dot_product_test(helper, make, linear):
     assert len(adjoints) == len(linear)
     for position, adjoint in zip(linear, adjoints):
         v = r.standard_normal(np.shape(args[position]))
-        moved = list(args)
-        moved[position] = v
-        np.testing.assert_allclose(np.sum(u * helper(*moved)), np.sum(adjoint * v), rtol=1e-12)
+        moved, zeroed = list(args), list(args)
+        moved[position], zeroed[position] = v, np.zeros_like(v)
+        # (minus the value at zero: `rt.add` is linear in its two addends together)
+        np.testing.assert_allclose(np.sum(u * (helper(*moved) - helper(*zeroed))), np.sum(adjoint * v),
+                                   rtol=1e-12)
 
 
-# ---- what forward mode over gradient code cannot follow yet: refused at the user's line ----
-# (found by an outside tester: these raised errors naming srcgrad's own files)
+# ---- gradient code that accumulates (rt.add), restores a slice write, adds windows' adjoints
+# (rt.window_adjoint), casts (rt.cast_adjoint): the helpers' tangent rules (rules/adjoints.py)
 
 def _helper_with_early_return(z, w, k):
     if k > 3:
@@ -328,14 +343,126 @@ def _sliding_max(x):
 
 @pytest.mark.parametrize("fn, shapes", [(_calls_it_in_a_loop, [(3, 3), (2, 3)]), (_padded, [(4,)]),
                                         (_sliding_max, [(5,)])])
-def test_what_forward_mode_cannot_follow_in_gradient_code_is_refused_at_the_users_line(fn, shapes):
-    rng = np.random.default_rng(0)
-    args = [rng.standard_normal(s) for s in shapes]
+def test_hessian_of_gradient_code_that_calls_runtime_helpers(fn, shapes):
+    r = np.random.default_rng(0)
+    args = [r.standard_normal(s) for s in shapes]
+    v = r.standard_normal(shapes[0])
+    np.testing.assert_allclose(srcgrad.hvp(fn)(*args, v), gradient_difference(fn, args, 0, v), rtol=1e-5,
+                               atol=1e-7)
+    H = srcgrad.hessian(fn)(*args).reshape(args[0].size, args[0].size)
+    np.testing.assert_allclose(H, H.T, atol=1e-10)
+
+
+# ---- the gallery's models: hvp with respect to a whole model ------------------------
+class DynamicNet(nn.Module):
+    """examples/09's network, at a fixed depth: the middle layer shared three times."""
+
+    def __init__(self, dtype):
+        self.input_linear = nn.Linear(5, 4, dtype=dtype)
+        self.middle_linear = nn.Linear(4, 4, dtype=dtype)
+        self.output_linear = nn.Linear(4, 3, dtype=dtype)
+
+    def forward(self, x):
+        h_relu = np.maximum(self.input_linear(x), 0)
+        for _ in range(3):
+            h_relu = np.maximum(self.middle_linear(h_relu), 0)
+        return self.output_linear(h_relu)
+
+
+class SmallCNN(nn.Module):
+    """examples/digits_cnn.py's model (conv with padding, pooling, linear), smaller; Tanh
+    so that the Hessian is not zero almost everywhere."""
+
+    def __init__(self, pool, side, dtype):
+        self.conv = nn.Conv2d(2, 3, 3, padding=1, dtype=dtype)
+        self.act = nn.Tanh()
+        self.pool = pool
+        self.to_vector = nn.Flatten()
+        out = (side - pool.kernel_size[0]) // pool.stride + 1
+        self.fc = nn.Linear(3 * out * out, 4, dtype=dtype)
+
+    def forward(self, x):
+        return self.fc(self.to_vector(self.pool(self.act(self.conv(x)))))
+
+
+def squared_error(model, x, y):
+    return np.sum((model(x) - y) ** 2)
+
+
+def cross_entropy(model, x, labels):
+    return nn.cross_entropy(model(x), labels)
+
+
+def _leaves(t):
+    return tree.flatten(t)[1]
+
+
+def _moved(model, v, eps):
+    return tree.unflatten(tree.flatten(model)[2], [a + eps * b if isinstance(a, np.ndarray) and a.dtype.kind == "f"
+                                                   else a for a, b in zip(_leaves(model), _leaves(v))])
+
+
+def _model_cases(dtype):
+    r = np.random.default_rng(5)
+    nn.init.manual_seed(0)
+    return [
+        (squared_error, DynamicNet(dtype), r.standard_normal((6, 5)).astype(dtype),
+         r.standard_normal((6, 3)).astype(dtype)),
+        (cross_entropy, SmallCNN(nn.MaxPool2d(3, stride=2), 6, dtype),  # overlapping windows
+         r.standard_normal((2, 2, 6, 6)).astype(dtype), np.array([1, 3])),
+        (cross_entropy, SmallCNN(nn.MaxPool2d(2), 5, dtype),  # tiling windows, the odd row cropped
+         r.standard_normal((2, 2, 5, 5)).astype(dtype), np.array([0, 2])),
+        (cross_entropy, SmallCNN(nn.AvgPool2d(2, stride=1), 4, dtype),
+         r.standard_normal((2, 2, 4, 4)).astype(dtype), np.array([1, 3])),
+    ]
+
+
+@pytest.mark.parametrize("case", range(4), ids=["dynamic-net", "cnn-overlapping-max", "cnn-tiled-max", "cnn-avg"])
+def test_hvp_with_respect_to_a_model(case):
+    f, model, x, y = _model_cases(np.float64)[case]
+    g = srcgrad.grad(f)
+    v = tree.unflatten(tree.flatten(g(model, x, y))[2], [np.random.default_rng(1).standard_normal(np.shape(a))
+                                                        for a in _leaves(g(model, x, y))])
+    hv = srcgrad.hvp(f)(model, x, y, v)
+    eps = 1e-6
+    plus, minus = g(_moved(model, v, eps), x, y), g(_moved(model, v, -eps), x, y)
+    for h, p, m in zip(_leaves(hv), _leaves(plus), _leaves(minus)):
+        np.testing.assert_allclose(h, (p - m) / (2 * eps), rtol=1e-5, atol=1e-7)
+    # float32: the same product, in float32
+    f, model32, x32, y32 = _model_cases(np.float32)[case]
+    v32 = tree.unflatten(tree.flatten(v)[2], [a.astype(np.float32) for a in _leaves(v)])
+    hv32 = srcgrad.hvp(f)(model32, x32, y32, v32)
+    for h32, h in zip(_leaves(hv32), _leaves(srcgrad.hvp(f)(_as64(model32), x32.astype(np.float64), y32, v))):
+        assert h32.dtype == np.float32
+        np.testing.assert_allclose(h32, h, rtol=1e-2, atol=1e-3 * max(1.0, np.max(np.abs(h))))
+
+
+def _as64(model):
+    return tree.unflatten(tree.flatten(model)[2], [a.astype(np.float64) if isinstance(a, np.ndarray)
+                                                   and a.dtype.kind == "f" else a for a in _leaves(model)])
+
+
+# ---- what forward mode over gradient code cannot follow yet: refused at the user's line ----
+# (found by an outside tester: these raised errors naming srcgrad's own files)
+
+def _product(x):
+    return np.prod(x) ** 2  # (np.prod's adjoint helper has no tangent rule yet)
+
+
+def _overwritten(x):
+    y = np.tanh(x)
+    # The write overwrites elements whose view `y[1:3]` the backward sweep reads: it puts
+    # them back first (`y[1:3] = y_overwritten`), which forward mode over that code, whose
+    # tangents need not be laid out as their primals, does not follow yet.
+    y[1:3] = y[1:3] ** 2
+    return np.sum(np.exp(y))
+
+
+@pytest.mark.parametrize("fn", [_product, _overwritten])
+def test_what_forward_mode_cannot_follow_in_gradient_code_is_refused_at_the_users_line(fn):
+    x = np.random.default_rng(0).standard_normal(4)
     with pytest.raises(srcgrad.errors.UnsupportedSyntaxError) as refused:
-        srcgrad.hvp(fn)(*args, np.ones_like(args[0]))
+        srcgrad.hvp(fn)(x, np.ones_like(x))
     message = str(refused.value)
-    assert "test_higher.py" in message.splitlines()[0] and "second derivative" in message
-    assert "<srcgrad" not in message.splitlines()[0]
-    # the first derivative stays right
-    g = srcgrad.grad(fn)(*args)
-    assert g.shape == args[0].shape
+    assert message.splitlines()[0].split(":")[0].endswith("test_higher.py") and "second derivative" in message
+    assert srcgrad.grad(fn)(x).shape == x.shape  # the first derivative stays right

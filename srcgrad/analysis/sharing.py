@@ -88,13 +88,52 @@ def check(body, ranks, params=()) -> dict:
     memory = Memory(body, ranks, params)
     after = {id(s): None for s in writes + augmented}
     _Liveness(after).block(body, set(params))  # (the caller still holds the arguments when we return)
+    fresh = _into_new_arrays(body, ranks, _view_rules(), set(params))
     for stmt in writes + augmented:
         array = anno.get(stmt, "array") if stmt in writes else anno.get(stmt, "augments")
         own = {array, *nodes.assigned_names(stmt)}  # (`y += v` binds the new value: not an alias)
-        seen = sorted(n for n in after.get(id(stmt), ()) if n not in own and memory.overlap(n, array))
+        if id(stmt) in fresh:  # `y` holds the array made above it, whatever else it holds elsewhere
+            seen = sorted(n for n in after.get(id(stmt), ()) if n not in own and array in memory.points.get(n, ()))
+        else:
+            seen = sorted(n for n in after.get(id(stmt), ()) if n not in own and memory.overlap(n, array))
         if seen:
             _refuse(stmt, array, seen, memory.made, params)
     return {a: memory.sharing(a) - {a} for a in {anno.get(s, "array") for s in writes}}
+
+
+def _into_new_arrays(body, ranks, views, params) -> set:
+    """The writes ``y[i] = v`` whose ``y`` was last bound, earlier in the same statement
+    list, to a new array (``y = np.zeros_like(x)``): there ``y`` is that array only,
+    though the points-to sets, flow-insensitive, also give ``y`` what another branch
+    binds to it (``else: y = x``, as gradient code's adjoints are)."""
+    found = set()
+
+    def walk(stmts):
+        new = set()  # names bound to a new array above, in this list
+        for stmt in stmts:
+            if isinstance(stmt, (gast.If, gast.For, gast.While)):
+                walk(stmt.body)
+                walk(stmt.orelse)
+                new -= set(n for s in stmt.body + stmt.orelse for n in _bound_within(s))
+                new -= set(nodes.assigned_names(stmt)) if isinstance(stmt, gast.For) else set()
+                continue
+            if anno.get(stmt, "kind") == "setitem":
+                if anno.get(stmt, "array") in new:
+                    found.add(id(stmt))
+                continue
+            bound = set(nodes.assigned_names(stmt))
+            shared = {t for t, _ in _sharing(stmt, ranks, views)}
+            kind = anno.get(stmt, "kind")
+            made = bound - shared if kind not in ("call", "unknown") and isinstance(stmt, gast.Assign) \
+                and not anno.has(stmt, "augments") else set()  # (`y += v`: the same array)
+            new = (new - bound) | (made - params)
+    walk(body)
+    return found
+
+
+def _bound_within(stmt):
+    for inner in nodes.statements([stmt]):
+        yield from nodes.assigned_names(inner)
 
 
 class Memory:

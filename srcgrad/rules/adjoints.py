@@ -18,11 +18,65 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime import (broadcast_reduced, count_reduced, fill_like, getitem_adjoint, matmul_lhs, matmul_rhs, max_adjoint,
-                       reshape_back, unbroadcast, zeros_tangent)
-from .registry import defadjoint, nondifferentiable
+from ..runtime import (add, broadcast_reduced, broadcast_tangent, cast_adjoint, count_reduced, dtype_adjoint,
+                       fill_like, getitem_adjoint, is_constant, matmul_lhs, matmul_rhs, max_adjoint, reshape_back,
+                       sort_adjoint, sorted_like, unbroadcast, unbroadcast_to, window_adjoint, written_adjoint,
+                       zeros_like, zeros_tangent)
+from .registry import defadjoint, deftangent, nondifferentiable
 
-nondifferentiable(count_reduced, zeros_tangent)  # an element count; zeros
+nondifferentiable(count_reduced, zeros_tangent, zeros_like)  # an element count; zeros
+
+
+@defadjoint(add, diff=("a", "b"))
+def add_transposed(ans_bar, ans, a, b):
+    """Accumulation (``x_bar = rt.add(x_bar, contribution)``): each addend gets it all."""
+    return unbroadcast(ans_bar, a), unbroadcast(ans_bar, b)
+
+
+@deftangent(add)
+def add_tangent(ans, a, b, a_dot=None, b_dot=None):
+    """Linear in the two addends together: their tangents accumulated alike."""
+    if is_constant(a_dot):
+        return broadcast_tangent(b_dot, ans)
+    if is_constant(b_dot):
+        return broadcast_tangent(a_dot, ans)
+    return add(a_dot, b_dot)
+
+
+@defadjoint(cast_adjoint, diff=("g",), zero=("like",), tangent="linear")
+def cast_adjoint_transposed(ans_bar, ans, g, like):
+    """The identity or zero (by ``like``'s dtype): its own transpose."""
+    return cast_adjoint(ans_bar, like)
+
+
+@defadjoint(dtype_adjoint, diff=("g",), tangent="linear")
+def dtype_adjoint_transposed(ans_bar, ans, g, dtype):
+    return dtype_adjoint(ans_bar, dtype)
+
+
+@defadjoint(unbroadcast_to, diff=("g",), tangent="linear")
+def unbroadcast_to_transposed(ans_bar, ans, g, shape):
+    return ans_bar + np.zeros_like(g)
+
+
+@defadjoint(window_adjoint, diff=("g",), zero=("x",), tangent="linear")
+def window_adjoint_transposed(ans_bar, ans, g, x, window_shape, axis=None):
+    """Overlapping windows' adjoints added into ``x``'s shape, transposed: the windows again."""
+    return np.lib.stride_tricks.sliding_window_view(ans_bar, window_shape, axis)
+
+
+@defadjoint(written_adjoint, diff=("g",), zero=("value",), tangent="linear")
+def written_adjoint_transposed(ans_bar, ans, g, index, value):
+    """The elements of ``g`` that a write ``y[index] = value`` lands on (the last of a repeated
+    index), transposed: scattered back there, each the sum over what ``value`` broadcast to."""
+    lands = written_adjoint(np.ones_like(g), index, g[index])
+    return getitem_adjoint(np.broadcast_to(ans_bar, np.shape(lands)) * lands, g, index)
+
+
+@defadjoint(sort_adjoint, diff=("ans_bar",), zero=("a",), tangent="linear")
+def sort_adjoint_transposed(u, ans, ans_bar, a, axis=-1):
+    """Elements put back where they came from, transposed: moved where they go (``np.sort``)."""
+    return sorted_like(u, a, axis)
 
 
 @defadjoint(unbroadcast, diff=("g",), zero=("x",), tangent="linear")

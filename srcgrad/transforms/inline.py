@@ -44,6 +44,7 @@ Before/after, with ``Net.forward(self, x)`` being ``return x @ self.w``::
 """
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import inspect
 import textwrap
@@ -169,6 +170,7 @@ class _Inliner:
         self.fn, self.free = fn, free
         self.inlined = Inlined()
         self.taken = nodes.names_in(fdef) | set(free.names) | set(_RESERVED)
+        self.own = resolve.local_names(fdef)
         params = [a.id for a in fdef.args.posonlyargs + fdef.args.args + [fdef.args.vararg]
                   + fdef.args.kwonlyargs + [fdef.args.kwarg] if a is not None]
         stored = {n.id for n in gast.walk(fdef) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
@@ -430,6 +432,13 @@ class _Inliner:
         anno.set(site, "consumed", True)
         return lines + [final], None
 
+    def _builtin_there(self, name) -> bool:
+        """Whether ``name``, read by a callee, is a builtin in the caller's code too."""
+        caller = self.fn
+        return anno.get(name, "resolved", _MISSING) is getattr(builtins, name.id, _MISSING) \
+            and name.id not in caller.__globals__ and name.id not in caller.__code__.co_freevars \
+            and name.id not in self.free.names and name.id not in self.own
+
     def _parsed(self, fn):
         """``fn``'s checked tree and free names, or None where it is not inlined."""
         if fn in self.parsed:
@@ -460,8 +469,9 @@ class _Inliner:
             return None
         # Every name it reads is its own or resolved in its module (else the caller's
         # namespace would answer for it).
+        # A builtin (`range`) is the same one there unless the caller binds that name.
         if any(isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load) and n.id not in local
-               and n.id not in callee_free.names for n in gast.walk(fdef)):
+               and n.id not in callee_free.names and not self._builtin_there(n) for n in gast.walk(fdef)):
             return None
         from .reverse import _changed_in_place  # (the reverse pass's reading of a callee's writes)
         params = set(inspect.signature(fn).parameters)

@@ -731,9 +731,15 @@ def _coalesce(forward, backward, live_out, outside, seed):
     params = set(outside)
     forward_names = {n for s in forward for n in nodes.names_in(s)}  # (a loop's walk covers its body)
     before = params | forward_names
-    backward, _ = coalesce.transform(backward, live_out, fixed={seed}, kept=before - {seed}, entry=before)
+    # An array written in place keeps its own name: joined with a name that elsewhere holds
+    # another array (`padded = x` in the other branch), the code would read as a write that
+    # may reach that array, which srcgrad refuses when it transforms this code again (hvp).
+    written = {n.value.id for s in forward + backward for n in nodes.walk(s)
+               if isinstance(n, gast.Subscript) and isinstance(n.ctx, gast.Store) and isinstance(n.value, gast.Name)}
+    backward, _ = coalesce.transform(backward, live_out, fixed={seed}, kept=(before - {seed}) | written,
+                                     entry=before)
     backward_names = {n for s in backward for n in nodes.names_in(s)}
-    forward, _ = coalesce.transform(forward, set(live_out) | backward_names,
+    forward, _ = coalesce.transform(forward, set(live_out) | backward_names, kept=written,
                                     fixed=backward_names | set(live_out) | params, entry=params)
     return forward, backward
 
