@@ -10,6 +10,7 @@ callee when generated code runs (``vjp_call`` and its like) is in
 """
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 import operator
@@ -742,6 +743,13 @@ def redo(done: list) -> None:
     for array, index, written in reversed(done):
         array[index] = written
     done.clear()
+
+
+def is_gradient_function(obj) -> bool:
+    """A function srcgrad made (``srcgrad.grad(f)``, a pullback): it carries the mark
+    ``__srcgrad_gradient__``.  Read without running the class's ``__getattr__`` (a
+    model that delegates any name is no gradient function)."""
+    return inspect.getattr_static(obj, "__srcgrad_gradient__", False) is True
 
 
 def higher_order_error(fn, origin):

@@ -51,7 +51,7 @@ import types
 import gast
 import numpy as np
 
-from .. import anno, errors, nodes
+from .. import anno, errors, nodes, runtime
 from ..rules import registry
 from . import exits, parse, resolve, validate
 
@@ -405,7 +405,7 @@ class _Inliner:
         if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS | inspect.CO_GENERATOR
                             | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE) \
                 or code.co_freevars or registry.lookup(fn) is not None or hasattr(fn, "defadjoint") \
-                or getattr(fn, "__srcgrad_gradient__", False) \
+                or runtime.is_gradient_function(fn) \
                 or fn.__module__ and fn.__module__.split(".")[0] in ("numpy", "scipy", "cupy"):
             return None
         try:
