@@ -49,7 +49,7 @@ class GradientFunction:
     def __init__(self, fn, mode: str, wrt, backend: str | None = None, optimize: bool = True,
                  has_aux: bool = False, internal: bool = False, intermediates=(), hooks=None,
                  check: bool | None = None):
-        if getattr(fn, "__srcgrad_gradient__", False):
+        if runtime.is_gradient_function(fn):
             raise errors.UnsupportedSyntaxError(
                 f"srcgrad cannot take the {mode} of `{getattr(fn, '__name__', fn)}`, a function srcgrad made: "
                 "it differentiates a gradient once more only as grad(grad(f)) (a scalar first "

@@ -88,7 +88,7 @@ def vjp_call(fn, wrt, *args, **kwargs):
                 value, pullback = program(*args)
                 return (value, api.tuple_pullback(pullback, value)) if isinstance(value, tuple) \
                     else (value, pullback)
-    if getattr(fn, "__srcgrad_gradient__", False):
+    if rt.is_gradient_function(fn):
         raise rt.higher_order_error(fn, None)
     receiver = ()
     owner = getattr(fn, "__self__", None)
@@ -225,7 +225,7 @@ def jvp_call(fn, wrt, dots, *args, _where="?", **kwargs):
             program = transformed._cache.get(tuple(map(rank_of_argument, args)))
             if program is not None:
                 return program(*args, *dots)
-    if getattr(fn, "__srcgrad_gradient__", False):
+    if rt.is_gradient_function(fn):
         raise rt.higher_order_error(fn, None)
     receiver = ()
     owner = getattr(fn, "__self__", None)

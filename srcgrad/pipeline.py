@@ -159,6 +159,10 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
                                                backend.MODULE_NAME, outside={sweeps.seed, *core.params},
                                                arrays={n for n, r in rank_env.items() if isinstance(r, int) and r > 0},
                                                seed=sweeps.seed, shared=shared)
+    # 7b. after a call of the user's code that was not inlined, the code checks what it was
+    #     specialised on (the call may swap a layer, patch a method, rebind a function).
+    watch = _Specialisation(free, inlined)
+    forward = watch.after_calls(forward, core)
     # 8. emit and load.
     module = _assemble(fn, core, forward, backward, sweeps, options, backend, rank_env)
     text = emit.render(module)
@@ -168,6 +172,7 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     namespace = {"__name__": "srcgrad.generated", backend.MODULE_NAME: backend.module(), "rt": runtime}
     for (name, hook), variable in zip(options.hooks, hook_names.values()):
         namespace[variable] = runtime.hooked(hook)
+    watch.bind(namespace)
     # (A callee is a free name, guarded by `free`: rebound, the program is compiled again.)
     if link is not None:
         for (_, callee, wrt, arg_ranks), name in sweeps.callees.items():
@@ -198,6 +203,8 @@ def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backen
                                      outside={*core.params, *tangents.tangents.values()},
                                      arrays={n for n, r in rank_env.items() if isinstance(r, int) and r > 0},
                                      shared=shared, methods=False)  # (a tangent may be 0.0: one form for both)
+    watch = _Specialisation(free, inlined)
+    body = watch.after_calls(body, core)
     unbound = [nodes.assign(n, nodes.const(None)) for n in prebound]
     unbound += [nodes.assign(tangents.names[n], nodes.const(None)) for n in prebound if n in tangents.names]
     origin = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"
@@ -214,12 +221,72 @@ def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backen
     filename = f"<srcgrad {fn.__module__}.{fn.__qualname__} jvp ndim=({signature})>"
     namespace = {"__name__": "srcgrad.generated", backend.MODULE_NAME: backend.module(), "rt": runtime,
                  **tangents.extras}
+    watch.bind(namespace)
     free.refresh(namespace)
     errors.register_generated(filename, fn.__code__.co_filename)
     emit.load(text, filename, namespace)
     namespace[backend.MODULE_NAME] = backend.module()
     return Compiled(text, namespace[name], free, namespace,
                     functools.partial(compile_function, fn, options, param_ranks, link), inlined)
+
+
+class _Specialisation:
+    """What compiled code was specialised on (the functions and classes behind its free
+    names, the class at each object path and the functions behind the methods it
+    inlined), checked by the code itself after each call of the user's code that was
+    not inlined: such a call may rebind a function, swap a layer (``model.l = Sq(w)``)
+    or patch a method while the code runs, and the code would go on running the
+    old one.  (``pipeline.Compiled`` checks the same before each call, and compiles
+    again; in the middle of a call that is too late, so a change there is refused.)
+    NumPy's functions, rules and calls that were inlined are not checked after:
+    code that calls only those (a model whose calls were all inlined) has no check."""
+
+    def __init__(self, free, inlined):
+        self.free, self.inlined = free, inlined
+        self.name, self.origins, self.namespace = None, {}, None
+
+    def after_calls(self, body, core) -> list:
+        """``body`` with ``specialised.check((m, x), 'loss.py:12')`` after each call of the
+        user's code that was not inlined, where the code is specialised on anything."""
+        if not (self.free.guards or any(part.guards for part, _ in self.free.parts)
+                or self.inlined.classes or self.inlined.methods):
+            return body
+        out = []
+        for stmt in body:
+            for field in ("body", "orelse"):
+                if getattr(stmt, field, None):
+                    setattr(stmt, field, self.after_calls(getattr(stmt, field), core))
+            out.append(stmt)
+            if anno.get(stmt, "kind") == "call" and not anno.get(stmt, "operator") \
+                    and not anno.get(stmt, "field"):
+                origin = anno.get(stmt, "origin")
+                where = origin.where if origin else "?"
+                self.origins.setdefault(where, origin)
+                self.name = self.name or core.fresh("specialised")
+                check = gast.Expr(value=nodes.call(f"{self.name}.check", [
+                    nodes.tuple_([nodes.name(p) for p in core.params]), nodes.const(where)]))
+                for key in ("group", "origin"):
+                    anno.set(check, key, anno.get(stmt, key))
+                anno.set(check, "impure", True)
+                out.append(check)
+        return out
+
+    def bind(self, namespace):
+        if self.name is not None:
+            self.namespace = namespace
+            namespace[self.name] = self
+
+    def check(self, args, where):
+        """Raises ``UnsupportedSyntaxError`` (at the call's line) when what the code was
+        specialised on changed during the call just made."""
+        if self.free.refresh(self.namespace) and self.inlined.holds(args):
+            return
+        raise errors.UnsupportedSyntaxError(
+            "this call changed, while the differentiated code ran, a function, a layer or a method "
+            "that srcgrad compiled this code for (it rebound a function, put another layer into a "
+            "model, or replaced a method of a class): the code would go on using the old one",
+            self.origins.get(where), "make the change before calling the gradient function (a change "
+            "between calls is seen), or pass the layer to use as an argument")
 
 
 def _function_name(core, options) -> str:

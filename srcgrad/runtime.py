@@ -10,6 +10,7 @@ callee when generated code runs (``vjp_call`` and its like) is in
 """
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 import operator
@@ -755,6 +756,13 @@ def redo(done: list) -> None:
     done.clear()
 
 
+def is_gradient_function(obj) -> bool:
+    """A function srcgrad made (``srcgrad.grad(f)``, a pullback): it carries the mark
+    ``__srcgrad_gradient__``.  Read without running the class's ``__getattr__`` (a
+    model that delegates any name is no gradient function)."""
+    return inspect.getattr_static(obj, "__srcgrad_gradient__", False) is True
+
+
 def higher_order_error(fn, origin):
     """The refusal of a differentiated value passed to a srcgrad gradient function."""
     return errors.UnsupportedSyntaxError(
@@ -1165,3 +1173,47 @@ def array_operand(value, where: str):
         f"forward mode met a {type(value).__name__} as an operand at {where}: an operator of a class of "
         "yours, which it does not differentiate yet", None,
         "use srcgrad.vjp, or call NumPy on the arrays the object holds")
+
+
+class Cells:
+    """A closure's variables as attributes, each read from its cell when the code reads
+    it (``outer.G``): a call may rebind it (``nonlocal G``) while the code runs."""
+
+    __slots__ = ("_cells",)
+
+    def __init__(self, cells: dict):
+        self._cells = cells
+
+    def __getattr__(self, name):
+        try:
+            return self._cells[name].cell_contents
+        except (KeyError, ValueError):
+            # (AttributeError, as a module's: `getattr(scope, name, default)` expects it)
+            raise AttributeError(f"free variable {name!r} referenced before assignment") from None
+
+
+class Globals:
+    """The globals of code made by ``exec`` (no module holds them) as attributes, read
+    when the code reads them (``module.G``), as a module's are."""
+
+    __slots__ = ("_globals",)
+
+    def __init__(self, globals_: dict):
+        self._globals = globals_
+
+    def __getattr__(self, name):
+        try:
+            return self._globals[name]
+        except KeyError:
+            raise AttributeError(f"name {name!r} is not defined") from None
+
+
+_GLOBALS_SCOPES: dict = {}  # id(globals) -> (globals, its Globals): one view per dict
+
+
+def scope_of_globals(globals_: dict) -> Globals:
+    """The one :class:`Globals` of this dict (code inlined from the same globals shares it)."""
+    held = _GLOBALS_SCOPES.get(id(globals_))
+    if held is None or held[0] is not globals_:
+        held = _GLOBALS_SCOPES[id(globals_)] = (globals_, Globals(globals_))
+    return held[1]

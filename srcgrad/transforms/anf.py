@@ -1057,8 +1057,13 @@ class _Lowering:
         first (``y_overwritten``) so the backward sweep can put them back, and the
         write is refused where ``y`` may share memory with another name."""
         if not isinstance(target.value, gast.Name) or anno.has(target.value, "resolved"):
-            raise errors.at(stmt, "only writes into a local array are supported (`y[i] = v`)",
-                            "build the array in a local variable")
+            held = nodes.to_source(target.value)
+            what = f"the global `{held}`" if isinstance(target.value, gast.Name) else f"`{held}`"
+            raise errors.at(stmt, f"writing into {what}, which this function did not make, is not "
+                            "supported: srcgrad follows writes only into arrays, lists and dicts held in "
+                            "the function's own names (`y[i] = v`)",
+                            "write into a local copy (`y = np.copy(...)`, `d = dict(...)`) and return it "
+                            "(with has_aux=True where only the loss is differentiated)")
         user = target.value.id
         name = self.current.get(user, user)
         fresh, origin = self.made_by.get(name, (False, None))

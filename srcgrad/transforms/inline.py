@@ -47,13 +47,12 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import inspect
-import textwrap
 import types
 
 import gast
 import numpy as np
 
-from .. import anno, errors, nodes
+from .. import anno, errors, nodes, runtime
 from ..rules import registry
 from . import exits, parse, resolve, validate
 
@@ -128,24 +127,6 @@ def transform(fdef: gast.FunctionDef, fn, free: resolve.FreeNames, objects: dict
     return inliner.inlined
 
 
-_GLOBALS: dict = {}  # code object -> the names its `global` statements declare
-
-
-def _rebinds_globals(fn) -> set:
-    """The names ``fn``'s own ``global`` statements declare (read from its source once)."""
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return set()
-    if code not in _GLOBALS:
-        try:
-            tree = gast.parse(textwrap.dedent(inspect.getsource(code)))
-        except (OSError, TypeError, SyntaxError):
-            tree = None
-        _GLOBALS[code] = {name for n in gast.walk(tree) if isinstance(n, gast.Global) for name in n.names} \
-            if tree is not None else set()
-    return _GLOBALS[code]
-
-
 def is_object(value) -> bool:
     """An instance of a class of the user's (a model), whose methods can be inlined."""
     cls = type(value)
@@ -211,9 +192,6 @@ class _Inliner:
             return []
         items, parents = _calls_in_order(root, stmt)
         targets = [self._target(c) if isinstance(c, gast.Call) else None for c in items]
-        for call, target in zip(items, targets):
-            if target is not None:
-                self._check_rebinds(call, target.fn)
         targets = [t if t is not None and t.fn not in stack and self._parsed(t.fn) is not None else None
                    for t in targets]
         last = max((i for i, t in enumerate(targets) if t is not None), default=None)
@@ -237,18 +215,6 @@ class _Inliner:
             if value is not None:
                 _replace(parents, call, value)
         return out
-
-    def _check_rebinds(self, call, fn):
-        """Refuse a call of a function whose ``global`` statement rebinds a global this
-        function reads: the code reads a global once per call (its namespace is
-        refreshed on entry), so after the call it would still hold the old value."""
-        rebound = sorted(_rebinds_globals(fn) & set(self.free.names)) \
-            if getattr(fn, "__globals__", None) is self.fn.__globals__ else []
-        if rebound:
-            raise errors.at(call, f"`{fn.__name__}` rebinds the global `{rebound[0]}` (`global "
-                            f"{rebound[0]}`), which this function reads: srcgrad reads a global once per "
-                            "call, so it would not see the new value", f"pass `{rebound[0]}` as an argument "
-                            "and return the new value, or keep it in an object's attribute (read at each use)")
 
     def _keep(self, call, out):
         """A call that is not inlined but runs before one that is: its value into a name."""
@@ -448,7 +414,7 @@ class _Inliner:
         if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS | inspect.CO_GENERATOR
                             | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE) \
                 or code.co_freevars or registry.lookup(fn) is not None or hasattr(fn, "defadjoint") \
-                or getattr(fn, "__srcgrad_gradient__", False) \
+                or runtime.is_gradient_function(fn) \
                 or fn.__module__ and fn.__module__.split(".")[0] in ("numpy", "scipy", "cupy"):
             return None
         try:

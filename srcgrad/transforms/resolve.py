@@ -3,22 +3,28 @@
 Requires: the parsed ``FunctionDef`` and the function object.
 Guarantees: every ``Name`` read that is not a local, and every ``Attribute``
 chain rooted at one (``np.linalg.norm``), carries ``resolved`` = the object.
-Returns the :class:`FreeNames` the generated code must see: the user's free
-names, read afresh on each call (``FreeNames.refresh``) so that rebinding a
-global array between calls is seen, as it would be by the original function.
+Each read of a free name that holds data (a number, an array, a list: not a
+function, class or module) becomes a read of its scope's attribute, so that the
+generated code reads it where the source does, as the original function would:
+a call that rebinds the global (``global G; G = 2.0``, however deep) is seen
+by the reads after it.  Returns the :class:`FreeNames` the generated code must
+see: the user's free names and scopes, copied in on each call
+(``FreeNames.refresh``).
 
-Before/after: ``return np.exp(x)`` → the ``np.exp`` Attribute node is
-annotated ``resolved=numpy.exp``; ``x`` (a parameter) is left alone.
+Before/after, in module ``model``: ``return np.exp(x) * G`` → the ``np.exp``
+Attribute node is annotated ``resolved=numpy.exp``; ``G`` becomes ``model.G``
+(the module itself, bound as a free name); ``x`` (a parameter) is left alone.
 """
 from __future__ import annotations
 
 import builtins
 import dataclasses
+import sys
 import types
 
 import gast
 
-from .. import anno, nodes
+from .. import anno, nodes, runtime
 
 _MISSING = object()
 # Methods made afresh at each attribute read (`rng.normal`, `obj.method`): equal, not identical.
@@ -37,13 +43,15 @@ class FreeNames:
     """
 
     fn: types.FunctionType
-    names: dict  # name -> value at compile time
+    names: dict  # name -> value at compile time (a scope's name -> the scope)
     guards: list = dataclasses.field(default_factory=list)
+    scopes: tuple = ()  # the names among ``names`` that stand for a scope (``model.G``)
 
     def __post_init__(self):
         cells = _closure(self.fn)
-        self._cells = [(k, cells[k]) for k in self.names if k in cells]
-        self._globals = [k for k in self.names if k not in cells]
+        self._cells = [(k, cells[k]) for k in self.names if k in cells and k not in self.scopes]
+        self._globals = [k for k in self.names if k not in cells and k not in self.scopes]
+        self._scopes = [(k, self.names[k]) for k in self.scopes]
         self.parts = []  # (FreeNames of an inlined callee, {its name: the name in the code})
 
     def refresh(self, namespace: dict, rename=None) -> bool:
@@ -57,6 +65,8 @@ class FreeNames:
         for key in self._globals:
             if key in glob:
                 namespace[key if rename is None else rename[key]] = glob[key]
+        for key, scope in self._scopes:
+            namespace[key if rename is None else rename[key]] = scope
         for key, attrs, value in self.guards:
             current = namespace.get(key if rename is None else rename[key], _MISSING)
             for attr in attrs:
@@ -131,7 +141,80 @@ def transform(fdef: gast.FunctionDef, fn) -> FreeNames:
                     guards.append((root, chain, value))
             # else: data (cfg.beta, Cls.rate, mod.scale) is read when the code runs, as an
             # object's field: its value then may change between calls.
-    return FreeNames(fn, free, guards)
+    scopes = _read_data_live(fdef, fn, free, guards, locals_)
+    return FreeNames(fn, free, guards, tuple(scopes))
+
+
+def _read_data_live(fdef, fn, free, guards, locals_) -> list:
+    """Each read of a free name holding data becomes its scope's attribute, read where
+    the source reads it: ``G`` → ``model.G`` (the module), a closure's ``G`` →
+    ``outer.G`` (``runtime.Cells``).  A call may rebind the name (``global G``), at
+    any depth: a copy taken when the code was entered would keep the old value.  The
+    base of a write (``G[0] = v``) stays: the passes refuse it by its name.  Moves
+    the names rewritten out of ``free`` and the guards rooted at them (``G.method``)
+    under their scope; adds the scopes; returns the scopes' names."""
+    cells = _closure(fn)
+    stored = {id(_base(n)) for n in nodes.walk(fdef)
+              if isinstance(n, (gast.Attribute, gast.Subscript)) and not isinstance(n.ctx, gast.Load)}
+    data = {k for k, v in free.items() if k != "__class__" and not _specialises(v)
+            and not isinstance(v, types.ModuleType) and (k in cells or k in fn.__globals__)}
+    if not data:
+        return []
+    taken = locals_ | set(free) | set(nodes.names_in(fdef)) | {"np", "rt", "cp", "dispatch"}
+    scopes, kept = {}, set()
+
+    def scope_of(key):
+        closure = key in cells
+        if closure not in scopes:
+            base = fn.__qualname__.split(".<locals>")[0].rsplit(".", 1)[-1] if closure \
+                else fn.__module__.rsplit(".", 1)[-1] if fn.__module__ else ""
+            name = _fresh("".join(c for c in base if c.isalnum() or c == "_").strip("_")
+                          or ("closure" if closure else "module"), taken)
+            scopes[closure] = (name, runtime.Cells({k: cells[k] for k in data if k in cells}) if closure
+                               else _module_of(fn))
+        return scopes[closure][0]
+
+    class Live(gast.NodeTransformer):
+        def visit_Name(self, node):
+            if node.id not in data or not isinstance(node.ctx, gast.Load) or id(node) in stored:
+                if node.id in data:
+                    kept.add(node.id)
+                return node
+            read = gast.Attribute(value=nodes.name(scope_of(node.id)), attr=node.id, ctx=gast.Load())
+            anno.inherit(read.value, node)
+            return anno.inherit(read, node)
+    Live().visit(fdef)
+    for i, (root, chain, value) in enumerate(guards):
+        if root in data and root not in kept:
+            guards[i] = (scope_of(root), (root, *chain), value)
+    for key in data - kept:
+        del free[key]
+    for name, scope in scopes.values():
+        free[name] = scope
+    return [name for name, _ in scopes.values()]
+
+
+def _module_of(fn):
+    """The module whose dict is ``fn``'s globals, or a view of them (code made by exec)."""
+    module = sys.modules.get(fn.__module__)
+    if module is not None and vars(module) is fn.__globals__:
+        return module
+    return runtime.scope_of_globals(fn.__globals__)
+
+
+def _base(node):
+    while isinstance(node, (gast.Attribute, gast.Subscript)):
+        node = node.value
+    return node
+
+
+def _fresh(base, taken) -> str:
+    candidate, k = base, 1
+    while candidate in taken:
+        k += 1
+        candidate = f"{base}{k}"
+    taken.add(candidate)
+    return candidate
 
 
 def _fixed(owner) -> bool:

@@ -24,7 +24,7 @@ import types
 import gast
 import numpy as np
 
-from .. import anno, errors, nodes, templates
+from .. import anno, errors, nodes, runtime, templates
 from ..analysis import sharing
 from ..analysis.activity import derivative_inputs as activity_inputs
 from ..rules.registry import DISCRETE as registry_discrete
@@ -440,10 +440,19 @@ class _Reverse:
                                 "from there, or return it (with has_aux=True)",
                                 kind=errors.UnsupportedSyntaxError)
             varied += self._read_by_backward([n for n in given if n not in varied], stmt)
-            if varied and fn is not None and not getattr(fn, "__srcgrad_gradient__", False) \
+            if varied and fn is not None and not runtime.is_gradient_function(fn) \
                     and self._mutated_parameters(fn):  # (a gradient function is refused as such below)
                 given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
                 callee = nodes.to_source(stmt.value.func)
+                defaults = _changed_defaults(fn, stmt.value)
+                if defaults:
+                    raise errors.at(stmt.value, f"`{callee}` changes its parameter `{defaults[0]}` in place, "
+                                    f"and this call leaves it its default (a {defaults[1]}): one value that every "
+                                    "call shares and keeps, which srcgrad cannot follow (this call is given "
+                                    f"{given}, which is being differentiated)",
+                                    f"in `{callee}`, default `{defaults[0]}` to None and make the value inside "
+                                    f"(`if {defaults[0]} is None: {defaults[0]} = []`), or pass it in and "
+                                    "return the new value", kind=errors.UnsupportedSyntaxError)
                 raise errors.at(stmt.value, f"`{callee}` changes its arguments in "
                                 f"place, and is given {given}, which is being differentiated (or read "
                                 "by the backward sweep): srcgrad cannot follow a change made inside "
@@ -577,7 +586,17 @@ class _Reverse:
                     and not any(entry == key for entry, _ in rank):
                 # `obj[i]` runs the class's own __getitem__, which srcgrad does not follow:
                 # an adjoint keyed by `i` would match no field and be dropped.
-                raise errors.at(stmt.value, f"indexing `{nodes.to_source(base)}`, an object being "
+                shown = self._user_spelling(base)
+                if key is templates.UNKNOWN:
+                    index = nodes.to_source(anno.get(stmt, "bound")["index"])
+                    raise errors.at(stmt.value, f"indexing `{shown}`, which holds values being differentiated, "
+                                    f"with a key known only when the code runs (`{index}`): srcgrad must "
+                                    "know which entry is read when it compiles (and does not differentiate "
+                                    "a class's own `__getitem__`)", f"index it with a literal key "
+                                    f"(`{shown}['a']`), keep each entry in an attribute of its own "
+                                    "(`self.a(x)`), or call a method that does the same (`obj.item(i)`)",
+                                    kind=errors.UnsupportedSyntaxError)
+                raise errors.at(stmt.value, f"indexing `{shown}`, an object being "
                                 "differentiated, runs its class's `__getitem__`, which srcgrad does not "
                                 "differentiate", "call a method that does the same (`obj.item(i)`), or "
                                 "index the array field itself (`obj.c[i]`)", kind=errors.UnsupportedSyntaxError)
@@ -590,6 +609,21 @@ class _Reverse:
                          self.group)
             g = nodes.name(whole)
         self._rule_adjoint(stmt, target, g)
+
+    def _user_spelling(self, atom) -> str:
+        """How the user wrote ``atom``: a temporary (``_t1``) is shown as the value it holds
+        (``self.d``).  (Error messages only: it searches the function.)"""
+        if not (isinstance(atom, gast.Name) and atom.id.startswith("_")):
+            return nodes.to_source(atom)
+        for stmt in nodes.statements(self.core.body):
+            if isinstance(stmt, gast.Assign) and nodes.assigned_names(stmt) == [atom.id]:
+                bound = anno.get(stmt, "bound") or {}
+                if anno.get(stmt, "rule") is registry_lookup(getattr) and "name" in bound:
+                    name = templates.static_value(bound["name"])
+                    if isinstance(name, str):
+                        return f"{self._user_spelling(bound.get('obj', stmt.value))}.{name}"
+                return nodes.to_source(stmt.value)
+        return "this value"
 
     def _unpacked_source(self, name) -> bool:
         """Whether ``a, b = name`` unpacks ``name`` somewhere in the function."""
@@ -928,7 +962,7 @@ class _Reverse:
         if not wrt:
             return
         callee = anno.get(stmt.value.func, "resolved") if isinstance(stmt.value, gast.Call) else None
-        if getattr(callee, "__srcgrad_gradient__", False) or anno.get(stmt, "gradient_function"):
+        if runtime.is_gradient_function(callee) or anno.get(stmt, "gradient_function"):
             raise higher_order_error(nodes.to_source(stmt.value.func) if callee is None else callee,
                                      anno.get(stmt, "origin"))
         pullback = self.core.fresh(f"{target}_pullback")
@@ -1241,6 +1275,25 @@ _MUTATING_METHODS = _CONTAINER_MUTATORS | {"fill", "sort", "resize", "put", "ite
 def _target_name(stmt):
     if isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name):
         return stmt.targets[0].id
+    return None
+
+
+def _changed_defaults(fn, call):
+    """``(parameter, its default's source)`` for a parameter that ``fn`` changes in place
+    and ``call`` does not give (``acc=[]``), or None.  (Error messages only.)"""
+    if not isinstance(fn, types.FunctionType):
+        return None
+    changed = _mutated_parameters(fn)
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+    if changed is True:
+        return None
+    given = set(list(params)[:len(call.args)]) | {k.arg for k in call.keywords}
+    for name in params:
+        if name in changed and name not in given and params[name].default is not inspect.Parameter.empty:
+            return name, type(params[name].default).__name__
     return None
 
 
