@@ -971,7 +971,8 @@ class _Lowering:
         """Whether ``node`` (a method call's receiver) is known to be an array.  If not,
         ``obj.sum()`` is called as it is and resolved when it runs (``dispatch.vjp_method``)."""
         if isinstance(node, gast.Name) and not anno.has(node, "resolved"):
-            return self.current.get(node.id, node.id) in self.arrays
+            name = self.current.get(node.id, node.id)
+            return name in self.arrays or name in self.field_arrays  # (self.w.reshape(...))
         if isinstance(node, gast.Call) and _is_user_class(anno.get(node.func, "resolved", None)):
             return False  # P(x).w: an object made here
         return not isinstance(node, (gast.Name, gast.Attribute))  # (a + b).sum(): an expression
