@@ -101,6 +101,10 @@ def with_floor(x):
     return np.sum(x - np.floor(x))
 
 
+def with_floor_divide(x):
+    return np.sum(x - np.floor_divide(x, 0.5) * 0.5 + x // 0.25)
+
+
 def with_sign(x):
     return np.sum(np.sign(x) * x)
 
@@ -120,8 +124,9 @@ def with_where_on_comparison(x, y):
     (with_shape_and_len, lambda x: np.full((3, 4), 1 / 36)),
     (with_argmax, lambda x: 3.0 * (x == np.max(x))),
     (with_floor, lambda x: np.ones((3, 4))),
+    (with_floor_divide, lambda x: np.ones((3, 4))),
     (with_sign, lambda x: np.sign(x)),
-], ids=["zeros-ones-zeros_like-full", "arange", "shape-len-ndim", "argmax", "floor", "sign"])
+], ids=["zeros-ones-zeros_like-full", "arange", "shape-len-ndim", "argmax", "floor", "floor_divide", "sign"])
 def test_non_differentiable_calls_are_constants(fn, expected, optimize):
     np.testing.assert_allclose(srcgrad.grad(fn, optimize=optimize)(X), expected(X), rtol=1e-14)
 

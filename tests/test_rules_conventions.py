@@ -92,6 +92,29 @@ def test_two_array_ties_split_evenly(fn, expected_x, expected_y, optimize):
     assert_exact(gy, expected_y)
 
 
+def sum_fmax(x, y):
+    return np.sum(np.fmax(x, y) * np.array([1.0, 2.0, 4.0, 8.0]))
+
+
+def sum_fmin(x, y):
+    return np.sum(np.fmin(x, y) * np.array([1.0, 2.0, 4.0, 8.0]))
+
+
+@OPTIMIZE
+@pytest.mark.parametrize("fn", [sum_fmax, sum_fmin], ids=["fmax", "fmin"])
+def test_fmax_fmin_skip_nan_and_split_ties(fn, optimize):
+    """NaN on one side: the adjoint goes to the other; on both: to ``x1``; a tie: 0.5/0.5."""
+    x, y = np.array([np.nan, 1.0, np.nan, 2.0]), np.array([3.0, np.nan, np.nan, 2.0])
+    gx, gy = srcgrad.grad(fn, wrt=(0, 1), optimize=optimize)(x, y)
+    assert_exact(gx, [0, 2, 4, 4])
+    assert_exact(gy, [1, 0, 0, 4])
+
+
+@OPTIMIZE
+def test_sinc_has_derivative_zero_at_zero(optimize):
+    assert_exact(grad(lambda x: np.sum(np.sinc(x)), np.array([0.0, 0.0]), optimize=optimize), [0, 0])
+
+
 def sum_maximum_broadcast(x, y):
     return np.sum(np.maximum(x, y))
 
