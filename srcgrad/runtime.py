@@ -266,6 +266,83 @@ def _first_extremum_by_row(ans_bar, ans, x, axes, size, dtype):
     return xp.transpose(xp.reshape(x_bar, moved.shape), np.argsort(order))
 
 
+def nanmean_adjoint(ans_bar, x, axis=None, keepdims=False):
+    """Adjoint of ``np.nanmean``: ``ans_bar / n`` on the elements that are not NaN, ``n``
+    their count in each window (NaNs, and all-NaN windows, get 0)."""
+    kept = ~np.isnan(x)
+    count = np.maximum(np.sum(kept, axis=axis, keepdims=True), 1)
+    g = broadcast_reduced(ans_bar, x, axis, keepdims)
+    return kept * (g / count.astype(np.result_type(g, 1.0)))
+
+
+def _weights_like(weights, a, axis):
+    """``np.average``'s weights given ``a``'s rank: 1-d weights along ``axis`` get size-1 axes."""
+    a, w = _as_array(a), _as_array(weights)
+    if w.shape == a.shape:
+        return w
+    return np.reshape(w, [n if d == axis % a.ndim else 1 for d, n in enumerate(a.shape)])
+
+
+def average_adjoint(ans_bar, ans, a, axis, weights, keepdims, which):
+    """Adjoint of ``np.average(a, axis, weights)`` with respect to ``a`` (``which=0``) or the
+    weights (1): ``ans = sum(w a) / sum(w)``, so ``a_bar = g w / sum(w)`` and
+    ``w_bar = g (a - ans) / sum(w)`` (the quotient rule)."""
+    w = _weights_like(weights, a, axis)
+    g = broadcast_reduced(ans_bar, a, axis, keepdims) / np.sum(w, axis=axis, keepdims=True)
+    if which == 0:
+        return g * w
+    spread = (a - _with_kept_dims(ans, a, axis, keepdims)) * g
+    return np.reshape(unbroadcast_to(spread, w.shape), np.shape(weights))
+
+
+def average_tangent(ans, a, axis, weights, keepdims, a_dot, weights_dot):
+    """``J v`` of ``np.average``: ``(sum(w a_dot) + sum((a - ans) w_dot)) / sum(w)``."""
+    w = _weights_like(weights, a, axis)
+    t = 0.0 if a_dot is None else np.sum(w * a_dot, axis=axis, keepdims=True)
+    if weights_dot is not None:
+        t = t + np.sum((a - _with_kept_dims(ans, a, axis, keepdims)) * _weights_like(weights_dot, a, axis),
+                       axis=axis, keepdims=True)
+    t = t / np.sum(w, axis=axis, keepdims=True)
+    return t if keepdims else np.reshape(t, np.shape(ans))
+
+
+def _along_first(x, axis):
+    return np.ravel(x) if axis is None else np.moveaxis(x, axis, 0)
+
+
+def _from_first(t, x, axis):
+    return np.reshape(t, np.shape(x)) if axis is None else np.moveaxis(t, 0, axis)
+
+
+def cumprod_adjoint(ans_bar, a, axis=None):
+    """Adjoint of ``np.cumprod``, exact where ``a`` has zeros (no division by ``a``):
+    ``a_bar[k] = L[k] s[k]`` with ``L[k]`` the product of the elements before ``k`` and
+    ``s[k] = g[k] + a[k+1] s[k+1]``, the reverse of the recurrence ``ans[k] = ans[k-1] a[k]``
+    (one vectorised step per element along ``axis``)."""
+    g, x = _along_first(ans_bar, axis), _along_first(a, axis)
+    bar = np.zeros(np.shape(x), dtype=np.result_type(g, x, 1.0))
+    if len(x) == 0:
+        return _from_first(bar, a, axis)
+    left = np.concatenate([np.ones_like(x[:1]), np.cumprod(x[:-1], axis=0)])
+    s = g[-1]
+    bar[-1] = left[-1] * s
+    for k in range(len(x) - 2, -1, -1):
+        s = g[k] + x[k + 1] * s
+        bar[k] = left[k] * s
+    return _from_first(bar, a, axis)
+
+
+def cumprod_tangent(a_dot, a, ans, axis=None):
+    """``J v`` of ``np.cumprod``: ``t[k] = t[k-1] a[k] + ans[k-1] a_dot[k]``."""
+    v, x, y = _along_first(a_dot, axis), _along_first(a, axis), _along_first(ans, axis)
+    t = np.zeros(np.shape(y), dtype=np.result_type(v, y, 1.0))
+    if len(t):
+        t[0] = v[0]
+    for k in range(1, len(t)):
+        t[k] = t[k - 1] * x[k] + y[k - 1] * v[k]
+    return _from_first(t, ans, axis)
+
+
 def prod_adjoint(ans_bar, x, axis=None, keepdims=False):
     """Adjoint of ``np.prod``: the product of all *other* elements, exact at zeros.
 

@@ -63,10 +63,10 @@ class Row:
     domain: tuple = REAL
 
 
-def _reduction(name, domain=REAL, **extra):
+def _reduction(name, domain=REAL, methods=True, **extra):
     """A reduction with ``axis`` (int, negative, tuple) and ``keepdims``, as a function
-    and as a method, on a 3-d input; ``extra`` adds cases of its own."""
-    return Row(getattr(np, name), {
+    and (``methods``) as a method, on a 3-d input; ``extra`` adds cases of its own."""
+    cases = {
         f"np.{name}(x)": CUBE + [((5,),), ((),)],
         f"np.{name}(x, 1)": CUBE,
         f"np.{name}(x, axis=None)": CUBE,
@@ -76,12 +76,15 @@ def _reduction(name, domain=REAL, **extra):
         f"np.{name}(x, axis=(0, -1))": CUBE,
         f"np.{name}(x, axis=(0, 2), keepdims=True)": CUBE,
         f"np.{name}(x, keepdims=True)": CUBE,
-        f"x.{name}()": CUBE,
-        f"x.{name}(1)": CUBE,
-        f"x.{name}(axis=1)": MATRIX,
-        f"x.{name}(axis=(0, -1), keepdims=True)": CUBE,
-        **extra,
-    }, domain)
+    }
+    if methods:
+        cases.update({
+            f"x.{name}()": CUBE,
+            f"x.{name}(1)": CUBE,
+            f"x.{name}(axis=1)": MATRIX,
+            f"x.{name}(axis=(0, -1), keepdims=True)": CUBE,
+        })
+    return Row(getattr(np, name), {**cases, **extra}, domain)
 
 
 ROWS = [
@@ -149,6 +152,23 @@ ROWS = [
     _reduction("prod", (0.5, 1.5)),
     _reduction("var", **{"np.var(x, axis=1, ddof=1)": MATRIX}),
     _reduction("std", **{"np.std(x, ddof=1)": MATRIX}),
+    _reduction("nansum", methods=False),
+    _reduction("nanmean", methods=False),
+    _reduction("ptp", methods=False),
+    Row(np.sum, {"np.sum(x, initial=0)": CUBE, "np.sum(x, axis=1, where=np.arange(4) > 1, initial=0.0)": CUBE,
+                 "np.sum(x, where=x > 0, keepdims=True)": MATRIX}),
+    Row(np.max, {"np.max(x, initial=1.5)": CUBE, "np.max(x, axis=1, where=np.arange(4) > 1, initial=-9.0)": CUBE,
+                 "np.amax(x, axis=0)": CUBE, "np.nanmax(x, axis=1)": CUBE, "np.nanmax(x)": MATRIX}),
+    Row(np.min, {"np.amin(x, axis=(0, 2))": CUBE, "np.nanmin(x, 0, keepdims=True)": CUBE,
+                 "np.min(x, axis=-1, where=np.arange(4) < 3, initial=9.0)": CUBE}),
+    Row(np.average, {"np.average(x)": CUBE, "np.average(x, axis=1)": CUBE,
+                     "np.average(x, axis=(0, 2), keepdims=True)": CUBE,
+                     "np.average(x, weights=y)": [((3, 4), (3, 4))],
+                     "np.average(x, axis=1, weights=y)": [((3, 4), (4,)), ((2, 3, 4), (2, 3, 4))],
+                     "np.average(x, axis=0, weights=y, keepdims=True)": [((3, 4), (3,))]},
+        (REAL, POSITIVE)),
+    Row(np.cumprod, {"np.cumprod(x)": MATRIX + [((5,),)], "np.cumprod(x, axis=1)": CUBE,
+                     "np.cumprod(x, -1)": MATRIX}),
     # ---- linear algebra ----------------------------------------------------
     Row(np.dot, {
         "np.dot(x, y)": [((3, 4), (4, 2)), ((4,), (4, 2)), ((3, 4), (4,)), ((4,), (4,)),
