@@ -1071,12 +1071,14 @@ def window_adjoint(g, x, window_shape, axis=None):
 
 
 def joined_adjoint(ans_bar, arrays, how):
-    """One adjoint per array of ``np.hstack`` / ``np.vstack`` / ``np.column_stack``
-    (``how``): each array's piece of ``ans_bar``, in its own shape.  The arrays are
-    first made 1-d (hstack), 2-d rows (vstack) or columns (column_stack), then
-    joined along axis 0 (vstack, and hstack of vectors) or 1."""
+    """One adjoint per array of ``np.hstack`` / ``np.vstack`` / ``np.column_stack`` /
+    ``np.dstack`` (``how``): each array's piece of ``ans_bar``, in its own shape.  The
+    arrays are first made 1-d (hstack), 2-d rows (vstack), columns (column_stack) or 3-d
+    (dstack), then joined along axis 0 (vstack, and hstack of vectors), 1 or 2 (dstack)."""
     if how == "vstack":
         axis, sizes = 0, [np.shape(np.atleast_2d(np.empty(np.shape(a), bool)))[0] for a in arrays]
+    elif how == "dstack":
+        axis, sizes = 2, [np.shape(np.atleast_3d(np.empty(np.shape(a), bool)))[2] for a in arrays]
     elif how == "column_stack":
         axis, sizes = 1, [1 if np.ndim(a) < 2 else np.shape(a)[1] for a in arrays]
     else:
@@ -1145,6 +1147,101 @@ def sort_adjoint(ans_bar, a, axis=-1):
     bar = np.zeros(np.shape(a), dtype=np.result_type(ans_bar, 1.0))
     np.put_along_axis(bar, order, ans_bar, axis=axis)
     return bar
+
+
+def positions(a):
+    """The flat position of each element of ``a``, in ``a``'s shape: a function that only
+    selects, repeats, reorders or pads elements (``np.take``, ``np.tile``, ``np.insert``)
+    applied to it tells where each element of its output came from."""
+    return np.reshape(np.arange(np.size(a)), np.shape(a))
+
+
+def gather_adjoint(g, a, where):
+    """Adjoint of a function that only selects, repeats or reorders elements of ``a``:
+    ``where`` is that function applied to ``positions(a)`` (with ``-1`` where an output
+    element comes from elsewhere, a pad or an inserted value).  Each element of ``a`` gets
+    the sum of ``g`` over the places it went to (``np.bincount``).
+
+    Args:
+        g: the output's adjoint, float, of ``where``'s shape.
+        a: the input (only its shape is read).
+        where: integers, of the output's shape.
+
+    Returns:
+        An array of ``a``'s shape and ``g``'s float dtype.
+    """
+    xp = array_module(g)
+    where, g = xp.ravel(xp.asarray(where)), xp.ravel(xp.asarray(g))
+    kept = where >= 0
+    total = xp.bincount(where[kept], weights=g[kept], minlength=np.size(a))
+    return xp.reshape(total.astype(np.result_type(g, 1.0), copy=False), np.shape(a))
+
+
+def gathered(u, where):
+    """``u``'s elements at ``where`` (0 at ``-1``): the transpose of :func:`gather_adjoint`."""
+    xp = array_module(u)
+    flat = xp.ravel(u)
+    return xp.where(where >= 0, flat[where], 0) if np.size(flat) else xp.zeros(np.shape(where), u.dtype)
+
+
+def permuted_adjoint(g, a, ans, axis=-1):
+    """Adjoint of a function whose output is a permutation of ``a`` along ``axis``
+    (``np.partition``): output and input elements are matched by value (each sorted
+    stably), so the pairing is right whatever order the function left the rest in; equal
+    elements pair in order, one of the equally valid choices, as ``sort_adjoint``."""
+    if axis is None:
+        return np.reshape(permuted_adjoint(np.ravel(g), np.ravel(a), ans, 0), np.shape(a))
+    src, dst = np.argsort(a, axis=axis, kind="stable"), np.argsort(ans, axis=axis, kind="stable")
+    bar = np.zeros(np.shape(a), dtype=np.result_type(g, 1.0))
+    np.put_along_axis(bar, src, np.take_along_axis(g, dst, axis=axis), axis=axis)
+    return bar
+
+
+def permuted_tangent(t, a, ans, axis=-1):
+    """The tangent of such a permutation: each element's tangent goes where the element went."""
+    if axis is None:
+        a, ans, t, axis = np.ravel(a), np.ravel(ans), np.ravel(t), 0
+    src, dst = np.argsort(a, axis=axis, kind="stable"), np.argsort(ans, axis=axis, kind="stable")
+    out = np.zeros(np.shape(ans), dtype=np.result_type(t, 1.0))
+    np.put_along_axis(out, dst, np.take_along_axis(t, src, axis=axis), axis=axis)
+    return out
+
+
+def kron_adjoint(g, a, b, which):
+    """Adjoint of ``np.kron(a, b)`` for ``a`` (``which=0``) or ``b``: with both shapes padded
+    to one rank ``d``, ``g`` reshaped to ``(a0, b0, a1, b1, ...)`` holds ``a[i] b[j]`` at
+    ``(i0, j0, i1, j1, ...)``, so each factor's adjoint sums ``g`` times the other over its axes."""
+    d = max(np.ndim(a), np.ndim(b))
+    sa = (1,) * (d - np.ndim(a)) + np.shape(a)
+    sb = (1,) * (d - np.ndim(b)) + np.shape(b)
+    g = np.reshape(g, [n for pair in zip(sa, sb) for n in pair])
+    if which == 0:
+        other = np.reshape(b, [n for m in sb for n in (1, m)])
+        return np.reshape(np.sum(g * other, axis=tuple(range(1, 2 * d, 2))), np.shape(a))
+    other = np.reshape(a, [n for m in sa for n in (m, 1)])
+    return np.reshape(np.sum(g * other, axis=tuple(range(0, 2 * d, 2))), np.shape(b))
+
+
+def inner_adjoint(g, a, b, which):
+    """Adjoint of ``np.inner(a, b)`` (a sum over the last axes; a product when one is a
+    scalar) for ``a`` (``which=0``) or ``b``."""
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        other, this = (b, a) if which == 0 else (a, b)
+        return unbroadcast(g * other, this)
+    na, nb = np.ndim(a), np.ndim(b)
+    if which == 0:  # g: a.shape[:-1] + b.shape[:-1]; sum over b's leading axes
+        return np.tensordot(g, b, axes=(list(range(na - 1, na + nb - 2)), list(range(nb - 1))))
+    return np.tensordot(g, a, axes=(list(range(na - 1)), list(range(na - 1))))
+
+
+def split_adjoint(ans_bar, ary, indices_or_sections, axis, how):
+    """Adjoint of ``np.split`` / ``array_split`` / ``hsplit`` / ``vsplit`` / ``dsplit`` (``how``):
+    the pieces' adjoints joined again, zeros for a piece nothing read."""
+    pieces = getattr(np, how)(positions(ary), indices_or_sections, **({} if how[0] in "hvd" else {"axis": axis}))
+    parts = [item_of(ans_bar, i) for i in range(len(pieces))]
+    dtype = np.result_type(*[p for p in parts if p is not None], 1.0)
+    flat = [np.zeros(np.size(w), dtype) if p is None else np.ravel(p) for p, w in zip(parts, pieces)]
+    return gather_adjoint(np.concatenate(flat), ary, np.concatenate([np.ravel(w) for w in pieces]))
 
 
 def item(x):

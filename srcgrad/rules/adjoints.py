@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime import (broadcast_reduced, count_reduced, fill_like, getitem_adjoint, matmul_lhs, matmul_rhs, max_adjoint,
-                       reshape_back, unbroadcast, zeros_tangent)
+from ..runtime import (broadcast_reduced, count_reduced, fill_like, gather_adjoint, gathered, getitem_adjoint,
+                       matmul_lhs, matmul_rhs, max_adjoint, positions, reshape_back, unbroadcast, zeros_tangent)
 from .registry import defadjoint, nondifferentiable
 
-nondifferentiable(count_reduced, zeros_tangent)  # an element count; zeros
+nondifferentiable(count_reduced, zeros_tangent, positions)  # an element count; zeros; integers
 
 
 @defadjoint(unbroadcast, diff=("g",), zero=("x",), tangent="linear")
@@ -51,6 +51,17 @@ def reshape_back_transposed(ans_bar, ans, g, a, order):
 def getitem_adjoint_transposed(ans_bar, ans, g, a, index):
     """Scattering into zeros, transposed: reading the same elements again."""
     return ans_bar[index]
+
+
+@defadjoint(gather_adjoint, diff=("g",), zero=("a", "where"), tangent="linear")
+def gather_adjoint_transposed(ans_bar, ans, g, a, where):
+    """Summing into the places elements came from, transposed: reading them there."""
+    return gathered(ans_bar, where)
+
+
+@defadjoint(gathered, diff=("u",), zero=("where",), tangent="linear")
+def gathered_transposed(ans_bar, ans, u, where):
+    return gather_adjoint(ans_bar, u, where)
 
 
 @defadjoint(max_adjoint, diff=("g",), zero=("m", "x"), tangent="linear")

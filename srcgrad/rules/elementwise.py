@@ -243,11 +243,11 @@ def fmax(ans_bar, ans, x1, x2):
     """``np.maximum`` that skips NaN: where one argument is NaN the adjoint goes to the other
     (where both are, to ``x1``).  Ties as ``np.maximum``: 0.5/0.5, or to a literal constant."""
     if is_constant(x2):
-        return unbroadcast(ans_bar * ((x1 > x2) | np.isnan(x2)), x1), None
+        return unbroadcast(ans_bar * np.logical_or(x1 > x2, np.isnan(x2)), x1), None
     if is_constant(x1):
-        return None, unbroadcast(ans_bar * ((x2 > x1) | np.isnan(x1)), x2)
-    return (unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * ((x1 > x2) | np.isnan(x2))), x1),
-            unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * ((x2 > x1) | np.isnan(x1) & ~np.isnan(x2))),
+        return None, unbroadcast(ans_bar * np.logical_or(x2 > x1, np.isnan(x1)), x2)
+    return (unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * np.logical_or(x1 > x2, np.isnan(x2))), x1),
+            unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * np.logical_or(x2 > x1, np.isnan(x1) > np.isnan(x2))),
                         x2))
 
 
@@ -255,9 +255,9 @@ def fmax(ans_bar, ans, x1, x2):
 def fmin(ans_bar, ans, x1, x2):
     """``np.minimum`` that skips NaN, with ``fmax``'s conventions."""
     if is_constant(x2):
-        return unbroadcast(ans_bar * ((x1 < x2) | np.isnan(x2)), x1), None
+        return unbroadcast(ans_bar * np.logical_or(x1 < x2, np.isnan(x2)), x1), None
     if is_constant(x1):
-        return None, unbroadcast(ans_bar * ((x2 < x1) | np.isnan(x1)), x2)
-    return (unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * ((x1 < x2) | np.isnan(x2))), x1),
-            unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * ((x2 < x1) | np.isnan(x1) & ~np.isnan(x2))),
+        return None, unbroadcast(ans_bar * np.logical_or(x2 < x1, np.isnan(x1)), x2)
+    return (unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * np.logical_or(x1 < x2, np.isnan(x2))), x1),
+            unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * np.logical_or(x2 < x1, np.isnan(x1) > np.isnan(x2))),
                         x2))
