@@ -340,6 +340,12 @@ ROWS = [
                     "np.insert(x, [0, 2, 2], y, axis=1)": [((3, 4), (3, 1)), ((3, 4), (3,))],
                     "np.insert(x, 1, y, axis=0)": [((3, 4), (4,)), ((3, 4), ())],
                     "np.insert(x, slice(0, 2), 7.0)": MATRIX}),
+    # A list of pieces: rows whose pieces have one shape, so the list is an array here; pieces
+    # of different shapes, read in part, in loops and helpers: test_rules_calls.py.
+    Row(np.split, {"np.split(x, 2)": [((4, 3),)], "np.split(x, [2], axis=1)": MATRIX}),
+    Row(np.array_split, {"np.array_split(x, 3, axis=-1)": [((2, 6),)]}),
+    Row(np.hsplit, {"np.hsplit(x, 2)": MATRIX + [((6,),)]}),
+    Row(np.vsplit, {"np.vsplit(x, [2])": [((4, 3),)], "np.vsplit(x, 2)": CUBE}),
     Row(np.trace, {"np.trace(x)": MATRIX + [((4, 4),)], "np.trace(x, 1)": MATRIX,
                    "np.trace(x, -1, 2, 0)": CUBE}),
     Row(np.diag, {"np.diag(x)": [((4,),), ((3, 4),)], "np.diag(x, 1)": [((3,),), ((3, 4),)],
@@ -514,7 +520,7 @@ def test_rule_function(case):
     eps = 1e-6
     plus = case.evaluate(*[x + eps * v for x, v in zip(xs, vs)])
     minus = case.evaluate(*[x - eps * v for x, v in zip(xs, vs)])
-    u_jv = np.sum(u * (plus - minus)) / (2 * eps)
+    u_jv = np.sum(u * (np.asarray(plus) - np.asarray(minus))) / (2 * eps)
     jtu_v = sum(np.sum(b * v) for b, v in zip(bars, vs) if b is not None)
     assert u_jv == pytest.approx(jtu_v, rel=1e-6, abs=1e-8)
 

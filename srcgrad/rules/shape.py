@@ -430,3 +430,24 @@ def insert_tangent(ans, arr, obj, values, axis=None, arr_dot=None, values_dot=No
     if is_constant(arr_dot):
         return np.insert(np.zeros_like(arr, dtype=np.result_type(values_dot, 1.0)), obj, values_dot, axis)
     return np.insert(arr_dot, obj, values_dot, axis)
+
+
+@defadjoint(np.split, diff=("ary",), tangent="linear")
+def split(ans_bar, ans, ary, indices_or_sections, axis=0):
+    """The pieces' adjoints joined again; zeros for a piece nothing read (``rt.split_adjoint``)."""
+    return split_adjoint(ans_bar, ary, indices_or_sections, axis, "split")
+
+
+@defadjoint(np.array_split, diff=("ary",), tangent="linear")
+def array_split(ans_bar, ans, ary, indices_or_sections, axis=0):
+    return split_adjoint(ans_bar, ary, indices_or_sections, axis, "array_split")
+
+
+@defadjoint(np.hsplit, diff=("ary",), tangent="linear")
+def hsplit(ans_bar, ans, ary, indices_or_sections):
+    return split_adjoint(ans_bar, ary, indices_or_sections, None, "hsplit")
+
+
+@defadjoint(np.vsplit, diff=("ary",), tangent="linear")
+def vsplit(ans_bar, ans, ary, indices_or_sections):
+    return split_adjoint(ans_bar, ary, indices_or_sections, None, "vsplit")
