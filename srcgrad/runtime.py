@@ -1153,7 +1153,8 @@ def positions(a):
     """The flat position of each element of ``a``, in ``a``'s shape: a function that only
     selects, repeats, reorders or pads elements (``np.take``, ``np.tile``, ``np.insert``)
     applied to it tells where each element of its output came from."""
-    return np.reshape(np.arange(np.size(a)), np.shape(a))
+    xp = array_module(a)
+    return xp.reshape(xp.arange(np.size(a)), np.shape(a))
 
 
 def gather_adjoint(g, a, where):
@@ -1239,9 +1240,10 @@ def split_adjoint(ans_bar, ary, indices_or_sections, axis, how):
     the pieces' adjoints joined again, zeros for a piece nothing read."""
     pieces = getattr(np, how)(positions(ary), indices_or_sections, **({} if how[0] in "hvd" else {"axis": axis}))
     parts = [item_of(ans_bar, i) for i in range(len(pieces))]
+    xp = array_module(ary)
     dtype = np.result_type(*[p for p in parts if p is not None], 1.0)
-    flat = [np.zeros(np.size(w), dtype) if p is None else np.ravel(p) for p, w in zip(parts, pieces)]
-    return gather_adjoint(np.concatenate(flat), ary, np.concatenate([np.ravel(w) for w in pieces]))
+    flat = [xp.zeros(np.size(w), dtype) if p is None else xp.ravel(p) for p, w in zip(parts, pieces)]
+    return gather_adjoint(xp.concatenate(flat), ary, xp.concatenate([xp.ravel(w) for w in pieces]))
 
 
 def item(x):
