@@ -168,7 +168,7 @@ ROWS = [
                      "np.average(x, axis=0, weights=y, keepdims=True)": [((3, 4), (3,))]},
         (REAL, POSITIVE)),
     Row(np.cumprod, {"np.cumprod(x)": MATRIX + [((5,),)], "np.cumprod(x, axis=1)": CUBE,
-                     "np.cumprod(x, -1)": MATRIX}),
+                     "np.cumprod(x, -1)": MATRIX, "x.cumprod(axis=0)": CUBE}),
     # ---- linear algebra ----------------------------------------------------
     Row(np.dot, {
         "np.dot(x, y)": [((3, 4), (4, 2)), ((4,), (4, 2)), ((3, 4), (4,)), ((4,), (4,)),
@@ -315,12 +315,12 @@ ROWS = [
     Row(np.tile, {"np.tile(x, 2)": MATRIX, "np.tile(x, (2, 1, 3))": MATRIX + [((4,),)],
                   "np.tile(x, (2, 1))": CUBE + [((),)]}),
     Row(np.repeat, {"np.repeat(x, 2)": MATRIX, "np.repeat(x, 3, axis=1)": CUBE,
-                    "np.repeat(x, [1, 0, 2], axis=0)": MATRIX, "np.repeat(x, 2, -1)": [((4,),)]}),
+                    "np.repeat(x, [1, 0, 2], axis=0)": MATRIX, "np.repeat(x, 2, -1)": [((4,),)], "x.repeat(2, axis=0)": MATRIX}),
     Row(np.diagonal, {"np.diagonal(x)": MATRIX + CUBE, "np.diagonal(x, 1)": MATRIX,
-                      "np.diagonal(x, -1, 2, 0)": CUBE, "np.diagonal(x, offset=1, axis1=1, axis2=2)": CUBE}),
+                      "np.diagonal(x, -1, 2, 0)": CUBE, "np.diagonal(x, offset=1, axis1=1, axis2=2)": CUBE, "x.diagonal(1)": MATRIX}),
     Row(np.take, {"np.take(x, [0, 2, 2, -1])": MATRIX, "np.take(x, [[1, 0], [1, 1]], axis=1)": CUBE,
                   "np.take(x, 2, axis=0)": MATRIX, "np.take(x, [5, -7], axis=1, mode='wrap')": MATRIX,
-                  "np.take(x, [9, -1], mode='clip')": [((5,),)]}),
+                  "np.take(x, [9, -1], mode='clip')": [((5,),)], "x.take([0, 0, 5])": MATRIX}),
     Row(np.take_along_axis, {
         "np.take_along_axis(x, np.argsort(x, axis=1), axis=1)": MATRIX,
         "np.take_along_axis(x, np.array([[0, 0, 3]]), axis=1)": MATRIX,
