@@ -14,9 +14,9 @@ differentiates:
    srcgrad differentiates in-place writes, and refuses a write into an array
    that may share memory with another (it would change both);
 4. devices: NumPy arrays live in host memory only; CuPy's arrays live on a
-   GPU, and srcgrad's CuPy backend (``backend="cupy"``, planned at the time
-   of writing; ``02_numpy_gpu.py`` says whether your version has it)
-   generates the same gradient code calling CuPy.  This section only reports
+   GPU, and srcgrad's CuPy backend (``backend="cupy"``; ``02_numpy_gpu.py``
+   trains with it where CuPy and a GPU are found) generates the same
+   gradient code calling CuPy.  This section only reports
    what it finds and never fails;
 5. automatic differentiation: ``out = mean(3 (x + 2)^2)`` at
    ``x = ones((2, 2))`` has gradient 4.5 in every entry.  PyTorch keeps no
@@ -161,9 +161,9 @@ def devices() -> None:
     section("4. devices")
     print("NumPy arrays live in host (CPU) memory; there is no .to('cuda') or .cpu().\n"
           "On a GPU the NumPy-like library is CuPy: cupy.asarray(x) copies to the device,\n"
-          "cupy.asnumpy(x) back.  srcgrad's CuPy backend, srcgrad.grad(f, backend='cupy')\n"
-          "(planned at the time of writing), generates the same gradient code calling CuPy;\n"
-          "examples/02_numpy_gpu.py says whether this version has it, and trains with it if so.")
+          "cupy.asnumpy(x) back.  srcgrad's CuPy backend, srcgrad.grad(f, backend='cupy'),\n"
+          "generates the same gradient code calling CuPy; examples/02_numpy_gpu.py trains\n"
+          "with it where CuPy and a GPU are found.")
     try:
         import cupy
 

@@ -278,6 +278,83 @@ def _first_extremum_by_row(ans_bar, ans, x, axes, size, dtype):
     return xp.transpose(xp.reshape(x_bar, moved.shape), np.argsort(order))
 
 
+def nanmean_adjoint(ans_bar, x, axis=None, keepdims=False):
+    """Adjoint of ``np.nanmean``: ``ans_bar / n`` on the elements that are not NaN, ``n``
+    their count in each window (NaNs, and all-NaN windows, get 0)."""
+    kept = ~np.isnan(x)
+    count = np.maximum(np.sum(kept, axis=axis, keepdims=True), 1)
+    g = broadcast_reduced(ans_bar, x, axis, keepdims)
+    return kept * (g / count.astype(np.result_type(g, 1.0)))
+
+
+def _weights_like(weights, a, axis):
+    """``np.average``'s weights given ``a``'s rank: 1-d weights along ``axis`` get size-1 axes."""
+    a, w = _as_array(a), _as_array(weights)
+    if w.shape == a.shape:
+        return w
+    return np.reshape(w, [n if d == axis % a.ndim else 1 for d, n in enumerate(a.shape)])
+
+
+def average_adjoint(ans_bar, ans, a, axis, weights, keepdims, which):
+    """Adjoint of ``np.average(a, axis, weights)`` with respect to ``a`` (``which=0``) or the
+    weights (1): ``ans = sum(w a) / sum(w)``, so ``a_bar = g w / sum(w)`` and
+    ``w_bar = g (a - ans) / sum(w)`` (the quotient rule)."""
+    w = _weights_like(weights, a, axis)
+    g = broadcast_reduced(ans_bar, a, axis, keepdims) / np.sum(w, axis=axis, keepdims=True)
+    if which == 0:
+        return g * w
+    spread = (a - _with_kept_dims(ans, a, axis, keepdims)) * g
+    return np.reshape(unbroadcast_to(spread, w.shape), np.shape(weights))
+
+
+def average_tangent(ans, a, axis, weights, keepdims, a_dot, weights_dot):
+    """``J v`` of ``np.average``: ``(sum(w a_dot) + sum((a - ans) w_dot)) / sum(w)``."""
+    w = _weights_like(weights, a, axis)
+    t = 0.0 if a_dot is None else np.sum(w * a_dot, axis=axis, keepdims=True)
+    if weights_dot is not None:
+        t = t + np.sum((a - _with_kept_dims(ans, a, axis, keepdims)) * _weights_like(weights_dot, a, axis),
+                       axis=axis, keepdims=True)
+    t = t / np.sum(w, axis=axis, keepdims=True)
+    return t if keepdims else np.reshape(t, np.shape(ans))
+
+
+def _along_first(x, axis):
+    return np.ravel(x) if axis is None else np.moveaxis(x, axis, 0)
+
+
+def _from_first(t, x, axis):
+    return np.reshape(t, np.shape(x)) if axis is None else np.moveaxis(t, 0, axis)
+
+
+def cumprod_adjoint(ans_bar, a, axis=None):
+    """Adjoint of ``np.cumprod``, exact where ``a`` has zeros (no division by ``a``):
+    ``a_bar[k] = L[k] s[k]`` with ``L[k]`` the product of the elements before ``k`` and
+    ``s[k] = g[k] + a[k+1] s[k+1]``, the reverse of the recurrence ``ans[k] = ans[k-1] a[k]``
+    (one vectorised step per element along ``axis``)."""
+    g, x = _along_first(ans_bar, axis), _along_first(a, axis)
+    bar = np.zeros(np.shape(x), dtype=np.result_type(g, x, 1.0))
+    if len(x) == 0:
+        return _from_first(bar, a, axis)
+    left = np.concatenate([np.ones_like(x[:1]), np.cumprod(x[:-1], axis=0)])
+    s = g[-1]
+    bar[-1] = left[-1] * s
+    for k in range(len(x) - 2, -1, -1):
+        s = g[k] + x[k + 1] * s
+        bar[k] = left[k] * s
+    return _from_first(bar, a, axis)
+
+
+def cumprod_tangent(a_dot, a, ans, axis=None):
+    """``J v`` of ``np.cumprod``: ``t[k] = t[k-1] a[k] + ans[k-1] a_dot[k]``."""
+    v, x, y = _along_first(a_dot, axis), _along_first(a, axis), _along_first(ans, axis)
+    t = np.zeros(np.shape(y), dtype=np.result_type(v, y, 1.0))
+    if len(t):
+        t[0] = v[0]
+    for k in range(1, len(t)):
+        t[k] = t[k - 1] * x[k] + y[k - 1] * v[k]
+    return _from_first(t, ans, axis)
+
+
 def prod_adjoint(ans_bar, x, axis=None, keepdims=False):
     """Adjoint of ``np.prod``: the product of all *other* elements, exact at zeros.
 
@@ -1013,12 +1090,14 @@ def window_adjoint(g, x, window_shape, axis=None):
 
 
 def joined_adjoint(ans_bar, arrays, how):
-    """One adjoint per array of ``np.hstack`` / ``np.vstack`` / ``np.column_stack``
-    (``how``): each array's piece of ``ans_bar``, in its own shape.  The arrays are
-    first made 1-d (hstack), 2-d rows (vstack) or columns (column_stack), then
-    joined along axis 0 (vstack, and hstack of vectors) or 1."""
+    """One adjoint per array of ``np.hstack`` / ``np.vstack`` / ``np.column_stack`` /
+    ``np.dstack`` (``how``): each array's piece of ``ans_bar``, in its own shape.  The
+    arrays are first made 1-d (hstack), 2-d rows (vstack), columns (column_stack) or 3-d
+    (dstack), then joined along axis 0 (vstack, and hstack of vectors), 1 or 2 (dstack)."""
     if how == "vstack":
         axis, sizes = 0, [np.shape(np.atleast_2d(np.empty(np.shape(a), bool)))[0] for a in arrays]
+    elif how == "dstack":
+        axis, sizes = 2, [np.shape(np.atleast_3d(np.empty(np.shape(a), bool)))[2] for a in arrays]
     elif how == "column_stack":
         axis, sizes = 1, [1 if np.ndim(a) < 2 else np.shape(a)[1] for a in arrays]
     else:
@@ -1087,6 +1166,103 @@ def sort_adjoint(ans_bar, a, axis=-1):
     bar = np.zeros(np.shape(a), dtype=np.result_type(ans_bar, 1.0))
     np.put_along_axis(bar, order, ans_bar, axis=axis)
     return bar
+
+
+def positions(a):
+    """The flat position of each element of ``a``, in ``a``'s shape: a function that only
+    selects, repeats, reorders or pads elements (``np.take``, ``np.tile``, ``np.insert``)
+    applied to it tells where each element of its output came from."""
+    xp = array_module(a)
+    return xp.reshape(xp.arange(np.size(a)), np.shape(a))
+
+
+def gather_adjoint(g, a, where):
+    """Adjoint of a function that only selects, repeats or reorders elements of ``a``:
+    ``where`` is that function applied to ``positions(a)`` (with ``-1`` where an output
+    element comes from elsewhere, a pad or an inserted value).  Each element of ``a`` gets
+    the sum of ``g`` over the places it went to (``np.bincount``).
+
+    Args:
+        g: the output's adjoint, float, of ``where``'s shape.
+        a: the input (only its shape is read).
+        where: integers, of the output's shape.
+
+    Returns:
+        An array of ``a``'s shape and ``g``'s float dtype.
+    """
+    xp = array_module(g)
+    where, g = xp.ravel(xp.asarray(where)), xp.ravel(xp.asarray(g))
+    kept = where >= 0
+    total = xp.bincount(where[kept], weights=g[kept], minlength=np.size(a))
+    return xp.reshape(total.astype(np.result_type(g, 1.0), copy=False), np.shape(a))
+
+
+def gathered(u, where):
+    """``u``'s elements at ``where`` (0 at ``-1``): the transpose of :func:`gather_adjoint`."""
+    xp = array_module(u)
+    flat = xp.ravel(u)
+    return xp.where(where >= 0, flat[where], 0) if np.size(flat) else xp.zeros(np.shape(where), u.dtype)
+
+
+def permuted_adjoint(g, a, ans, axis=-1):
+    """Adjoint of a function whose output is a permutation of ``a`` along ``axis``
+    (``np.partition``): output and input elements are matched by value (each sorted
+    stably), so the pairing is right whatever order the function left the rest in; equal
+    elements pair in order, one of the equally valid choices, as ``sort_adjoint``."""
+    if axis is None:
+        return np.reshape(permuted_adjoint(np.ravel(g), np.ravel(a), ans, 0), np.shape(a))
+    src, dst = np.argsort(a, axis=axis, kind="stable"), np.argsort(ans, axis=axis, kind="stable")
+    bar = np.zeros(np.shape(a), dtype=np.result_type(g, 1.0))
+    np.put_along_axis(bar, src, np.take_along_axis(g, dst, axis=axis), axis=axis)
+    return bar
+
+
+def permuted_tangent(t, a, ans, axis=-1):
+    """The tangent of such a permutation: each element's tangent goes where the element went."""
+    if axis is None:
+        a, ans, t, axis = np.ravel(a), np.ravel(ans), np.ravel(t), 0
+    src, dst = np.argsort(a, axis=axis, kind="stable"), np.argsort(ans, axis=axis, kind="stable")
+    out = np.zeros(np.shape(ans), dtype=np.result_type(t, 1.0))
+    np.put_along_axis(out, dst, np.take_along_axis(t, src, axis=axis), axis=axis)
+    return out
+
+
+def kron_adjoint(g, a, b, which):
+    """Adjoint of ``np.kron(a, b)`` for ``a`` (``which=0``) or ``b``: with both shapes padded
+    to one rank ``d``, ``g`` reshaped to ``(a0, b0, a1, b1, ...)`` holds ``a[i] b[j]`` at
+    ``(i0, j0, i1, j1, ...)``, so each factor's adjoint sums ``g`` times the other over its axes."""
+    d = max(np.ndim(a), np.ndim(b))
+    sa = (1,) * (d - np.ndim(a)) + np.shape(a)
+    sb = (1,) * (d - np.ndim(b)) + np.shape(b)
+    g = np.reshape(g, [n for pair in zip(sa, sb) for n in pair])
+    if which == 0:
+        other = np.reshape(b, [n for m in sb for n in (1, m)])
+        return np.reshape(np.sum(g * other, axis=tuple(range(1, 2 * d, 2))), np.shape(a))
+    other = np.reshape(a, [n for m in sa for n in (m, 1)])
+    return np.reshape(np.sum(g * other, axis=tuple(range(0, 2 * d, 2))), np.shape(b))
+
+
+def inner_adjoint(g, a, b, which):
+    """Adjoint of ``np.inner(a, b)`` (a sum over the last axes; a product when one is a
+    scalar) for ``a`` (``which=0``) or ``b``."""
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        other, this = (b, a) if which == 0 else (a, b)
+        return unbroadcast(g * other, this)
+    na, nb = np.ndim(a), np.ndim(b)
+    if which == 0:  # g: a.shape[:-1] + b.shape[:-1]; sum over b's leading axes
+        return np.tensordot(g, b, axes=(list(range(na - 1, na + nb - 2)), list(range(nb - 1))))
+    return np.tensordot(g, a, axes=(list(range(na - 1)), list(range(na - 1))))
+
+
+def split_adjoint(ans_bar, ary, indices_or_sections, axis, how):
+    """Adjoint of ``np.split`` / ``array_split`` / ``hsplit`` / ``vsplit`` / ``dsplit`` (``how``):
+    the pieces' adjoints joined again, zeros for a piece nothing read."""
+    pieces = getattr(np, how)(positions(ary), indices_or_sections, **({} if how[0] in "hvd" else {"axis": axis}))
+    parts = [item_of(ans_bar, i) for i in range(len(pieces))]
+    xp = array_module(ary)
+    dtype = np.result_type(*[p for p in parts if p is not None], 1.0)
+    flat = [xp.zeros(np.size(w), dtype) if p is None else xp.ravel(p) for p, w in zip(parts, pieces)]
+    return gather_adjoint(xp.concatenate(flat), ary, xp.concatenate([xp.ravel(w) for w in pieces]))
 
 
 def item(x):

@@ -267,7 +267,7 @@ def test_nondifferentiable_outputs_have_no_tangent():
 
 
 def no_tangent_rule(x):
-    return np.cbrt(x)
+    return np.i0(x)
 
 
 def test_refusals_of_reverse_mode_hold():
@@ -282,7 +282,7 @@ def test_refusals_of_reverse_mode_hold():
 
 
 def test_missing_rule_refused():
-    with pytest.raises(srcgrad.NoDerivativeRuleError, match="cbrt"):
+    with pytest.raises(srcgrad.NoDerivativeRuleError, match="i0"):
         srcgrad.jvp(no_tangent_rule)(np.ones(4), np.ones(4))
 
 

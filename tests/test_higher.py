@@ -263,6 +263,9 @@ HELPERS = [  # (helper, arguments, the position of each linear argument)
     (rt.reshape_back, lambda r: (r.standard_normal(12), r.standard_normal((3, 4)), "F"), (0,)),
     (rt.getitem_adjoint, lambda r: (r.standard_normal(3), r.standard_normal((3, 4)), _I[:, 1]), (0,)),
     (rt.getitem_adjoint, lambda r: (r.standard_normal(3), r.standard_normal(5), ([0, 2, 0],)), (0,)),
+    (rt.gather_adjoint, lambda r: (r.standard_normal((2, 5)), r.standard_normal((3, 2)),
+                                   np.array([[0, -1, 5, 5, 2], [1, 1, -1, 3, 0]])), (0,)),
+    (rt.gathered, lambda r: (r.standard_normal((3, 2)), np.array([[0, -1, 5, 5, 2], [1, 1, -1, 3, 0]])), (0,)),
     (rt.max_adjoint, lambda r: (lambda x: (r.standard_normal(3), np.max(x, axis=1), x, 1))(
         r.standard_normal((3, 4))), (0,)),
     (rt.max_adjoint, lambda r: (lambda x: (r.standard_normal((1, 4)), np.max(x, 0, keepdims=True), x, 0, True))(

@@ -63,10 +63,10 @@ class Row:
     domain: tuple = REAL
 
 
-def _reduction(name, domain=REAL, **extra):
+def _reduction(name, domain=REAL, methods=True, **extra):
     """A reduction with ``axis`` (int, negative, tuple) and ``keepdims``, as a function
-    and as a method, on a 3-d input; ``extra`` adds cases of its own."""
-    return Row(getattr(np, name), {
+    and (``methods``) as a method, on a 3-d input; ``extra`` adds cases of its own."""
+    cases = {
         f"np.{name}(x)": CUBE + [((5,),), ((),)],
         f"np.{name}(x, 1)": CUBE,
         f"np.{name}(x, axis=None)": CUBE,
@@ -76,12 +76,15 @@ def _reduction(name, domain=REAL, **extra):
         f"np.{name}(x, axis=(0, -1))": CUBE,
         f"np.{name}(x, axis=(0, 2), keepdims=True)": CUBE,
         f"np.{name}(x, keepdims=True)": CUBE,
-        f"x.{name}()": CUBE,
-        f"x.{name}(1)": CUBE,
-        f"x.{name}(axis=1)": MATRIX,
-        f"x.{name}(axis=(0, -1), keepdims=True)": CUBE,
-        **extra,
-    }, domain)
+    }
+    if methods:
+        cases.update({
+            f"x.{name}()": CUBE,
+            f"x.{name}(1)": CUBE,
+            f"x.{name}(axis=1)": MATRIX,
+            f"x.{name}(axis=(0, -1), keepdims=True)": CUBE,
+        })
+    return Row(getattr(np, name), {**cases, **extra}, domain)
 
 
 ROWS = [
@@ -90,12 +93,13 @@ ROWS = [
     Row(operator.sub, {"x - y": BINARY, "np.subtract(x, y)": BINARY[:2], "1.0 - x": UNARY}),
     Row(operator.mul, {"x * y": BINARY, "np.multiply(x, y)": BINARY[:2], "x * 3": UNARY}),
     # "2.0 / y" and "2.0 ** y" leave x unused: its gradient must be zeros.
-    Row(operator.mod, {"x % y": BINARY[:2], "np.mod(x, y)": BINARY[:1], "x % 0.7": UNARY},
+    Row(operator.mod, {"x % y": BINARY[:2], "np.mod(x, y)": BINARY[:1], "np.remainder(x, y)": BINARY[:1], "x % 0.7": UNARY},
         (REAL, POSITIVE)),
     Row(builtins.float, {"float(x)": [((),)], "np.float64(x)": UNARY}),
     Row(srcgrad.runtime.item, {"x.item()": [((1,),), ((1, 1),)]}),
     Row(np.astype, {"x.astype(np.float64)": MATRIX}),
     Row(operator.truediv, {"x / y": BINARY, "np.divide(x, y)": BINARY[:2], "x / 4": UNARY,
+                           "np.true_divide(x, y)": BINARY[:1],
                            "2.0 / y": [((3, 4), (3, 4))]},
         (REAL, POSITIVE)),
     Row(operator.pow, {"x ** y": BINARY, "np.power(x, y)": BINARY, "x ** 0.5": UNARY,
@@ -148,12 +152,37 @@ ROWS = [
     _reduction("prod", (0.5, 1.5)),
     _reduction("var", **{"np.var(x, axis=1, ddof=1)": MATRIX}),
     _reduction("std", **{"np.std(x, ddof=1)": MATRIX}),
+    _reduction("nansum", methods=False),
+    _reduction("nanmean", methods=False),
+    _reduction("ptp", methods=False),
+    Row(np.sum, {"np.sum(x, initial=0)": CUBE, "np.sum(x, axis=1, where=np.arange(4) > 1, initial=0.0)": CUBE,
+                 "np.sum(x, where=x > 0, keepdims=True)": MATRIX}),
+    Row(np.max, {"np.max(x, initial=1.5)": CUBE, "np.max(x, axis=1, where=np.arange(4) > 1, initial=-9.0)": CUBE,
+                 "np.amax(x, axis=0)": CUBE, "np.nanmax(x, axis=1)": CUBE, "np.nanmax(x)": MATRIX}),
+    Row(np.min, {"np.amin(x, axis=(0, 2))": CUBE, "np.nanmin(x, 0, keepdims=True)": CUBE,
+                 "np.min(x, axis=-1, where=np.arange(4) < 3, initial=9.0)": CUBE}),
+    Row(np.average, {"np.average(x)": CUBE, "np.average(x, axis=1)": CUBE,
+                     "np.average(x, axis=(0, 2), keepdims=True)": CUBE,
+                     "np.average(x, weights=y)": [((3, 4), (3, 4))],
+                     "np.average(x, axis=1, weights=y)": [((3, 4), (4,)), ((2, 3, 4), (2, 3, 4))],
+                     "np.average(x, axis=0, weights=y, keepdims=True)": [((3, 4), (3,))]},
+        (REAL, POSITIVE)),
+    Row(np.cumprod, {"np.cumprod(x)": MATRIX + [((5,),)], "np.cumprod(x, axis=1)": CUBE,
+                     "np.cumprod(x, -1)": MATRIX, "x.cumprod(axis=0)": CUBE}),
     # ---- linear algebra ----------------------------------------------------
     Row(np.dot, {
         "np.dot(x, y)": [((3, 4), (4, 2)), ((4,), (4, 2)), ((3, 4), (4,)), ((4,), (4,)),
                          ((), (3, 4)), ((3, 4), ()), ((2, 3, 4), (4, 2)), ((3, 4), (2, 4, 5))],
         "x.dot(y)": [((3, 4), (4, 2))],
     }),
+    Row(np.vdot, {"np.vdot(x, y)": [((3, 4), (3, 4)), ((3, 4), (12,)), ((4,), (4,))]}),
+    Row(np.inner, {"np.inner(x, y)": [((4,), (4,)), ((3, 4), (4,)), ((3, 4), (2, 4)), ((2, 3, 4), (5, 4)),
+                                      ((), (3, 4)), ((3, 4), ())]}),
+    Row(np.kron, {"np.kron(x, y)": [((2, 3), (3, 2)), ((3,), (2,)), ((2, 3), (2,)), ((2,), (2, 3, 2)),
+                                    ((), (2, 3))]}),
+    Row(np.cross, {"np.cross(x, y)": [((3,), (3,)), ((4, 3), (4, 3)), ((4, 3), (3,)), ((2, 1, 3), (4, 3))],
+                   "np.cross(x, y, axis=0)": [((3, 4), (3, 4))],
+                   "np.cross(x, y, axisa=0, axisb=1, axisc=0)": [((3, 4), (4, 3))]}),
     Row(np.outer, {"np.outer(x, y)": [((3,), (4,)), ((2, 3), (4,))]}),
     Row(np.tensordot, {
         "np.tensordot(x, y, axes=1)": [((3, 4), (4, 2))],
@@ -270,6 +299,53 @@ ROWS = [
                     "np.cumsum(x, -1)": MATRIX}),
     Row(np.diff, {"np.diff(x)": [((5,),)] + MATRIX, "np.diff(x, axis=0)": MATRIX, "np.diff(x, n=2, axis=1)": CUBE}),
     Row(np.sort, {"np.sort(x)": MATRIX, "np.sort(x, axis=0)": CUBE, "np.sort(x, axis=None)": MATRIX}),
+    Row(np.fliplr, {"np.fliplr(x)": MATRIX + CUBE}),
+    Row(np.flipud, {"np.flipud(x)": MATRIX + [((4,),)]}),
+    Row(np.rot90, {"np.rot90(x)": MATRIX, "np.rot90(x, 2)": MATRIX, "np.rot90(x, -1, axes=(1, 2))": CUBE,
+                   "np.rot90(x, k=3, axes=(2, 0))": CUBE}),
+    Row(np.tril, {"np.tril(x)": MATRIX + CUBE, "np.tril(x, -1)": MATRIX, "np.tril(x, k=1)": [((4,),)]}),
+    Row(np.triu, {"np.triu(x)": MATRIX + CUBE, "np.triu(x, 1)": MATRIX, "np.triu(x, k=-1)": [((4,),)]}),
+    Row(np.atleast_1d, {"np.atleast_1d(x)": [((),), ((4,),)]}),
+    Row(np.atleast_2d, {"np.atleast_2d(x)": [((),), ((4,),)] + MATRIX}),
+    Row(np.atleast_3d, {"np.atleast_3d(x)": [((),), ((4,),)] + MATRIX + CUBE}),
+    Row(np.dstack, {"np.dstack([x, y])": [((3,), (3,)), ((3, 2), (3, 2)), ((2, 3, 1), (2, 3, 2))],
+                    "np.dstack((x, y, x))": [((2, 3, 2), (2, 3, 1))]}),
+    Row(np.partition, {"np.partition(x, 2)": MATRIX + [((5,),)], "np.partition(x, 1, axis=0)": CUBE,
+                       "np.partition(x, (0, 3), axis=None)": MATRIX, "np.partition(x, kth=-1)": MATRIX}),
+    Row(np.tile, {"np.tile(x, 2)": MATRIX, "np.tile(x, (2, 1, 3))": MATRIX + [((4,),)],
+                  "np.tile(x, (2, 1))": CUBE + [((),)]}),
+    Row(np.repeat, {"np.repeat(x, 2)": MATRIX, "np.repeat(x, 3, axis=1)": CUBE,
+                    "np.repeat(x, [1, 0, 2], axis=0)": MATRIX, "np.repeat(x, 2, -1)": [((4,),)], "x.repeat(2, axis=0)": MATRIX}),
+    Row(np.diagonal, {"np.diagonal(x)": MATRIX + CUBE, "np.diagonal(x, 1)": MATRIX,
+                      "np.diagonal(x, -1, 2, 0)": CUBE, "np.diagonal(x, offset=1, axis1=1, axis2=2)": CUBE, "x.diagonal(1)": MATRIX}),
+    Row(np.take, {"np.take(x, [0, 2, 2, -1])": MATRIX, "np.take(x, [[1, 0], [1, 1]], axis=1)": CUBE,
+                  "np.take(x, 2, axis=0)": MATRIX, "np.take(x, [5, -7], axis=1, mode='wrap')": MATRIX,
+                  "np.take(x, [9, -1], mode='clip')": [((5,),)], "x.take([0, 0, 5])": MATRIX}),
+    Row(np.take_along_axis, {
+        "np.take_along_axis(x, np.argsort(x, axis=1), axis=1)": MATRIX,
+        "np.take_along_axis(x, np.array([[0, 0, 3]]), axis=1)": MATRIX,
+        "np.take_along_axis(x, np.array([[[1]], [[0]]]), -1)": CUBE,
+        "np.take_along_axis(x, np.array([2, 0, 2]), None)": MATRIX}),
+    Row(np.delete, {"np.delete(x, 1)": MATRIX, "np.delete(x, [0, 2], axis=1)": MATRIX,
+                    "np.delete(x, slice(0, 2), -1)": CUBE}),
+    Row(np.pad, {"np.pad(x, 1)": MATRIX, "np.pad(x, ((1, 0), (2, 3)))": MATRIX,
+                 "np.pad(x, (1, 2), constant_values=5.0)": MATRIX,
+                 "np.pad(x, 2, mode='edge')": MATRIX, "np.pad(x, (3, 1), 'reflect')": [((4,),)] + MATRIX,
+                 "np.pad(x, 2, 'symmetric')": MATRIX, "np.pad(x, 2, 'reflect', reflect_type='even')": MATRIX,
+                 "np.pad(x, ((0, 0), (5, 1)), mode='wrap')": MATRIX}),
+    Row(np.append, {"np.append(x, y)": [((3, 4), (2,)), ((), (3, 2))],
+                    "np.append(x, y, axis=0)": [((3, 4), (2, 4))], "np.append(x, y, 1)": [((3, 4), (3, 1))],
+                    "np.append(x, [1.0, 2.0])": MATRIX}),
+    Row(np.insert, {"np.insert(x, 1, y)": [((3, 4), ()), ((3, 4), (2,))],
+                    "np.insert(x, [0, 2, 2], y, axis=1)": [((3, 4), (3, 1)), ((3, 4), (3,))],
+                    "np.insert(x, 1, y, axis=0)": [((3, 4), (4,)), ((3, 4), ())],
+                    "np.insert(x, slice(0, 2), 7.0)": MATRIX}),
+    # A list of pieces: rows whose pieces have one shape, so the list is an array here; pieces
+    # of different shapes, read in part, in loops and helpers: test_rules_calls.py.
+    Row(np.split, {"np.split(x, 2)": [((4, 3),)], "np.split(x, [2], axis=1)": MATRIX}),
+    Row(np.array_split, {"np.array_split(x, 3, axis=-1)": [((2, 6),)]}),
+    Row(np.hsplit, {"np.hsplit(x, 2)": MATRIX + [((6,),)]}),
+    Row(np.vsplit, {"np.vsplit(x, [2])": [((4, 3),)], "np.vsplit(x, 2)": CUBE}),
     Row(np.trace, {"np.trace(x)": MATRIX + [((4, 4),)], "np.trace(x, 1)": MATRIX,
                    "np.trace(x, -1, 2, 0)": CUBE}),
     Row(np.diag, {"np.diag(x)": [((4,),), ((3, 4),)], "np.diag(x, 1)": [((3,),), ((3, 4),)],
@@ -280,6 +356,17 @@ ROWS = [
     Row(np.log10, {"np.log10(x)": UNARY}, POSITIVE),
     Row(np.arctan2, {"np.arctan2(x, y)": BINARY}, (REAL, POSITIVE)),
     Row(np.hypot, {"np.hypot(x, y)": BINARY}),
+    Row(np.arcsinh, {"np.arcsinh(x)": UNARY}),
+    Row(np.arccosh, {"np.arccosh(x)": UNARY}, (1.2, 3.0)),
+    Row(np.arctanh, {"np.arctanh(x)": UNARY}, UNIT),
+    Row(np.cbrt, {"np.cbrt(x)": UNARY}, POSITIVE),
+    Row(np.deg2rad, {"np.deg2rad(x)": UNARY, "np.radians(x)": UNARY}),
+    Row(np.rad2deg, {"np.rad2deg(x)": UNARY, "np.degrees(x)": UNARY}),
+    Row(np.sinc, {"np.sinc(x)": UNARY}),
+    Row(np.logaddexp2, {"np.logaddexp2(x, y)": BINARY}),
+    Row(np.fmax, {"np.fmax(x, y)": BINARY, "np.fmax(x, 0)": UNARY, "np.fmax(0.5, x)": UNARY}),
+    Row(np.fmin, {"np.fmin(x, y)": BINARY, "np.fmin(x, 0)": UNARY, "np.fmin(0.5, x)": UNARY}),
+    Row(np.fmod, {"np.fmod(x, y)": BINARY[:2], "np.fmod(x, 0.7)": UNARY}, (REAL, POSITIVE)),
     # ---- creation from a value ---------------------------------------------
     Row(np.full, {"np.full((3, 4), x)": [((),), ((4,),)], "np.full(3, x)": [((),)]}),
     Row(np.full_like, {"np.full_like(y, x)": [((), (3, 4)), ((4,), (3, 4))]}),
@@ -433,7 +520,7 @@ def test_rule_function(case):
     eps = 1e-6
     plus = case.evaluate(*[x + eps * v for x, v in zip(xs, vs)])
     minus = case.evaluate(*[x - eps * v for x, v in zip(xs, vs)])
-    u_jv = np.sum(u * (plus - minus)) / (2 * eps)
+    u_jv = np.sum(u * (np.asarray(plus) - np.asarray(minus))) / (2 * eps)
     jtu_v = sum(np.sum(b * v) for b, v in zip(bars, vs) if b is not None)
     assert u_jv == pytest.approx(jtu_v, rel=1e-6, abs=1e-8)
 

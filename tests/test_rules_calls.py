@@ -101,6 +101,10 @@ def with_floor(x):
     return np.sum(x - np.floor(x))
 
 
+def with_floor_divide(x):
+    return np.sum(x - np.floor_divide(x, 0.5) * 0.5 + x // 0.25)
+
+
 def with_sign(x):
     return np.sum(np.sign(x) * x)
 
@@ -120,8 +124,9 @@ def with_where_on_comparison(x, y):
     (with_shape_and_len, lambda x: np.full((3, 4), 1 / 36)),
     (with_argmax, lambda x: 3.0 * (x == np.max(x))),
     (with_floor, lambda x: np.ones((3, 4))),
+    (with_floor_divide, lambda x: np.ones((3, 4))),
     (with_sign, lambda x: np.sign(x)),
-], ids=["zeros-ones-zeros_like-full", "arange", "shape-len-ndim", "argmax", "floor", "sign"])
+], ids=["zeros-ones-zeros_like-full", "arange", "shape-len-ndim", "argmax", "floor", "floor_divide", "sign"])
 def test_non_differentiable_calls_are_constants(fn, expected, optimize):
     np.testing.assert_allclose(srcgrad.grad(fn, optimize=optimize)(X), expected(X), rtol=1e-14)
 
@@ -259,3 +264,58 @@ def test_grad_of_reduction_matches_finite_differences(fn, shapes, optimize):
     grads = srcgrad.grad(fn, wrt=(0, 1), optimize=optimize)(*args)
     for i, g in enumerate(grads):
         np.testing.assert_allclose(g, numerical_grad(fn, args, i), rtol=1e-6, atol=1e-8)
+
+
+# ---- the rules of issue 14 inside loops and called helpers --------------------------------
+
+
+def _padded_rows(h):
+    """A helper that selects, pads and rotates (gather rules), called in a loop."""
+    return np.rot90(np.pad(np.take(h, [0, 2, 2], axis=0), 1, mode="edge"))
+
+
+def gathers_in_a_loop(x):
+    h = x
+    total = 0.0
+    for _ in range(3):
+        h = np.tanh(_padded_rows(h) * 0.5)[1:-1, 1:-1].T
+        total = total + np.sum(np.cumprod(np.tile(h, (1, 2)), axis=1) * np.fliplr(np.triu(h, 1)).sum())
+    return total
+
+
+def _statistics(h, w):
+    return np.average(h, axis=1, weights=w) + np.nanmean(h, axis=1) + np.ptp(h, axis=1)
+
+
+def reductions_in_a_helper(x):
+    out = 0.0
+    for i in range(2):
+        out = out + np.sum(_statistics(np.arcsinh(x) * (i + 1), np.exp2(x[0])) ** 2)
+    return out + np.sum(np.nansum(np.cbrt(x + 3.0), axis=0, keepdims=True) * np.max(x, axis=1, initial=0.0)[0])
+
+
+def _split_and_join(x):
+    parts = np.array_split(x, 3, axis=1)  # widths 2, 1, 1: pieces of different shapes
+    return np.kron(parts[0], parts[2]) + np.sum(parts[1]), np.insert(parts[2], 1, parts[1][0], axis=0)
+
+
+def pieces_in_a_loop(x):
+    total = 0.0
+    for k in range(2):
+        joined, inserted = _split_and_join(x * (k + 1.0))
+        total = total + np.sum(joined ** 2) + np.vdot(inserted, np.arange(4.0).reshape(4, 1)) \
+            + np.sum(np.cross(x[:, :3], np.fmax(x[:, 1:], 0.3)) * np.logaddexp2(x[:, :3], 1.0))
+    return total + np.inner(np.append(x[0], x[1, :2]), np.arange(6.0))
+
+
+@OPTIMIZE
+@pytest.mark.parametrize("fn", [gathers_in_a_loop, reductions_in_a_helper, pieces_in_a_loop])
+def test_new_rules_in_loops_and_helpers(fn, optimize):
+    g = srcgrad.grad(fn, optimize=optimize)(X)
+    np.testing.assert_allclose(g, numerical_grad(fn, [X], 0), rtol=1e-5, atol=1e-6)
+    g32 = srcgrad.grad(fn, optimize=optimize)(X.astype(np.float32))
+    assert g32.dtype == np.float32
+    np.testing.assert_allclose(g32, g, rtol=2e-3, atol=2e-3)
+    v = np.cos(X)
+    _, tangent = srcgrad.jvp(fn, optimize=optimize)(X, v)
+    assert tangent == pytest.approx(np.sum(g * v), rel=1e-9)

@@ -92,6 +92,29 @@ def test_two_array_ties_split_evenly(fn, expected_x, expected_y, optimize):
     assert_exact(gy, expected_y)
 
 
+def sum_fmax(x, y):
+    return np.sum(np.fmax(x, y) * np.array([1.0, 2.0, 4.0, 8.0]))
+
+
+def sum_fmin(x, y):
+    return np.sum(np.fmin(x, y) * np.array([1.0, 2.0, 4.0, 8.0]))
+
+
+@OPTIMIZE
+@pytest.mark.parametrize("fn", [sum_fmax, sum_fmin], ids=["fmax", "fmin"])
+def test_fmax_fmin_skip_nan_and_split_ties(fn, optimize):
+    """NaN on one side: the adjoint goes to the other; on both: to ``x1``; a tie: 0.5/0.5."""
+    x, y = np.array([np.nan, 1.0, np.nan, 2.0]), np.array([3.0, np.nan, np.nan, 2.0])
+    gx, gy = srcgrad.grad(fn, wrt=(0, 1), optimize=optimize)(x, y)
+    assert_exact(gx, [0, 2, 4, 4])
+    assert_exact(gy, [1, 0, 0, 4])
+
+
+@OPTIMIZE
+def test_sinc_has_derivative_zero_at_zero(optimize):
+    assert_exact(grad(lambda x: np.sum(np.sinc(x)), np.array([0.0, 0.0]), optimize=optimize), [0, 0])
+
+
 def sum_maximum_broadcast(x, y):
     return np.sum(np.maximum(x, y))
 
@@ -383,3 +406,49 @@ def test_repeated_integer_indices_accumulate(optimize):
 @OPTIMIZE
 def test_repeated_indices_in_a_list_literal_accumulate(optimize):
     assert_exact(grad(gather_repeated_list, np.array([5.0, 6.0, 7.0]), optimize=optimize), [2, 1, 0])
+
+
+# ---- NaN-skipping reductions, initial= and where=, cumprod at zeros -------------------
+
+
+@OPTIMIZE
+@pytest.mark.parametrize("fn, expected", [
+    (lambda x: np.nansum(x * np.array([1.0, 2.0, 4.0])), [1, 0, 4]),
+    (lambda x: np.nanmean(x), [0.5, 0, 0.5]),
+    (lambda x: np.nanmax(x), [0, 0, 1]),
+    (lambda x: np.nanmin(x), [1, 0, 0]),
+], ids=["nansum", "nanmean", "nanmax", "nanmin"])
+def test_nan_reductions_give_nan_elements_zero(fn, expected, optimize):
+    assert_exact(grad(fn, np.array([1.0, np.nan, 3.0]), optimize=optimize), expected)
+
+
+@OPTIMIZE
+def test_max_where_the_initial_value_wins_gives_zero(optimize):
+    x = np.array([[1.0, 5.0], [-1.0, -2.0]])
+    g = srcgrad.grad(lambda x: np.sum(np.max(x, axis=1, initial=0.0)), optimize=optimize)(x)
+    assert_exact(g, [[0, 1], [0, 0]])
+
+
+@OPTIMIZE
+def test_max_where_skips_the_elements_left_out(optimize):
+    x = np.array([3.0, 1.0, 2.0])
+    g = srcgrad.grad(lambda x: np.max(x, where=np.array([False, True, True]), initial=-9.0), optimize=optimize)(x)
+    assert_exact(g, [0, 0, 1])
+
+
+def test_sum_with_a_nonzero_initial_value_is_refused():
+    with pytest.raises(srcgrad.NoDerivativeRuleError, match=r"c \+ np.sum\(x\)"):
+        srcgrad.grad(lambda x: np.sum(x, initial=2.0))(np.ones(3))
+
+
+@OPTIMIZE
+def test_ptp_of_a_constant_window_is_zero(optimize):
+    assert_exact(grad(lambda x: np.ptp(x), np.array([2.0, 2.0, 2.0]), optimize=optimize), [0, 0, 0])
+
+
+@OPTIMIZE
+def test_cumprod_is_exact_at_zeros(optimize):
+    x = np.array([2.0, 0.0, 3.0, 0.5])
+    g = grad(lambda x: np.sum(np.cumprod(x)), x, optimize=optimize)
+    # d/dx_k of sum_i prod_{j<=i} x_j: products of the other factors, none divided by 0.
+    assert_exact(g, [1, 2 + 2 * 3 + 2 * 3 * 0.5, 0, 0])

@@ -302,7 +302,7 @@ def test_clip_one_bound(f, optimize):
 
 
 def method_on_product(x):
-    return np.sum((x * 1.5).take([0, 1]))
+    return np.sum((x * 1.5).compress([True, False, True, True]))
 
 
 def method_on_index(x):
@@ -310,15 +310,15 @@ def method_on_index(x):
 
 
 def method_on_call(x):
-    return np.sum(np.tanh(x).repeat(2))
+    return np.sum(np.tanh(x).conjugate())
 
 
 def method_on_method(x):
-    return np.sum(x.reshape(2, 2).diagonal())
+    return np.sum(x.reshape(2, 2).argpartition(1))
 
 
-@pytest.mark.parametrize("f, method", [(method_on_product, "take"), (method_on_index, "conj"),
-                                       (method_on_call, "repeat"), (method_on_method, "diagonal")])
+@pytest.mark.parametrize("f, method", [(method_on_product, "compress"), (method_on_index, "conj"),
+                                       (method_on_call, "conjugate"), (method_on_method, "argpartition")])
 @pytest.mark.parametrize("optimize", [True, False])
 def test_array_method_on_expression_refused(f, method, optimize):
     with pytest.raises(errors.UnsupportedSyntaxError, match=f"`.{method}\\(\\)`") as info:
@@ -326,7 +326,7 @@ def test_array_method_on_expression_refused(f, method, optimize):
     assert __file__.rsplit("/", 1)[-1] in str(info.value)
 
 
-@pytest.mark.parametrize("method", ["diagonal", "take", "sort", "tolist", "conj", "cumprod", "nonzero"])
+@pytest.mark.parametrize("method", ["conjugate", "compress", "sort", "tolist", "conj", "argpartition", "nonzero"])
 def test_other_array_methods_on_expression_refused(method, tmp_path):
     path = tmp_path / f"rules2_{method}.py"
     path.write_text(f"import numpy as np\n\n\ndef g(x):\n    return np.sum((x * 1.5).{method}())\n")
@@ -514,10 +514,10 @@ def test_array_methods_with_rules(f, optimize):
 
 def method_on_list_item(x):
     xs = [x * 1.5, x]
-    return np.sum(xs[0].cumprod())
+    return np.sum(xs[0].conjugate())
 
 
 def test_array_method_of_unknown_receiver_is_a_named_error():
     # The receiver is known to be an array only when it runs: a named error, not a TypeError.
-    with pytest.raises(errors.NoDerivativeRuleError, match=r"`.cumprod\(\)`"):
+    with pytest.raises(errors.NoDerivativeRuleError, match=r"`.conjugate\(\)`"):
         srcgrad.grad(method_on_list_item)(np.array([1.0, 2.0]))

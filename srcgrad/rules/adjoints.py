@@ -19,12 +19,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..runtime import (add, broadcast_reduced, broadcast_tangent, cast_adjoint, count_reduced, dtype_adjoint,
-                       fill_like, getitem_adjoint, is_constant, matmul_lhs, matmul_rhs, max_adjoint, reshape_back,
-                       sort_adjoint, sorted_like, unbroadcast, unbroadcast_to, window_adjoint, written_adjoint,
-                       zeros_like, zeros_tangent)
+                       fill_like, gather_adjoint, gathered, getitem_adjoint, is_constant, matmul_lhs, matmul_rhs,
+                       max_adjoint, positions, reshape_back, sort_adjoint, sorted_like, unbroadcast, unbroadcast_to,
+                       window_adjoint, written_adjoint, zeros_like, zeros_tangent)
 from .registry import defadjoint, deftangent, nondifferentiable
 
-nondifferentiable(count_reduced, zeros_tangent, zeros_like)  # an element count; zeros
+nondifferentiable(count_reduced, zeros_tangent, zeros_like, positions)  # an element count; zeros; integers
 
 
 @defadjoint(add, diff=("a", "b"))
@@ -105,6 +105,17 @@ def reshape_back_transposed(ans_bar, ans, g, a, order):
 def getitem_adjoint_transposed(ans_bar, ans, g, a, index):
     """Scattering into zeros, transposed: reading the same elements again."""
     return ans_bar[index]
+
+
+@defadjoint(gather_adjoint, diff=("g",), zero=("a", "where"), tangent="linear")
+def gather_adjoint_transposed(ans_bar, ans, g, a, where):
+    """Summing into the places elements came from, transposed: reading them there."""
+    return gathered(ans_bar, where)
+
+
+@defadjoint(gathered, diff=("u",), zero=("where",), tangent="linear")
+def gathered_transposed(ans_bar, ans, u, where):
+    return gather_adjoint(ans_bar, u, where)
 
 
 @defadjoint(max_adjoint, diff=("g",), zero=("m", "x"), tangent="linear")

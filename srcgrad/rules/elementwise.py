@@ -93,6 +93,45 @@ def arctan(ans_bar, ans, x):
     return ans_bar / (1 + x**2)
 
 
+@defadjoint(np.arcsinh, elementwise=True)
+def arcsinh(ans_bar, ans, x):
+    return ans_bar / np.sqrt(x**2 + 1)
+
+
+@defadjoint(np.arccosh, elementwise=True)
+def arccosh(ans_bar, ans, x):
+    """Defined for ``x >= 1``; ``inf`` at 1, as ``sqrt``'s at 0."""
+    return ans_bar / np.sqrt(x**2 - 1)
+
+
+@defadjoint(np.arctanh, elementwise=True)
+def arctanh(ans_bar, ans, x):
+    return ans_bar / (1 - x**2)
+
+
+@defadjoint(np.cbrt, elementwise=True)
+def cbrt(ans_bar, ans, x):
+    """``1 / (3 cbrt(x)^2)``: ``inf`` at 0, as ``sqrt``'s."""
+    return ans_bar / (3 * ans**2)
+
+
+@defadjoint(np.deg2rad, np.radians, elementwise=True)
+def deg2rad(ans_bar, ans, x):
+    return ans_bar * 0.017453292519943295  # pi / 180, a Python float: float32 stays float32
+
+
+@defadjoint(np.rad2deg, np.degrees, elementwise=True)
+def rad2deg(ans_bar, ans, x):
+    return ans_bar * 57.29577951308232  # 180 / pi
+
+
+@defadjoint(np.sinc, elementwise=True)
+def sinc(ans_bar, ans, x):
+    """``sinc(x) = sin(pi x) / (pi x)`` (NumPy's normalised sinc): ``(cos(pi x) - sinc(x)) / x``,
+    0 at ``x == 0`` (the limit: sinc is even)."""
+    return ans_bar * np.where(x == 0, 0, (np.cos(np.pi * x) - ans) / np.where(x == 0, 1, x))
+
+
 @defadjoint(np.exp2, elementwise=True)
 def exp2(ans_bar, ans, x):
     return ans_bar * ans * 0.6931471805599453  # log(2)
@@ -149,6 +188,12 @@ def logaddexp(ans_bar, ans, x1, x2):
     return unbroadcast(ans_bar * np.exp(x1 - ans), x1), unbroadcast(ans_bar * np.exp(x2 - ans), x2)
 
 
+@defadjoint(np.logaddexp2, elementwise=True)
+def logaddexp2(ans_bar, ans, x1, x2):
+    """``log2(2^x1 + 2^x2)``: the weights ``2^(x1 - ans)``, ``2^(x2 - ans)`` (sum 1)."""
+    return unbroadcast(ans_bar * np.exp2(x1 - ans), x1), unbroadcast(ans_bar * np.exp2(x2 - ans), x2)
+
+
 @defadjoint(np.maximum, elementwise=True)
 def maximum(ans_bar, ans, x1, x2):
     """Ties split the adjoint 0.5/0.5 (PyTorch and JAX do the same).
@@ -191,3 +236,28 @@ def clip(ans_bar, ans, a, a_min=None, a_max=None):
     return (unbroadcast(ans_bar * ((a >= a_min) & (a <= a_max)), a),
             unbroadcast(ans_bar * (a < a_min), a_min),
             unbroadcast(ans_bar * (a > a_max), a_max))
+
+
+@defadjoint(np.fmax, elementwise=True)
+def fmax(ans_bar, ans, x1, x2):
+    """``np.maximum`` that skips NaN: where one argument is NaN the adjoint goes to the other
+    (where both are, to ``x1``).  Ties as ``np.maximum``: 0.5/0.5, or to a literal constant."""
+    if is_constant(x2):
+        return unbroadcast(ans_bar * np.logical_or(x1 > x2, np.isnan(x2)), x1), None
+    if is_constant(x1):
+        return None, unbroadcast(ans_bar * np.logical_or(x2 > x1, np.isnan(x1)), x2)
+    return (unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * np.logical_or(x1 > x2, np.isnan(x2))), x1),
+            unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * np.logical_or(x2 > x1, np.isnan(x1) > np.isnan(x2))),
+                        x2))
+
+
+@defadjoint(np.fmin, elementwise=True)
+def fmin(ans_bar, ans, x1, x2):
+    """``np.minimum`` that skips NaN, with ``fmax``'s conventions."""
+    if is_constant(x2):
+        return unbroadcast(ans_bar * np.logical_or(x1 < x2, np.isnan(x2)), x1), None
+    if is_constant(x1):
+        return None, unbroadcast(ans_bar * np.logical_or(x2 < x1, np.isnan(x1)), x2)
+    return (unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * np.logical_or(x1 < x2, np.isnan(x2))), x1),
+            unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * np.logical_or(x2 < x1, np.isnan(x1) > np.isnan(x2))),
+                        x2))

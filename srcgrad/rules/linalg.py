@@ -1,4 +1,5 @@
-"""Linear algebra: ``dot outer tensordot einsum linalg.norm trace diag linalg.inv``.
+"""Linear algebra: ``dot vdot inner outer kron cross tensordot einsum linalg.norm trace
+diag linalg.inv``.
 
 Matrix-product adjoints follow Giles (2008), "Collected matrix derivative
 results for forward and reverse mode AD": for ``C = A B``,
@@ -11,7 +12,7 @@ import functools
 import numpy as np
 
 from ..runtime import (diag_adjoint, dot_lhs, dot_rhs, einsum_adjoint_subscripts, einsum_adjoints,
-                       is_constant, norm_adjoint, tensordot_adjoint, trace_adjoint, unbroadcast)
+                       inner_adjoint, is_constant, kron_adjoint, norm_adjoint, tensordot_adjoint, trace_adjoint, unbroadcast)
 from . import _ndim
 from .registry import defadjoint, deftangent
 
@@ -29,6 +30,37 @@ def outer(ans_bar, ans, a, b):
         return ans_bar @ b, a @ ans_bar
     return (np.reshape(ans_bar @ np.ravel(b), np.shape(a)),
             np.reshape(np.ravel(a) @ ans_bar, np.shape(b)))
+
+
+@defadjoint(np.vdot, ndim=_ndim.fixed(0), tangent="bilinear")
+def vdot(ans_bar, ans, a, b):
+    """``sum(ravel(a) * ravel(b))`` (real arrays): each gets the other, in its own shape."""
+    return ans_bar * np.reshape(b, np.shape(a)), ans_bar * np.reshape(a, np.shape(b))
+
+
+@defadjoint(np.inner, tangent="bilinear")
+def inner(ans_bar, ans, a, b):
+    """A sum over the last axes (``rt.inner_adjoint``); of vectors, ``dot``."""
+    if np.ndim(a) == 1 and np.ndim(b) == 1:
+        return ans_bar * b, ans_bar * a
+    return inner_adjoint(ans_bar, a, b, 0), inner_adjoint(ans_bar, a, b, 1)
+
+
+@defadjoint(np.kron, tangent="bilinear")
+def kron(ans_bar, ans, a, b):
+    """``g`` reshaped so that each element is ``a[i] b[j]``, summed against the other factor
+    (``rt.kron_adjoint``)."""
+    return kron_adjoint(ans_bar, a, b, 0), kron_adjoint(ans_bar, a, b, 1)
+
+
+@defadjoint(np.cross, diff=("a", "b"), tangent="bilinear")
+def cross(ans_bar, ans, a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """3-vectors: ``<g, a x b> = <a, b x g> = <b, g x a>`` (the scalar triple product), with
+    each vector axis where its array has it; summed back over broadcasting."""
+    if is_constant(axis) and axis is None:
+        return (unbroadcast(np.cross(b, ans_bar, axisa=axisb, axisb=axisc, axisc=axisa), a),
+                unbroadcast(np.cross(ans_bar, a, axisa=axisc, axisb=axisa, axisc=axisb), b))
+    return unbroadcast(np.cross(b, ans_bar, axis=axis), a), unbroadcast(np.cross(ans_bar, a, axis=axis), b)
 
 
 @defadjoint(np.tensordot, tangent="bilinear")

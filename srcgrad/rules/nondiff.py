@@ -22,6 +22,9 @@ nondifferentiable(np.eye, np.identity, ndim=None)
 nondifferentiable(np.shape, np.ndim, np.size, np.argmax, np.argmin, np.argsort, np.nonzero)
 nondifferentiable(np.floor, np.ceil, np.round, np.rint, np.trunc, np.sign, np.isnan,
                   np.isinf, np.isfinite, np.all, np.any, np.count_nonzero)
+# floor(x1 / x2): integer-valued, so piecewise constant; derivative 0 wherever it is defined
+# (as `//`, which transforms/anf.py declares).
+nondifferentiable(np.floor_divide)
 nondifferentiable(np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal,
                   np.logical_and, np.logical_or, np.logical_not, np.logical_xor)
 nondifferentiable(np.dtype, np.result_type, np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,

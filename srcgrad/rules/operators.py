@@ -53,6 +53,13 @@ def mod(ans_bar, ans, x1, x2):
     return unbroadcast(ans_bar, x1), unbroadcast(-ans_bar * np.floor_divide(x1, x2), x2)
 
 
+@defadjoint(np.fmod, elementwise=True)
+def fmod(ans_bar, ans, x1, x2):
+    """``fmod(x1, x2) = x1 - x2 * trunc(x1 / x2)`` (C's ``fmod``; the sign of ``x1``):
+    derivative 1 in ``x1`` and ``-trunc(x1 / x2)`` in ``x2``, as ``%`` at the jumps."""
+    return unbroadcast(ans_bar, x1), unbroadcast(-ans_bar * np.trunc(x1 / x2), x2)
+
+
 @defadjoint(operator.neg, np.negative, elementwise=True)
 def negative(ans_bar, ans, x):
     return -ans_bar

@@ -1,5 +1,5 @@
-"""Reductions: ``sum mean max min prod var std`` with ``axis`` (negative and
-tuples too) and ``keepdims``.
+"""Reductions: ``sum mean max min prod var std nansum nanmean nanmax nanmin ptp
+average``, with ``axis`` (negative and tuples too) and ``keepdims``; ``cumprod``.
 
 The adjoint of a reduction broadcasts ``ans_bar`` back over the reduced axes
 (``rt.broadcast_reduced``); ``full_like`` keeps the input's dtype for the
@@ -11,18 +11,30 @@ import functools
 
 import numpy as np
 
-from ..runtime import (broadcast_reduced, count_reduced, dtype_adjoint, fill_like, is_constant, max_adjoint,
+from ..runtime import (average_adjoint, average_tangent, broadcast_reduced, count_reduced, cumprod_adjoint,
+                       cumprod_tangent, dtype_adjoint, fill_like, is_constant, max_adjoint, nanmean_adjoint,
                        prod_adjoint, std_adjoint, var_adjoint)
 from . import _ndim
-from .registry import defadjoint
+from .registry import defadjoint, deftangent
 
 _reduced = functools.partial(_ndim.reduced, array="a")
 
 
-@defadjoint(np.sum, ndim=_reduced, tangent="linear")
-def sum(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):  # noqa: A001
+def _sum_refuse(statics):
+    if statics.get("initial", 0) not in (0, None):
+        return ("srcgrad differentiates `np.sum` with `initial=0` only (forward mode derives its "
+                "tangent as the sum of the tangents, which another start would offset)",
+                "add the start yourself: `c + np.sum(x)`")
+    return None
+
+
+@defadjoint(np.sum, ndim=_reduced, refuse=_sum_refuse, tangent="linear")
+def sum(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False, initial=0, where=True):  # noqa: A001
+    """``where=``: only the elements it selects get the adjoint (with ``initial=0``)."""
     if not (is_constant(dtype) and dtype is None):
         ans_bar = dtype_adjoint(ans_bar, dtype)
+    if not (is_constant(where) and where is True):
+        return broadcast_reduced(ans_bar, a, axis, keepdims) * where
     if axis is None and is_constant(keepdims) and not keepdims:
         return fill_like(a, ans_bar)
     if is_constant(axis) and is_constant(keepdims) and not keepdims:
@@ -39,17 +51,84 @@ def mean(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):
     return broadcast_reduced(ans_bar, a, axis, keepdims) / count_reduced(a, axis)
 
 
-@defadjoint(np.max, np.amax, ndim=_reduced, tangent="reduction")
-def max(ans_bar, ans, a, axis=None, out=None, keepdims=False):  # noqa: A001
+@defadjoint(np.max, np.amax, np.nanmax, ndim=_reduced, tangent="reduction")
+def max(ans_bar, ans, a, axis=None, out=None, keepdims=False, initial=None, where=True):  # noqa: A001
     """A tie gives the whole adjoint to the first maximum, row-major over ``axis``
-    (``rt.max_adjoint``; PyTorch's ``max_pool2d``): a subgradient, found without counting ties."""
+    (``rt.max_adjoint``; PyTorch's ``max_pool2d``): a subgradient, found without counting ties.
+    ``nanmax`` skips NaNs (no NaN equals the maximum); ``where=`` skips the elements it leaves
+    out; ``initial`` is a constant: where it is the maximum, ``a`` gets 0 (a tie: ``a``)."""
+    if not (is_constant(where) and where is True):
+        return max_adjoint(ans_bar, ans, np.where(where, a, np.nan), axis, keepdims)
     return max_adjoint(ans_bar, ans, a, axis, keepdims)
 
 
-@defadjoint(np.min, np.amin, ndim=_reduced, tangent="reduction")
-def min(ans_bar, ans, a, axis=None, out=None, keepdims=False):  # noqa: A001
-    """A tie gives the whole adjoint to the first minimum (``rt.max_adjoint`` serves both)."""
+@defadjoint(np.min, np.amin, np.nanmin, ndim=_reduced, tangent="reduction")
+def min(ans_bar, ans, a, axis=None, out=None, keepdims=False, initial=None, where=True):  # noqa: A001
+    """As ``max``: the first minimum (``rt.max_adjoint`` serves both)."""
+    if not (is_constant(where) and where is True):
+        return max_adjoint(ans_bar, ans, np.where(where, a, np.nan), axis, keepdims)
     return max_adjoint(ans_bar, ans, a, axis, keepdims)
+
+
+@defadjoint(np.ptp, ndim=_reduced, tangent="reduction")
+def ptp(ans_bar, ans, a, axis=None, out=None, keepdims=False):
+    """``max - min``, with their tie conventions: a constant window (one element both
+    first maximum and first minimum) gets 0."""
+    return (max_adjoint(ans_bar, np.max(a, axis=axis, keepdims=keepdims), a, axis, keepdims)
+            - max_adjoint(ans_bar, np.min(a, axis=axis, keepdims=keepdims), a, axis, keepdims))
+
+
+@defadjoint(np.nansum, ndim=_reduced, tangent="reduction")
+def nansum(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):
+    """NaNs count as 0: they get 0."""
+    if not (is_constant(dtype) and dtype is None):
+        ans_bar = dtype_adjoint(ans_bar, dtype)
+    return broadcast_reduced(ans_bar, a, axis, keepdims) * ~np.isnan(a)
+
+
+@defadjoint(np.nanmean, ndim=_reduced, tangent="reduction")
+def nanmean(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):
+    """The mean of the elements that are not NaN (``rt.nanmean_adjoint``); NaNs get 0."""
+    if not (is_constant(dtype) and dtype is None):
+        ans_bar = dtype_adjoint(ans_bar, dtype)
+    return nanmean_adjoint(ans_bar, a, axis, keepdims)
+
+
+def _average_refuse(statics):
+    if statics.get("returned", False) is not False:
+        return ("srcgrad differentiates `np.average` without `returned=True` (which returns a pair)",
+                "compute the sum of the weights yourself: `np.sum(weights, axis)`")
+    return None
+
+
+@defadjoint(np.average, ndim=_reduced, diff=("a", "weights"), refuse=_average_refuse)
+def average(ans_bar, ans, a, axis=None, weights=None, returned=False, keepdims=False):
+    """Without weights, ``mean``; with them ``sum(w a) / sum(w)`` (``rt.average_adjoint``)."""
+    if is_constant(weights) and weights is None:
+        return broadcast_reduced(ans_bar, a, axis, keepdims) / count_reduced(a, axis), None
+    return (average_adjoint(ans_bar, ans, a, axis, weights, keepdims, 0),
+            average_adjoint(ans_bar, ans, a, axis, weights, keepdims, 1))
+
+
+@deftangent(np.average)
+def average_tangent_rule(ans, a, axis=None, weights=None, returned=False, keepdims=False, a_dot=None,
+                         weights_dot=None):
+    if is_constant(weights) and weights is None:
+        return np.mean(a_dot, axis=axis, keepdims=keepdims)
+    return average_tangent(ans, a, axis, weights, keepdims, a_dot, weights_dot)
+
+
+@defadjoint(np.cumprod, diff=("a",))
+def cumprod(ans_bar, ans, a, axis=None, dtype=None, out=None):
+    """Exact where ``a`` has zeros (``rt.cumprod_adjoint``)."""
+    if not (is_constant(dtype) and dtype is None):
+        ans_bar = dtype_adjoint(ans_bar, dtype)
+    return cumprod_adjoint(ans_bar, a, axis)
+
+
+@deftangent(np.cumprod)
+def cumprod_tangent_rule(ans, a, axis=None, dtype=None, out=None, a_dot=None):
+    return cumprod_tangent(a_dot, a, ans, axis)
 
 
 @defadjoint(np.prod, ndim=_reduced, tangent="reduction")

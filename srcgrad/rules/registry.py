@@ -98,7 +98,9 @@ class Rule:
 DISCRETE = frozenset({"axis", "axes", "shape", "dtype", "keepdims", "order", "index", "name", "copy",
                       "out", "subok", "writeable", "window_shape", "optimize", "condition", "casting",
                       "size", "num", "endpoint", "retstep", "shift", "source", "destination", "axis1",
-                      "axis2", "offset", "k", "n", "kind", "stable"})
+                      "axis2", "offset", "k", "n", "kind", "stable", "where", "repeats", "reps", "indices", "kth",
+                      "obj", "pad_width", "mode", "reflect_type", "indices_or_sections", "axisa", "axisb",
+                      "axisc"})
 
 # How forward mode derives a primitive's tangent where no tangent rule is written
 # (``transforms/forward.py`` applies them):

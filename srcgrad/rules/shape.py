@@ -1,6 +1,13 @@
 """Shapes and indexing: ``reshape ravel expand_dims squeeze broadcast_to
-transpose concatenate stack hstack vstack column_stack flip roll moveaxis
-swapaxes cumsum diff sort``, ``np.r_``/``np.c_``, ``x[index]``, ``copy``.
+transpose concatenate stack hstack vstack column_stack dstack flip fliplr flipud
+rot90 roll moveaxis swapaxes tril triu atleast_1d/2d/3d cumsum diff sort
+partition tile repeat pad diagonal take take_along_axis append insert delete
+split array_split hsplit vsplit``, ``np.r_``/``np.c_``, ``x[index]``, ``copy``.
+
+A function that only selects, repeats, reorders or pads elements gets its adjoint by
+running on ``rt.positions(a)`` (each element's flat position) and summing the adjoint
+back to where each output element came from (``rt.gather_adjoint``): NumPy's own
+semantics of ``obj``, ``mode``, broadcasting and negative indices, with no copy of them.
 
 Reads ``x[index]`` scatter the adjoint back into zeros: with a compile-time
 basic index (ints, slices, ``np.newaxis``) by assignment; otherwise with
@@ -13,7 +20,8 @@ import operator
 import numpy as np
 
 from .. import runtime
-from ..runtime import (basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
+from ..runtime import (gather_adjoint, permuted_adjoint, permuted_tangent, positions,
+                       split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
                        is_basic_index, is_constant, sorted_like, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
                        unbroadcast, unconcatenate, window_adjoint)
@@ -256,3 +264,190 @@ def sort(ans_bar, ans, a, axis=-1, kind=None, order=None, stable=None):
 def sort_tangent(ans, a, axis=-1, kind=None, order=None, stable=None, a_dot=None):
     """Each element's tangent moves where the element moved (ties as ``sort_adjoint``)."""
     return sorted_like(a_dot, a, axis)
+
+
+@defadjoint(np.fliplr, ndim=_ndim.same_as("m"), tangent="linear")
+def fliplr(ans_bar, ans, m):
+    return np.fliplr(ans_bar)
+
+
+@defadjoint(np.flipud, ndim=_ndim.same_as("m"), tangent="linear")
+def flipud(ans_bar, ans, m):
+    return np.flipud(ans_bar)
+
+
+@defadjoint(np.rot90, ndim=_ndim.same_as("m"), diff=("m",), tangent="linear")
+def rot90(ans_bar, ans, m, k=1, axes=(0, 1)):
+    """The rotation back."""
+    return np.rot90(ans_bar, -k, axes)
+
+
+@defadjoint(np.tril, diff=("m",), tangent="linear")
+def tril(ans_bar, ans, m, k=0):
+    """The same mask (a 1-d ``m`` is broadcast to rows first: summed back)."""
+    return unbroadcast(np.tril(ans_bar, k), m)
+
+
+@defadjoint(np.triu, diff=("m",), tangent="linear")
+def triu(ans_bar, ans, m, k=0):
+    return unbroadcast(np.triu(ans_bar, k), m)
+
+
+def _atleast(rank):
+    def ndim(ndims, statics):
+        have = ndims.get("ary")
+        return None if have is None else builtins_max(have, rank)
+    return ndim
+
+
+builtins_max = max
+
+
+@defadjoint(np.atleast_1d, ndim=_atleast(1), tangent="linear")
+def atleast_1d(ans_bar, ans, ary):
+    """One array (several return a tuple: written one call each)."""
+    return np.reshape(ans_bar, np.shape(ary))
+
+
+@defadjoint(np.atleast_2d, ndim=_atleast(2), tangent="linear")
+def atleast_2d(ans_bar, ans, ary):
+    return np.reshape(ans_bar, np.shape(ary))
+
+
+@defadjoint(np.atleast_3d, ndim=_atleast(3), tangent="linear")
+def atleast_3d(ans_bar, ans, ary):
+    return np.reshape(ans_bar, np.shape(ary))
+
+
+@defadjoint(np.dstack, sequence=("tup",), diff=("tup",), tangent="linear")
+def dstack(ans_bar, ans, tup):
+    return joined_adjoint(ans_bar, tup, "dstack")
+
+
+@defadjoint(np.partition, ndim=_ndim.same_as("a"), diff=("a",))
+def partition(ans_bar, ans, a, kth, axis=-1, kind="introselect", order=None):
+    """A permutation of ``a`` along ``axis``: each element gets the adjoint of the place it
+    moved to, matched by value (``rt.permuted_adjoint``; ties as ``sort``)."""
+    return permuted_adjoint(ans_bar, a, ans, axis)
+
+
+@deftangent(np.partition)
+def partition_tangent(ans, a, kth, axis=-1, kind="introselect", order=None, a_dot=None):
+    return permuted_tangent(a_dot, a, ans, axis)
+
+
+@defadjoint(np.tile, diff=("A",), tangent="linear")
+def tile(ans_bar, ans, A, reps):
+    """Each copy's adjoint, summed (``rt.gather_adjoint``)."""
+    return gather_adjoint(ans_bar, A, np.tile(positions(A), reps))
+
+
+@defadjoint(np.repeat, diff=("a",), tangent="linear")
+def repeat(ans_bar, ans, a, repeats, axis=None):
+    return gather_adjoint(ans_bar, a, np.repeat(positions(a), repeats, axis))
+
+
+@defadjoint(np.diagonal, diff=("a",), tangent="linear")
+def diagonal(ans_bar, ans, a, offset=0, axis1=0, axis2=1):
+    return gather_adjoint(ans_bar, a, np.diagonal(positions(a), offset, axis1, axis2))
+
+
+@defadjoint(np.take, diff=("a",), tangent="linear")
+def take(ans_bar, ans, a, indices, axis=None, out=None, mode="raise"):
+    """Repeated indices accumulate; ``mode='wrap'``/``'clip'`` as NumPy reads them."""
+    return gather_adjoint(ans_bar, a, np.take(positions(a), indices, axis, mode=mode))
+
+
+@defadjoint(np.take_along_axis, ndim=_ndim.same_as("arr"), diff=("arr",), tangent="linear")
+def take_along_axis(ans_bar, ans, arr, indices, axis=-1):
+    return gather_adjoint(ans_bar, arr, np.take_along_axis(positions(arr), indices, axis))
+
+
+@defadjoint(np.delete, diff=("arr",), tangent="linear")
+def delete(ans_bar, ans, arr, obj, axis=None):
+    return gather_adjoint(ans_bar, arr, np.delete(positions(arr), obj, axis))
+
+
+def _pad_refuse(statics):
+    if statics.get("reflect_type", "even") != "even":
+        return ("srcgrad differentiates `np.pad` with `reflect_type='even'` only ('odd' pads with "
+                "`2 * edge - x`, not copies)", "pad with 'even' and compute the odd values yourself")
+    if statics.get("mode", "constant") not in ("constant", "edge", "reflect", "symmetric", "wrap"):
+        return ("srcgrad differentiates `np.pad` with `mode` 'constant', 'edge', 'reflect', "
+                "'symmetric' or 'wrap' (a literal string)",
+                "compute the padding values yourself and join them with `np.concatenate`")
+    return None
+
+
+@defadjoint(np.pad, diff=("array",), refuse=_pad_refuse)
+def pad(ans_bar, ans, array, pad_width, mode="constant", constant_values=0, reflect_type="even"):
+    """The interior back, plus (other modes) the adjoints of the copies in the pad."""
+    if is_constant(mode) and mode == "constant":
+        return gather_adjoint(ans_bar, array, np.pad(positions(array), pad_width, constant_values=-1))
+    if is_constant(mode) and mode in ("reflect", "symmetric"):
+        return gather_adjoint(ans_bar, array, np.pad(positions(array), pad_width, mode, reflect_type=reflect_type))
+    return gather_adjoint(ans_bar, array, np.pad(positions(array), pad_width, mode))
+
+
+@deftangent(np.pad)
+def pad_tangent(ans, array, pad_width, mode="constant", constant_values=0, reflect_type="even", array_dot=None):
+    """Linear in ``array``; the constant values are constants: padded with 0."""
+    if is_constant(mode) and mode == "constant":
+        return np.pad(array_dot, pad_width)
+    if is_constant(mode) and mode in ("reflect", "symmetric"):
+        return np.pad(array_dot, pad_width, mode, reflect_type=reflect_type)
+    return np.pad(array_dot, pad_width, mode)
+
+
+@defadjoint(np.append, diff=("arr", "values"))
+def append(ans_bar, ans, arr, values, axis=None):
+    """The output's first part goes to ``arr``, the rest to ``values`` (both flattened
+    first when ``axis`` is None)."""
+    return (gather_adjoint(ans_bar, arr, np.append(positions(arr), np.full(np.shape(values), -1), axis)),
+            gather_adjoint(ans_bar, values, np.append(np.full(np.shape(arr), -1), positions(values), axis)))
+
+
+@deftangent(np.append)
+def append_tangent(ans, arr, values, axis=None, arr_dot=None, values_dot=None):
+    if is_constant(values_dot):
+        return np.append(arr_dot, np.zeros_like(values, dtype=np.result_type(arr_dot, 1.0)), axis)
+    if is_constant(arr_dot):
+        return np.append(np.zeros_like(arr, dtype=np.result_type(values_dot, 1.0)), values_dot, axis)
+    return np.append(arr_dot, values_dot, axis)
+
+
+@defadjoint(np.insert, diff=("arr", "values"))
+def insert(ans_bar, ans, arr, obj, values, axis=None):
+    """``values`` is broadcast into the new places (its adjoint sums them back)."""
+    return (gather_adjoint(ans_bar, arr, np.insert(positions(arr), obj, np.full(np.shape(values), -1), axis)),
+            gather_adjoint(ans_bar, values, np.insert(np.full(np.shape(arr), -1), obj, positions(values), axis)))
+
+
+@deftangent(np.insert)
+def insert_tangent(ans, arr, obj, values, axis=None, arr_dot=None, values_dot=None):
+    if is_constant(values_dot):
+        return np.insert(arr_dot, obj, 0, axis)
+    if is_constant(arr_dot):
+        return np.insert(np.zeros_like(arr, dtype=np.result_type(values_dot, 1.0)), obj, values_dot, axis)
+    return np.insert(arr_dot, obj, values_dot, axis)
+
+
+@defadjoint(np.split, diff=("ary",), tangent="linear")
+def split(ans_bar, ans, ary, indices_or_sections, axis=0):
+    """The pieces' adjoints joined again; zeros for a piece nothing read (``rt.split_adjoint``)."""
+    return split_adjoint(ans_bar, ary, indices_or_sections, axis, "split")
+
+
+@defadjoint(np.array_split, diff=("ary",), tangent="linear")
+def array_split(ans_bar, ans, ary, indices_or_sections, axis=0):
+    return split_adjoint(ans_bar, ary, indices_or_sections, axis, "array_split")
+
+
+@defadjoint(np.hsplit, diff=("ary",), tangent="linear")
+def hsplit(ans_bar, ans, ary, indices_or_sections):
+    return split_adjoint(ans_bar, ary, indices_or_sections, None, "hsplit")
+
+
+@defadjoint(np.vsplit, diff=("ary",), tangent="linear")
+def vsplit(ans_bar, ans, ary, indices_or_sections):
+    return split_adjoint(ans_bar, ary, indices_or_sections, None, "vsplit")

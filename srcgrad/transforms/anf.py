@@ -54,7 +54,8 @@ _METHODS = {
     "transpose": np.transpose, "ravel": np.ravel, "flatten": np.ravel, "squeeze": np.squeeze,
     "clip": np.clip, "copy": np.copy, "argmax": np.argmax, "argmin": np.argmin,
     "any": np.any, "all": np.all, "round": np.round, "item": runtime.item,
-    "cumsum": np.cumsum, "swapaxes": np.swapaxes, "trace": np.trace,
+    "cumsum": np.cumsum, "swapaxes": np.swapaxes, "trace": np.trace, "cumprod": np.cumprod,
+    "take": np.take, "repeat": np.repeat, "diagonal": np.diagonal,
 }
 if hasattr(np, "astype"):  # NumPy >= 2.1
     _METHODS["astype"] = np.astype

@@ -338,8 +338,8 @@ def fold_scalar_fills(forward, backward, primal_of) -> bool:
     """``v = np.full_like(s, c)`` then ``v * e`` with ``e`` of ``s``'s shape: use ``c``.
 
     The adjoint of a full reduction is a scalar broadcast to the input's shape;
-    multiplying by it needs no array of copies.  ``DESIGN.md``'s
-    ``_t1_bar = 2.0 * _t1 * result_bar`` is this fold.
+    multiplying by it needs no array of copies: the adjoint of ``np.sum(_t1 ** 2)`` is
+    ``_t1_bar = 2.0 * _t1 * result_bar``.
     """
     same = _same_shape_map(forward, primal_of)
     fills = {}
