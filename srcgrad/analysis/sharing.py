@@ -159,6 +159,12 @@ class Memory:
             for target in nodes.assigned_names(stmt):
                 if target not in shared or anno.get(stmt, "kind") in ("call", "unknown"):
                     self.points.setdefault(target, set()).add(target)
+        # A name the function never binds (a module a global is read through, `G.A`; a
+        # closure variable) is one object from outside: two reads of `G.A` may be one array.
+        bound = set(self.points)
+        for target, source in edges:
+            if source not in bound:
+                self.points.setdefault(source, {source})
         # What a source may refer to, its targets may too: a worklist along the edges.
         targets = {}
         for target, source in edges:

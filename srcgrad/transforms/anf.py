@@ -1040,7 +1040,8 @@ class _Lowering:
                 base = annotations["bound"]["a"]
                 return isinstance(base, gast.Name) and base.id in self.arrays
             return True
-        return kind == "nondiff" and not isinstance(value, gast.Attribute) and "constructs" not in annotations
+        return kind == "nondiff" and not isinstance(value, gast.Attribute) and "constructs" not in annotations \
+            and not (rule is not None and rule.name in _GENERATOR_MAKERS)  # `rng.normal(...)`: not an array's
 
     def _setattr(self, target, value_node, stmt):
         """``self.n = v``: bookkeeping on an object (a counter, a cache), run as it
@@ -1572,6 +1573,11 @@ def _clip_arguments(args, kwargs):
         if len(args) <= position and full not in kwargs:
             kwargs[full] = nodes.const(None)
     return args, kwargs
+
+
+# NumPy's random generators (``rng = np.random.default_rng(0)``): objects, not arrays.
+_GENERATOR_MAKERS = {"numpy.random.default_rng", "numpy.random.mtrand.RandomState",
+                     "numpy.random._generator.Generator"}
 
 
 def array_method(name, receiver, args):

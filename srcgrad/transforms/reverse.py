@@ -378,6 +378,7 @@ class _Reverse:
 
     def _adjoint(self, stmt):
         self._check_writer(stmt)
+        self._check_mutating_method(stmt)
         if isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") in ("unknown", "nondiff"):
             rule = anno.get(stmt, "rule")
             # Varied, not active: what the call does to its argument is invisible to activity.
@@ -677,6 +678,23 @@ class _Reverse:
             anno.set(stmt, key, value)
         self._call_adjoint(stmt, target, g)
 
+
+    def _check_mutating_method(self, stmt):
+        """``y.sort()``, ``y.fill(0)``, ``G.A.__setitem__(0, v)`` on an array whose kind was
+        unknown when compiling (a global read where the source reads it): refused where the
+        backward sweep reads that array, as ``np.copyto(y, v)`` is (``_check_writer``)."""
+        value = getattr(stmt, "value", None)
+        if not isinstance(stmt, (gast.Assign, gast.Expr)) or not isinstance(value, gast.Call) \
+                or not isinstance(value.func, gast.Attribute) \
+                or value.func.attr not in _MUTATING_METHODS - _CONTAINER_MUTATORS:
+            return
+        names = nodes.loaded_names(value.func.value)
+        read = [n for n in names if n in self.activity.varied] + self._read_by_backward(names, stmt)
+        if read:
+            raise errors.at(value, f"`.{value.func.attr}(...)` changes an array in place that is being "
+                            "differentiated or read by the backward sweep: srcgrad cannot follow the change",
+                            "make the new array with an assignment (`y = np.sort(y)`, `y = np.full_like(y, v)`), "
+                            "or work on a copy (`y = np.copy(y)` first)", kind=errors.UnsupportedSyntaxError)
 
     def _check_writer(self, stmt):
         """Refuse a call that writes into an array given to it (``np.fill_diagonal(y, 0)``,
