@@ -48,7 +48,7 @@ class GradientFunction:
 
     def __init__(self, fn, mode: str, wrt, backend: str | None = None, optimize: bool = True,
                  has_aux: bool = False, internal: bool = False, intermediates=(), hooks=None,
-                 check: bool | None = None):
+                 check: bool | None = None, batched: bool = False):
         if runtime.is_gradient_function(fn):
             raise errors.UnsupportedSyntaxError(
                 f"srcgrad cannot take the {mode} of `{getattr(fn, '__name__', fn)}`, a function srcgrad made: "
@@ -90,7 +90,7 @@ class GradientFunction:
         backend = backend or backends.default_backend()
         backends.get(backend)  # an unknown name fails here, not at the first call
         self.options = Options(mode, names, self._as_tuple or not self._whole, backend, optimize, has_aux,
-                               tuple(intermediates), tuple((hooks or {}).items()))
+                               tuple(intermediates), tuple((hooks or {}).items()), batched)
         self._cache: dict[tuple, Compiled] = {}
         self._last: Compiled | None = None
         # Called from generated code (dispatch.vjp_call): adjoints stay raw (sparse for

@@ -10,8 +10,12 @@ H(x) v)`` for about the cost of two gradients (forward-over-reverse: Pearlmutter
 On it rest ``hvp``, ``hessian`` and ``grad(grad(f))``; ``jacfwd``/``jacrev``
 take ``jvp``/``vjp`` column by column (row by row).
 
-Columns are a Python loop over basis vectors: the tangent rules do not yet take
-a leading batch axis.
+``jacfwd`` and ``hessian`` batch their columns: one run of a batched forward
+program (``forward.transform(batched=True)``: every tangent has a leading axis of
+columns) gives ``chunk_size`` columns at once.  A program with a step that does not
+batch (``forward.NotBatchable``), or whose batched run fails, is run one column at a
+time instead: the same values, more slowly.  ``jacrev`` still pulls back one row
+at a time.
 """
 from __future__ import annotations
 
@@ -23,7 +27,9 @@ import numpy as np
 
 from . import errors, tree
 from .api import GradientFunction, _match, _origin_of
+from .pipeline import rank_of_argument
 from .rules import registry
+from .transforms.forward import NotBatchable
 
 
 class ForwardOverReverse:
@@ -31,7 +37,7 @@ class ForwardOverReverse:
     ``gradient`` (a ``grad`` function), the tangents given for the parameters ``wrt``
     (names).  One forward-mode program per gradient program (per argument ranks)."""
 
-    def __init__(self, gradient: GradientFunction, wrt: tuple):
+    def __init__(self, gradient: GradientFunction, wrt: tuple, batched: bool = False):
         options = gradient.options
         if options.mode != "grad" or options.has_aux or options.intermediates or options.hooks \
                 or not gradient._whole or gradient._variadic:
@@ -39,7 +45,7 @@ class ForwardOverReverse:
                 "srcgrad differentiates the gradient of a function once more only for srcgrad.grad(f) of "
                 "whole named parameters, without has_aux=, intermediates= or hooks=",
                 _origin_of(gradient.fn), "differentiate srcgrad.grad(f, wrt=...) of the function itself")
-        self.gradient, self.wrt = gradient, wrt
+        self.gradient, self.wrt, self.batched = gradient, wrt, batched
         self._jvps: dict = {}
 
     def transformed(self, args) -> GradientFunction:
@@ -53,7 +59,7 @@ class ForwardOverReverse:
             self._refuse_calls(program)
             transformed = self._jvps[fn] = GradientFunction(
                 fn, "jvp", self.wrt if len(self.wrt) > 1 else self.wrt[0], self.gradient.options.backend,
-                self.gradient.options.optimize, internal=True)
+                self.gradient.options.optimize, internal=True, batched=self.batched)
         return transformed
 
     def source(self, args) -> str:
@@ -226,83 +232,172 @@ def hvp(f, wrt=0, backend=None, optimize=True):
     return hessian_vector_product
 
 
-def _basis(x):
-    """The unit vectors of ``x``'s shape and floating dtype, one at a time."""
-    dtype = x.dtype if isinstance(x, np.ndarray) and x.dtype.kind == "f" else np.float64
-    for i in range(int(np.size(x))):
-        e = np.zeros(np.size(x), dtype)
-        e[i] = 1
-        yield e.reshape(np.shape(x))
+def _float_dtype(x):
+    return x.dtype if isinstance(x, np.ndarray) and x.dtype.kind == "f" else np.float64
 
 
-def _arrays_only(args, index, fn, what):
-    for i in index:
-        if tree.is_structure(args[i]):
-            raise TypeError(f"srcgrad.{what} takes arrays and floats; {fn.__name__}'s argument {i} is a "
-                            f"{type(args[i]).__name__} (use srcgrad.hvp or srcgrad.vjp for structures)")
+def _leaves(x):
+    """``x``'s leaves (itself for an array or a float) and the function that puts
+    values in their places."""
+    if tree.is_structure(x):
+        _, leaves, spec = tree.flatten(x)
+        return [np.asarray(leaf) for leaf in leaves], functools.partial(tree.unflatten, spec)
+    return [np.asarray(x)], lambda values: values[0]
 
 
-def hessian(f, wrt=0, backend=None, optimize=True):
-    """The Hessian of a scalar function: :func:`hvp` along each unit vector.
+def _chunks(leaves, chunk_size):
+    """The unit vectors over all of ``leaves`` (their elements in order), ``chunk_size``
+    at a time (None: all): per chunk, one array per leaf of shape ``(c,) + leaf.shape``
+    in the leaf's float dtype, whose row ``r`` is the unit vector of column ``start + r``."""
+    sizes = [leaf.size for leaf in leaves]
+    total = sum(sizes)
+    step = total if chunk_size is None else int(chunk_size)
+    if step < 1 and total:
+        raise ValueError(f"chunk_size must be a positive integer or None, got {chunk_size!r}")
+    for start in range(0, total, max(step, 1)):
+        stop = min(total, start + step)
+        dots, offset = [], 0
+        for leaf, size in zip(leaves, sizes):
+            d = np.zeros((stop - start, size), _float_dtype(leaf))
+            lo, hi = max(start, offset), min(stop, offset + size)
+            if lo < hi:
+                d[np.arange(lo - start, hi - start), np.arange(lo - offset, hi - offset)] = 1
+            dots.append(d.reshape((stop - start,) + leaf.shape))
+            offset += size
+        yield dots
+
+
+def _columns(run, loop, leaves, chunk_size, state, key):
+    """The tangents of the outputs along every unit vector of ``leaves``: one array per
+    output leaf, of shape ``(N,) + y.shape`` (``N`` the number of input elements).
+    ``run(dots)`` gives a chunk's batched output tangents, ``loop(dots)`` the same one
+    column at a time; ``state[key]``: False once this program did not batch."""
+    chunks = []
+    for dots in _chunks(leaves, chunk_size):
+        count = len(dots[0])
+        if state.setdefault(key, True):
+            try:
+                chunks.append((count, run(dots)))
+                continue
+            except NotBatchable:
+                state[key] = False
+            except (ValueError, TypeError, IndexError):  # a batched step NumPy refused: the loop
+                state[key] = False                       # gives the answer, or the error at its place
+        chunks.append((count, loop(dots)))
+    return chunks
+
+
+def _stacked(chunks, outputs, dtype):
+    """Each output's tangents over all columns, ``(N,) + y.shape`` (a chunk's tangent
+    that is zero for all its columns has one row, which broadcasts)."""
+    return [np.concatenate([np.broadcast_to(c[o], (count,) + np.shape(y)) for count, c in chunks])
+            .astype(dtype, copy=False) if chunks
+            else np.zeros((0,) + np.shape(y), dtype) for o, y in enumerate(outputs)]
+
+
+def _blocks(stacked, y, leaves):
+    """``J[a]`` of shape ``y.shape + leaf_a.shape`` for each input leaf, from the
+    tangents of ``y`` over all columns, ``(N,) + y.shape``."""
+    out, offset = [], 0
+    for leaf in leaves:
+        part = stacked[offset:offset + leaf.size].reshape((leaf.size,) + np.shape(y))
+        out.append(np.moveaxis(part, 0, -1).reshape(np.shape(y) + leaf.shape))
+        offset += leaf.size
+    return out
+
+
+def _column(dots, r):
+    return tuple(d[r] for d in dots)
+
+
+def hessian(f, wrt=0, backend=None, optimize=True, chunk_size=None):
+    """The Hessian of a scalar function: forward mode over its gradient's code along
+    every unit vector, ``chunk_size`` of them per run.
 
     Args:
-        f, wrt, backend, optimize: as for :func:`hvp`; the ``wrt`` arguments
-            are arrays or floats (not structures).
+        f, wrt, backend, optimize: as for :func:`hvp`; the ``wrt`` arguments are
+            arrays, floats or structures of them (a dict, list, tuple or object
+            of parameters: a model).
+        chunk_size: how many columns one run of the batched forward-over-reverse
+            program computes (its tangents have a leading axis of that length:
+            memory grows with it); None: all of them at once.
 
     Returns:
         A function with ``f``'s parameters returning ``H`` of shape
         ``x.shape + x.shape`` (``H[a, b] = ∂²f/∂x[a]∂x[b]``) in ``x``'s float
         dtype; for ``wrt`` a tuple, blocks ``H[i][j]`` of shape
-        ``x_i.shape + x_j.shape``.  One forward-over-reverse pass per element of
-        the ``wrt`` arguments (a Python loop: the tangent rules do not take a
-        batch axis yet).
+        ``x_i.shape + x_j.shape``.  For a structure ``x``, as ``jax.hessian`` on
+        a pytree: ``x``'s structure whose leaf ``a`` is ``x``'s structure whose
+        leaf ``b`` is the block ``∂²f/∂a∂b`` of shape ``a.shape + b.shape``
+        (``H["w"]["b"]`` for a dict).  Where the gradient's code has a step that
+        does not batch (see :mod:`srcgrad.higher`), one column per run.
 
     Raises:
-        TypeError: a ``wrt`` argument is a structure; and as :func:`hvp`.
+        ValueError: ``chunk_size`` not a positive integer or None.
+        srcgrad.errors.UnsupportedSyntaxError: as :func:`hvp`.
     """
     gradient = GradientFunction(f, "grad", wrt, backend, optimize)
     several = isinstance(wrt, (tuple, list))
-    composed = ForwardOverReverse(gradient, _names(gradient, wrt))
+    names = _names(gradient, wrt)
+    composed = ForwardOverReverse(gradient, names)
+    batched = ForwardOverReverse(gradient, names, batched=True)
+    state: dict = {}
 
     @functools.partial(_shown, composed=composed, gradient=gradient)
     def hessian_of(*args, **kwargs):
         args = gradient._arguments(args, kwargs)
         gradient._check_wrt(args)
-        _arrays_only(args, gradient._wrt_index, f, "hessian")
-        xs = [np.asarray(args[i]) for i in gradient._wrt_index]
-        blocks = [[None] * len(xs) for _ in xs]
-        for j, xj in enumerate(xs):
-            columns = [[] for _ in xs]
-            for e in _basis(xj):
-                dots = tuple(e if k == j else np.zeros_like(x, dtype=e.dtype) for k, x in enumerate(xs))
-                _, tangent = composed(args, dots)
-                for i, t in enumerate(tangent if several else (tangent,)):
-                    columns[i].append(np.asarray(t, dtype=e.dtype))
-            for i, xi in enumerate(xs):  # H[i][j][a, b] = ∂²f / ∂x_i[a] ∂x_j[b]
-                stacked = np.stack(columns[i], axis=-1) if columns[i] else np.zeros(xi.shape + (0,))
-                blocks[i][j] = stacked.reshape(xi.shape + xj.shape)
+        xs = [args[i] for i in gradient._wrt_index]
+        split = [_leaves(x) for x in xs]
+        leaves = [leaf for ls, _ in split for leaf in ls]
+        counts = [len(ls) for ls, _ in split]
+        dtype = np.result_type(*[_float_dtype(leaf) for leaf in leaves]) if leaves else np.float64
+
+        def tangents_of(dots):  # one tangent (a structure of them) per wrt argument
+            out, at = [], 0
+            for (_, put), n in zip(split, counts):
+                out.append(put(list(dots[at:at + n])))
+                at += n
+            return tuple(out)
+
+        def run(dots):
+            if any(tree.is_structure(x) for x in xs):
+                raise NotBatchable  # (the gradient of a structure is sparse: its tangent too)
+            _, tangent = batched(args, tangents_of(dots))
+            return list(tangent) if several else [tangent]
+
+        def loop(dots):
+            columns = []
+            for r in range(len(dots[0]) if dots else 0):
+                _, tangent = composed(args, tangents_of(_column(dots, r)))
+                tangent = _matched(tangent, gradient, args)
+                columns.append([leaf for t in (tangent if several else (tangent,)) for leaf in _leaves(t)[0]])
+            return [np.stack([c[o] for c in columns]) for o in range(len(leaves))]
+
+        chunks = _columns(run, loop, leaves, chunk_size, state, tuple(map(rank_of_argument, args)))
+        rows = _stacked(chunks, leaves, dtype)  # row a: the gradient's leaf a along every column
+        block = [_blocks(rows[a], leaves[a], leaves) for a in range(len(leaves))]  # block[a][b]
+        starts = np.cumsum([0] + counts)
+        result = [[split[i][1]([split[j][1](block[a][starts[j]:starts[j + 1]])
+                                for a in range(starts[i], starts[i + 1])]) for j in range(len(xs))]
+                  for i in range(len(xs))]
         if not several:
-            return blocks[0][0]
-        return tuple(tuple(row) for row in blocks)
+            return result[0][0]
+        return tuple(tuple(row) for row in result)
+    hessian_of.columns = state
     return hessian_of
 
 
-def _jacobian_blocks(columns, outputs, inputs, by_input):
-    """``J[o][i]`` of shape ``outputs[o].shape + inputs[i].shape`` from the columns (one list
-    per input, of the outputs' tangents, ``by_input``) or the rows (one list per output,
-    of the inputs' adjoints)."""
+def _jacobian_blocks(columns, outputs, inputs):
+    """``J[o][i]`` of shape ``outputs[o].shape + inputs[i].shape`` from the rows (one
+    list per output, of the inputs' adjoints)."""
     blocks = []
     for o, y in enumerate(outputs):
         row = []
         for i, x in enumerate(inputs):
-            if by_input:
-                parts = [np.asarray(c[o]) for c in columns[i]]
-                stacked = np.stack(parts, axis=-1) if parts else np.zeros(np.shape(y) + (0,))
-                row.append(stacked.reshape(np.shape(y) + np.shape(x)))
-            else:
-                parts = [np.asarray(r[i]) for r in columns[o]]
-                stacked = np.stack(parts, axis=0) if parts else np.zeros((0,) + np.shape(x))
-                row.append(stacked.reshape(np.shape(y) + np.shape(x)))
+            parts = [np.asarray(r[i]) for r in columns[o]]
+            stacked = np.stack(parts, axis=0) if parts else np.zeros((0,) + np.shape(x))
+            row.append(stacked.reshape(np.shape(y) + np.shape(x)))
         blocks.append(row)
     return blocks
 
@@ -312,46 +407,82 @@ def _shaped(blocks, several_in, several_out):
     return tuple(rows) if several_out else rows[0]
 
 
-def jacfwd(f, wrt=0, backend=None, optimize=True):
-    """The Jacobian by forward mode: one :func:`srcgrad.jvp` per input element.
+def _arrays_only(args, index, fn, what):
+    for i in index:
+        if tree.is_structure(args[i]):
+            raise TypeError(f"srcgrad.{what} takes arrays and floats; {fn.__name__}'s argument {i} is a "
+                            f"{type(args[i]).__name__} (use srcgrad.hessian, srcgrad.hvp or srcgrad.vjp "
+                            "for structures)")
+
+
+def _basis(x):
+    """The unit vectors of ``x``'s shape and floating dtype, one at a time."""
+    for i in range(int(np.size(x))):
+        e = np.zeros(np.size(x), _float_dtype(x))
+        e[i] = 1
+        yield e.reshape(np.shape(x))
+
+
+def jacfwd(f, wrt=0, backend=None, optimize=True, chunk_size=None):
+    """The Jacobian by forward mode: batched :func:`srcgrad.jvp` along the unit vectors
+    of the inputs, ``chunk_size`` of them per run.
 
     Args:
         f: a Python function whose output is an array (or a tuple of them).
         wrt: an index or a name, or a tuple of them; those arguments are arrays
             or floats.
         backend, optimize: as for :func:`srcgrad.grad`.
+        chunk_size: how many columns one run of the batched forward program
+            computes (its tangents have a leading axis of that length: memory
+            grows with it); None: all of them at once.
 
     Returns:
         A function with ``f``'s parameters returning ``J`` of shape
-        ``y.shape + x.shape`` (``J[o, a] = ∂y[o]/∂x[a]``); a tuple over the
-        ``wrt`` arguments when ``wrt`` is a tuple, and a tuple over the outputs
-        (outermost) when ``f`` returns a tuple.  The same values as
-        :func:`jacrev`; cheaper when the inputs have fewer elements than the
-        output.
+        ``y.shape + x.shape`` (``J[o, a] = ∂y[o]/∂x[a]``) in the inputs' float
+        dtype; a tuple over the ``wrt`` arguments when ``wrt`` is a tuple, and a
+        tuple over the outputs (outermost) when ``f`` returns a tuple.  The same
+        values as :func:`jacrev`; cheaper when the inputs have fewer elements
+        than the output.  Where ``f`` has a step that does not batch (see
+        :mod:`srcgrad.higher`), one column per run.
 
     Raises:
-        TypeError: a ``wrt`` argument is a structure; and as :func:`srcgrad.jvp`.
+        TypeError: a ``wrt`` argument is a structure.
+        ValueError: ``chunk_size`` not a positive integer or None.
+        And as :func:`srcgrad.jvp`.
     """
     forward = GradientFunction(f, "jvp", wrt, backend, optimize)
+    batched = GradientFunction(f, "jvp", wrt, backend, optimize, internal=True, batched=True)
     several = isinstance(wrt, (tuple, list))
+    state: dict = {}
 
     @_shown
     def jacobian_by_columns(*args, **kwargs):
         args = forward._arguments(args, kwargs)
         forward._check_wrt(args)
         _arrays_only(args, forward._wrt_index, f, "jacfwd")
-        xs = [args[i] for i in forward._wrt_index]
-        columns, value = [], None
-        for j, xj in enumerate(xs):
-            columns.append([])
-            for e in _basis(xj):
-                dots = tuple(e if k == j else np.zeros(np.shape(x), e.dtype) for k, x in enumerate(xs))
-                value, tangent = forward(*args, dots if several else dots[0])
-                columns[j].append(tangent if isinstance(value, tuple) else (tangent,))
-        if value is None:  # no input elements: evaluate for the output's shape
-            value = f(*args)
-        outputs = value if isinstance(value, tuple) else (value,)
-        return _shaped(_jacobian_blocks(columns, outputs, xs, True), several, isinstance(value, tuple))
+        xs = [np.asarray(args[i]) for i in forward._wrt_index]
+        dtype = np.result_type(*[_float_dtype(x) for x in xs])
+        value = []
+
+        def run(dots):
+            y, tangent = batched.compiled(args)(*args, *dots)
+            value[:] = [y]
+            return list(tangent) if isinstance(y, tuple) else [tangent]
+
+        def loop(dots):
+            columns = []
+            for r in range(len(dots[0])):
+                y, tangent = forward(*args, _column(dots, r) if several else dots[0][r])
+                value[:] = [y]
+                columns.append(tangent if isinstance(y, tuple) else (tangent,))
+            return [np.stack([np.asarray(c[o]) for c in columns]) for o in range(len(columns[0]))]
+
+        chunks = _columns(run, loop, xs, chunk_size, state, tuple(map(rank_of_argument, args)))
+        y = value[0] if value else f(*args)  # (no input elements: evaluated for the output's shape)
+        outputs = y if isinstance(y, tuple) else (y,)
+        blocks = [_blocks(t, out, xs) for t, out in zip(_stacked(chunks, outputs, dtype), outputs)]
+        return _shaped(blocks, several, isinstance(y, tuple))
+    jacobian_by_columns.columns = state
     return jacobian_by_columns
 
 
@@ -379,7 +510,7 @@ def jacrev(f, wrt=0, backend=None, optimize=True):
                 cotangents = tuple(e if k == o else None for k in range(len(outputs)))
                 adjoints = pullback(cotangents if isinstance(value, tuple) else e)
                 rows[o].append(adjoints if several else (adjoints,))
-        return _shaped(_jacobian_blocks(rows, outputs, xs, False), several, isinstance(value, tuple))
+        return _shaped(_jacobian_blocks(rows, outputs, xs), several, isinstance(value, tuple))
     return jacobian_by_rows
 
 

@@ -40,6 +40,9 @@ class Options:
             returned too (their last assignment).
         hooks: ``(name, function)`` pairs: ``function(adjoint)`` replaces the
             adjoint of that value in the backward sweep.
+        batched: forward mode only: every tangent has a leading axis of columns
+            (``jacfwd``, ``hessian``); compiling raises ``forward.NotBatchable``
+            for a program it cannot batch.
     """
 
     mode: str
@@ -50,6 +53,7 @@ class Options:
     has_aux: bool = False
     intermediates: tuple = ()
     hooks: tuple = ()  # ((name, function), ...)
+    batched: bool = False
 
 
 @dataclasses.dataclass
@@ -195,7 +199,7 @@ def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backen
     sweeps = reverse.transform(checked, body_activity, rank_env, options.wrt, backend, checked.result)
     # Names a merge copy may read before any path bound them (see reverse.run): None first.
     prebound = [s.targets[0].id for s in sweeps.forward if anno.get(s, "prebound")]
-    tangents = forward.transform(core, body_activity, rank_env, options.wrt, backend)
+    tangents = forward.transform(core, body_activity, rank_env, options.wrt, backend, options.batched)
     result = nodes.tuple_([nodes.copy(core.result), tangents.result])
     body = tangents.body
     if options.optimize:  # (the passes see one sweep: no backward one)
@@ -208,7 +212,8 @@ def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backen
     unbound = [nodes.assign(n, nodes.const(None)) for n in prebound]
     unbound += [nodes.assign(tangents.names[n], nodes.const(None)) for n in prebound if n in tangents.names]
     origin = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"
-    header = [nodes.comment(f"srcgrad: forward mode of {core.name} ({origin}) | wrt: "
+    mode = "forward mode, batched columns," if options.batched else "forward mode"
+    header = [nodes.comment(f"srcgrad: {mode} of {core.name} ({origin}) | wrt: "
                             f"{', '.join(options.wrt)} | backend: {options.backend}")]
     imports = [gast.parse(line).body[0] for line in backend.IMPORTS]
     if "dispatch" in {n.id for s in body for n in gast.walk(s) if isinstance(n, gast.Name)}:
@@ -218,7 +223,8 @@ def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backen
     fdef = nodes.function(name, params, unbound + emit.with_group_comments(body) + [nodes.ret(result)])
     text = emit.render(nodes.module(header + imports + [fdef]))
     signature = ",".join("?" if r is None else "tree" if isinstance(r, tuple) else str(r) for r in param_ranks)
-    filename = f"<srcgrad {fn.__module__}.{fn.__qualname__} jvp ndim=({signature})>"
+    filename = f"<srcgrad {fn.__module__}.{fn.__qualname__} jvp{' batched' if options.batched else ''} " \
+               f"ndim=({signature})>"
     namespace = {"__name__": "srcgrad.generated", backend.MODULE_NAME: backend.module(), "rt": runtime,
                  **tangents.extras}
     watch.bind(namespace)

@@ -148,3 +148,12 @@ def test_jvp_quick_runs_and_tangents_agree(capsys):
     assert [row.wrt for row in rows] == ["w1", "w2"]
     assert all(row.agree and row.srcgrad.median > 0 and row.forward.median > 0 for row in rows)
     assert "| w1 | True |" in capsys.readouterr().out
+
+
+def test_jacobian_quick_runs_and_batched_columns_agree(capsys):
+    from benchmarks import jacobian
+
+    results = jacobian.main(["--quick"])
+    assert set(results) == {"hessian", "jacfwd"}
+    assert all(all(agree.values()) for _, agree in results.values())
+    assert "| hessian | batched | True |" in capsys.readouterr().out

@@ -10,6 +10,15 @@ no ``_dot``; an active value assigned from constants gets zeros.  Every
 generated statement keeps its user ``group``.  A primitive without a tangent
 rule, given a value with a tangent, is refused at the user's line.
 
+Batched (``batched=True``, for ``jacfwd`` and ``hessian``): every tangent carries a
+leading axis of columns (``runtime.batch_*`` say how), so one run gives many
+directional derivatives.  Pointwise rules get their operands' tangents aligned to
+the output's rank; matmul, getitem, sum/mean, reshapes, reductions and the
+adjoints' accumulation have batched forms; any other linear map runs column by
+column (``rt.batch_each``).  What it cannot batch soundly (writes into arrays,
+calls compiled apart, properties, operands of unknown kind) raises
+:class:`NotBatchable`: the caller loops over the columns instead.
+
 Tangent rules come from the registry (``Rule.tangent``): a tangent rule
 function inlined by ``templates.instantiate_tangent``, or one of the
 derivations of :data:`~srcgrad.rules.registry.TANGENTS` applied here.
@@ -42,8 +51,22 @@ class Tangents:
     extras: dict = dataclasses.field(default_factory=dict)  # name -> object the loaded module binds
 
 
-def transform(core, activity, ranks, wrt, backend) -> Tangents:
-    return _Forward(core, activity, ranks, backend).run(wrt)
+def transform(core, activity, ranks, wrt, backend, batched=False) -> Tangents:
+    return _Forward(core, activity, ranks, backend, batched).run(wrt)
+
+
+class NotBatchable(Exception):
+    """The program has a step whose batched tangent srcgrad does not write: take the
+    columns one at a time.  (Never shown to the user: ``higher`` loops instead.)"""
+
+
+# Forward mode's runtime helpers and their batched forms (renamed in batched code,
+# outside the per-column lambdas of ``rt.batch_each``).
+_BATCHED_HELPERS = {"zeros_tangent": "batch_zeros", "broadcast_tangent": "batch_broadcast",
+                    "cast_tangent": "batch_cast", "reduction_tangent": "batch_reduction_tangent"}
+# Linear primitives whose batched tangent is a reshape of the column axis's rows.
+_RESHAPES = {"numpy.reshape", "numpy.ravel", "numpy.squeeze", "numpy.expand_dims"}
+_MATMULS = {"_operator.matmul", "numpy.matmul"}
 
 
 def checked_copy(core):
@@ -69,8 +92,10 @@ def _copied(value):
 
 
 class _Forward:
-    def __init__(self, core, activity, ranks, backend):
+    def __init__(self, core, activity, ranks, backend, batched=False):
         self.core, self.activity, self.ranks, self.backend = core, activity, ranks, backend
+        self.batched = batched
+        self.lifted = set()  # temporaries holding batched tangents (not `_dot` names)
         self.module = backend.MODULE_NAME
         self.dot = {}     # variable -> its tangent's name
         self.extras = {}
@@ -115,6 +140,8 @@ class _Forward:
 
     def _emit(self, out, target, value):
         stmt = nodes.assign(target, value) if isinstance(target, (str, gast.expr)) else target
+        if self.batched:
+            _batch_helpers(stmt)
         anno.set(stmt, "group", self.group)
         out.append(stmt)
 
@@ -132,6 +159,8 @@ class _Forward:
             value = nodes.tuple_([self._tangent_of(e) for e in result.elts])
         else:
             value = self._tangent_of(result)
+        if self.batched:
+            _batch_helpers(value)
         return Tangents(out, tangents, value, self.dot, self.extras)
 
     def _block(self, stmts) -> list:
@@ -156,6 +185,7 @@ class _Forward:
         if kind == "setitem":
             array, value = anno.get(stmt, "array"), anno.get(stmt, "value")
             if self.activity.active(array):
+                self._unbatchable()  # (a tangent written into: its columns' memory must be its own)
                 target = gast.Subscript(value=nodes.name(self._dot_name(array)),
                                         slice=nodes.copy(stmt.targets[0].slice), ctx=gast.Store())
                 written = nodes.call("rt.written_tangent", [self._tangent_of(value), nodes.name(array)]) \
@@ -174,6 +204,10 @@ class _Forward:
         value = None
         if kind == "copy":
             value = self._tangent_of(stmt.value) if self._active(stmt.value) else None
+        elif kind == "unpack" and self.activity.active(anno.get(stmt, "source")) and self.batched \
+                and isinstance(stmt.value, gast.Subscript):  # (the source may be an array)
+            value = nodes.call("rt.batch_getitem", [nodes.name(self._dot_name(stmt.value.value.id)),
+                                                    templates._slices_as_calls(nodes.copy(stmt.value.slice))])
         elif kind == "unpack" and self.activity.active(anno.get(stmt, "source")):
             value = _replaced(stmt.value, {id(stmt.value.value): nodes.name(self._dot_name(stmt.value.value.id))})
         elif kind == "aggregate":
@@ -235,6 +269,7 @@ class _Forward:
             return None
         if rule is registry_lookup(getattr) and not self._plain_field(bound):
             # Maybe a property: dispatch.jvp_field runs its getter's own forward mode.
+            self._unbatchable()
             origin = anno.get(stmt, "origin")
             stmt.targets = [nodes.tuple_([nodes.name(target, "store"),
                                           nodes.name(self._dot_name(target), "store")], "store")]
@@ -244,6 +279,7 @@ class _Forward:
             return _DONE
         for operand in self._unknown_operands(stmt):
             # Its kind is known when the code runs: an array's tangent rule, or refused there.
+            self._unbatchable()
             origin = anno.get(stmt, "origin")
             check = gast.Expr(value=nodes.call("rt.array_operand", [
                 nodes.name(operand), nodes.const(origin.where if origin else "?")]))
@@ -254,6 +290,8 @@ class _Forward:
                             f"given `{nodes.loaded_names(bound[varying[0]])[0]}`, whose tangent it would need",
                             "register one with srcgrad.deftangent (`@f.defjvp` for a srcgrad.custom_adjoint), "
                             "or use reverse mode (srcgrad.vjp)", kind=errors.NoDerivativeRuleError)
+        if self.batched:
+            return self._batched_tangent(stmt, rule, bound, varying, target, out)
         if how == "linear":
             return self._cast(rule, bound, target, self._applied(stmt, rule, {p: None for p in varying}))
         if how == "bilinear":
@@ -263,41 +301,11 @@ class _Forward:
             for term in terms[1:]:
                 total = nodes.binop(total, "+", term)
             return total
-        site = self._site(stmt, rule, bound, target, out)
         if how == "reduction":
-            (param,) = varying
-            ones = self.core.fresh()
-            self._emit(out, ones, nodes.call(f"{self.module}.ones_like", [nodes.name(target)]))
-            site.bindings["ans_bar"] = nodes.name(ones)
-            site.wanted = {param}
-            statements, adjoints = templates.instantiate(rule, site)
-            self._emit_all(out, statements)
-            return nodes.call("rt.reduction_tangent", [
-                adjoints[param], site.bindings[param + "_dot"],
-                nodes.copy(bound.get("axis", nodes.const(None))),
-                nodes.copy(bound.get("keepdims", nodes.const(False)))])
+            return self._reduction(stmt, rule, bound, varying, target, out)
+        site = self._site(stmt, rule, bound, target, out)
         if how == "pointwise":
-            total, full, terms = None, False, set()
-            same = self._same_shape(rule, bound)
-            for param in varying:
-                site.bindings["ans_bar"] = site.bindings[param + "_dot"]
-                site.wanted = {param}
-                site.same_shape = set(bound)  # no unbroadcast: the tangent has the output's shape
-                statements, adjoints = templates.instantiate(rule, site)
-                self._emit_all(out, statements)
-                if param not in adjoints:
-                    continue
-                full = full or param in same
-                terms.add(param)
-                total = adjoints[param] if total is None else nodes.binop(total, "+", adjoints[param])
-            if total is None:
-                return None
-            # An elementwise output has the broadcast shape of its array arguments: when
-            # each of them has a term, so has the sum of the terms.
-            full = full or rule.elementwise and all(
-                p in terms or rank_of(a, self.ranks) == 0 for p, a in bound.items()
-                if isinstance(a, gast.Name) or isinstance(a, (gast.List, gast.Tuple)))
-            return total if full else nodes.call("rt.broadcast_tangent", [total, nodes.name(target)])
+            return self._pointwise(rule, bound, site, varying, target, out)
         # A tangent rule function.
         if not templates.self_contained(how):  # a rule of yours calling your own helpers: run as it is
             name = self.core.fresh(f"{getattr(how, '__name__', 'tangent')}")
@@ -308,6 +316,124 @@ class _Forward:
         statements, value = templates.instantiate_tangent(rule, site)
         self._emit_all(out, statements)
         return value
+
+    def _reduction(self, stmt, rule, bound, varying, target, out):
+        """``sum(adjoint(ones) * a_dot, axis)``: see ``registry.TANGENTS``."""
+        site = self._site(stmt, rule, bound, target, out)
+        (param,) = varying
+        ones = self.core.fresh()
+        self._emit(out, ones, nodes.call(f"{self.module}.ones_like", [nodes.name(target)]))
+        site.bindings["ans_bar"] = nodes.name(ones)
+        site.wanted = {param}
+        statements, adjoints = templates.instantiate(rule, site)
+        self._emit_all(out, statements)
+        return nodes.call("rt.reduction_tangent", [
+            adjoints[param], site.bindings[param + "_dot"],
+            nodes.copy(bound.get("axis", nodes.const(None))),
+            nodes.copy(bound.get("keepdims", nodes.const(False)))])
+
+    def _pointwise(self, rule, bound, site, varying, target, out):
+        """The adjoint formula applied to each input's tangent: see ``registry.TANGENTS``."""
+        total, full, terms = None, False, set()
+        same = self._same_shape(rule, bound)
+        for param in varying:
+            site.bindings["ans_bar"] = site.bindings[param + "_dot"]
+            site.wanted = {param}
+            site.same_shape = set(bound)  # no unbroadcast: the tangent has the output's shape
+            statements, adjoints = templates.instantiate(rule, site)
+            self._emit_all(out, statements)
+            if param not in adjoints:
+                continue
+            full = full or param in same
+            terms.add(param)
+            total = adjoints[param] if total is None else nodes.binop(total, "+", adjoints[param])
+        if total is None:
+            return None
+        # An elementwise output has the broadcast shape of its array arguments: when
+        # each of them has a term, so has the sum of the terms.
+        full = full or rule.elementwise and all(
+            p in terms or rank_of(a, self.ranks) == 0 for p, a in bound.items()
+            if isinstance(a, gast.Name) or isinstance(a, (gast.List, gast.Tuple)))
+        return total if full else nodes.call("rt.broadcast_tangent", [total, nodes.name(target)])
+
+    # ---- batched tangents ---------------------------------------------------
+    def _unbatchable(self):
+        if self.batched:
+            raise NotBatchable
+
+    def _batched_tangent(self, stmt, rule, bound, varying, target, out):
+        """The batched tangent expression of ``target = <primitive>(atoms)``."""
+        how, name = rule.tangent, rule.name
+        if how == "pointwise" and rule.elementwise and name.split(".")[0] in ("numpy", "_operator") \
+                and name not in ("numpy.float64", "numpy.float32"):
+            site = self._site(stmt, rule, bound, target, out)
+            for param in varying:  # each tangent lifted to the output's rank, so columns stay first
+                atom = bound[param]
+                if rank_of(atom, self.ranks) != rank_of(nodes.name(target), self.ranks) \
+                        or rank_of(atom, self.ranks) is None:
+                    lifted = self.core.fresh(f"{atom.id}_dot" if isinstance(atom, gast.Name) else None)
+                    self._emit(out, lifted, nodes.call("rt.batch_aligned", [site.bindings[param + "_dot"],
+                                                                            nodes.name(target)]))
+                    site.bindings[param + "_dot"] = nodes.name(lifted)
+                    self.lifted.add(lifted)
+            return self._pointwise(rule, bound, site, varying, target, out)
+        if how == "linear":
+            (a, *_), atom = varying, bound.get(varying[0])
+            if name == "_operator.getitem" and isinstance(stmt.value, gast.Subscript):
+                return nodes.call("rt.batch_getitem", [self._tangent_of(stmt.value.value),
+                                                       templates._slices_as_calls(nodes.copy(stmt.value.slice))])
+            if isinstance(stmt.value, gast.Attribute) and "obj" in bound and self._plain_field(bound):
+                return self._applied(stmt, rule, {p: None for p in varying})  # a structure's field
+            plain_array = varying == ["a"] and isinstance(atom, gast.Name) and isinstance(
+                rank_of(atom, self.ranks), int)
+            if plain_array and name in _RESHAPES and "order" not in bound:
+                return nodes.call("rt.batch_reshape", [self._tangent_of(atom), nodes.name(target)])
+            if plain_array and name in ("numpy.sum", "numpy.mean") and set(bound) <= {"a", "axis", "keepdims"}:
+                return nodes.call(f"{self.module}.{name.split('.')[1]}", [self._tangent_of(atom)], [
+                    ("axis", nodes.call("rt.batch_axis", [nodes.copy(bound.get("axis", nodes.const(None))),
+                                                          nodes.copy(atom)])),
+                    ("keepdims", nodes.copy(bound.get("keepdims", nodes.const(False))))])
+            return self._cast(rule, bound, target, self._each(
+                self._applied(stmt, rule, {p: None for p in varying}), target))
+        if how == "bilinear":
+            terms = []
+            for p in varying:
+                for index in self._slots(bound[p], rule, p):
+                    if name in _MATMULS and all(isinstance(bound.get(q), gast.Name) for q in ("x1", "x2")):
+                        operands = [self._tangent_of(bound[q]) if q == p else nodes.copy(bound[q])
+                                    for q in ("x1", "x2")]
+                        terms.append(nodes.call("rt.batch_matmul", operands + [nodes.const(1 if p == "x1" else 2)]))
+                    else:
+                        terms.append(self._each(self._applied(stmt, rule, {p: index}), target))
+            total = terms[0]
+            for term in terms[1:]:
+                total = nodes.binop(total, "+", term)
+            return total
+        if how == "reduction":
+            return self._reduction(stmt, rule, bound, varying, target, out)
+        if how in (None,) or isinstance(how, str):
+            raise NotBatchable
+        site = self._site(stmt, rule, bound, target, out)
+        if name == "srcgrad.tree.add":  # the adjoints' accumulation: vectorised
+            return nodes.call("rt.batch_add", [site.bindings["a_dot"], site.bindings["b_dot"], nodes.name(target)])
+        helper = self.core.fresh(getattr(how, "__name__", "tangent"))
+        self.extras[helper] = how
+        keywords = [(p, nodes.copy(a)) for p, a in bound.items()] + [
+            (p + "_dot", site.bindings[p + "_dot"]) for p in rule.diff_params]
+        return self._each(nodes.call(helper, [nodes.name(target)], keywords), target)
+
+    def _each(self, expression, target):
+        """``rt.batch_each(lambda x_dot: <expression>, x_dot)``: ``expression``, linear
+        in the batched tangents it reads, applied to one column of them at a time."""
+        batched = list(dict.fromkeys(n for n in nodes.loaded_names(expression) if n in self._batched_names()))
+        if not batched:
+            return nodes.call("rt.zeros_tangent", [nodes.name(target)])
+        text = f"rt.batch_each(lambda {', '.join(batched)}: {nodes.to_source(expression).strip()}, " \
+               f"{', '.join(batched)})"
+        return nodes.expr(text)
+
+    def _batched_names(self) -> set:
+        return set(self.dot.values()) | self.lifted
 
     def _emit_all(self, out, statements):
         for s in statements:
@@ -322,12 +448,15 @@ class _Forward:
                 continue
             tangent = self._tangent_of(atom)
             rank = rank_of(atom, self.ranks)
-            if rule.name.split(".")[0] == "numpy" and isinstance(atom, gast.Name) and (
-                    isinstance(rank, TreeRank) or rank is None and atom.id in self.call_results):
+            if rule.name.split(".")[0] == "numpy" and (isinstance(atom, gast.Name) and (
+                    isinstance(rank, TreeRank) or rank is None and atom.id in self.call_results)
+                    or self.batched and isinstance(atom, (gast.List, gast.Tuple))):
                 # A list or tuple NumPy reads as an array: its tangent too (not `+` of tuples).
                 temp = self.core.fresh()
-                self._emit(out, temp, nodes.call(f"{self.module}.asarray", [tangent]))
+                self._emit(out, temp, nodes.call("rt.batch_asarray" if self.batched else f"{self.module}.asarray",
+                                                 [tangent]))
                 tangent = nodes.name(temp)
+                self.lifted.add(temp)
             bindings[param + "_dot"] = tangent
         return templates.Site(
             bindings=bindings,
@@ -409,6 +538,7 @@ class _Forward:
     def _call_tangent(self, stmt, target) -> list:
         """``y = f(a, b)`` → ``y, y_dot = dispatch.jvp_call(f, (0,), (a_dot,), a, b)``: the
         callee's own forward mode, compiled when first called (its rule's, for a primitive)."""
+        self._unbatchable()
         if anno.get(stmt, "operator") or anno.get(stmt, "field") or anno.get(stmt, "gradient_function"):
             raise errors.at(stmt.value, "forward mode does not differentiate this call yet",
                             "use srcgrad.vjp", kind=errors.UnsupportedSyntaxError)
@@ -480,3 +610,15 @@ def _replaced(node, mapping):
         new.__dict__[anno.KEY] = dict(node.__dict__[anno.KEY])
     return new
 
+
+
+def _batch_helpers(node):
+    """Forward mode's runtime helpers in ``node`` renamed to their batched forms, except
+    inside the per-column lambdas of ``rt.batch_each`` (which see unbatched tangents)."""
+    if isinstance(node, gast.Lambda):
+        return
+    if isinstance(node, gast.Attribute) and isinstance(node.value, gast.Name) and node.value.id == "rt" \
+            and node.attr in _BATCHED_HELPERS:
+        node.attr = _BATCHED_HELPERS[node.attr]
+    for child in gast.iter_child_nodes(node):
+        _batch_helpers(child)
