@@ -9,6 +9,7 @@ import functools
 import inspect
 import linecache
 import os
+import types
 
 import numpy as np
 
@@ -64,6 +65,21 @@ class GradientFunction:
                 "an argument of its own", _origin_of(fn.__func__),
                 f"pass the object as an argument: srcgrad.{mode}({type(fn.__self__).__name__}.{name}, wrt=1)"
                 f"(obj, x), or wrap the call: srcgrad.{mode}(lambda x: obj.{name}(x))")
+        if isinstance(fn, functools.partial) and not internal:
+            inner = getattr(fn.func, "__name__", "f")
+            raise errors.NoSourceError(
+                f"`functools.partial({inner}, ...)` fixes some of `{inner}`'s arguments, which srcgrad does not "
+                "take as a function of its own", _origin_of(fn.func),
+                f"differentiate `{inner}` itself and pass the fixed arguments at each call "
+                f"(srcgrad.{mode}({inner}, wrt=...)), or wrap the call: srcgrad.{mode}(lambda x: {inner}(..., x))")
+        if not isinstance(fn, (types.FunctionType, type)) and inspect.isfunction(
+                getattr(type(fn), "__call__", None)) and not internal:
+            cls = type(fn).__name__
+            raise errors.NoSourceError(
+                f"a `{cls}` object is callable through its class's `__call__`, which srcgrad does not take as "
+                "a function of its own", _origin_of(type(fn).__call__),
+                f"pass the object as an argument: srcgrad.{mode}({cls}.__call__, wrt=1)(obj, x), or wrap "
+                f"the call: srcgrad.{mode}(lambda x: obj(x))")
         self.fn = fn
         functools.update_wrapper(self, fn)
         try:

@@ -1,7 +1,7 @@
 """The compiler, top to bottom.  Each step is one pass in ``transforms/`` or
 one analysis in ``analysis/``; read this file to see the whole of srcgrad.
 
-    source → resolve → inline → exits → validate → normalize (ANF)
+    source → desugar → resolve → inline → exits → validate → normalize (ANF)
            → analyze (activity, ranks) → reverse → optimize → emit and load
                  (forward mode: → forward → optimize → emit and load)
 """
@@ -17,7 +17,7 @@ import numpy as np
 
 from . import anno, backends, errors, nodes, runtime, templates, tree
 from .analysis import activity, ranks, sharing
-from .transforms import anf, emit, exits, forward, inline, optimize, parse, resolve, reverse, validate
+from .transforms import anf, desugar, emit, exits, forward, inline, optimize, parse, resolve, reverse, validate
 
 MODES = ("grad", "value_and_grad", "vjp", "jvp")
 
@@ -113,6 +113,9 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     backend = backends.get(options.backend)
     # 1. source: gast tree with every node's user origin.
     fdef = parse.transform(fn)
+    # 1b. desugar: comprehensions, walrus and chained assignment as plain statements (before
+    #     resolve: the names it binds are then the function's own, like any other).
+    desugar.transform(fdef, fn)
     # 2. resolve before validate: validation messages may name resolved callees.
     free = resolve.transform(fdef, fn)
     # 2b. inline calls whose targets are known now (after resolve: it reads what names
@@ -122,6 +125,7 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     inlined = inline.transform(fdef, fn, free, objects)
     if inlined.leaked:  # an object's layers may change while the code runs: known only at run time
         fdef = parse.transform(fn)
+        desugar.transform(fdef, fn)
         free = resolve.transform(fdef, fn)
         inlined = inline.transform(fdef, fn, free, {})
     free.parts = inlined.free

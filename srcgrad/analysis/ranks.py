@@ -111,9 +111,10 @@ def callee_rank(fn, arg_ranks):
     _IN_PROGRESS.add(key)
     try:
         from .. import backends
-        from ..transforms import anf, exits, parse, resolve, validate
+        from ..transforms import anf, desugar, exits, parse, resolve, validate
 
         fdef = parse.transform(fn)
+        desugar.transform(fdef, fn)
         free = resolve.transform(fdef, fn)
         exits.transform(fdef)
         validate.transform(fdef)

@@ -54,7 +54,7 @@ import numpy as np
 
 from .. import anno, errors, nodes, runtime
 from ..rules import registry
-from . import exits, parse, resolve, validate
+from . import desugar, exits, parse, resolve, validate
 
 _MISSING = object()
 _RESERVED = ("np", "rt", "cp")
@@ -419,6 +419,7 @@ class _Inliner:
             return None
         try:
             fdef = parse.transform(fn)
+            desugar.transform(fdef, fn)
             callee_free = resolve.transform(fdef, fn)
             exits.transform(fdef)
             validate.transform(fdef)

@@ -1,0 +1,331 @@
+"""Pass 1b — desugar: Python's conveniences as the plain statements later passes know.
+
+Requires: the parsed ``FunctionDef`` (before resolve: the names it makes are then
+the function's own like any other).
+Guarantees: in the function's own code (not in a nested ``def``), no list, set
+or dict comprehension, no generator expression, no walrus (``:=``) and no chained
+assignment; each becomes statements before the one it was in, at its line:
+
+- ``[e for x in xs if c]`` becomes a loop that appends to a new list (``{e for ...}``
+  the same, then ``set(...)``; ``{k: v for ...}`` a list of pairs, then ``dict(...)``);
+  a generator passed to ``sum`` becomes a running total (``sum`` is
+  ``start + e0 + e1 + ...``, in that order); one passed to ``max``, ``min``,
+  ``list``, ``tuple``, ``sorted``, ``any`` or ``all`` becomes a list.  A generator
+  anywhere else is refused (``np.stack`` and ``np.array`` do not take one either);
+- a comprehension's variables are its own (Python 3): one whose name the function
+  uses elsewhere is renamed, so it neither leaks nor overwrites the function's;
+- ``a = b = e`` becomes ``a = e; b = a``; ``(n := e)`` becomes ``n = e`` and ``n``.
+
+What the statement evaluated before such an expression (a call, ``f(x) + [...]``)
+is computed first into a name, so Python's order of calls holds.  One evaluated
+only on some paths (``a if c else [...]``, ``x and [...]``) or again at each
+iteration (a ``while`` test) is refused at its line.
+
+Before/after::
+
+    h = [layer(x) for layer in self.layers]     h = []
+                                                 for layer in self.layers:
+                                                     h.append(layer(x))
+    s = sum(np.sum(w ** 2) for w in ws)          s = 0
+                                                 for w in ws:
+                                                     s = s + np.sum(w ** 2)
+"""
+from __future__ import annotations
+
+import gast
+
+from .. import anno, errors, nodes
+
+_COMPREHENSIONS = (gast.ListComp, gast.SetComp, gast.DictComp, gast.GeneratorExp)
+_LOWERED = _COMPREHENSIONS + (gast.NamedExpr,)
+# Builtins that iterate over what they are given, once and whole: a generator may be a list there.
+_CONSUMERS = ("max", "min", "list", "tuple", "sorted", "any", "all", "set", "dict")
+
+
+def transform(fdef: gast.FunctionDef, fn=None) -> None:
+    """Desugar ``fdef``'s body in place; ``fn``, the function, tells whether ``sum`` is the builtin."""
+    if not any(isinstance(n, _LOWERED) or isinstance(n, gast.Assign) and len(n.targets) > 1
+               for n in _own_nodes(fdef)):
+        return
+    fdef.body = _Desugar(fdef, fn).block(fdef.body)
+
+
+def _own_nodes(fdef):
+    """The function's nodes, not those of functions defined inside it."""
+    stack = list(fdef.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (gast.FunctionDef, gast.Lambda)):
+            stack.extend(gast.iter_child_nodes(node))
+
+
+class _Desugar:
+    def __init__(self, fdef, fn):
+        self.fn = fn
+        self.taken = nodes.names_in(fdef) | {fdef.name}
+        local = {n.id for n in nodes.walk(fdef) if isinstance(n, gast.Name) and not isinstance(n.ctx, gast.Load)}
+        self.builtin = {name for name in ("sum",) + _CONSUMERS if name not in local and (
+            fn is None or name not in fn.__globals__ and name not in fn.__code__.co_freevars)}
+        # A comprehension variable keeps its name where the function uses it nowhere else.
+        self.elsewhere = _names_outside_comprehensions(fdef)
+
+    # ---- statements -------------------------------------------------------
+    def block(self, stmts) -> list:
+        out = []
+        for stmt in stmts:
+            self.statement(stmt, out)
+        return out
+
+    def statement(self, stmt, out):
+        if isinstance(stmt, gast.FunctionDef):
+            out.append(stmt)
+            return
+        if isinstance(stmt, gast.Assign) and len(stmt.targets) > 1:
+            self.chained(stmt, out)
+            return
+        if isinstance(stmt, gast.While):
+            if any(isinstance(n, _LOWERED) for n in nodes.walk(stmt.test)):
+                found = next(n for n in nodes.walk(stmt.test) if isinstance(n, _LOWERED))
+                raise errors.at(found, "a `while` test evaluates this again at each iteration, which "
+                                "srcgrad cannot lower yet", "compute it into a name before the loop and "
+                                "again at the end of the loop's body, and test the name")
+        elif isinstance(stmt, (gast.If, gast.For)):
+            field = "test" if isinstance(stmt, gast.If) else "iter"
+            setattr(stmt, field, self.expression(getattr(stmt, field), out))
+        elif isinstance(stmt, (gast.Assign, gast.AugAssign, gast.Return, gast.Expr, gast.AnnAssign)) \
+                and stmt.value is not None:
+            target = stmt.targets[0] if isinstance(stmt, gast.Assign) else None
+            whole = target.id if isinstance(target, gast.Name) else None
+            stmt.value = self.expression(stmt.value, out, whole)
+            if whole is not None and isinstance(stmt.value, gast.Name) and stmt.value.id == whole \
+                    or isinstance(stmt, gast.Expr) and isinstance(stmt.value, gast.Name):
+                return  # the loop built the value in the target itself (or nothing uses it)
+        for field in ("body", "orelse"):
+            if getattr(stmt, field, None):
+                setattr(stmt, field, self.block(getattr(stmt, field)))
+        if any(isinstance(n, _LOWERED) for n in _shallow(stmt)):
+            found = next(n for n in _shallow(stmt) if isinstance(n, _LOWERED))
+            raise errors.at(found, f"srcgrad cannot lower a {_kind(found)} here yet",
+                            "compute it into a name in a statement of its own first")
+        out.append(stmt)
+
+    def chained(self, stmt, out):
+        """``a = b = e``: Python evaluates ``e`` once and assigns it to each target, left to right."""
+        first = stmt.targets[0]
+        if isinstance(first, gast.Name):
+            value = first.id
+            self.statement(_at(gast.Assign(targets=[first], value=stmt.value, type_comment=None), stmt), out)
+        else:
+            value = self.fresh("_value")
+            self.statement(_at(nodes.assign(value, stmt.value), stmt), out)
+            self.statement(_at(gast.Assign(targets=[first], value=nodes.name(value), type_comment=None), stmt), out)
+        for target in stmt.targets[1:]:
+            self.statement(_at(gast.Assign(targets=[target], value=nodes.name(value), type_comment=None), stmt), out)
+
+    # ---- expressions ------------------------------------------------------
+    def expression(self, node, out, whole=None, conditional=None):
+        """``node`` with each comprehension and walrus in it replaced by a name
+        that statements appended to ``out`` bind (``whole``: the name the value
+        is assigned to, which may be built in place).  ``conditional``: the node
+        that makes ``node`` evaluated on some paths only."""
+        if isinstance(node, _LOWERED):
+            if conditional is not None:
+                raise errors.at(node, f"this {_kind(node)} is evaluated on some paths only (inside "
+                                f"`{nodes.to_source(conditional)[:40]}`), which srcgrad cannot lower yet",
+                                "compute it into a name in a statement of its own before the condition")
+            if isinstance(node, gast.NamedExpr):
+                value = self.expression(node.value, out)
+                out.append(_at(gast.Assign(targets=[node.target], value=value, type_comment=None), node))
+                return nodes.name(node.target.id)
+            if isinstance(node, gast.GeneratorExp):
+                raise errors.at(node, "a generator expression is supported as the argument of "
+                                "`sum`, `max`, `min`, `list`, `tuple`, `sorted`, `any` or `all` only",
+                                "pass a list comprehension instead (`np.stack([f(x) for x in xs])`)")
+            return self.comprehension(node, out, whole)
+        if isinstance(node, gast.Call) and isinstance(node.func, gast.Name) and node.func.id in self.builtin \
+                and len(node.args) >= 1 and isinstance(node.args[0], _COMPREHENSIONS) and conditional is None:
+            if node.func.id == "sum" and not node.keywords and len(node.args) <= 2 \
+                    and isinstance(node.args[0], (gast.ListComp, gast.GeneratorExp)):  # (a set's order is not the source's)
+                start = self.expression(node.args[1], out) if len(node.args) == 2 else nodes.const(0)
+                return self.comprehension(node.args[0], out, whole, total=start)
+            if node.func.id != "sum" and isinstance(node.args[0], gast.GeneratorExp):
+                gen = node.args[0]
+                node.args[0] = _at(gast.ListComp(elt=gen.elt, generators=gen.generators), gen)
+        if isinstance(node, (gast.Lambda, gast.FunctionDef)):
+            return node
+        children = _children_in_order(node)
+        for k, (field, index, child) in enumerate(children):
+            cond = conditional
+            if cond is None and (isinstance(node, gast.IfExp) and field != "test"
+                                 or isinstance(node, gast.BoolOp) and index > 0):
+                cond = node
+            mark = len(out)
+            new = self.expression(child, out, None, cond)
+            if len(out) > mark:
+                # Statements now run first: what Python evaluates before them, and may
+                # call, is computed before them too.
+                spilled = []
+                for f, i, _ in children[:k]:
+                    earlier = getattr(node, f)[i] if i is not None else getattr(node, f)
+                    holder, part = (earlier, "value") if isinstance(earlier, (gast.keyword, gast.Starred)) \
+                        else (node, None)
+                    value = earlier.value if part else earlier
+                    if any(isinstance(n, gast.Call) for n in nodes.walk(value)):
+                        name = self.fresh("_arg")
+                        spilled.append(_at(nodes.assign(name, value), value))
+                        if part:
+                            earlier.value = nodes.name(name)
+                        else:
+                            _put(node, f, i, nodes.name(name))
+                out[mark:mark] = spilled
+            _put(node, field, index, new)
+        return node
+
+    def comprehension(self, comp, out, whole=None, total=None):
+        """The statements that build ``comp``'s value (a running total when
+        ``total`` is given, the start); the name holding it."""
+        mapping = {}
+        for gen in comp.generators:
+            if gen.is_async:
+                raise errors.at(comp, "an async comprehension is not differentiable", "use a plain one")
+            for target in nodes.walk(gen.target):
+                if isinstance(target, gast.Name) and target.id in self.elsewhere and target.id not in mapping:
+                    mapping[target.id] = self.fresh(f"_{target.id.lstrip('_')}")
+        if mapping:
+            _rename_inside(comp, mapping)
+        reads = nodes.names_in(comp)
+        result = whole if whole is not None and whole not in reads else \
+            self.fresh("_total" if total is not None else "_items")
+        if isinstance(comp, gast.DictComp):
+            item = gast.Tuple(elts=[comp.key, comp.value], ctx=gast.Load())
+        else:
+            item = comp.elt
+        if total is not None:
+            innermost = [_at(nodes.assign(result, nodes.binop(nodes.name(result), "+", item)), comp)]
+        else:
+            innermost = [_at(gast.Expr(value=nodes.call(f"{result}.append", [item])), comp)]
+        body = innermost
+        for gen in reversed(comp.generators):
+            for test in reversed(gen.ifs):
+                body = [_at(gast.If(test=test, body=body, orelse=[]), test)]
+            body = [_at(gast.For(target=gen.target, iter=gen.iter, body=body, orelse=[], type_comment=None), comp)]
+        loop = body[0]
+        loop.iter = self.expression(loop.iter, out)  # the first iterable: in the enclosing scope, now
+        start = total if total is not None else gast.List(elts=[], ctx=gast.Load())
+        out.append(_at(nodes.assign(result, start), comp))
+        self.statement(loop, out)
+        if isinstance(comp, (gast.SetComp, gast.DictComp)):
+            kind = "set" if isinstance(comp, gast.SetComp) else "dict"
+            out.append(_at(nodes.assign(result, nodes.call(kind, [nodes.name(result)])), comp))
+        return _at(nodes.name(result), comp)
+
+    def fresh(self, base: str) -> str:
+        candidate, k = base, 1
+        while candidate in self.taken:
+            k += 1
+            candidate = f"{base}{k}"
+        self.taken.add(candidate)
+        return candidate
+
+
+def _kind(node) -> str:
+    return {gast.ListComp: "list comprehension", gast.SetComp: "set comprehension",
+            gast.DictComp: "dict comprehension", gast.GeneratorExp: "generator expression",
+            gast.NamedExpr: "`:=` expression"}[type(node)]
+
+
+def _at(node, source):
+    """``node`` and every node under it at ``source``'s line (where they have none of their own)."""
+    for n in nodes.walk(node):
+        anno.inherit(n, source)
+    return node
+
+
+def _shallow(stmt):
+    """A statement's expressions, not those of its nested blocks."""
+    for field in stmt._fields:
+        if field in ("body", "orelse"):
+            continue
+        value = getattr(stmt, field, None)
+        for child in value if isinstance(value, list) else [value]:
+            if isinstance(child, gast.AST):
+                yield from nodes.walk(child)
+
+
+def _children_in_order(node) -> list:
+    """``(field, index or None, child)`` for each child expression, in the order Python evaluates them."""
+    if isinstance(node, gast.Dict):
+        pairs = [(f, i, getattr(node, f)[i]) for i in range(len(node.keys)) for f in ("keys", "values")]
+        return [p for p in pairs if p[2] is not None]
+    out = []
+    for field in node._fields:
+        value = getattr(node, field, None)
+        if isinstance(value, list):
+            out += [(field, i, v) for i, v in enumerate(value) if isinstance(v, (gast.expr, gast.keyword))]
+        elif isinstance(value, (gast.expr, gast.keyword)) and not isinstance(value, gast.expr_context):
+            out.append((field, None, value))
+    return out
+
+
+def _put(node, field, index, value):
+    if index is None:
+        setattr(node, field, value)
+    else:
+        getattr(node, field)[index] = value
+
+
+def _rename_inside(comp, mapping):
+    """Rename ``comp``'s own variables in its scope: everything but its first
+    iterable, and in a comprehension nested in it, what that one does not bind again."""
+    gens = comp.generators
+    parts = [g.target for g in gens] + [g.iter for g in gens[1:]] + [t for g in gens for t in g.ifs]
+    parts += [comp.key, comp.value] if isinstance(comp, gast.DictComp) else [comp.elt]
+    for part in parts:
+        _rename_scoped(part, mapping)
+
+
+def _rename_scoped(node, mapping):
+    if isinstance(node, gast.Name):
+        if node.id in mapping:
+            node.id = mapping[node.id]
+        return
+    if isinstance(node, _COMPREHENSIONS):
+        _rename_scoped(node.generators[0].iter, mapping)
+        bound = {n.id for g in node.generators for n in nodes.walk(g.target) if isinstance(n, gast.Name)}
+        inner = {k: v for k, v in mapping.items() if k not in bound}
+        if inner:
+            _rename_inside(node, inner)
+        return
+    for child in gast.iter_child_nodes(node):
+        _rename_scoped(child, mapping)
+
+
+def _names_outside_comprehensions(fdef) -> set:
+    """The names the function uses other than as a comprehension's own variable,
+    and those a comprehension binds again inside another that binds them."""
+    outside = set()
+
+    def visit(node, bound):
+        if isinstance(node, gast.Name):
+            if node.id not in bound:
+                outside.add(node.id)
+            return
+        if isinstance(node, _COMPREHENSIONS):
+            visit(node.generators[0].iter, bound)
+            own = {n.id for g in node.generators for n in nodes.walk(g.target) if isinstance(n, gast.Name)}
+            outside.update(own & bound)
+            inner = bound | own
+            for g in node.generators:
+                visit(g.target, inner)
+                for t in g.ifs:
+                    visit(t, inner)
+            for g in node.generators[1:]:
+                visit(g.iter, inner)
+            for part in ([node.key, node.value] if isinstance(node, gast.DictComp) else [node.elt]):
+                visit(part, inner)
+            return
+        for child in gast.iter_child_nodes(node):
+            visit(child, bound)
+    visit(fdef, frozenset())
+    return outside
