@@ -114,11 +114,18 @@ def unbroadcast(g, x):
 
     Source: NumPy's broadcasting rules (numpy.org/doc/stable/user/basics.broadcasting.html).
     """
+    if type(g) is np.ndarray and type(x) is np.ndarray:  # the common cases first, without NumPy calls
+        have, shape = g.shape, x.shape
+        if have == shape:
+            return g
+        if len(have) == 2 and len(shape) == 1 and have[1] == shape[0] and have[0] < 32 and g.dtype.kind == "f":
+            return _add_reduce(g, 0)  # a bias of a few rows (see _summed_to)
+        return _summed_to(g, have, shape)
     shape = getattr(x, "shape", None)
     if shape is None:
         shape = np.shape(x)
     have = getattr(g, "shape", ())
-    if have == shape:  # the common case, checked without a NumPy call
+    if have == shape:
         return g
     return _summed_to(g, have, shape)
 
