@@ -19,6 +19,7 @@ from . import anno, api, errors, tree
 from . import runtime as rt
 from .nn.module import Module
 from .pipeline import rank_of_argument
+from .analysis.outside import Writes
 from .rules import registry
 from .transforms.anf import array_method
 from .transforms.reverse import _MUTATING_METHODS, _mutated_parameters
@@ -27,8 +28,10 @@ from .transforms.reverse import _MUTATING_METHODS, _mutated_parameters
 _CHANGED: dict = {}  # code object -> the parameters its function changes in place
 
 
-def unchanging(fn, filename: str, line: int, col: int, text: str):
-    """``fn``, after checking that it does not change its arguments in place.
+def unchanging(fn, filename: str, line: int, col: int, text: str, outside: bool = False):
+    """``fn``, after checking that it does not change its arguments in place (and, with
+    ``outside``, no array outside them either: its receiver's, a global's; ``"only"``:
+    that alone, where no argument is being differentiated).
 
     How generated code calls a function known only at run time (a method, a callable
     passed in) whose result is not differentiated but whose arguments are: a change
@@ -36,8 +39,23 @@ def unchanging(fn, filename: str, line: int, col: int, text: str):
 
     Raises:
         UnsupportedSyntaxError: at the user's call, if ``fn``'s source writes into a
-            parameter (``y[i] = v``, ``y += v``, ``y.append(v)``, through a view too).
+            parameter (``y[i] = v``, ``y += v``, ``y.append(v)``, through a view too),
+            or, with ``outside``, into an array ``analysis/outside.py`` finds.
     """
+    if outside:
+        # The code passes `outside` where the backward sweep reads the receiver, or a
+        # value read through a global, before this call: any array it changes may be one.
+        written = Writes()(fn)
+        if written:
+            name = getattr(fn, "__qualname__", "the method")
+            raise errors.UnsupportedSyntaxError(
+                f"`{name}` writes into `{written[0][0]}` in place, which the backward sweep may read "
+                "(it was read before this call): srcgrad cannot follow a change made inside another "
+                "function", anno.Origin(filename, line, col, text),
+                "read a copy made before the call (`np.copy(...)`), or pass the array to the method and "
+                "return the new one")
+        if outside == "only":
+            return fn
     target = getattr(fn, "__func__", fn)
     if isinstance(fn, types.BuiltinMethodType) and not isinstance(fn.__self__, types.ModuleType) \
             and fn.__name__ in _MUTATING_METHODS:  # `self.buf.fill(x)`, `self.items.append(h)`

@@ -148,7 +148,7 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     hook_names = {_final_name(core, own, name, "hooks"): core.fresh(f"{name}_hook") for name, _ in options.hooks}
     watched = [_final_name(core, own, name, "intermediates") for name in options.intermediates]
     sweeps = reverse.transform(core, body_activity, rank_env, options.wrt, backend, output,
-                               hooks=hook_names, intermediates=watched)
+                               hooks=hook_names, intermediates=watched, free=free.names)
     live_out = set(sweeps.adjoints.values()) | set(sweeps.intermediates.values())
     # A nested def reads the names it captures when it is called, which the optimizer's
     # liveness does not see: they stay as the source assigns them.
@@ -200,7 +200,8 @@ def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backen
     # calls that change their arguments, values stored where srcgrad does not look):
     # it runs, on a copy, for them alone.
     checked = forward.checked_copy(core)
-    sweeps = reverse.transform(checked, body_activity, rank_env, options.wrt, backend, checked.result)
+    sweeps = reverse.transform(checked, body_activity, rank_env, options.wrt, backend, checked.result,
+                               free=free.names)
     # Names a merge copy may read before any path bound them (see reverse.run): None first.
     prebound = [s.targets[0].id for s in sweeps.forward if anno.get(s, "prebound")]
     tangents = forward.transform(core, body_activity, rank_env, options.wrt, backend, options.batched)

@@ -127,9 +127,6 @@ def _value(fn, x, *rest):
     return fn(x, *rest)
 
 
-@pytest.mark.xfail(strict=True, reason="a callee (or a method of an object) changing in place an array that "
-                   "the caller's backward sweep reads, not given as an argument: only the arguments a "
-                   "callee changes are checked (reverse.py `_changes_arguments`, the receiver not counted)")
 @pytest.mark.parametrize("fn", [calls_a_function_writing_a_global, calls_a_function_writing_a_class_attribute,
                                 calls_a_function_writing_a_global_dict,
                                 calls_a_global_objects_method_that_writes_its_array,

@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import inspect
 import operator
+import re
 import textwrap
 import types
 
@@ -25,7 +26,7 @@ import gast
 import numpy as np
 
 from .. import anno, errors, nodes, runtime, templates
-from ..analysis import sharing
+from ..analysis import outside, sharing
 from ..analysis.activity import derivative_inputs as activity_inputs
 from ..rules.registry import DISCRETE as registry_discrete
 from ..rules.registry import diff_params
@@ -47,12 +48,16 @@ class Sweeps:
     callees: dict = dataclasses.field(default_factory=dict)  # (name, fn, wrt, ranks) -> its vjp's name
 
 
-def transform(core, activity, ranks, wrt, backend, output=None, hooks=None, intermediates=()) -> Sweeps:
+def transform(core, activity, ranks, wrt, backend, output=None, hooks=None, intermediates=(),
+              free=None) -> Sweeps:
     """``output``: the atom (or tuple of atoms) whose adjoint is the seed; default
     the returned value (``grad(..., has_aux=True)`` passes its first element).
     ``hooks``: name -> variable of a function applied to that name's adjoint once
-    it is complete; ``intermediates``: names whose adjoints are kept."""
+    it is complete; ``intermediates``: names whose adjoints are kept; ``free``: the
+    free names' values at compile time (``resolve.FreeNames.names``), to tell which
+    arrays a callee writes into the code reads too."""
     rev = _Reverse(core, activity, ranks, backend)
+    rev.free = free or {}
     rev.hooks = hooks or {}
     sweeps = rev.run(wrt, core.result if output is None else output)
     for name in intermediates:
@@ -112,6 +117,9 @@ class _Reverse:
         self.local_defs = None        # name -> the first nested `def` of that name (_check_local_def)
         self.active_reads = None      # where active statements read each name (_read_by_backward)
         self.mutated = {}             # id(function called) -> the parameters it changes in place
+        self.free = {}                # free name -> its value at compile time (see transform)
+        self.writes = outside.Writes()  # what a callee writes into outside its parameters
+        self.reaching = None          # id(object) -> names whose value is, or is read through, it
         self.call_results = {s.targets[0].id for s in nodes.statements(core.body)
                              if anno.get(s, "kind") == "call" and isinstance(s, gast.Assign)
                              and isinstance(s.targets[0], gast.Name)}
@@ -479,6 +487,7 @@ class _Reverse:
                 if origin is not None:
                     stmt.value.func = nodes.call("dispatch.unchanging", [stmt.value.func] + [
                         nodes.const(v) for v in (origin.filename, origin.line, origin.col, origin.text)])
+            self._check_outside_writes(stmt, fn)
         if isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") == "call":
             return
         if anno.get(stmt, "kind") == "setattr":
@@ -724,12 +733,109 @@ class _Reverse:
                             "`y[idx] += x` rather than `np.add.at(y, idx, x)` where idx has no repeats)",
                             kind=errors.UnsupportedSyntaxError)
         if varied:
-            given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
+            shown = self._shown(varied[0])  # (`G`, where the code reads `model.G` into `_t1`)
+            given = "a value" if shown.startswith("_") else f"`{shown}`"
             raise errors.at(value, f"`{callee}(...)` changes {given} in place, which is being "
                             "differentiated (or read by the backward sweep): srcgrad cannot follow "
                             "the change", "write the update as an assignment (`y[idx] = v`, "
                             "`y[idx] += x` rather than `np.add.at(y, idx, x)`), or work on a copy "
                             "(`y = np.copy(y)` first)", kind=errors.UnsupportedSyntaxError)
+
+    def _check_outside_writes(self, stmt, fn):
+        """A call that writes, in place, into an array it is not given (a global, a class
+        attribute, what a global dict holds, its receiver's), which the backward sweep
+        may read after it: refused at the call.  Known when compiling: through
+        ``analysis/outside.py``; a method known only at run time (``buf.bump()``) whose
+        receiver, or a value read through a free name, the backward sweep reads: checked
+        there (``dispatch.unchanging(..., outside=True)``)."""
+        call = stmt.value
+        if not isinstance(call, gast.Call):
+            return
+        if fn is None:
+            func = call.func
+            target = _target_name(stmt)
+            if not isinstance(func, gast.Attribute) or nodes.to_source(func).startswith("rt.") \
+                    or target is not None and self.activity.active(target):
+                # (`rt.keeping_fields` checks the fields of an object being differentiated; a
+                # result differentiated: `dispatch.vjp_call` compiles the method on its own)
+                return
+            watched = nodes.loaded_names(func.value) + sorted(
+                {n for names in self._reaching_names().values() for n in names})
+            if not self._read_by_backward(watched, stmt):
+                return
+            origin = anno.get(stmt, "origin")
+            if origin is None:
+                return
+            checked = isinstance(func, gast.Call) and nodes.to_source(func.func) == "dispatch.unchanging"
+            if not checked:
+                call.func = func = nodes.call("dispatch.unchanging", [func] + [
+                    nodes.const(v) for v in (origin.filename, origin.line, origin.col, origin.text)])
+            func.keywords.append(gast.keyword(arg="outside", value=nodes.const(True if checked else "only")))
+            return
+        if runtime.is_gradient_function(fn):
+            return
+        reaching = self._reaching_names()
+        for what, obj in self.writes(fn):
+            read = self._read_by_backward(sorted(reaching.get(id(obj), ())), stmt)
+            if not read:
+                continue
+            callee = self._shown(nodes.to_source(call.func))
+            if isinstance(fn, types.MethodType) and fn.__func__.__code__.co_argcount \
+                    and isinstance(call.func, gast.Attribute):
+                own = fn.__func__.__code__.co_varnames[0]
+                if what.split(".")[0].split("[")[0] == own:
+                    what = self._shown(nodes.to_source(call.func.value)) + what[len(own):]
+            short = re.findall(r"\w+", what)[-1]
+            raise errors.at(call, f"`{callee}(...)` writes into `{what}` in place, which the backward sweep "
+                            f"reads (as `{self._shown(read[0])}`, read before this call): srcgrad cannot "
+                            "follow a change made inside another function",
+                            f"read a copy made before the call (`{short}_before = np.copy({what})`), or pass "
+                            f"the array to `{callee}` and return the new one (`{short} = {callee}({short})`, "
+                            "writing into a copy there)", kind=errors.UnsupportedSyntaxError)
+
+    def _reaching_names(self) -> dict:
+        """``id(object) -> names``: the names whose compile-time value is that object or is
+        read through it (``_t1 = model.CFG``, ``_t2 = _t1['w']``: both reach ``CFG``),
+        from the free names through fields and constant keys.  Found once."""
+        if self.reaching is not None:
+            return self.reaching
+        chains = {n: [v] for n, v in self.free.items()}
+        field, item = registry_lookup(getattr), registry_lookup(operator.getitem)
+        for stmt in nodes.statements(self.core.body):
+            if not (isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name)):
+                continue
+            rule, bound = anno.get(stmt, "rule"), anno.get(stmt, "bound") or {}
+            parts = list(bound.values())
+            if anno.get(stmt, "kind") == "copy" and isinstance(stmt.value, gast.Name):
+                parts, step = [stmt.value], None
+            elif rule in (field, item) and len(parts) >= 2 and isinstance(parts[1], gast.Constant):
+                step = ("attr" if rule is field else "item", parts[1].value)
+            else:
+                continue
+            base = chains.get(parts[0].id) if isinstance(parts[0], gast.Name) else None
+            if base is None:
+                continue
+            value = base[-1] if step is None else outside._step(base[-1], step)
+            chains[stmt.targets[0].id] = base + ([] if step is None or value is outside._STOP else [value])
+        self.reaching = {}
+        for name, chain in chains.items():
+            for obj in chain:
+                if not isinstance(obj, (types.ModuleType, type(None), bool, int, float, str)):
+                    self.reaching.setdefault(id(obj), set()).add(name)
+        return self.reaching
+
+    def _shown(self, spelled) -> str:
+        """The user's spelling of a name or expression, a temporary shown as the value it
+        holds, without the module a global is read through (``G``, not ``model.G``)."""
+        if spelled.startswith("_") and spelled.isidentifier():
+            held = self._user_spelling(nodes.name(spelled))
+            spelled = spelled if held == "this value" else held
+        head = spelled.split(".")[0]
+        while "." in spelled and isinstance(self.free.get(head), types.ModuleType) \
+                and not spelled.startswith(("np.", "numpy.")):
+            spelled = spelled.split(".", 1)[1]
+            head = spelled.split(".")[0]
+        return spelled
 
     def _mutated_parameters(self, fn):
         """``_mutated_parameters(fn)``, read from ``fn``'s source once per compilation."""

@@ -1,0 +1,273 @@
+"""Outside writes: which arrays that its caller can reach may a call write into?
+
+A function that writes, in place, into an array it was not given as an argument
+(a global ``G[0] = 5``, a class attribute ``Holder.B.fill(0)``, what a global dict
+holds ``CFG["w"][0] = 5``, its receiver's ``self.v[0] = 5``) changes what the
+caller's backward sweep may read after the call.  This analysis reads the
+callee's source and reports those writes, through the functions and methods it
+calls in turn (``helper()``, ``self.bump()``, ``BUF.bump()``, and a function
+given such an array that changes its argument).  Rebinding an attribute or a
+container's entry (``self.calls += 1`` on a number, ``CFG["n"] = 3``,
+``self.log.append(v)``) is not a write into an array and is not reported.
+
+Requires: the function (its source, its globals and closure at compile time).
+Guarantees: :func:`writes` returns ``[(what, obj)]``: the user's spelling of each
+place written (``"G"``, ``"self.v"``) with the object there now, an array, or
+the deepest container on the path that could be read (a write somewhere inside
+it).  Each source is parsed once (cached by code object), each function's
+writes computed once per ``Writes`` (a compilation).  A callee whose source
+cannot be read (a builtin, C code) reports nothing: as before, its writes are
+not seen.
+
+Example::
+
+    G = np.ones(3)
+    def bump(): G[0] = 5.0          writes(bump) == [("G", G)]
+"""
+from __future__ import annotations
+
+import inspect
+import textwrap
+import types
+
+import gast
+import numpy as np
+
+_STOP = object()  # a path element known only at run time (`G[i]`)
+_NUMBERS = (bool, int, float, complex, str, bytes, type(None), np.number)
+_CONTAINERS = (list, dict, tuple, set)
+# Array methods that write into the array itself.
+_ARRAY_WRITERS = {"fill", "sort", "resize", "put", "itemset", "partition", "setfield", "__setitem__",
+                  "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ipow__", "__imatmul__",
+                  "__ifloordiv__", "__imod__"}
+# NumPy functions (and methods) that write into their first argument.
+_FIRST_WRITERS = {"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis", "shuffle", "at"}
+_VIEWS = {"reshape", "ravel", "transpose", "T", "view", "squeeze", "swapaxes", "diagonal", "flat", "real",
+          "imag", "asarray", "asanyarray", "expand_dims", "moveaxis"}
+_SOURCES: dict = {}  # code object -> its parsed FunctionDef (None: no source)
+
+
+class Writes:
+    """``writes(fn)`` for one compilation, each function's once."""
+
+    def __init__(self):
+        self.memo, self.busy = {}, set()
+
+    def __call__(self, fn) -> list:
+        """``[(what, obj)]``: what calling ``fn`` (a function, bound method or callable
+        object) may write into, in place, outside its parameters (its receiver's
+        arrays included)."""
+        receiver = _NO_RECEIVER
+        if isinstance(fn, types.MethodType):
+            receiver, fn = fn.__self__, fn.__func__
+        elif not isinstance(fn, (types.FunctionType, type)) and callable(fn):
+            call = getattr(type(fn), "__call__", None)
+            if getattr(call, "__srcgrad_calls_forward__", False):
+                call = getattr(type(fn), "forward", None)
+            if not isinstance(call, types.FunctionType):
+                return []
+            receiver, fn = fn, call
+        if not isinstance(fn, types.FunctionType):
+            return []
+        key = (fn, id(receiver))
+        if key in self.memo:
+            return self.memo[key]
+        if key in self.busy:  # recursion: what it writes is found by the outer visit
+            return []
+        self.busy.add(key)
+        try:
+            self.memo[key] = _Visit(self, fn, receiver).run()
+        finally:
+            self.busy.discard(key)
+        return self.memo[key]
+
+
+_NO_RECEIVER = object()
+
+
+def _parsed(fn):
+    code = fn.__code__
+    if code not in _SOURCES:
+        try:
+            tree = gast.parse(textwrap.dedent(inspect.getsource(code)))
+            _SOURCES[code] = tree.body[0] if tree.body and isinstance(tree.body[0], gast.FunctionDef) else None
+        except (OSError, TypeError, SyntaxError, ValueError, IndentationError):
+            _SOURCES[code] = None
+    return _SOURCES[code]
+
+
+def _step(obj, element):
+    """``obj.attr`` or ``obj[key]`` read now, without running a property; _STOP where not."""
+    if element is _STOP or obj is _STOP:
+        return _STOP
+    kind, key = element
+    if kind == "attr":
+        try:
+            found = inspect.getattr_static(obj, key)
+        except AttributeError:
+            return _STOP
+        if hasattr(type(found), "__get__") and not isinstance(found, (np.ndarray, *_CONTAINERS)):
+            return _STOP if not isinstance(found, (types.FunctionType, staticmethod, classmethod)) else found
+        return found
+    if isinstance(obj, _CONTAINERS):
+        try:
+            return obj[key]
+        except (KeyError, IndexError, TypeError):
+            return _STOP
+    return _STOP
+
+
+class _Visit:
+    """One function's outside writes."""
+
+    def __init__(self, writes, fn, receiver):
+        self.writes, self.fn, self.receiver = writes, fn, receiver
+        self.found = []
+        self.namespace = dict(fn.__globals__)
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+            try:
+                self.namespace[name] = cell.cell_contents
+            except ValueError:
+                pass
+        code = fn.__code__
+        self.params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount
+                                           + bool(code.co_flags & inspect.CO_VARARGS)
+                                           + bool(code.co_flags & inspect.CO_VARKEYWORDS)])
+        self.self_name = code.co_varnames[0] if receiver is not _NO_RECEIVER and code.co_argcount else None
+        self.declared = set()  # `global G`
+        self.alias = {}  # local name -> (root, path) it may share memory with
+
+    def run(self) -> list:
+        fdef = _parsed(self.fn)
+        if fdef is None:
+            return []
+        self.local = {n.id for n in gast.walk(fdef) if isinstance(n, gast.Name)
+                      and isinstance(n.ctx, gast.Store)} | self.params
+        self.declared = {name for n in gast.walk(fdef) if isinstance(n, gast.Global) for name in n.names}
+        self.local -= self.declared
+        for _ in range(2):  # twice: a loop's second iteration sees what the first aliased
+            for node in gast.walk(fdef):
+                if isinstance(node, gast.Assign) and len(node.targets) == 1 \
+                        and isinstance(node.targets[0], gast.Name):
+                    place = self.place(node.value)
+                    if place is not None and node.targets[0].id not in self.declared:
+                        self.alias[node.targets[0].id] = place
+        for node in gast.walk(fdef):
+            self.visit(node)
+        return list({id(obj): (what, obj) for what, obj in self.found}.values())
+
+    # ---- places -----------------------------------------------------------
+    def place(self, node):
+        """``(root object, path, spelling)`` of what ``node`` may share memory with, where
+        that is outside the function (a global, the receiver), else None."""
+        if isinstance(node, gast.Name):
+            if node.id == self.self_name:
+                return self.receiver, (), node.id
+            if node.id in self.alias:
+                return self.alias[node.id]
+            if node.id in self.local or node.id not in self.namespace:
+                return None
+            return self.namespace[node.id], (), node.id
+        if isinstance(node, gast.Attribute):
+            base = self.place(node.value)
+            if base is None:
+                return None
+            if node.attr in _VIEWS or node.attr in ("shape", "ndim", "size", "dtype"):
+                return None if node.attr in ("shape", "ndim", "size", "dtype") else base
+            return base[0], base[1] + (("attr", node.attr),), f"{base[2]}.{node.attr}"
+        if isinstance(node, gast.Subscript):
+            base = self.place(node.value)
+            if base is None:
+                return None
+            key = node.slice.value if isinstance(node.slice, gast.Constant) else _STOP
+            shown = f"{base[2]}[{node.slice.value!r}]" if key is not _STOP else base[2]
+            return base[0], base[1] + (("item", key) if key is not _STOP else _STOP,), shown
+        if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) and node.func.attr in _VIEWS:
+            return self.place(node.func.value) if self.place(node.func.value) is not None or not node.args \
+                else self.place(node.args[0])
+        return None
+
+    def resolve(self, place):
+        """``(obj, complete)``: the object at ``place`` now (or the deepest one read)."""
+        obj, path, _ = place
+        for element in path:
+            nxt = _step(obj, element)
+            if nxt is _STOP:
+                return obj, False
+            obj = nxt
+        return obj, True
+
+    def written(self, place, rebinds=False):
+        """A write into the array at ``place`` (``rebinds``: ``X.a += v``, ``global G; G += v``,
+        which write in place only for an array)."""
+        if place is None or place[0] is _NO_RECEIVER:
+            return
+        obj, complete = self.resolve(place)
+        if complete and (isinstance(obj, _NUMBERS) or rebinds and not isinstance(obj, np.ndarray)):
+            return  # a number rebound (a counter), not an array changed
+        if isinstance(obj, (types.ModuleType, types.FunctionType)):
+            return
+        self.found.append((place[2], obj))
+
+    def stored(self, target):
+        """``X[k] = v``: into an array, or an entry of a list or dict rebound."""
+        base = self.place(target.value)
+        if base is None:
+            return
+        obj, complete = self.resolve(base)
+        if complete and isinstance(obj, _CONTAINERS):
+            return  # `CFG["n"] = 3`, `log[i] = v`: the container's entry, not an array
+        self.written(base)
+
+    # ---- statements -------------------------------------------------------
+    def visit(self, node):
+        if isinstance(node, (gast.Assign, gast.AugAssign)):
+            for t in node.targets if isinstance(node, gast.Assign) else [node.target]:
+                if isinstance(t, gast.Subscript):
+                    self.stored(t)
+                elif isinstance(node, gast.AugAssign) and isinstance(t, gast.Attribute):
+                    self.written(self.place(t), rebinds=True)  # `self.v += 1`
+                elif isinstance(node, gast.AugAssign) and isinstance(t, gast.Name) and t.id in self.declared:
+                    self.written(self.place(t), rebinds=True)  # `global G; G += 1`
+        if not isinstance(node, gast.Call):
+            return
+        func = node.func
+        if isinstance(func, gast.Attribute) and func.attr in _ARRAY_WRITERS:
+            self.written(self.place(func.value))
+        name = func.attr if isinstance(func, gast.Attribute) else getattr(func, "id", None)
+        if name in _FIRST_WRITERS and node.args:
+            self.written(self.place(node.args[0]))
+        for k in node.keywords:
+            if k.arg == "out":
+                self.written(self.place(k.value))
+        callee = self.place(func)
+        if callee is None:
+            return
+        target, complete = self.resolve(callee)
+        if not complete or isinstance(target, types.ModuleType) or type(target).__module__ == "numpy" \
+                or getattr(target, "__module__", "") and str(getattr(target, "__module__", "")).split(".")[0] \
+                in ("numpy", "builtins"):
+            return
+        if isinstance(target, types.FunctionType) and isinstance(func, gast.Attribute) \
+                and callee[1] and callee[1][-1][0] == "attr":
+            # `self.bump()`, `BUF.bump()`: the method bound to the object it was read from
+            owner, owned = self.resolve((callee[0], callee[1][:-1], ""))
+            if owned and not isinstance(owner, (type, types.ModuleType)) \
+                    and not isinstance(inspect.getattr_static(owner, func.attr, None), staticmethod):
+                target = types.MethodType(target, owner)
+        prefix = callee[2].rsplit(".", 1)[0] if isinstance(target, types.MethodType) else None
+        for what, obj in self.writes(target):
+            if prefix is not None and what.split(".")[0] == _receiver_name(target):
+                what = prefix + what[len(_receiver_name(target)):]
+            self.found.append((what, obj))
+        # An argument it changes in place: `helper(G)` with `def helper(a): a[0] = 5`.
+        from ..transforms.reverse import _changes_arguments
+        given = [self.place(a) for a in node.args + [k.value for k in node.keywords]]
+        if any(p is not None for p in given) and _changes_arguments(target):
+            for p in given:
+                self.written(p)
+
+
+def _receiver_name(method) -> str:
+    code = method.__func__.__code__
+    return code.co_varnames[0] if code.co_argcount else ""
