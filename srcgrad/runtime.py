@@ -1046,6 +1046,8 @@ def item_of(g, key):
         return g.get(key)
     if isinstance(key, str):  # a named tuple's field by name: a sequence's items are by position
         return None
+    if isinstance(g, (list, tuple)) and isinstance(key, int) and not -len(g) <= key < len(g):
+        return None  # a tuple adjoint that stops before the items nothing read
     return g[key] if isinstance(g, (list, tuple, np.ndarray)) else None
 
 
@@ -1574,3 +1576,310 @@ def batch_matmul(x1, x2, batched: int):
     if r1 == 1:
         return x1 @ t
     return x1 @ _lifted(t, max(r1, r2))
+
+
+# ---- linear algebra: adjoints and tangents of np.linalg (stacked matrices throughout) ----
+def _mT(a):
+    return a.swapaxes(-1, -2)
+
+
+def _diag_embed(d):
+    return d[..., :, None] * np.eye(d.shape[-1], dtype=d.dtype)
+
+
+def _or_zeros(g, like):
+    return zeros_like(like) if g is None else g
+
+
+def from_triangle(g, upper=False):
+    """Adjoint of reading a symmetric matrix from one triangle of ``a`` (``eigh``,
+    ``cholesky``): ``S = tril(a) + tril(a, -1)^T``, so ``a_bar = tril(G) + tril(G^T, -1)``
+    for ``G`` the adjoint of ``S``; with ``upper``, the upper triangle."""
+    if upper:
+        return np.triu(g) + np.triu(_mT(g), 1)
+    return np.tril(g) + np.tril(_mT(g), -1)
+
+
+def to_symmetric(a_dot, upper=False):
+    """The tangent of the symmetric matrix read from one triangle of ``a``."""
+    if upper:
+        return np.triu(a_dot) + _mT(np.triu(a_dot, 1))
+    return np.tril(a_dot) + _mT(np.tril(a_dot, -1))
+
+
+def inverse_gaps(w, what, refuse=True):
+    """``F[..., i, j] = 1 / (w_j - w_i)`` off the diagonal, 0 on it (Giles 2008, §3.1).
+
+    A repeated value (an exact tie) leaves the vectors of its eigenspace without a
+    derivative: raised as NoDerivativeRuleError (``refuse``), else NaN there (tangents).
+    """
+    gaps = w[..., None, :] - w[..., :, None]
+    off = ~np.eye(w.shape[-1], dtype=bool)
+    tied = (gaps == 0) & off
+    if refuse and np.any(tied):
+        raise errors.NoDerivativeRuleError(
+            f"the {what} of a matrix with a repeated value have no derivative (they are any basis "
+            "of its eigenspace)", None,
+            f"differentiate only functions of the values, or of the {what} of a matrix whose values are distinct")
+    safe = np.where(tied | ~off, 1, gaps)
+    return np.where(off, np.where(tied, np.nan, 1 / safe), 0).astype(w.dtype)
+
+
+def solve_adjoint(ans_bar, ans, a, b, which):
+    """``x = A^-1 b``: ``b_bar = A^-T x_bar`` (``which`` 1), ``A_bar = -b_bar x^T`` (``which`` 0)
+    (Giles 2008, §2.3); a 1-D ``b`` is one vector for every stacked matrix (NumPy 2), summed back."""
+    vector = np.ndim(b) == 1
+    x, g = (ans[..., None], ans_bar[..., None]) if vector else (ans, ans_bar)
+    b_bar = np.linalg.solve(_mT(a), g)
+    if which == 0:
+        return unbroadcast(-b_bar @ _mT(x), a)
+    return unbroadcast(b_bar[..., 0] if vector else b_bar, b)
+
+
+def solve_tangent(ans, a, b, a_dot=None, b_dot=None):
+    """``dx = A^-1 (db - dA x)``."""
+    vector = np.ndim(b) == 1
+    x = ans[..., None] if vector else ans
+    rhs = 0 if b_dot is None else (b_dot[..., None] if vector else b_dot)
+    if a_dot is not None:
+        rhs = rhs - a_dot @ x
+    rhs = np.broadcast_to(rhs, x.shape)
+    out = np.linalg.solve(a, rhs)
+    return out[..., 0] if vector else out
+
+
+def logdet_adjoint(g, a):
+    """``d log|det A| = tr(A^-1 dA)``: ``A_bar = g A^-T`` (Giles 2008, §2.2)."""
+    return g[..., None, None] * _mT(np.linalg.inv(a))
+
+
+def logdet_tangent(a, a_dot):
+    return np.trace(np.linalg.solve(a, a_dot), axis1=-2, axis2=-1)
+
+
+def slogdet_adjoint(ans_bar, a):
+    """The sign is piecewise constant: only ``logabsdet``'s adjoint reaches ``a``."""
+    g = item_of(ans_bar, 1)
+    return zeros_like(a) if g is None else logdet_adjoint(np.asarray(g, a.dtype), a)
+
+
+def cholesky_adjoint(ans_bar, ans, a, upper=False):
+    """``dL = L Phi(L^-1 dS L^-T)`` (``Phi``: the lower triangle, diagonal halved), so
+    ``S_bar = L^-T Phi(L^T L_bar) L^-1`` (Murray 2016, "Differentiation of the Cholesky
+    decomposition", §3), read back into the triangle NumPy reads."""
+    low, g = (_mT(ans), _mT(ans_bar)) if upper else (ans, ans_bar)
+    inv = np.linalg.inv(low)
+    p = _mT(low) @ g
+    phi = np.tril(p) - 0.5 * _diag_embed(np.diagonal(p, axis1=-2, axis2=-1))
+    return from_triangle(_mT(inv) @ phi @ inv, upper)
+
+
+def cholesky_tangent(ans, a, upper=False, a_dot=None):
+    low = _mT(ans) if upper else ans
+    inv = np.linalg.inv(low)
+    p = inv @ to_symmetric(a_dot, upper) @ _mT(inv)
+    dl = low @ (np.tril(p) - 0.5 * _diag_embed(np.diagonal(p, axis1=-2, axis2=-1)))
+    return _mT(dl) if upper else dl
+
+
+def eigh_adjoint(ans_bar, ans, a, UPLO="L"):  # noqa: N803 - NumPy's name
+    """``A = V diag(w) V^T``: ``S_bar = V (diag(w_bar) + F o (V^T V_bar)) V^T``, ``F_ij =
+    1 / (w_j - w_i)`` (Giles 2008, §3.1), read back into the triangle ``UPLO`` names.
+    Eigenvectors' adjoints need distinct eigenvalues: a tie is refused (``inverse_gaps``)."""
+    w, v = ans
+    w_bar, v_bar = item_of(ans_bar, 0), item_of(ans_bar, 1)
+    inner = _diag_embed(_or_zeros(w_bar, w).astype(w.dtype))
+    if v_bar is not None:
+        inner = inner + inverse_gaps(w, "eigenvectors") * (_mT(v) @ v_bar)
+    return from_triangle(v @ inner @ _mT(v), UPLO == "U")
+
+
+def eigh_tangent(ans, a, UPLO="L", a_dot=None):  # noqa: N803
+    """``dw = diag(V^T dS V)``, ``dV = V (F o (V^T dS V))``; NaN for the eigenvectors of a tie."""
+    w, v = ans
+    m = _mT(v) @ to_symmetric(a_dot, UPLO == "U") @ v
+    return np.diagonal(m, axis1=-2, axis2=-1), v @ (inverse_gaps(w, "eigenvectors", refuse=False) * m)
+
+
+def _svd_reduced(ans, a, full_matrices, compute_uv):
+    """(U, s, Vh) of the reduced SVD, and ``k = min(m, n)``."""
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    if not compute_uv:
+        u, s, vh = np.linalg.svd(a, full_matrices=False)
+        return u, s, vh, k
+    u, s, vh = ans
+    return u[..., :k], s, vh[..., :k, :], k
+
+
+def svd_adjoint(ans_bar, ans, a, full_matrices=True, compute_uv=True):
+    """Townsend 2016, "Differentiating the singular value decomposition", eq. 30:
+    ``A_bar = U [diag(s_bar) + (F o (U^T U_bar - U_bar^T U)) S + S (F o (V^T V_bar - V_bar^T V))] V^T
+    + (I - U U^T) U_bar S^-1 V^T + U S^-1 V_bar^T (I - V V^T)``, ``F_ij = 1 / (s_j^2 - s_i^2)``.
+    The singular vectors' adjoints need distinct (and, beyond a square matrix's, nonzero)
+    singular values; ``full_matrices=True`` columns of ``U`` (rows of ``Vh``) beyond
+    ``min(m, n)`` are any basis of a complement and have none: refused when read."""
+    u, s, vh, k = _svd_reduced(ans, a, full_matrices, compute_uv)
+    if not compute_uv:
+        return u @ (ans_bar[..., :, None] * vh)
+    u_bar, s_bar, vh_bar = item_of(ans_bar, 0), item_of(ans_bar, 1), item_of(ans_bar, 2)
+    if (u_bar is not None and np.any(u_bar[..., k:])) or (vh_bar is not None and np.any(vh_bar[..., k:, :])):
+        raise errors.NoDerivativeRuleError(
+            "the columns of U (rows of Vh) of `np.linalg.svd` beyond min(m, n), with full_matrices=True, "
+            "have no derivative: they are any orthonormal basis of a complement", None,
+            "pass full_matrices=False, or read only the first min(m, n) columns of U and rows of Vh")
+    inner = _diag_embed(_or_zeros(s_bar, s).astype(s.dtype))
+    if u_bar is None and vh_bar is None:
+        return u @ inner @ vh
+    m, n = a.shape[-2:]
+    if (m != n) and np.any(s == 0):
+        raise errors.NoDerivativeRuleError(
+            "the singular vectors of a rank-deficient non-square matrix have no derivative", None,
+            "differentiate only functions of the singular values")
+    f = inverse_gaps(s * s, "singular vectors")
+    out = 0
+    if u_bar is not None:
+        u_bar = u_bar[..., :k]
+        j = _mT(u) @ u_bar
+        inner = inner + f * (j - _mT(j)) * s[..., None, :]
+        if m > k:
+            out = ((u_bar - u @ j) / s[..., None, :]) @ vh
+    if vh_bar is not None:
+        vh_bar = vh_bar[..., :k, :]
+        j = vh @ _mT(vh_bar)  # V^T V_bar
+        inner = inner + s[..., :, None] * (f * (j - _mT(j)))
+        if n > k:
+            out = out + (u / s[..., None, :]) @ (vh_bar - (vh_bar @ _mT(vh)) @ vh)
+    return u @ inner @ vh + out
+
+
+def svd_tangent(ans, a, full_matrices=True, compute_uv=True, a_dot=None):
+    """``dP = U^T dA V``: ``ds = diag(dP)``, ``dU = U (F o (dP S + S dP^T)) + (I - U U^T) dA V S^-1``,
+    ``dV = V (F o (S dP + dP^T S)) + (I - V V^T) dA^T U S^-1`` (Townsend 2016); NaN where
+    undefined (ties; the complement's columns with ``full_matrices=True``)."""
+    u, s, vh, k = _svd_reduced(ans, a, full_matrices, compute_uv)
+    v = _mT(vh)
+    dp = _mT(u) @ a_dot @ v
+    ds = np.diagonal(dp, axis1=-2, axis2=-1)
+    if not compute_uv:
+        return ds
+    f = inverse_gaps(s * s, "singular vectors", refuse=False)
+    du = u @ (f * (dp * s[..., None, :] + s[..., :, None] * _mT(dp)))
+    dv = v @ (f * (s[..., :, None] * dp + _mT(dp) * s[..., None, :]))
+    m, n = a.shape[-2:]
+    if m > k:
+        du = du + (a_dot @ v - u @ dp) / s[..., None, :]
+    if n > k:
+        dv = dv + (_mT(a_dot) @ u - v @ _mT(dp)) / s[..., None, :]
+    if full_matrices and m != n:
+        nan = np.full(ans[0].shape[:-1] + (ans[0].shape[-1] - k,), np.nan, du.dtype)
+        du = np.concatenate([du, nan], axis=-1)
+        nan = np.full(ans[2].shape[:-2] + (ans[2].shape[-2] - k, n), np.nan, du.dtype)
+        dv = np.concatenate([dv, _mT(nan)], axis=-1)
+    return du, ds, _mT(dv)
+
+
+def _copyltu(m):
+    return np.tril(m) + _mT(np.tril(m, -1))
+
+
+def _qr_square_adjoint(q, r, q_bar, r_bar):
+    """``m >= n``: ``A_bar = (Q_bar + Q copyltu(M)) R^-T``, ``M = R R_bar^T - Q_bar^T Q``
+    (Walter & Lehmann 2018, "Algorithmic differentiation of linear algebra functions
+    with application in optimum experimental design", §3.4; Seeger et al. 2017)."""
+    m = r @ _mT(r_bar) - _mT(q_bar) @ q
+    b = q_bar + q @ _copyltu(m)
+    return _mT(np.linalg.solve(r, _mT(b)))
+
+
+def qr_adjoint(ans_bar, ans, a, mode="reduced"):
+    """``mode='reduced'`` (``Q, R``) or ``'r'`` (``R``).  A wide ``A = [X | Y]`` has
+    ``R = [U | Q^T Y]`` with ``Q, U = qr(X)`` (Roberts et al. / Liao et al. 2019, §B):
+    ``Y_bar = Q V_bar``, and ``X``'s adjoint is the square one with ``Q_bar + Y V_bar^T``."""
+    if mode == "r":
+        q, r = np.linalg.qr(a)
+        q_bar, r_bar = zeros_like(q), ans_bar
+    else:
+        q, r = ans
+        q_bar, r_bar = _or_zeros(item_of(ans_bar, 0), q), _or_zeros(item_of(ans_bar, 1), r)
+    m, n = a.shape[-2:]
+    if m >= n:
+        return _qr_square_adjoint(q, r, q_bar, r_bar)
+    y, v_bar = a[..., m:], r_bar[..., m:]
+    x_bar = _qr_square_adjoint(q, r[..., :m], q_bar + y @ _mT(v_bar), r_bar[..., :m])
+    return np.concatenate([x_bar, q @ v_bar], axis=-1)
+
+
+def _qr_square_tangent(q, r, a_dot):
+    """``C = Q^T dA R^-1``, ``Omega = tril(C, -1) - tril(C, -1)^T``: ``dR = (C - Omega) R``,
+    ``dQ = dA R^-1 - Q (C - Omega)`` (Walter & Lehmann 2018)."""
+    ar = _mT(np.linalg.solve(_mT(r), _mT(a_dot)))
+    c = _mT(q) @ ar
+    low = np.tril(c, -1)
+    upper = c - low + _mT(low)
+    return ar - q @ upper, upper @ r
+
+
+def qr_tangent(ans, a, mode="reduced", a_dot=None):
+    q, r = np.linalg.qr(a) if mode == "r" else ans
+    m, n = a.shape[-2:]
+    if m >= n:
+        dq, dr = _qr_square_tangent(q, r, a_dot)
+    else:
+        dq, du = _qr_square_tangent(q, r[..., :m], a_dot[..., :m])
+        dr = np.concatenate([du, _mT(dq) @ a[..., m:] + _mT(q) @ a_dot[..., m:]], axis=-1)
+    return dr if mode == "r" else (dq, dr)
+
+
+def _full_rank(a):
+    if np.any(np.linalg.matrix_rank(a) < min(a.shape[-2:])):
+        raise errors.NoDerivativeRuleError(
+            "`np.linalg.pinv` of a rank-deficient matrix has no derivative (it jumps where the rank changes)",
+            None, "regularise: `np.linalg.solve(a.T @ a + lam * np.eye(n), a.T)`")
+
+
+def pinv_adjoint(ans_bar, ans, a):
+    """``dX = -X dA X + X X^T dA^T (I - A X) + (I - X A) dA^T X^T X`` for ``X = A^+`` of
+    full rank (Golub & Pereyra 1973, Thm 4.3), transposed:
+    ``A_bar = -X^T G X^T + (I - A X) G^T X X^T + X^T X G^T (I - X A)``."""
+    _full_rank(a)
+    x, g = ans, ans_bar
+    out = -_mT(x) @ g @ _mT(x)
+    gt = _mT(g)
+    out = out + (gt - a @ (x @ gt)) @ (x @ _mT(x)) + (_mT(x) @ x) @ (gt - (gt @ x) @ a)
+    return out
+
+
+def pinv_tangent(ans, a, a_dot):
+    _full_rank(a)
+    x, dt = ans, _mT(a_dot)
+    return -x @ a_dot @ x + (x @ _mT(x)) @ (dt - (dt @ a) @ x) + (dt - x @ (a @ dt)) @ (_mT(x) @ x)
+
+
+def _powers(a, n):
+    powers = [np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)]
+    for _ in range(n - 1):
+        powers.append(powers[-1] @ a)
+    return powers
+
+
+def matrix_power_adjoint(g, a, n):
+    """``d(A^n) = sum_k A^k dA A^(n-1-k)``, transposed term by term; a negative ``n`` is
+    the power of ``B = A^-1``, whose adjoint is ``-B^T B_bar B^T`` (Giles 2008, §2.2)."""
+    if n < 0:
+        b = np.linalg.inv(a)
+        return -_mT(b) @ matrix_power_adjoint(g, b, -n) @ _mT(b)
+    if n == 0:
+        return zeros_like(a)
+    p = [_mT(x) for x in _powers(a, n)]
+    return sum(p[k] @ g @ p[n - 1 - k] for k in range(n))
+
+
+def matrix_power_tangent(ans, a, n, a_dot=None):
+    if n < 0:
+        b = np.linalg.inv(a)
+        return matrix_power_tangent(ans, b, -n, -b @ a_dot @ b)
+    if n == 0:
+        return np.zeros_like(ans)
+    p = _powers(a, n)
+    return sum(p[k] @ a_dot @ p[n - 1 - k] for k in range(n))

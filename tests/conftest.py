@@ -11,7 +11,7 @@ def numerical_grad(f, args, index, eps=1e-6):
     (Nocedal & Wright, Numerical Optimization, 2nd ed., §8.1).
     """
     args = list(args)
-    x = np.array(args[index], dtype=np.float64)
+    x = np.array(args[index], dtype=np.float64, order="C")  # reshape(-1) below must be a view
     grad = np.zeros_like(x)
     flat = x.reshape(-1)
     gflat = grad.reshape(-1)

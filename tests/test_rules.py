@@ -56,11 +56,54 @@ class Row:
             shapes per try).  Each expression applies ``primitive`` once to the
             inputs and constants, so the rule alone accounts for its Jacobian.
         domain: ``(low, high)`` for every input, or one pair per input.
+        prepare: applied to each input drawn (``spd``: a positive definite matrix).
+
+    A primitive that returns a tuple (``np.linalg.svd``) is checked on every item.
     """
 
     primitive: object
     cases: dict
     domain: tuple = REAL
+    prepare: object = None
+
+
+def spd(x):
+    """``x x^T + n I`` over the last two axes: symmetric positive definite, in ``x``'s dtype."""
+    return (x @ np.swapaxes(x, -1, -2) + x.shape[-1] * np.eye(x.shape[-1])).astype(x.dtype)
+
+
+def like(value, rng):
+    """Standard normal draws of ``value``'s shape; item by item for a tuple output."""
+    if isinstance(value, tuple):
+        return tuple(like(v, rng) for v in value)
+    return np.asarray(rng.standard_normal(np.shape(value)))
+
+
+def inner(u, v):
+    """``<u, v>``, summed over the items of a tuple output."""
+    if isinstance(u, tuple):
+        return sum(inner(a, b) for a, b in zip(u, v))
+    return np.sum(u * np.asarray(v))
+
+
+def astype(u, dtype):
+    return tuple(astype(a, dtype) for a in u) if isinstance(u, tuple) else np.asarray(u, dtype)
+
+
+def assert_close(actual, expected, **tolerances):
+    if isinstance(expected, tuple):
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            assert_close(a, e, **tolerances)
+    else:
+        assert np.shape(actual) == np.shape(expected), (np.shape(actual), np.shape(expected))
+        np.testing.assert_allclose(actual, expected, **tolerances)
+
+
+def difference(plus, minus):
+    if isinstance(plus, tuple):
+        return tuple(difference(p, m) for p, m in zip(plus, minus))
+    return np.asarray(plus) - np.asarray(minus)
 
 
 def _reduction(name, domain=REAL, methods=True, **extra):
@@ -351,6 +394,24 @@ ROWS = [
     Row(np.diag, {"np.diag(x)": [((4,),), ((3, 4),)], "np.diag(x, 1)": [((3,),), ((3, 4),)],
                   "np.diag(x, k=-1)": [((4, 3),)]}),
     Row(np.linalg.inv, {"np.linalg.inv(x)": [((3, 3),), ((2, 3, 3),)]}),
+    Row(np.linalg.solve, {"np.linalg.solve(x, y)": [((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (3,)),
+                                                    ((2, 3, 3), (2, 3, 1)), ((2, 3, 3), (3, 1))]}),
+    Row(np.linalg.det, {"np.linalg.det(x)": [((3, 3),), ((2, 3, 3),)]}),
+    Row(np.linalg.slogdet, {"np.linalg.slogdet(x)": [((3, 3),), ((2, 3, 3),)]}),
+    Row(np.linalg.cholesky, {"np.linalg.cholesky(x)": [((3, 3),), ((2, 3, 3),)],
+                             "np.linalg.cholesky(x, upper=True)": [((3, 3),)]}, prepare=spd),
+    Row(np.linalg.eigh, {"np.linalg.eigh(x)": [((3, 3),), ((2, 3, 3),)], "np.linalg.eigh(x, 'U')": [((3, 3),)],
+                         "np.linalg.eigh(x, UPLO='L')": [((4, 4),)]}),
+    Row(np.linalg.svd, {"np.linalg.svd(x)": [((3, 3),), ((2, 3, 3),)],
+                        "np.linalg.svd(x, full_matrices=False)": [((4, 3),), ((3, 4),), ((2, 4, 3),)],
+                        "np.linalg.svd(x, compute_uv=False)": [((4, 3),), ((3, 4),), ((2, 3, 3),)]}),
+    Row(np.linalg.qr, {"np.linalg.qr(x)": [((3, 3),), ((4, 3),), ((3, 4),), ((2, 4, 3),), ((2, 3, 5),)],
+                       "np.linalg.qr(x, mode='r')": [((4, 3),), ((3, 4),)]}),
+    Row(np.linalg.pinv, {"np.linalg.pinv(x)": [((4, 3),), ((3, 4),), ((3, 3),), ((2, 4, 3),)]}),
+    Row(np.linalg.matrix_power, {"np.linalg.matrix_power(x, 3)": [((3, 3),), ((2, 3, 3),)],
+                                 "np.linalg.matrix_power(x, 1)": [((3, 3),)],
+                                 "np.linalg.matrix_power(x, 0)": [((3, 3),)],
+                                 "np.linalg.matrix_power(x, -2)": [((3, 3),)]}),
     Row(np.exp2, {"np.exp2(x)": UNARY}),
     Row(np.log2, {"np.log2(x)": UNARY}, POSITIVE),
     Row(np.log10, {"np.log10(x)": UNARY}, POSITIVE),
@@ -393,6 +454,7 @@ class Case:
     expr: str
     shapes: tuple
     domain: tuple
+    prepare: object = None
 
     @property
     def id(self) -> str:
@@ -410,6 +472,8 @@ class Case:
         out = []
         for shape, (low, high) in zip(self.shapes, domains):
             value = rng.uniform(low, high, shape).astype(dtype)
+            if self.prepare is not None:
+                value = self.prepare(value)
             out.append(scalar(value) if shape == () else value)
         return out
 
@@ -417,7 +481,7 @@ class Case:
         return eval(self.expr, {"np": np}, dict(zip(self.names, values)))
 
 
-CASES = [Case(row.primitive, expr, tuple(shapes), row.domain)
+CASES = [Case(row.primitive, expr, tuple(shapes), row.domain, row.prepare)
          for row in ROWS for expr, tries in row.cases.items() for shapes in tries]
 
 # Compiler bugs outside the rules (expression -> reason): the compiled test is an
@@ -514,18 +578,18 @@ def test_rule_function(case):
     xs = case.inputs(np.float64)
     ans = case.evaluate(*xs)
     rng = np.random.default_rng(1)
-    u = np.asarray(rng.standard_normal(np.shape(ans)))
+    u = like(ans, rng)
     vs = [np.asarray(rng.standard_normal(np.shape(x))) for x in xs]
     bars = rule_adjoints(case, u, ans, xs)
     eps = 1e-6
     plus = case.evaluate(*[x + eps * v for x, v in zip(xs, vs)])
     minus = case.evaluate(*[x - eps * v for x, v in zip(xs, vs)])
-    u_jv = np.sum(u * (np.asarray(plus) - np.asarray(minus))) / (2 * eps)
+    u_jv = inner(u, difference(plus, minus)) / (2 * eps)
     jtu_v = sum(np.sum(b * v) for b, v in zip(bars, vs) if b is not None)
     assert u_jv == pytest.approx(jtu_v, rel=1e-6, abs=1e-8)
 
     xs32 = [x.astype(np.float32) for x in xs]
-    bars32 = rule_adjoints(case, u.astype(np.float32), case.evaluate(*xs32), xs32)
+    bars32 = rule_adjoints(case, astype(u, np.float32), case.evaluate(*xs32), xs32)
     for name, bar in zip(case.names, bars32):
         if bar is not None:
             assert np.asarray(bar).dtype == np.float32, f"{name}: float32 in, {np.asarray(bar).dtype} out"
@@ -561,16 +625,16 @@ def test_compiled(case, optimize):
         value, pullback = gf(*xs)
     except srcgrad.SrcgradError as exc:  # the compiler's own message says it all
         pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
-    np.testing.assert_allclose(value, f(*xs), rtol=1e-15)
-    u = np.random.default_rng(2).standard_normal(np.shape(value))
+    assert_close(value, f(*xs), rtol=1e-15)
+    u = like(value, np.random.default_rng(2))
     grads = pullback(u)
     for i, (name, g) in enumerate(zip(case.names, grads)):
-        expected = numerical_grad(lambda *a: np.sum(u * f(*a)), xs, i)
+        expected = numerical_grad(lambda *a: inner(u, f(*a)), xs, i)
         assert np.shape(g) == np.shape(xs[i]), name
         np.testing.assert_allclose(g, expected, rtol=1e-6, atol=1e-7, err_msg=name)
 
     xs32 = case.inputs(np.float32, scalar=np.float32)
-    u32 = np.asarray(u, np.float32)
+    u32 = astype(u, np.float32)
     raw = gf.compiled(xs32)(*xs32)[1](u32)
     grads32 = gf(*xs32)[1](u32)
     for name, r, g32, g, x in zip(case.names, raw, grads32, grads, xs32):

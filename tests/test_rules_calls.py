@@ -319,3 +319,89 @@ def test_new_rules_in_loops_and_helpers(fn, optimize):
     v = np.cos(X)
     _, tangent = srcgrad.jvp(fn, optimize=optimize)(X, v)
     assert tangent == pytest.approx(np.sum(g * v), rel=1e-9)
+
+
+# ---- np.linalg decompositions in loops and helpers; their refusals -------------------
+
+
+def _whiten(a):
+    low = np.linalg.cholesky(a @ a.T + 3.0 * np.eye(3))
+    w, v = np.linalg.eigh(a[:, :3] + a[:, :3].T)
+    return np.linalg.solve(low, a), w, v
+
+
+def decompositions_in_a_loop(x):
+    total = 0.0
+    for k in range(2):
+        z, w, v = _whiten(x * (k + 1.0))
+        u, s, vt = np.linalg.svd(z, full_matrices=False)
+        q, r = np.linalg.qr(z.T)
+        sign, logdet = np.linalg.slogdet(np.linalg.matrix_power(z[:, :3], 2) + np.eye(3))
+        total = total + np.sum(s ** 2) + np.sum(w * v[0] ** 2) + np.sum(u[:, 0] * u[0, 0]) * np.sum(vt[0] * vt[0, 0]) \
+            + np.sum(q * r[0]) + logdet + np.sum(np.linalg.pinv(z) ** 2) + np.linalg.det(z[:, 1:])
+    return total
+
+
+@OPTIMIZE
+def test_decompositions_in_loops_and_helpers(optimize):
+    fn = decompositions_in_a_loop
+    g = srcgrad.grad(fn, optimize=optimize)(X)
+    np.testing.assert_allclose(g, numerical_grad(fn, [X], 0), rtol=1e-5, atol=1e-6)
+    g32 = srcgrad.grad(fn, optimize=optimize)(X.astype(np.float32))
+    assert g32.dtype == np.float32
+    np.testing.assert_allclose(g32, g, rtol=1e-2, atol=1e-2)
+    v = np.cos(X)
+    _, tangent = srcgrad.jvp(fn, optimize=optimize)(X, v)
+    assert tangent == pytest.approx(np.sum(g * v), rel=1e-9)
+
+
+def test_eigenvectors_of_a_repeated_eigenvalue_are_refused():
+    def vectors(x):
+        return np.sum(np.linalg.eigh(x)[1] ** 3)
+
+    def values(x):
+        return np.sum(np.linalg.eigh(x)[0] ** 2)
+
+    eye = np.eye(3)
+    np.testing.assert_allclose(srcgrad.grad(values)(eye), 2 * eye)  # values alone: defined
+    with pytest.raises(srcgrad.NoDerivativeRuleError, match="repeated value"):
+        srcgrad.grad(vectors)(eye)
+    _, tangent = srcgrad.jvp(lambda_free_eigh)(eye, np.ones((3, 3)))
+    assert np.isnan(tangent)  # forward mode: NaN where undefined, never a number
+
+
+def lambda_free_eigh(x):
+    return np.sum(np.linalg.eigh(x)[1])
+
+
+def test_svd_full_matrices_extra_columns_are_refused_when_read():
+    def first_columns(x):
+        u, s, vt = np.linalg.svd(x)  # full_matrices=True: U is 4 x 4
+        return np.sum(u[:, :3] * u[0, 0]) + np.sum(s)
+
+    def all_columns(x):
+        return np.sum(np.linalg.svd(x)[0] ** 3)
+
+    a = X.T.copy()
+    np.testing.assert_allclose(srcgrad.grad(first_columns)(a), numerical_grad(first_columns, [a], 0),
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(srcgrad.NoDerivativeRuleError, match="beyond min"):
+        srcgrad.grad(all_columns)(a)
+
+
+@pytest.mark.parametrize("expr, match", [("np.linalg.svd(x, hermitian=True)[1]", "hermitian=False"),
+                                         ("np.linalg.qr(x, mode='complete')[1]", "mode='reduced'"),
+                                         ("np.linalg.pinv(x, hermitian=True)", "hermitian=False")])
+def test_linalg_forms_without_a_rule_are_refused(expr, match):
+    from test_rules import user_function
+
+    with pytest.raises(srcgrad.SrcgradError, match=match):
+        srcgrad.grad(user_function(f"np.sum({expr})", ("x",)))(np.eye(3) + 0.1)
+
+
+def test_pinv_of_a_rank_deficient_matrix_is_refused():
+    def f(x):
+        return np.sum(np.linalg.pinv(x))
+
+    with pytest.raises(srcgrad.NoDerivativeRuleError, match="rank-deficient"):
+        srcgrad.grad(f)(np.ones((3, 2)))

@@ -1,5 +1,7 @@
 """Linear algebra: ``dot vdot inner outer kron cross tensordot einsum linalg.norm trace
-diag linalg.inv``.
+diag``, and ``np.linalg``'s ``inv solve det slogdet cholesky eigh svd qr pinv matrix_power``
+on matrices stacked over leading axes (the formulas, with their sources, are in the
+``rt`` helpers each rule calls).
 
 Matrix-product adjoints follow Giles (2008), "Collected matrix derivative
 results for forward and reverse mode AD": for ``C = A B``,
@@ -11,8 +13,12 @@ import functools
 
 import numpy as np
 
-from ..runtime import (diag_adjoint, dot_lhs, dot_rhs, einsum_adjoint_subscripts, einsum_adjoints,
-                       inner_adjoint, is_constant, kron_adjoint, norm_adjoint, tensordot_adjoint, trace_adjoint, unbroadcast)
+from ..runtime import (cholesky_adjoint, cholesky_tangent, diag_adjoint, dot_lhs, dot_rhs, einsum_adjoint_subscripts, einsum_adjoints,
+                       eigh_adjoint, eigh_tangent,
+                       inner_adjoint, is_constant, kron_adjoint, logdet_adjoint, logdet_tangent,
+                       matrix_power_adjoint, matrix_power_tangent, norm_adjoint, pinv_adjoint, pinv_tangent,
+                       qr_adjoint, qr_tangent, slogdet_adjoint, solve_adjoint, solve_tangent, svd_adjoint,
+                       svd_tangent, tensordot_adjoint, trace_adjoint, unbroadcast)
 from . import _ndim
 from .registry import defadjoint, deftangent
 
@@ -128,3 +134,131 @@ def inv(ans_bar, ans, a):
 def inv_tangent(ans, a, a_dot=None):
     """``d(A^-1) = -A^-1 dA A^-1`` (Giles 2008, §2.2)."""
     return -ans @ a_dot @ ans
+
+
+def _decomposition_ndim(ndims, statics):
+    return None
+
+
+@defadjoint(np.linalg.solve, diff=("a", "b"))
+def solve(ans_bar, ans, a, b):
+    """``b_bar = A^-T x_bar``, ``A_bar = -b_bar x^T`` (Giles 2008, §2.3)."""
+    if np.ndim(a) == 2 and np.ndim(b) == 2:
+        b_bar = np.linalg.solve(a.T, ans_bar)
+        return -b_bar @ ans.T, b_bar
+    return solve_adjoint(ans_bar, ans, a, b, 0), solve_adjoint(ans_bar, ans, a, b, 1)
+
+
+@deftangent(np.linalg.solve)
+def solve_dot(ans, a, b, a_dot=None, b_dot=None):
+    return solve_tangent(ans, a, b, a_dot, b_dot)
+
+
+@defadjoint(np.linalg.det, ndim=lambda ndims, statics: None if ndims.get("a") is None else ndims["a"] - 2)
+def det(ans_bar, ans, a):
+    """``A_bar = ans_bar det(A) A^-T`` (Giles 2008, §2.2); a singular ``A`` raises NumPy's LinAlgError."""
+    return logdet_adjoint(ans_bar * ans, a)
+
+
+@deftangent(np.linalg.det)
+def det_tangent(ans, a, a_dot=None):
+    return ans * logdet_tangent(a, a_dot)
+
+
+@defadjoint(np.linalg.slogdet)
+def slogdet(ans_bar, ans, a):
+    """``logabsdet_bar A^-T``; the sign is piecewise constant (no derivative)."""
+    return slogdet_adjoint(ans_bar, a)
+
+
+@deftangent(np.linalg.slogdet)
+def slogdet_tangent(ans, a, a_dot=None):
+    return np.zeros_like(ans[1]), logdet_tangent(a, a_dot)
+
+
+@defadjoint(np.linalg.cholesky, ndim=_ndim.same_as("a"), diff=("a",))
+def cholesky(ans_bar, ans, a, upper=False):
+    """Murray 2016; only the triangle NumPy reads (lower, or upper with ``upper=True``) gets an adjoint."""
+    return cholesky_adjoint(ans_bar, ans, a, upper)
+
+
+@deftangent(np.linalg.cholesky)
+def cholesky_dot(ans, a, upper=False, a_dot=None):
+    return cholesky_tangent(ans, a, upper, a_dot)
+
+
+@defadjoint(np.linalg.eigh, diff=("a",))
+def eigh(ans_bar, ans, a, UPLO="L"):  # noqa: N803 - NumPy's name
+    """Giles 2008, §3.1; eigenvectors' adjoints refuse a repeated eigenvalue at run time."""
+    return eigh_adjoint(ans_bar, ans, a, UPLO)
+
+
+@deftangent(np.linalg.eigh)
+def eigh_dot(ans, a, UPLO="L", a_dot=None):  # noqa: N803
+    return eigh_tangent(ans, a, UPLO, a_dot)
+
+
+def _svd_refuse(statics):
+    if statics.get("hermitian", False) is not False:
+        return ("srcgrad differentiates `np.linalg.svd` with `hermitian=False` only",
+                "drop hermitian=True (or use `np.linalg.eigh` for a symmetric matrix)")
+    return None
+
+
+@defadjoint(np.linalg.svd, diff=("a",), refuse=_svd_refuse)
+def svd(ans_bar, ans, a, full_matrices=True, compute_uv=True, hermitian=False):
+    """Townsend 2016; singular vectors refuse repeated singular values at run time, and
+    ``full_matrices=True``'s extra columns of ``U`` (rows of ``Vh``) when read."""
+    return svd_adjoint(ans_bar, ans, a, full_matrices, compute_uv)
+
+
+@deftangent(np.linalg.svd)
+def svd_dot(ans, a, full_matrices=True, compute_uv=True, hermitian=False, a_dot=None):
+    return svd_tangent(ans, a, full_matrices, compute_uv, a_dot)
+
+
+def _qr_refuse(statics):
+    if statics.get("mode", "reduced") not in ("reduced", "r"):
+        return ("srcgrad differentiates `np.linalg.qr` with mode='reduced' (the default) or 'r' only "
+                "('complete' adds columns that are any basis of a complement; 'raw' is LAPACK's storage)",
+                "use mode='reduced'")
+    return None
+
+
+@defadjoint(np.linalg.qr, diff=("a",), refuse=_qr_refuse)
+def qr(ans_bar, ans, a, mode="reduced"):
+    """Walter & Lehmann 2018 (tall and square), Liao et al. 2019 (wide)."""
+    return qr_adjoint(ans_bar, ans, a, mode)
+
+
+@deftangent(np.linalg.qr)
+def qr_dot(ans, a, mode="reduced", a_dot=None):
+    return qr_tangent(ans, a, mode, a_dot)
+
+
+def _pinv_refuse(statics):
+    if statics.get("hermitian", False) is not False:
+        return ("srcgrad differentiates `np.linalg.pinv` with `hermitian=False` only", "drop hermitian=True")
+    return None
+
+
+@defadjoint(np.linalg.pinv, diff=("a",), refuse=_pinv_refuse)
+def pinv(ans_bar, ans, a, rcond=None, hermitian=False, rtol=None):
+    """Golub & Pereyra 1973, for a matrix of full rank (a rank-deficient one is refused at run time)."""
+    return pinv_adjoint(ans_bar, ans, a)
+
+
+@deftangent(np.linalg.pinv)
+def pinv_dot(ans, a, rcond=None, hermitian=False, rtol=None, a_dot=None):
+    return pinv_tangent(ans, a, a_dot)
+
+
+@defadjoint(np.linalg.matrix_power, ndim=_ndim.same_as("a"), diff=("a",))
+def matrix_power(ans_bar, ans, a, n):
+    """``sum_k (A^T)^k ans_bar (A^T)^(n-1-k)``; negative ``n`` through ``A^-1``."""
+    return matrix_power_adjoint(ans_bar, a, n)
+
+
+@deftangent(np.linalg.matrix_power)
+def matrix_power_dot(ans, a, n, a_dot=None):
+    return matrix_power_tangent(ans, a, n, a_dot)
