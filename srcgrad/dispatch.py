@@ -289,7 +289,10 @@ def _rule_jvp(rule, fn, wrt, dots, args, kwargs, where):
         return new_args, new_kwargs
     how = rule.tangent
     if callable(how):
-        return value, how(value, **bound.arguments, **{p + "_dot": d for p, (_, d) in param.items()})
+        # A tangent rule's `is_constant(x_dot)` means "no tangent": a tangent that is a
+        # Python number goes in as NumPy's (as `_rule_vjp` does for arguments).
+        return value, how(value, **bound.arguments, **{
+            p + "_dot": np.array(d, dtype=np.float64) if _python_number(d) else d for p, (_, d) in param.items()})
     if how == "linear":
         new_args, new_kwargs = replaced(param.values())
         return value, fn(*new_args, **new_kwargs)

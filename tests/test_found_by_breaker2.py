@@ -39,3 +39,45 @@ def test_array_method_on_a_value_of_unknown_kind_keeps_its_tangent(f):
     np.testing.assert_allclose(srcgrad.jvp(f)(X23, v)[1], np.tensordot(J, v, axes=2), atol=1e-6)
     for chunk in (None, 1, 4):
         np.testing.assert_allclose(srcgrad.jacfwd(f, chunk_size=chunk)(X23), J, atol=1e-6)
+
+
+def inserts_an_element(x):
+    return np.insert(x, 2, x[0] * 3)
+
+
+def appends_an_element(x):
+    return np.append(x, x[0] * 2) * np.sum(x)
+
+
+def linspace_from_an_element(x):
+    return np.linspace(x[0], 3.0, 4) * x[1]
+
+
+@pytest.mark.parametrize("f", [inserts_an_element, appends_an_element, linspace_from_an_element])
+@pytest.mark.parametrize("chunk", [None, 1, 2])
+def test_batched_tangent_rule_given_a_scalar_column(f, chunk):
+    # rt.batch_each handed a tangent rule one column of a batched scalar as np.float64,
+    # which the rule's is_constant(values_dot) took for no tangent: jacfwd dropped it.
+    x = np.array([0.5, -0.7, 1.3])
+    np.testing.assert_allclose(srcgrad.jacfwd(f, chunk_size=chunk)(x), jacobian_fd(f, x), atol=1e-6)
+
+
+def calls_a_given_function(s, fn):
+    return np.sum(fn(s, 3.0, 0.5) ** 2)
+
+
+def appends_with_a_given_function(s, fn):
+    return np.sum(fn(np.ones(3), s * 2.0) ** 2)
+
+
+@pytest.mark.parametrize("f, fn", [(calls_a_given_function, np.arange), (appends_with_a_given_function, np.append),
+                                   (appends_with_a_given_function, lambda a, v: np.insert(a, 1, v))])
+def test_tangent_rule_reached_at_run_time_with_a_python_float_tangent(f, fn):
+    # jvp of a primitive known only when it runs (dispatch.jvp_call): a tangent that is a
+    # Python float was taken for no tangent (np.arange's: silently zero; np.append's: a crash).
+    s = 0.7
+    want = (f(s + 1e-6, fn) - f(s - 1e-6, fn)) / 2e-6
+    value, tangent = srcgrad.jvp(f)(s, fn, 1.0)
+    np.testing.assert_allclose(value, f(s, fn))
+    np.testing.assert_allclose(tangent, want, rtol=1e-6)
+    np.testing.assert_allclose(srcgrad.grad(f)(s, fn), want, rtol=1e-6)
