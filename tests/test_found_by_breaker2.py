@@ -81,3 +81,20 @@ def test_tangent_rule_reached_at_run_time_with_a_python_float_tangent(f, fn):
     np.testing.assert_allclose(value, f(s, fn))
     np.testing.assert_allclose(tangent, want, rtol=1e-6)
     np.testing.assert_allclose(srcgrad.grad(f)(s, fn), want, rtol=1e-6)
+
+
+NAN_AT = np.array([False, True, False, False, True, False])
+
+
+def nansum_of_squares(x):
+    return np.nansum(np.where(NAN_AT, np.nan, x) ** 2)
+
+
+@pytest.mark.xfail(strict=True, reason="forward mode's reduction tangent sums g * a_dot over the slice; at a NaN "
+                   "nansum skips, a_dot is 0 * nan (from `** 2`) and g is 0, so the tangent is NaN where "
+                   "grad (whose where-adjoint drops it) is finite")
+def test_jvp_of_nansum_skips_the_tangents_of_nans():
+    x = np.array([0.5, -0.7, 1.3, 0.2, 0.9, -1.1])
+    want = jacobian_fd(nansum_of_squares, x)
+    np.testing.assert_allclose(srcgrad.grad(nansum_of_squares)(x), want, atol=1e-6)
+    np.testing.assert_allclose(srcgrad.jacfwd(nansum_of_squares)(x), want, atol=1e-6)
