@@ -98,3 +98,28 @@ def test_jvp_of_nansum_skips_the_tangents_of_nans():
     want = jacobian_fd(nansum_of_squares, x)
     np.testing.assert_allclose(srcgrad.grad(nansum_of_squares)(x), want, atol=1e-6)
     np.testing.assert_allclose(srcgrad.jacfwd(nansum_of_squares)(x), want, atol=1e-6)
+
+
+def sums_a_generator_with_a_start_keyword(x):
+    return sum((x[j] ** 2 for j in range(3)), start=x[0])
+
+
+@pytest.mark.xfail(strict=True, reason="desugar lowers sum(gen, start) but not sum(gen, start=...): refused as "
+                   "'a generator expression is supported as the argument of `sum` ... only', which it is")
+def test_sum_of_a_generator_with_start_keyword():
+    x = np.array([0.5, -0.7, 1.3])
+    np.testing.assert_allclose(srcgrad.grad(sums_a_generator_with_a_start_keyword)(x),
+                               jacobian_fd(sums_a_generator_with_a_start_keyword, x), atol=1e-6)
+
+
+def largest_of_a_generator(x):
+    return max(v * v for v in x)
+
+
+@pytest.mark.xfail(strict=True, reason="README and desugar.py say a generator given to max/min is supported (it "
+                   "becomes a list), but builtins max/min have no rule: refused with 'register one: "
+                   "@srcgrad.defadjoint(max)', which points the user at the wrong fix")
+def test_max_of_a_generator_is_refused_with_what_to_write():
+    with pytest.raises(srcgrad.errors.SrcgradError) as raised:
+        srcgrad.grad(largest_of_a_generator)(np.array([0.5, -0.7, 1.3]))
+    assert "defadjoint" not in str(raised.value)
