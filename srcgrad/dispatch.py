@@ -252,12 +252,13 @@ def jvp_call(fn, wrt, dots, *args, _where="?", **kwargs):
     elif not isinstance(fn, (types.FunctionType, types.MethodType)) and registry.lookup(fn) is None \
             and isinstance(getattr(type(fn), "__call__", None), types.FunctionType):
         fn, receiver = _called(fn)
-    if "self" in wrt and not receiver:
-        return _selfless_jvp(fn, wrt, dots, args, kwargs, _where)
     if isinstance(owner, np.ndarray) or type(owner).__module__.split(".")[0] == "cupy" and hasattr(owner, "ndim"):
-        # x.clip(...) on an array whose kind was unknown at compile time: NumPy's clip.
+        # x.clip(...) on an array whose kind was unknown at compile time: NumPy's clip, the
+        # array its first argument (so its tangent, "self", is not taken for a callable's own).
         fn, args = array_method(fn.__name__, owner, args)
         wrt = tuple(0 if w == "self" else w + 1 if isinstance(w, int) else w for w in wrt)
+    elif "self" in wrt and not receiver:
+        return _selfless_jvp(fn, wrt, dots, args, kwargs, _where)
     rule = registry.lookup(fn)
     if rule is not None:
         return _rule_jvp(rule, fn, wrt, dots, args, kwargs, _where)
@@ -306,7 +307,10 @@ def _rule_jvp(rule, fn, wrt, dots, args, kwargs, where):
         return new_args, new_kwargs
     how = rule.tangent
     if callable(how):
-        return value, how(value, **bound.arguments, **{p + "_dot": d for p, (_, d) in param.items()})
+        # A tangent rule's `is_constant(x_dot)` means "no tangent": a tangent that is a
+        # Python number goes in as NumPy's (as `_rule_vjp` does for arguments).
+        return value, how(value, **bound.arguments, **{
+            p + "_dot": np.array(d, dtype=np.float64) if _python_number(d) else d for p, (_, d) in param.items()})
     if how == "linear":
         new_args, new_kwargs = replaced(param.values())
         return value, fn(*new_args, **new_kwargs)

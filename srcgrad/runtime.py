@@ -1440,7 +1440,9 @@ def batch_column(t, i):
         return tree.unflatten(spec, [batch_column(leaf, i) for leaf in leaves])
     if np.ndim(t) == 0:
         return t
-    return t[i if np.shape(t)[0] > 1 else 0]
+    # (A 0-d array, not NumPy's scalar: np.float64 is a Python float, which a tangent
+    # rule's `is_constant(x_dot)` takes for no tangent at all.)
+    return t[i if np.shape(t)[0] > 1 else 0, ...]
 
 
 def batch_stack(columns):

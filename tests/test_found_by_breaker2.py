@@ -1,0 +1,125 @@
+"""Defects found by an outside tester of batched jacfwd/hessian, the desugaring pass,
+the new NumPy rules and the array methods generated code calls: each checked against
+central finite differences in float64 (fixed), or marked xfail."""
+import numpy as np
+import pytest
+
+import srcgrad
+
+X23 = np.array([[0.5, -0.7, 1.3], [0.2, 0.9, -1.1]])
+
+
+def jacobian_fd(f, x, eps=1e-6):
+    """Central differences: shape f(x).shape + x.shape."""
+    x = np.asarray(x, dtype=np.float64)
+    y0 = np.asarray(f(x))
+    J = np.zeros(y0.shape + x.shape)
+    for idx in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[idx] = eps
+        J[(Ellipsis,) + idx] = (np.asarray(f(x + step)) - np.asarray(f(x - step))) / (2 * eps)
+    return J
+
+
+def method_of_transposed(x):
+    return x.T.reshape(3, 2)
+
+
+def method_of_transposed_summed(x):
+    a = np.concatenate([x, x ** 2], axis=0)
+    return np.sum(a.T.reshape(3, 4)) * x
+
+
+@pytest.mark.parametrize("f", [method_of_transposed, method_of_transposed_summed])
+def test_array_method_on_a_value_of_unknown_kind_keeps_its_tangent(f):
+    # x.T.reshape(...): the method is dispatched at run time; its receiver's tangent was
+    # taken for a callable's own (no tangent) and dropped: jvp and jacfwd were zero.
+    J = jacobian_fd(f, X23)
+    v = np.linspace(0.3, 1.1, 6).reshape(2, 3)
+    np.testing.assert_allclose(srcgrad.jvp(f)(X23, v)[1], np.tensordot(J, v, axes=2), atol=1e-6)
+    for chunk in (None, 1, 4):
+        np.testing.assert_allclose(srcgrad.jacfwd(f, chunk_size=chunk)(X23), J, atol=1e-6)
+
+
+def inserts_an_element(x):
+    return np.insert(x, 2, x[0] * 3)
+
+
+def appends_an_element(x):
+    return np.append(x, x[0] * 2) * np.sum(x)
+
+
+def linspace_from_an_element(x):
+    return np.linspace(x[0], 3.0, 4) * x[1]
+
+
+@pytest.mark.parametrize("f", [inserts_an_element, appends_an_element, linspace_from_an_element])
+@pytest.mark.parametrize("chunk", [None, 1, 2])
+def test_batched_tangent_rule_given_a_scalar_column(f, chunk):
+    # rt.batch_each handed a tangent rule one column of a batched scalar as np.float64,
+    # which the rule's is_constant(values_dot) took for no tangent: jacfwd dropped it.
+    x = np.array([0.5, -0.7, 1.3])
+    np.testing.assert_allclose(srcgrad.jacfwd(f, chunk_size=chunk)(x), jacobian_fd(f, x), atol=1e-6)
+
+
+def calls_a_given_function(s, fn):
+    return np.sum(fn(s, 3.0, 0.5) ** 2)
+
+
+def appends_with_a_given_function(s, fn):
+    return np.sum(fn(np.ones(3), s * 2.0) ** 2)
+
+
+@pytest.mark.parametrize("f, fn", [(calls_a_given_function, np.arange), (appends_with_a_given_function, np.append),
+                                   (appends_with_a_given_function, lambda a, v: np.insert(a, 1, v))])
+def test_tangent_rule_reached_at_run_time_with_a_python_float_tangent(f, fn):
+    # jvp of a primitive known only when it runs (dispatch.jvp_call): a tangent that is a
+    # Python float was taken for no tangent (np.arange's: silently zero; np.append's: a crash).
+    s = 0.7
+    want = (f(s + 1e-6, fn) - f(s - 1e-6, fn)) / 2e-6
+    value, tangent = srcgrad.jvp(f)(s, fn, 1.0)
+    np.testing.assert_allclose(value, f(s, fn))
+    np.testing.assert_allclose(tangent, want, rtol=1e-6)
+    np.testing.assert_allclose(srcgrad.grad(f)(s, fn), want, rtol=1e-6)
+
+
+NAN_AT = np.array([False, True, False, False, True, False])
+
+
+def nansum_of_squares(x):
+    return np.nansum(np.where(NAN_AT, np.nan, x) ** 2)
+
+
+@pytest.mark.xfail(strict=True, reason="forward mode's reduction tangent sums g * a_dot over the slice; at a NaN "
+                   "nansum skips, a_dot is 0 * nan (from `** 2`) and g is 0, so the tangent is NaN where "
+                   "grad (whose where-adjoint drops it) is finite")
+def test_jvp_of_nansum_skips_the_tangents_of_nans():
+    x = np.array([0.5, -0.7, 1.3, 0.2, 0.9, -1.1])
+    want = jacobian_fd(nansum_of_squares, x)
+    np.testing.assert_allclose(srcgrad.grad(nansum_of_squares)(x), want, atol=1e-6)
+    np.testing.assert_allclose(srcgrad.jacfwd(nansum_of_squares)(x), want, atol=1e-6)
+
+
+def sums_a_generator_with_a_start_keyword(x):
+    return sum((x[j] ** 2 for j in range(3)), start=x[0])
+
+
+@pytest.mark.xfail(strict=True, reason="desugar lowers sum(gen, start) but not sum(gen, start=...): refused as "
+                   "'a generator expression is supported as the argument of `sum` ... only', which it is")
+def test_sum_of_a_generator_with_start_keyword():
+    x = np.array([0.5, -0.7, 1.3])
+    np.testing.assert_allclose(srcgrad.grad(sums_a_generator_with_a_start_keyword)(x),
+                               jacobian_fd(sums_a_generator_with_a_start_keyword, x), atol=1e-6)
+
+
+def largest_of_a_generator(x):
+    return max(v * v for v in x)
+
+
+@pytest.mark.xfail(strict=True, reason="README and desugar.py say a generator given to max/min is supported (it "
+                   "becomes a list), but builtins max/min have no rule: refused with 'register one: "
+                   "@srcgrad.defadjoint(max)', which points the user at the wrong fix")
+def test_max_of_a_generator_is_refused_with_what_to_write():
+    with pytest.raises(srcgrad.errors.SrcgradError) as raised:
+        srcgrad.grad(largest_of_a_generator)(np.array([0.5, -0.7, 1.3]))
+    assert "defadjoint" not in str(raised.value)
