@@ -231,28 +231,3 @@ def test_dict_comprehension_of_differentiated_values_is_refused():
     with pytest.raises(srcgrad.UnsupportedSyntaxError) as info:
         srcgrad.grad(dict_comprehension)({"a": X, "b": X * 3})
     assert "q = {k: v * 2" in str(info.value)
-
-
-class Scaled:
-    def __init__(self, s):
-        self.s = s
-
-    def __call__(self, x):
-        return np.sum(x ** 2) * self.s
-
-
-def scaled_loss(s, x):
-    return np.sum(x ** 2) * s
-
-
-@pytest.mark.parametrize("make, advice", [
-    (lambda: Scaled(2.0).__call__, "Scaled.__call__, wrt=1)(obj, x)"),
-    (lambda: __import__("functools").partial(scaled_loss, 2.0), "lambda x: scaled_loss(..., x)"),
-    (lambda: Scaled(2.0), "Scaled.__call__, wrt=1)(obj, x)"),
-])
-def test_bound_method_partial_and_callable_object_refused_with_what_to_write(make, advice):
-    with pytest.raises(srcgrad.NoSourceError) as info:
-        srcgrad.grad(make())(X)
-    assert advice in str(info.value)
-    g = srcgrad.grad(Scaled.__call__, wrt=1)(Scaled(2.0), X)
-    np.testing.assert_allclose(g, 4.0 * X)
