@@ -455,7 +455,7 @@ def _unbound(fn, wrt, mode):
         return fn, args, kwargs, wrt
     if not isinstance(fn, types.FunctionType):
         raise _no_source(fn)
-    parameters = list(inspect.signature(fn).parameters.values())
+    parameters = list(inspect.signature(fn, follow_wrapped=False).parameters.values())  # (what runs)
     named = [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     fixed = set(positional[:len(args)]) | set(kwargs)
