@@ -58,28 +58,11 @@ class GradientFunction:
                 "use srcgrad.hvp, srcgrad.hessian, srcgrad.jacfwd or srcgrad.jacrev of the original function")
         if not callable(fn):
             raise TypeError(f"srcgrad.{mode} expects a function, got {type(fn).__name__}")
-        if inspect.ismethod(fn) and not internal:
-            name = fn.__func__.__name__
-            raise errors.NoSourceError(
-                f"`{fn.__qualname__}` is a method bound to an object, which srcgrad does not take as "
-                "an argument of its own", _origin_of(fn.__func__),
-                f"pass the object as an argument: srcgrad.{mode}({type(fn.__self__).__name__}.{name}, wrt=1)"
-                f"(obj, x), or wrap the call: srcgrad.{mode}(lambda x: obj.{name}(x))")
-        if isinstance(fn, functools.partial) and not internal:
-            inner = getattr(fn.func, "__name__", "f")
-            raise errors.NoSourceError(
-                f"`functools.partial({inner}, ...)` fixes some of `{inner}`'s arguments, which srcgrad does not "
-                "take as a function of its own", _origin_of(fn.func),
-                f"differentiate `{inner}` itself and pass the fixed arguments at each call "
-                f"(srcgrad.{mode}({inner}, wrt=...)), or wrap the call: srcgrad.{mode}(lambda x: {inner}(..., x))")
-        if not isinstance(fn, (types.FunctionType, type)) and inspect.isfunction(
-                getattr(type(fn), "__call__", None)) and not internal:
-            cls = type(fn).__name__
-            raise errors.NoSourceError(
-                f"a `{cls}` object is callable through its class's `__call__`, which srcgrad does not take as "
-                "a function of its own", _origin_of(type(fn).__call__),
-                f"pass the object as an argument: srcgrad.{mode}({cls}.__call__, wrt=1)(obj, x), or wrap "
-                f"the call: srcgrad.{mode}(lambda x: obj(x))")
+        # A bound method, a functools.partial or a callable object: the function underneath,
+        # called with the bound object / the fixed arguments first (constants: never in wrt).
+        self._fixed_args, self._fixed_kwargs = (), {}
+        if not internal:
+            fn, self._fixed_args, self._fixed_kwargs, wrt = _unbound(fn, wrt, mode)
         self.fn = fn
         functools.update_wrapper(self, fn)
         try:
@@ -245,6 +228,10 @@ class GradientFunction:
                               "ask for an argument that is passed, or pass it")
 
     def __call__(self, *args, **kwargs):
+        if self._fixed_args:
+            args = (*self._fixed_args, *args)
+        if self._fixed_kwargs:
+            kwargs = {**self._fixed_kwargs, **kwargs}
         try:
             if self.options.mode == "jvp":
                 return self._jvp_call(args, kwargs)
@@ -436,6 +423,64 @@ class GradientFunction:
         return f"<srcgrad.{self.options.mode} of {self.fn.__qualname__} wrt {self.options.wrt}>"
 
 
+def _unbound(fn, wrt, mode):
+    """``fn`` as ``(function, fixed positional arguments, fixed keywords, wrt)``: the function
+    whose source srcgrad reads, what is passed before the caller's arguments, and ``wrt``
+    counted among that function's parameters.
+
+    A bound method ``obj.loss`` is ``Model.loss`` with ``obj`` first; a callable object is
+    its class's ``__call__`` bound to it; ``functools.partial(f, a, k=b)`` is ``f`` with
+    ``a`` first and ``k=b`` (constants).  ``wrt`` counts and names the parameters left to
+    the caller (``x`` in ``obj.loss(x)``); a name that is bound or fixed is refused.
+
+    Raises:
+        srcgrad.errors.WrtError: ``wrt`` names a fixed argument or counts past the parameters left.
+    """
+    args, kwargs, label = (), {}, None
+    while True:
+        if inspect.ismethod(fn):
+            args, label = (fn.__self__, *args), label or fn.__qualname__
+            fn = fn.__func__
+        elif isinstance(fn, functools.partial):
+            args, kwargs = (*fn.args, *args), {**fn.keywords, **kwargs}
+            label = label or f"functools.partial({getattr(fn.func, '__qualname__', fn.func)!s}, ...)"
+            fn = fn.func
+        elif not isinstance(fn, (types.FunctionType, type)) and inspect.isfunction(
+                getattr(type(fn), "__call__", None)):
+            label = label or f"a {type(fn).__name__} object"
+            fn = fn.__call__
+        else:
+            break
+    if label is None:
+        return fn, args, kwargs, wrt
+    if not isinstance(fn, types.FunctionType):
+        raise _no_source(fn)
+    parameters = list(inspect.signature(fn, follow_wrapped=False).parameters.values())  # (what runs)
+    named = [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    fixed = set(positional[:len(args)]) | set(kwargs)
+    left = [name for name in named if name not in fixed]
+    var_positional = any(p.kind is p.VAR_POSITIONAL for p in parameters)
+
+    def moved(item):
+        if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+            if 0 <= item < len(left):
+                return left[item]
+            if var_positional and item >= 0:  # into *args: a position as passed, after the fixed ones
+                return int(item) + len(args)
+            raise errors.WrtError(f"wrt={item} is out of range: {label} leaves {len(left)} parameters "
+                                  f"to the caller ({', '.join(left)})", _origin_of(fn),
+                                  "pass wrt=<index or name> of one of those")
+        if isinstance(item, str) and item in fixed:
+            raise errors.WrtError(
+                f"wrt={item!r} names a parameter that {label} fixes: it is a constant there",
+                _origin_of(fn), f"differentiate `{fn.__qualname__}` itself with wrt={item!r} and pass "
+                f"`{item}` at each call: srcgrad.{mode}({fn.__qualname__}, wrt={item!r})")
+        return item
+    wrt = tuple(map(moved, wrt)) if isinstance(wrt, (tuple, list)) else moved(wrt)
+    return fn, args, kwargs, wrt
+
+
 # ---- callees: the vjps generated code calls ---------------------------------
 VJPS: dict = {}  # (function, wrt, backend) -> its internal vjp GradientFunction
 JVPS: dict = {}  # (function, wrt, backend) -> its internal jvp GradientFunction
@@ -595,7 +640,15 @@ def grad(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True,
     Usable as ``grad(f)``, ``@grad`` and ``@grad(wrt=(0, 1))``.
 
     Args:
-        f: a Python function whose output is a scalar (0-d array or Python float).
+        f: a Python function whose output is a scalar (0-d array or Python float);
+            or a bound method (``model.loss``), a ``functools.partial`` or a
+            callable object (its class's ``__call__``): the function underneath,
+            given the bound object and the fixed arguments as constants, and
+            ``wrt`` counts the parameters left to the caller (``x`` in
+            ``model.loss(x)``).  For the gradient with respect to the object's
+            own parameters, differentiate the class's function with the object
+            as its first argument: ``grad(Model.loss, wrt=0)(model, x)``
+            returns a gradient shaped like ``model`` (``g.linear1.weight``).
         wrt: the parameter(s) to differentiate with respect to: an index, a
             name, or a tuple of them (then a tuple of gradients is returned).
             An index counts positional arguments as passed (JAX's
@@ -633,7 +686,8 @@ def grad(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True,
         out; a Python float in, a Python float out).
 
     Raises:
-        srcgrad.errors.WrtError: ``wrt`` names no parameter, or (at call time)
+        srcgrad.errors.WrtError: ``wrt`` names no parameter or one that a
+            partial or bound method fixes, or (at call time)
             an integer-typed argument or an entry of ``*args``/``**kwargs``
             that was not passed.
         srcgrad.errors.NonScalarOutputError: the output is not a scalar (use ``vjp``).
@@ -738,6 +792,8 @@ def source(fn, *example_args, **example_kwargs) -> str:
         if fn.options.mode == "jvp" and not fn._variadic and len(example_args) > len(fn._params):
             example_args = example_args[:len(fn._params)]  # (the tangents: of the primals' ranks)
         if example_args or example_kwargs:
+            example_args = (*fn._fixed_args, *example_args)
+            example_kwargs = {**fn._fixed_kwargs, **example_kwargs}
             return fn.compiled(fn._arguments(example_args, example_kwargs)).source
         return fn.source
     except errors.UserCodeError as error:

@@ -38,6 +38,7 @@ class ForwardOverReverse:
     (names).  One forward-mode program per gradient program (per argument ranks)."""
 
     def __init__(self, gradient: GradientFunction, wrt: tuple, batched: bool = False):
+        _refuse_fixed(gradient, "hvp")
         options = gradient.options
         if options.mode != "grad" or options.has_aux or options.intermediates or options.hooks \
                 or not gradient._whole or gradient._variadic:
@@ -97,6 +98,18 @@ class ForwardOverReverse:
                 "does not follow a pullback closure yet", _origin_of(self.gradient.fn),
                 "call plain functions srcgrad inlines (defined with `def`, known when compiling), "
                 "or take the derivative by finite differences of srcgrad.grad")
+
+
+def _refuse_fixed(gradient: GradientFunction, what: str):
+    """Higher derivatives take a function itself, not a bound method, a functools.partial or
+    a callable object (``grad``, ``vjp`` and ``jvp`` take those)."""
+    if gradient._fixed_args or gradient._fixed_kwargs:
+        name = gradient.fn.__qualname__
+        raise errors.NoSourceError(
+            f"srcgrad.{what} takes a function, not `{name}` with some of its arguments bound (a bound "
+            "method, a functools.partial or a callable object)", _origin_of(gradient.fn),
+            f"pass the bound arguments at each call: srcgrad.{what}({name}, wrt=...)(obj, x, ...), "
+            f"with wrt counting all of {name}'s parameters")
 
 
 def _inside_srcgrad(filename: str) -> bool:
@@ -451,6 +464,7 @@ def jacfwd(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         And as :func:`srcgrad.jvp`.
     """
     forward = GradientFunction(f, "jvp", wrt, backend, optimize)
+    _refuse_fixed(forward, "jacfwd")
     batched = GradientFunction(f, "jvp", wrt, backend, optimize, internal=True, batched=True)
     several = isinstance(wrt, (tuple, list))
     state: dict = {}
@@ -494,6 +508,7 @@ def jacrev(f, wrt=0, backend=None, optimize=True):
     when the output has fewer elements than the inputs.
     """
     reverse = GradientFunction(f, "vjp", wrt, backend, optimize)
+    _refuse_fixed(reverse, "jacrev")
     several = isinstance(wrt, (tuple, list))
 
     @_shown

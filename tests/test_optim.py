@@ -12,7 +12,8 @@ import copy
 import numpy as np
 import pytest
 
-from srcgrad import optim
+import srcgrad
+from srcgrad import nn, optim
 
 # ---- reference updates, one parameter array, straight from the papers --------------
 
@@ -528,3 +529,50 @@ def test_minimises_quadratic(cls, kw):
         opt.step({"w": grad(params["w"])})
     assert loss(params["w"]) < start * 1e-6, (cls.__name__, start, loss(params["w"]))
 
+
+
+# ---- PyTorch's spelling: optim.Adam(model.parameters()) ---------------------------------
+class _TwoLayer(nn.Module):
+    def __init__(self, dtype=np.float64):
+        rng = np.random.default_rng(5)
+        self.linear1, self.linear2 = nn.Linear(3, 4), nn.Linear(4, 1)
+        for layer in (self.linear1, self.linear2):
+            layer.weight[...] = rng.normal(size=layer.weight.shape)
+            layer.bias[...] = rng.normal(size=layer.bias.shape)
+        if dtype != np.float64:
+            for layer in (self.linear1, self.linear2):
+                layer.weight, layer.bias = layer.weight.astype(dtype), layer.bias.astype(dtype)
+
+    def forward(self, x):
+        return self.linear2(np.tanh(self.linear1(x)))
+
+    def loss(self, x, y):
+        return np.mean((self(x) - y) ** 2)
+
+
+@pytest.mark.parametrize("make", [optim.SGD, optim.Adam, optim.AdamW, optim.RMSprop, optim.Adagrad])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_model_parameters_as_pytorch_users_write_it(make, dtype):
+    """`make(model.parameters())` updates the model just as `make(model)` does, given the
+    model's gradient or a list of gradients in parameters() order."""
+    x, y = np.ones((5, 3), dtype), np.zeros((5, 1), dtype)
+    a, b, c = _TwoLayer(dtype), _TwoLayer(dtype), _TwoLayer(dtype)
+    opt_a, opt_b, opt_c = make(a, lr=0.1), make(b.parameters(), lr=0.1), make(c.parameters(), lr=0.1)
+    grad = srcgrad.grad(_TwoLayer.loss, wrt=0)
+    for _ in range(3):
+        opt_a.step(grad(a, x, y))
+        opt_b.step(grad(b, x, y))
+        g = grad(c, x, y)
+        opt_c.step([g.linear1.weight, g.linear1.bias, g.linear2.weight, g.linear2.bias])
+    for model in (b, c):
+        for (name, p), q in zip(model.named_parameters(), a.parameters()):
+            assert p.dtype == dtype
+            np.testing.assert_array_equal(p, q, err_msg=name)
+    assert list(opt_b.state) == ["linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias"]
+
+
+def test_plain_list_given_a_model_gradient_says_to_pass_the_model():
+    model = _TwoLayer()
+    opt = optim.SGD(list(model.parameters()), lr=0.1)
+    with pytest.raises(ValueError, match="give the optimizer the model itself"):
+        opt.step(srcgrad.grad(_TwoLayer.loss, wrt=0)(model, np.ones((5, 3)), np.zeros((5, 1))))

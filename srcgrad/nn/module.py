@@ -6,6 +6,18 @@ import numpy as np
 from .. import runtime, tree
 
 
+class Parameters(list):
+    """``model.parameters()``: a list of the model's arrays that remembers the model, so that an
+    optimizer given it updates the model by path (``linear1.weight``) and takes the gradient
+    ``grad(Model.loss, wrt=0)`` returns, shaped like the model (or a list in this order)."""
+
+    __slots__ = ("module",)
+
+    def __init__(self, module, arrays):
+        super().__init__(arrays)
+        self.module = module
+
+
 class Module:
     """A layer or model: an object whose array attributes are its parameters.
 
@@ -34,8 +46,11 @@ class Module:
         return [(tree.path_name(p), leaf) for p, leaf in zip(paths, leaves)]
 
     def parameters(self):
-        """Every parameter array (the arrays themselves, not copies)."""
-        return [leaf for _, leaf in self.named_parameters()]
+        """Every parameter array (the arrays themselves, not copies), as a :class:`Parameters`
+        list: given to an optimizer (``optim.Adam(model.parameters())``, as in PyTorch) it
+        stands for the model, whose gradient ``grad(Model.loss, wrt=0)(model, x)`` then
+        steps it."""
+        return Parameters(self, [leaf for _, leaf in self.named_parameters()])
 
     def state_dict(self) -> dict:
         """``{path: copy of the array}`` for every parameter."""

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .. import tree
+from ..nn.module import Parameters
 
 
 class Optimizer:
@@ -31,6 +32,9 @@ class Optimizer:
     Args:
         params: a model (an object whose attributes hold arrays) or a dict/list/tuple
             nesting of writeable floating-point ndarrays, any shapes, float32 or float64.
+            ``model.parameters()`` (PyTorch's spelling) stands for the model itself:
+            :meth:`step` then takes the model's gradient (``grad(Model.loss, wrt=0)``),
+            or a list of gradients in ``model.parameters()``'s order.
             An array reached by several paths (tied weights) is updated once per step
             with the sum of its gradients; its state is kept under its first path.
         **hyper: the subclass's hyper-parameters, set as attributes.
@@ -56,6 +60,11 @@ class Optimizer:
         for key, value in hyper.items():
             setattr(self, key, value)
         self._check_hyper()
+        # `Adam(model.parameters())`: the model, so that parameters are known by path and the
+        # model's gradient (an object like it) matches; a list in that order is matched by position.
+        self._positional = isinstance(params, Parameters)
+        if self._positional:
+            params = params.module
         self.params = params
         self._paths, names, arrays = _parameters(params)
         # Several paths may hold the same array (tied weights): it is updated
@@ -170,7 +179,16 @@ class Optimizer:
     # ---- helpers ----------------------------------------------------------------
     def _match(self, grads: Any) -> list[np.ndarray]:
         """One gradient per unique parameter array, validated, in ``_arrays`` order."""
-        gpaths, gleaves, _ = tree.flatten(grads)
+        if self._positional and isinstance(grads, (list, tuple)) and len(grads) == len(self._paths) \
+                and not any(tree.is_structure(g) for g in grads):
+            gpaths, gleaves = self._paths, list(grads)  # one per model.parameters() entry, in its order
+        else:
+            gpaths, gleaves, _ = tree.flatten(grads)
+        if gpaths != self._paths and isinstance(self.params, (list, tuple)) and tree._is_object(grads):
+            raise ValueError(
+                f"the gradient is shaped like a {type(grads).__name__} object, but the optimizer was given "
+                "a list of arrays: give the optimizer the model itself (or model.parameters()), so that "
+                "its gradient's parameters are matched by path")
         if gpaths != self._paths:
             _same_names(self._paths, gpaths, "the parameters", "the gradient", show=tree.path_name)
             by_path = dict(zip(gpaths, gleaves))

@@ -14,7 +14,9 @@ assignment; each becomes statements before the one it was in, at its line:
   anywhere else is refused (``np.stack`` and ``np.array`` do not take one either);
 - a comprehension's variables are its own (Python 3): one whose name the function
   uses elsewhere is renamed, so it neither leaks nor overwrites the function's;
-- ``a = b = e`` becomes ``a = e; b = a``; ``(n := e)`` becomes ``n = e`` and ``n``.
+- ``a = b = e`` becomes ``a = e; b = a``; ``(n := e)`` becomes ``n = e`` and ``n``;
+- ``first, *rest = xs`` becomes ``first, = xs[:1]`` and ``rest = [e for e in xs[1:]]`` (a
+  target after the star unpacks the slice at the end: lengths checked by Python).
 
 What the statement evaluated before such an expression (a call, ``f(x) + [...]``)
 is computed first into a name, so Python's order of calls holds.  One evaluated
@@ -44,8 +46,8 @@ _CONSUMERS = ("max", "min", "list", "tuple", "sorted", "any", "all", "set", "dic
 
 def transform(fdef: gast.FunctionDef, fn=None) -> None:
     """Desugar ``fdef``'s body in place; ``fn``, the function, tells whether ``sum`` is the builtin."""
-    if not any(isinstance(n, _LOWERED) or isinstance(n, gast.Assign) and len(n.targets) > 1
-               for n in _own_nodes(fdef)):
+    if not any(isinstance(n, _LOWERED) or isinstance(n, gast.Assign) and (
+            len(n.targets) > 1 or _starred_target(n.targets[0])) for n in _own_nodes(fdef)):
         return
     fdef.body = _Desugar(fdef, fn).block(fdef.body)
 
@@ -83,6 +85,9 @@ class _Desugar:
             return
         if isinstance(stmt, gast.Assign) and len(stmt.targets) > 1:
             self.chained(stmt, out)
+            return
+        if isinstance(stmt, gast.Assign) and _starred_target(stmt.targets[0]):
+            self.starred(stmt, out)
             return
         if isinstance(stmt, gast.While):
             if any(isinstance(n, _LOWERED) for n in nodes.walk(stmt.test)):
@@ -122,6 +127,36 @@ class _Desugar:
             self.statement(_at(gast.Assign(targets=[first], value=nodes.name(value), type_comment=None), stmt), out)
         for target in stmt.targets[1:]:
             self.statement(_at(gast.Assign(targets=[target], value=nodes.name(value), type_comment=None), stmt), out)
+
+    def starred(self, stmt, out):
+        """``a, *b, c = xs``: the ``k`` targets before the star and the ``m`` after it unpack
+        slices (whose lengths Python's own unpacking checks), the starred one is a list of
+        what lies between: ``a, = xs[:k]``, ``b = [e for e in xs[k:max(len(xs) - m, k)]]``,
+        ``c, = xs[max(len(xs) - m, k):]``."""
+        elts = stmt.targets[0].elts
+        star = next(i for i, e in enumerate(elts) if isinstance(e, gast.Starred))
+        before, middle, after = elts[:star], elts[star].value, elts[star + 1:]
+        shadowed = [b for b in ("len", "max") if b not in self.builtin and b != "len"
+                    or b == "len" and self.fn is not None and "len" in self.fn.__globals__]
+        if shadowed:
+            raise errors.at(stmt, f"srcgrad lowers starred unpacking with the builtin `{shadowed[0]}`, "
+                            "which this function rebinds", "index the sequence instead (`a, b = xs[0], xs[1:]`)")
+        if isinstance(stmt.value, gast.Name):
+            items = stmt.value.id
+        else:
+            items = self.fresh("_items")
+            self.statement(_at(nodes.assign(items, stmt.value), stmt), out)
+        item = self.fresh("_item")
+        end = f"max(len({items}) - {len(after)}, {len(before)})" if after else ""
+        parts = [(before, f"{items}[:{len(before)}]"), (None, f"[{item} for {item} in {items}[{len(before)}:{end}]]"),
+                 (after, f"{items}[{end}:]")]
+        for targets, source in parts:
+            if targets == []:
+                continue
+            target = nodes.copy(middle) if targets is None else \
+                gast.Tuple(elts=[nodes.copy(t) for t in targets], ctx=gast.Store())
+            self.statement(_at(gast.Assign(targets=[target], value=nodes.expr(source), type_comment=None),
+                               stmt), out)
 
     # ---- expressions ------------------------------------------------------
     def expression(self, node, out, whole=None, conditional=None):
@@ -227,6 +262,10 @@ class _Desugar:
             candidate = f"{base}{k}"
         self.taken.add(candidate)
         return candidate
+
+
+def _starred_target(target) -> bool:
+    return isinstance(target, (gast.Tuple, gast.List)) and any(isinstance(e, gast.Starred) for e in target.elts)
 
 
 def _kind(node) -> str:
