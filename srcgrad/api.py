@@ -342,7 +342,8 @@ class GradientFunction:
                 layouts = layouts or {}
                 layouts[i] = plan
         if layouts is None:
-            grads = self.compiled(args)(*args)
+            key = tuple(a.ndim if type(a) is np.ndarray else rank_of_argument(a) for a in args)
+            grads = self.program_for(key, args)(*args)
         else:
             key = tuple(rank_of_layout(layouts[i]) if i in layouts else rank_of_argument(a)
                         for i, a in enumerate(args))
@@ -363,9 +364,12 @@ class GradientFunction:
                          for g, i in zip(grads, self._wrt_index))
         if not self._as_tuple:
             return _plain_gradient(grads, args[self._wrt_index[0]])
-        if all(_matches(g, args[i]) for g, i in zip(grads, self._wrt_index)):
-            return grads
-        return tuple(_plain_gradient(g, args[i]) for g, i in zip(grads, self._wrt_index))
+        for g, i in zip(grads, self._wrt_index):  # (a loop, not all(...): this runs every step)
+            x = args[i]
+            if not (type(g) is np.ndarray and type(x) is np.ndarray and g.shape == x.shape
+                    and (g.dtype is x.dtype or g.dtype == x.dtype) and g.flags.writeable):
+                return tuple(_plain_gradient(g, args[i]) for g, i in zip(grads, self._wrt_index))
+        return grads
 
     def _finalize_watched(self, grads, args):
         if self.options.intermediates:
