@@ -1304,6 +1304,10 @@ def cast_tangent(t, ans):
     derivative."""
     dtype = getattr(ans, "dtype", None)
     if dtype is None:
+        if isinstance(ans, dict) and isinstance(t, dict):  # getitem_adjoint's sparse {index: adjoint}
+            return {key: cast_tangent(t[key], value) for key, value in ans.items()}
+        if isinstance(ans, (list, tuple)) and isinstance(t, (list, tuple)) and len(t) == len(ans):
+            return type(ans)(cast_tangent(ti, a) for ti, a in zip(t, ans))
         return t if isinstance(ans, (float, complex)) else 0.0 * t
     if dtype.kind in "fc":
         return t if getattr(t, "dtype", None) == dtype else array_module(t).asarray(t, dtype=dtype)
@@ -1491,6 +1495,10 @@ def batch_cast(t, ans):
     """``cast_tangent`` for batched ``t``."""
     dtype = getattr(ans, "dtype", None)
     if dtype is None:
+        if isinstance(ans, dict) and isinstance(t, dict):  # getitem_adjoint's sparse {index: adjoint}
+            return {key: cast_tangent(t[key], value) for key, value in ans.items()}
+        if isinstance(ans, (list, tuple)) and isinstance(t, (list, tuple)) and len(t) == len(ans):
+            return type(ans)(cast_tangent(ti, a) for ti, a in zip(t, ans))
         return t if isinstance(ans, (float, complex)) else 0.0 * t
     if dtype.kind in "fc":
         return t if getattr(t, "dtype", None) == dtype else array_module(t).asarray(t, dtype=dtype)

@@ -26,6 +26,7 @@ Example::
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import textwrap
 import types
@@ -58,6 +59,8 @@ class Writes:
         object) may write into, in place, outside its parameters (its receiver's
         arrays included)."""
         receiver = _NO_RECEIVER
+        if isinstance(fn, functools.partial):
+            return self(fn.func)
         if isinstance(fn, types.MethodType):
             receiver, fn = fn.__self__, fn.__func__
         elif not isinstance(fn, (types.FunctionType, type)) and callable(fn):
@@ -83,6 +86,27 @@ class Writes:
 
 
 _NO_RECEIVER = object()
+_SEVERAL = object()  # the root of an alias to any of several places: (_SEVERAL, places, spelling)
+_ITERATORS = {"enumerate", "zip", "reversed", "list", "tuple", "sorted", "iter"}
+
+
+def _inside(place):
+    """Somewhere inside ``place`` (an item of it, a part of each of several)."""
+    if place[0] is _SEVERAL:
+        return (_SEVERAL, tuple(_inside(p) for p in place[1]), place[2])
+    return place[0], place[1] + (_STOP,), place[2]
+
+
+def _binding(node):
+    """``(target, value, inside)`` of a statement or expression binding local names."""
+    if isinstance(node, gast.Assign):
+        return gast.Tuple(elts=node.targets, ctx=gast.Store()) if len(node.targets) > 1 else node.targets[0], \
+            node.value, False
+    if isinstance(node, gast.NamedExpr):
+        return node.target, node.value, False
+    if isinstance(node, (gast.For, gast.comprehension)):
+        return node.target, node.iter, True
+    return None
 
 
 def _parsed(fn):
@@ -90,7 +114,12 @@ def _parsed(fn):
     if code not in _SOURCES:
         try:
             tree = gast.parse(textwrap.dedent(inspect.getsource(code)))
-            _SOURCES[code] = tree.body[0] if tree.body and isinstance(tree.body[0], gast.FunctionDef) else None
+            if tree.body and isinstance(tree.body[0], gast.FunctionDef):
+                _SOURCES[code] = tree.body[0]
+            elif code.co_name == "<lambda>":  # the statement holding it: its lambdas' writes, all of them
+                _SOURCES[code] = tree
+            else:
+                _SOURCES[code] = None
         except (OSError, TypeError, SyntaxError, ValueError, IndentationError):
             _SOURCES[code] = None
     return _SOURCES[code]
@@ -147,19 +176,47 @@ class _Visit:
         self.local -= self.declared
         for _ in range(2):  # twice: a loop's second iteration sees what the first aliased
             for node in gast.walk(fdef):
-                if isinstance(node, gast.Assign) and len(node.targets) == 1 \
-                        and isinstance(node.targets[0], gast.Name):
-                    place = self.place(node.value)
-                    if place is not None and node.targets[0].id not in self.declared:
-                        self.alias[node.targets[0].id] = place
+                bound = _binding(node)
+                if bound is None:
+                    continue
+                target, value, inside = bound
+                places = self.places(value, inside)
+                for name in {n.id for n in gast.walk(target) if isinstance(n, gast.Name)} - self.declared:
+                    whole = places if isinstance(target, gast.Name) else [_inside(p) for p in places]
+                    if whole:
+                        self.alias[name] = whole[0] if len(whole) == 1 else (_SEVERAL, tuple(whole), whole[0][2])
         for node in gast.walk(fdef):
             self.visit(node)
         return list({id(obj): (what, obj) for what, obj in self.found}.values())
 
     # ---- places -----------------------------------------------------------
+    def places(self, node, inside=False):
+        """Every outside place ``node``'s value may share memory with: a place, either arm of a
+        conditional, the entries of a tuple or list display, the arguments of ``enumerate``,
+        ``zip``, a dict's ``values()``; ``inside``: an item of it (a `for` target)."""
+        place = self.place(node)
+        if place is not None:
+            found = [place]
+        elif isinstance(node, gast.IfExp):
+            found = self.places(node.body) + self.places(node.orelse)
+        elif isinstance(node, (gast.Tuple, gast.List, gast.Set)):
+            found = [_inside(p) if inside else p for e in node.elts for p in self.places(e)]
+            return found if inside else [_inside(p) for p in found]
+        elif isinstance(node, gast.Starred):
+            found = self.places(node.value)
+        elif isinstance(node, gast.Call) and (getattr(node.func, "id", None) in _ITERATORS or isinstance(
+                node.func, gast.Attribute) and node.func.attr in ("values", "items", "copy")):
+            found = [p for a in node.args + ([node.func.value] if isinstance(node.func, gast.Attribute) else [])
+                     for p in self.places(a)]
+        else:
+            return []
+        return [_inside(p) for p in found] if inside else found
+
     def place(self, node):
         """``(root object, path, spelling)`` of what ``node`` may share memory with, where
         that is outside the function (a global, the receiver), else None."""
+        if isinstance(node, gast.NamedExpr):
+            return self.place(node.value)
         if isinstance(node, gast.Name):
             if node.id == self.self_name:
                 return self.receiver, (), node.id
@@ -172,6 +229,8 @@ class _Visit:
             base = self.place(node.value)
             if base is None:
                 return None
+            if base[0] is _SEVERAL:
+                return _inside(base)
             if node.attr in _VIEWS or node.attr in ("shape", "ndim", "size", "dtype"):
                 return None if node.attr in ("shape", "ndim", "size", "dtype") else base
             return base[0], base[1] + (("attr", node.attr),), f"{base[2]}.{node.attr}"
@@ -179,12 +238,16 @@ class _Visit:
             base = self.place(node.value)
             if base is None:
                 return None
+            if base[0] is _SEVERAL:
+                return _inside(base)
             key = node.slice.value if isinstance(node.slice, gast.Constant) else _STOP
             shown = f"{base[2]}[{node.slice.value!r}]" if key is not _STOP else base[2]
             return base[0], base[1] + (("item", key) if key is not _STOP else _STOP,), shown
         if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) and node.func.attr in _VIEWS:
-            return self.place(node.func.value) if self.place(node.func.value) is not None or not node.args \
-                else self.place(node.args[0])
+            base = self.place(node.func.value)
+            if node.args and (base is None or isinstance(self.resolve(base)[0], types.ModuleType)):
+                return self.place(node.args[0])  # np.reshape(G, ...)
+            return base
         return None
 
     def resolve(self, place):
@@ -202,6 +265,10 @@ class _Visit:
         which write in place only for an array)."""
         if place is None or place[0] is _NO_RECEIVER:
             return
+        if place[0] is _SEVERAL:
+            for each in place[1]:
+                self.written(each, rebinds)
+            return
         obj, complete = self.resolve(place)
         if complete and (isinstance(obj, _NUMBERS) or rebinds and not isinstance(obj, np.ndarray)):
             return  # a number rebound (a counter), not an array changed
@@ -213,6 +280,9 @@ class _Visit:
         """``X[k] = v``: into an array, or an entry of a list or dict rebound."""
         base = self.place(target.value)
         if base is None:
+            return
+        if base[0] is _SEVERAL:
+            self.written(base)
             return
         obj, complete = self.resolve(base)
         if complete and isinstance(obj, _CONTAINERS):
@@ -227,7 +297,8 @@ class _Visit:
                     self.stored(t)
                 elif isinstance(node, gast.AugAssign) and isinstance(t, gast.Attribute):
                     self.written(self.place(t), rebinds=True)  # `self.v += 1`
-                elif isinstance(node, gast.AugAssign) and isinstance(t, gast.Name) and t.id in self.declared:
+                elif isinstance(node, gast.AugAssign) and isinstance(t, gast.Name) \
+                        and (t.id in self.declared or t.id in self.alias):
                     self.written(self.place(t), rebinds=True)  # `global G; G += 1`
         if not isinstance(node, gast.Call):
             return
@@ -237,11 +308,16 @@ class _Visit:
         name = func.attr if isinstance(func, gast.Attribute) else getattr(func, "id", None)
         if name in _FIRST_WRITERS and node.args:
             self.written(self.place(node.args[0]))
+        ufunc = self.place(func)
+        ufunc = self.resolve(ufunc)[0] if ufunc is not None and ufunc[0] is not _SEVERAL else None
+        if isinstance(ufunc, np.ufunc) and len(node.args) > ufunc.nin:  # np.multiply(a, b, G)
+            for out in node.args[ufunc.nin:]:
+                self.written(self.place(out))
         for k in node.keywords:
             if k.arg == "out":
                 self.written(self.place(k.value))
         callee = self.place(func)
-        if callee is None:
+        if callee is None or callee[0] is _SEVERAL:
             return
         target, complete = self.resolve(callee)
         if not complete or isinstance(target, types.ModuleType) or type(target).__module__ == "numpy" \

@@ -64,6 +64,15 @@ class Optimizer:
         # model's gradient (an object like it) matches; a list in that order is matched by position.
         self._positional = isinstance(params, Parameters)
         if self._positional:
+            current = params.module.parameters()
+            if len(params) != len(current) or any(a is not b for a, b in zip(params, current)):
+                # Stepping the model would ignore the edit (an array appended never trained, one
+                # removed to freeze it still trained).
+                raise ValueError(
+                    f"this model.parameters() list no longer holds {type(params.module).__name__}'s "
+                    "parameters in their order (an array was added, removed or reordered, or the model's "
+                    "arrays rebound since): give the optimizer the model itself, or a list of your own "
+                    "(list(model.parameters()) + [...]) stepped with a list of gradients in its order")
             params = params.module
         self.params = params
         self._paths, names, arrays = _parameters(params)
