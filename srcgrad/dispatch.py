@@ -52,7 +52,7 @@ def unchanging(fn, filename: str, line: int, col: int, text: str, outside: bool 
                 f"`{name}` writes into `{written[0][0]}` in place, which the backward sweep may read "
                 "(it was read before this call): srcgrad cannot follow a change made inside another "
                 "function", anno.Origin(filename, line, col, text),
-                "read a copy made before the call (`np.copy(...)`), or pass the array to the method and "
+                "read a copy made before the call (`np.copy(...)`), or pass the array to it and "
                 "return the new one")
         if outside == "only":
             return fn

@@ -206,8 +206,5 @@ def test_a_partial_writing_a_global_is_refused_or_right():
     _check_refused_or_right(calls_a_partial)
 
 
-@pytest.mark.xfail(strict=True, reason="a plain function passed as an argument (`writer()`) is checked "
-                   "neither when compiling nor at run time (reverse._check_outside_writes only wraps "
-                   "attribute calls in dispatch.unchanging): its write into G is silently used")
 def test_a_given_function_writing_a_global_is_refused_or_right():
     _check_refused_or_right(calls_a_given_writer, writes_by_positional_out)

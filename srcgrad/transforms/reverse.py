@@ -754,12 +754,13 @@ class _Reverse:
         if fn is None:
             func = call.func
             target = _target_name(stmt)
-            if not isinstance(func, gast.Attribute) or nodes.to_source(func).startswith("rt.") \
+            if not isinstance(func, (gast.Attribute, gast.Name)) or nodes.to_source(func).startswith("rt.") \
                     or target is not None and self.activity.active(target):
                 # (`rt.keeping_fields` checks the fields of an object being differentiated; a
-                # result differentiated: `dispatch.vjp_call` compiles the method on its own)
+                # result differentiated: `dispatch.vjp_call` compiles the method on its own;
+                # a name: a function given as an argument, known only when it runs)
                 return
-            watched = nodes.loaded_names(func.value) + sorted(
+            watched = nodes.loaded_names(func) + sorted(
                 {n for names in self._reaching_names().values() for n in names})
             if not self._read_by_backward(watched, stmt):
                 return
