@@ -100,6 +100,9 @@ class GradientFunction:
         self._check = not internal and (check if check is not None
                                         else os.environ.get("SRCGRAD_CHECK", "") not in ("", "0"))
         self._wrt_spec = wrt
+        # Called inside a differentiated function: names differentiated -> the forward over
+        # reverse that gives this function's pullback (higher.gradient_vjp), made at first use.
+        self._over: dict = {}
         self._plain = mode in ("grad", "value_and_grad") and self._whole and not (
             has_aux or intermediates or internal or self._variadic or self._check)
 

@@ -552,14 +552,12 @@ def _called_gradient(gradient, wrt, args, kwargs):
     primals = gradient._arguments(tuple(args), kwargs)
     given = tuple(gradient._params[w] if isinstance(w, int) else w for w in wrt)
     names = tuple(dict.fromkeys(gradient.options.wrt + given))
-    cache = gradient.__dict__.setdefault("_over", {})
-    composed = cache.get(names)
+    composed = gradient._over.get(names)
     if composed is None:
         over = GradientFunction(gradient.fn, "grad", names, gradient.options.backend, gradient.options.optimize,
                                 internal=True)
-        composed = cache[names] = ForwardOverReverse(over, names)
+        composed = gradient._over[names] = ForwardOverReverse(over, names)
     return primals, given, names, composed
-
 
 
 def _parts(bar, count: int) -> list:
