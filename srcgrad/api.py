@@ -45,7 +45,7 @@ class GradientFunction:
         options: what is generated (mode, wrt, backend).
     """
 
-    __srcgrad_gradient__ = True  # what generated code refuses to differentiate through (for now)
+    __srcgrad_gradient__ = True  # never inlined: differentiated code calls it through dispatch (higher.py)
 
     def __init__(self, fn, mode: str, wrt, backend: str | None = None, optimize: bool = True,
                  has_aux: bool = False, internal: bool = False, intermediates=(), hooks=None,
@@ -100,6 +100,9 @@ class GradientFunction:
         self._check = not internal and (check if check is not None
                                         else os.environ.get("SRCGRAD_CHECK", "") not in ("", "0"))
         self._wrt_spec = wrt
+        # Called inside a differentiated function: names differentiated -> the forward over
+        # reverse that gives this function's pullback (higher.gradient_vjp), made at first use.
+        self._over: dict = {}
         self._plain = mode in ("grad", "value_and_grad") and self._whole and not (
             has_aux or intermediates or internal or self._variadic or self._check)
 
@@ -769,10 +772,6 @@ def jvp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True):
     """
     return _transform("jvp", f, wrt, backend, optimize, False)
 
-
-# What normalize knows them by (`srcgrad.grad(f)(x)` inside a differentiated function is refused).
-grad.__srcgrad_transform__ = value_and_grad.__srcgrad_transform__ = vjp.__srcgrad_transform__ = True
-jvp.__srcgrad_transform__ = True
 
 def source(fn, *example_args, **example_kwargs) -> str:
     """The generated Python source of a function made by ``grad``/``value_and_grad``/``vjp``/``jvp``.

@@ -15,7 +15,7 @@ import types
 
 import numpy as np
 
-from . import anno, api, errors, tree
+from . import anno, api, errors, higher, tree
 from . import runtime as rt
 from .nn.module import Module
 from .pipeline import rank_of_argument
@@ -106,8 +106,8 @@ def vjp_call(fn, wrt, *args, **kwargs):
                 value, pullback = program(*args)
                 return (value, api.tuple_pullback(pullback, value)) if isinstance(value, tuple) \
                     else (value, pullback)
-    if rt.is_gradient_function(fn):
-        raise rt.higher_order_error(fn, None)
+    if rt.is_gradient_function(fn):  # srcgrad.grad(f) called in the function: reverse over reverse
+        return higher.gradient_vjp(fn, wrt, args, kwargs)
     receiver = ()
     owner = getattr(fn, "__self__", None)
     if isinstance(owner, np.ndarray) or type(owner).__module__.split(".")[0] == "cupy" \
@@ -243,8 +243,8 @@ def jvp_call(fn, wrt, dots, *args, _where="?", **kwargs):
             program = transformed._cache.get(tuple(map(rank_of_argument, args)))
             if program is not None:
                 return program(*args, *dots)
-    if rt.is_gradient_function(fn):
-        raise rt.higher_order_error(fn, None)
+    if rt.is_gradient_function(fn):  # srcgrad.grad(f) called in the function: forward over reverse
+        return higher.gradient_jvp(fn, wrt, dots, args, kwargs)
     receiver = ()
     owner = getattr(fn, "__self__", None)
     if isinstance(fn, types.MethodType) and registry.lookup(fn) is None and not isinstance(owner, type):

@@ -138,7 +138,7 @@ def _shown(function, composed=None, gradient=None):
             return function(*args, **kwargs)
         except errors.UserCodeError as error:
             raise errors.shown_to_user(error) from None
-    call.__srcgrad_gradient__ = True  # (refused as an argument's function in differentiated code)
+    call.__srcgrad_gradient__ = True  # (differentiated code calls it through dispatch, which refuses it)
     call.__name__ = call.__qualname__ = function.__name__
     if composed is not None:
         n = len(gradient._params)
@@ -530,3 +530,126 @@ def jacrev(f, wrt=0, backend=None, optimize=True):
 
 
 jacobian = jacrev
+
+
+def _called_gradient(gradient, wrt, args, kwargs):
+    """What differentiating a call ``g(*args, **kwargs)`` of ``g = srcgrad.grad(f)`` (or
+    ``value_and_grad``) needs: ``f``'s arguments, the names the call differentiates
+    (``wrt``: positions and keywords of the call, as ``dispatch`` gives them), and the
+    forward-over-reverse of ``f``'s gradient with respect to ``g``'s own parameters and
+    those.  Refuses what it cannot differentiate at the user's call."""
+    what = getattr(gradient, "__name__", repr(gradient))
+    plain = isinstance(gradient, GradientFunction) and gradient.options.mode in ("grad", "value_and_grad") \
+        and not (gradient.options.has_aux or gradient.options.intermediates or gradient.options.hooks
+                 or gradient._fixed_args or gradient._fixed_kwargs or gradient._variadic) and gradient._whole
+    if not plain or "self" in wrt:
+        raise errors.UnsupportedSyntaxError(
+            f"this differentiates through `{what}`, a function srcgrad made: srcgrad differentiates a call of "
+            "srcgrad.grad(f) or srcgrad.value_and_grad(f) of a function's whole named parameters, without "
+            "has_aux=, intermediates=, hooks= or bound arguments (not hvp, hessian, jacobians or vjp)", None,
+            "call srcgrad.grad(f, wrt=...) of the plain function here, or compute this value outside the "
+            "differentiated function and pass it in (or wrap the argument in srcgrad.stop_gradient)")
+    primals = gradient._arguments(tuple(args), kwargs)
+    given = tuple(gradient._params[w] if isinstance(w, int) else w for w in wrt)
+    names = tuple(dict.fromkeys(gradient.options.wrt + given))
+    composed = gradient._over.get(names)
+    if composed is None:
+        over = GradientFunction(gradient.fn, "grad", names, gradient.options.backend, gradient.options.optimize,
+                                internal=True)
+        composed = gradient._over[names] = ForwardOverReverse(over, names)
+    return primals, given, names, composed
+
+
+def _parts(bar, count: int) -> list:
+    """A tuple output's cotangent, one entry per output (None: zero), from what generated
+    code passes: a tuple or list (shorter where `a, _ = ...` dropped some), a sparse
+    ``{position: adjoint}``, or None."""
+    if bar is None:
+        return [None] * count
+    if isinstance(bar, dict):
+        return [bar.get(i) for i in range(count)]
+    return list(bar) + [None] * (count - len(bar))
+
+
+def _plus_scaled(a, g, s):
+    """``a + s * g`` for adjoints ``a``, ``g`` of one primal (arrays, floats or full
+    structures of them, as ``_match`` gives them)."""
+    if tree.is_structure(a):
+        _, leaves, spec = tree.flatten(a)
+        return tree.unflatten(spec, [x + s * y for x, y in zip(leaves, tree.flatten(g)[1])])
+    return a + s * g
+
+
+def gradient_vjp(gradient, wrt, args, kwargs):
+    """``(g(*args, **kwargs), pullback)`` for ``g = srcgrad.grad(f, wrt=W)`` called inside a
+    function being differentiated (reverse over reverse): how ``dispatch.vjp_call`` runs it.
+
+    The pullback of ``x ↦ ∇_W f(x)`` applied to a cotangent ``u`` (the shape of ``∇_W f``)
+    is, for each differentiated argument ``a``, ``∂/∂a ⟨u, ∇_W f⟩ = Σ_i H_{a,W_i} u_i``:
+    the Hessian of the scalar ``f`` (symmetric) times ``u`` placed on the ``W`` parameters
+    and zero on the others, which is forward mode over ``f``'s gradient code with respect
+    to ``W`` and the differentiated arguments (Pearlmutter 1994).  For ``value_and_grad``
+    the value's cotangent ``v̄`` adds ``v̄ ∇_a f``.  ``wrt``: the call's positions and
+    keywords to differentiate; the pullback returns their adjoints (a tuple for several),
+    in their primals' dtypes.
+
+    Raises:
+        UnsupportedSyntaxError: ``g`` is not a plain ``grad``/``value_and_grad`` of whole
+            named parameters (``has_aux=``, bound arguments, ``hvp`` ...).
+    """
+    primals, given, names, composed = _called_gradient(gradient, wrt, args, kwargs)
+    value = gradient(*args, **kwargs)
+    index = {name: gradient._params.index(name) for name in names}
+    own = gradient.options.wrt
+
+    def pullback(value_bar):
+        v_bar, u = _parts(value_bar, 2) if gradient.options.mode == "value_and_grad" else (None, value_bar)
+        u = _parts(u, len(own)) if gradient._as_tuple else [u]
+        tangents = tuple(_match(u[own.index(n)] if n in own else None, primals[index[n]]) for n in names)
+        grads, hu = composed(primals, tangents)
+        adjoints = []
+        for name in given:
+            k, x = names.index(name), primals[index[name]]
+            a_bar = _match(hu[k], x)
+            if v_bar is not None:
+                a_bar = _match(_plus_scaled(a_bar, _match(grads[k], x), v_bar), x)
+            adjoints.append(a_bar)
+        return adjoints[0] if len(adjoints) == 1 else tuple(adjoints)
+    return value, pullback
+
+
+def _inner_product(a, b):
+    """``⟨a, b⟩`` summed over every element (of every leaf of a full structure)."""
+    if tree.is_structure(a):
+        return sum((np.sum(x * y) for x, y in zip(tree.flatten(a)[1], tree.flatten(b)[1])), 0.0)
+    return np.sum(a * b)
+
+
+def gradient_jvp(gradient, wrt, dots, args, kwargs):
+    """``(g(*args, **kwargs), its tangent)`` for ``g = srcgrad.grad(f, wrt=W)`` called inside
+    a function in forward mode (forward over reverse): how ``dispatch.jvp_call`` runs it.
+
+    The tangent of ``∇_W f`` along the tangents ``ȧ`` of the arguments ``wrt`` (the call's
+    positions and keywords, ``dots`` in their order) is ``Σ_a H_{W,a} ȧ``: forward mode over
+    ``f``'s gradient code with respect to ``W`` and those arguments, the tangent zero on the
+    others (Pearlmutter 1994).  For ``value_and_grad`` the value's tangent is
+    ``Σ_a ⟨∇_a f, ȧ⟩``.  Values and tangents in their primals' dtypes.
+
+    Raises:
+        UnsupportedSyntaxError: as :func:`gradient_vjp`.
+    """
+    primals, given, names, composed = _called_gradient(gradient, wrt, args, kwargs)
+    index = {name: gradient._params.index(name) for name in names}
+    tangents = tuple(_match(dots[given.index(n)] if n in given else None, primals[index[n]]) for n in names)
+    grads, hu = composed(primals, tangents)
+    own = gradient.options.wrt
+
+    def packed(values):
+        out = [_match(values[names.index(n)], primals[index[n]]) for n in own]
+        return tuple(out) if gradient._as_tuple else out[0]
+    if gradient.options.mode == "grad":
+        return packed(grads), packed(hu)
+    value = gradient.fn(*primals)
+    value_dot = sum((_inner_product(_match(grads[names.index(n)], primals[index[n]]), t)
+                     for n, t in zip(names, tangents) if n in given), 0.0)
+    return (value, packed(grads)), (value_dot, packed(hu))

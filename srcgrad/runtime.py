@@ -847,16 +847,6 @@ def is_gradient_function(obj) -> bool:
     return inspect.getattr_static(obj, "__srcgrad_gradient__", False) is True
 
 
-def higher_order_error(fn, origin):
-    """The refusal of a differentiated value passed to a srcgrad gradient function."""
-    return errors.UnsupportedSyntaxError(
-        f"this passes a differentiated value to `{fn if isinstance(fn, str) else repr(fn)}`, a srcgrad "
-        "gradient function: "
-        "higher-order derivatives (a gradient of a gradient) are not supported yet", origin,
-        "compute this value outside the differentiated function and pass it in, or pass "
-        "srcgrad.stop_gradient(<argument>) to treat the argument as a constant")
-
-
 def iterated(items):
     """What ``for v in items`` visits, as something the generated loop can index
     (``items[i]``): the keys of a dict, the items of a set or of a dict's view, as a

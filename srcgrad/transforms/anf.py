@@ -1303,8 +1303,6 @@ class _Lowering:
 
     def _call(self, node, **emit):
         func = node.func
-        if _is_gradient_function(anno.get(func, "resolved", None)) or _makes_gradient_function(func):
-            emit["gradient_function"] = True  # refused in the reverse pass if given a differentiated value
         if isinstance(func, gast.Attribute) and isinstance(func.value, gast.Call) \
                 and anno.get(func.value.func, "resolved", None) is super:
             return self._super_call(node, **emit)
@@ -1653,18 +1651,6 @@ def _stored_parameters(cls):
     if any(hasattr(inspect.getattr_static(cls, attr, None), "__get__") for attr in stored):
         return None  # a property (or another descriptor) of that name: not the stored value
     return stored
-
-
-def _is_gradient_function(obj) -> bool:
-    """A function ``srcgrad.grad`` (or its like) made: its class says so (the API is
-    above the passes, so it is known by this mark, not by its class)."""
-    return getattr(type(obj), "__srcgrad_gradient__", False) is True
-
-
-def _makes_gradient_function(func) -> bool:
-    """``srcgrad.grad(f)(x)``: calling what a srcgrad transform returns."""
-    return isinstance(func, gast.Call) and getattr(
-        anno.get(func.func, "resolved", None), "__srcgrad_transform__", False) is True
 
 
 def _is_named_tuple_class(obj) -> bool:

@@ -539,7 +539,7 @@ class _Forward:
         """``y = f(a, b)`` → ``y, y_dot = dispatch.jvp_call(f, (0,), (a_dot,), a, b)``: the
         callee's own forward mode, compiled when first called (its rule's, for a primitive)."""
         self._unbatchable()
-        if anno.get(stmt, "operator") or anno.get(stmt, "field") or anno.get(stmt, "gradient_function"):
+        if anno.get(stmt, "operator") or anno.get(stmt, "field"):
             raise errors.at(stmt.value, "forward mode does not differentiate this call yet",
                             "use srcgrad.vjp", kind=errors.UnsupportedSyntaxError)
         call = stmt.value

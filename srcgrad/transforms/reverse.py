@@ -30,7 +30,6 @@ from ..analysis import outside, sharing
 from ..analysis.activity import derivative_inputs as activity_inputs
 from ..rules.registry import DISCRETE as registry_discrete
 from ..rules.registry import diff_params
-from ..runtime import higher_order_error
 from ..rules.registry import lookup as registry_lookup
 from ..analysis.ranks import TreeRank, rank_of
 from .anf import parameters
@@ -1086,10 +1085,6 @@ class _Reverse:
         wrt += [(k, a) for k, a in kwargs.items() if self._active_name(a)]
         if not wrt:
             return
-        callee = anno.get(stmt.value.func, "resolved") if isinstance(stmt.value, gast.Call) else None
-        if runtime.is_gradient_function(callee) or anno.get(stmt, "gradient_function"):
-            raise higher_order_error(nodes.to_source(stmt.value.func) if callee is None else callee,
-                                     anno.get(stmt, "origin"))
         pullback = self.core.fresh(f"{target}_pullback")
         call = stmt.value
         stmt.targets = [nodes.tuple_([nodes.name(target, "store"), nodes.name(pullback, "store")], "store")]
