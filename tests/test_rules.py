@@ -147,8 +147,11 @@ ROWS = [
         (REAL, POSITIVE)),
     Row(operator.pow, {"x ** y": BINARY, "np.power(x, y)": BINARY, "x ** 0.5": UNARY,
                        "x ** 2": UNARY, "x ** 3": UNARY, "x ** -1": UNARY, "x ** 0": UNARY,
-                       "2.0 ** y": [((3, 4), (3, 4))]},
+                       "2.0 ** y": [((3, 4), (3, 4))], "pow(x, y)": BINARY[:1] + [((), ())],
+                       "pow(x, 2)": UNARY},
         (POSITIVE, REAL)),
+    Row(builtins.divmod, {"divmod(x, y)": [((3, 4), (3, 4)), ((), ())], "np.divmod(x, y)": BINARY[:1],
+                          "divmod(x, 0.7)": UNARY}, (REAL, POSITIVE)),
     Row(operator.neg, {"-x": UNARY, "np.negative(x)": UNARY}),
     Row(operator.pos, {"+x": UNARY, "np.positive(x)": UNARY}),
     Row(operator.matmul, {
@@ -212,6 +215,12 @@ ROWS = [
         (REAL, POSITIVE)),
     Row(np.cumprod, {"np.cumprod(x)": MATRIX + [((5,),)], "np.cumprod(x, axis=1)": CUBE,
                      "np.cumprod(x, -1)": MATRIX, "x.cumprod(axis=0)": CUBE}),
+    # Python's builtins: `max(x, y)` is compiled (and its rule called) as `max((x, y))`.
+    Row(builtins.max, {"max(x, y)": [((), ())], "max(x, y, 0.5)": [((), ())], "max([x, y, x])": [((), ())],
+                       "max((x, 1.5))": [((),)], "max(x)": [((5,),)], "min(x, y)": [((), ())],
+                       "min([x, -0.5, y])": [((), ())], "min(x)": [((5,),)]}),
+    Row(builtins.sum, {"sum([x, y])": [((3, 4), (4,)), ((), ()), ((), (3, 4))], "sum((x, y, x))": [((3, 4), (3, 4))],
+                       "sum(x)": [((3, 4),), ((5,),)], "sum([x, x], 1.0)": UNARY, "sum([x], y)": [((3, 4), (4,))]}),
     # ---- linear algebra ----------------------------------------------------
     Row(np.dot, {
         "np.dot(x, y)": [((3, 4), (4, 2)), ((4,), (4, 2)), ((3, 4), (4,)), ((4,), (4,)),
@@ -529,6 +538,8 @@ def rule_arguments(expr: str) -> str:
         return src(node.value)
     assert isinstance(node, ast.Call), expr
     args = [src(a) for a in node.args]
+    if isinstance(node.func, ast.Name) and node.func.id in ("max", "min") and len(args) > 1:
+        args = [f"({', '.join(args)})"]  # the compiler's spelling: one rule for both forms
     keywords = [f"{k.arg}={src(k.value)}" for k in node.keywords]
     func = node.func
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in INPUTS:

@@ -1332,6 +1332,8 @@ class _Lowering:
                     return copied
             if callee is np.einsum:
                 args = _einsum_sublists(args)
+            if callee in (max, min) and len(args) > 1:  # Python's max(a, b) is max((a, b)): one rule
+                args = [nodes.tuple_(args)]
             if callee is sorted and len(args) == 1 and not kwargs and isinstance(args[0], gast.Name) \
                     and self._dict_keys(args[0].id) is not None:  # `for k in sorted(params)`
                 keys = sorted(self._dict_keys(args[0].id))
