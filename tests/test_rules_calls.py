@@ -4,6 +4,7 @@ broadcasting expressions (the optimizer's own rewrites of ``full_like``).
 """
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy
@@ -455,3 +456,38 @@ def builtin_max_with_key(a, b):
 def test_builtin_max_with_key_is_refused():
     with pytest.raises(srcgrad.NoDerivativeRuleError, match="without `key=`"):
         srcgrad.grad(builtin_max_with_key)(1.0, -2.0)
+
+
+# ---- math.* on floats ----------------------------------------------------------
+
+
+def _pendulum_step(theta, omega, dt):
+    return theta + dt * omega, omega - dt * math.sin(theta)
+
+
+def math_in_a_loop(theta, omega):
+    for _ in range(5):
+        theta, omega = _pendulum_step(theta, omega, 0.1)
+    return math.exp(-omega * omega) + math.hypot(theta, omega) + math.lgamma(2.5 + math.tanh(theta))
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_math_in_a_loop_and_a_helper(optimize):
+    g = srcgrad.grad(math_in_a_loop, wrt=(0, 1), optimize=optimize)
+    grads = g(0.4, -0.3)
+    for i in range(2):
+        np.testing.assert_allclose(grads[i], numerical_grad(math_in_a_loop, [0.4, -0.3], i), rtol=1e-6)
+    text = srcgrad.source(g, 0.4, -0.3)
+    assert "math.sin(" in text and "math.cos(" in text and "np.sin" not in text
+
+
+def where_one_argument(x):
+    rows, cols = np.where(x > 0)
+    return np.sum(x[rows, cols] ** 2) + np.sum(x[np.where(x < 0)])
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_where_with_one_argument_gives_indices(optimize):
+    """``np.where(cond)``: a tuple of index arrays (``np.nonzero``), no derivative; used to index."""
+    np.testing.assert_allclose(srcgrad.grad(where_one_argument, optimize=optimize)(X),
+                               np.where(X > 0, 2 * X, 1.0))

@@ -1342,6 +1342,8 @@ class _Lowering:
                                             node, **emit)
             spelled = self._spell(callee, node)
             func_node = nodes.dotted(spelled) if spelled else nodes.copy(func)
+            if callee is np.where and len(args) == 1 and not kwargs:  # np.where(c) is np.nonzero(c): indices
+                callee = np.nonzero
             return self._apply(callee, None, args, kwargs, node, func_node=func_node, **emit)
         if isinstance(func, gast.Attribute) and func.attr not in _METHODS and self._is_array(func.value) \
                 and (isinstance(func.value, gast.Name) or self._surely_array(func.value)
