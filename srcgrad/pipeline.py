@@ -221,8 +221,11 @@ def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backen
     header = [nodes.comment(f"srcgrad: {mode} of {core.name} ({origin}) | wrt: "
                             f"{', '.join(options.wrt)} | backend: {options.backend}")]
     imports = [gast.parse(line).body[0] for line in backend.IMPORTS]
-    if "dispatch" in {n.id for s in body for n in gast.walk(s) if isinstance(n, gast.Name)}:
+    read = {n.id for s in body for n in gast.walk(s) if isinstance(n, gast.Name)}
+    if "dispatch" in read:
         imports.append(gast.parse("from srcgrad import dispatch").body[0])
+    if "math" in read:  # math.* rules on floats (rules/pymath.py)
+        imports.insert(0, gast.parse("import math").body[0])
     name = _function_name(core, options)
     params = core.params + [tangents.tangents[p] for p in options.wrt]
     fdef = nodes.function(name, params, unbound + emit.with_group_comments(body) + [nodes.ret(result)])
@@ -472,6 +475,8 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend, rank_env=No
     read = {n.id for stmt in forward + backward for n in gast.walk(stmt) if isinstance(n, gast.Name)}
     if "dispatch" in read:  # calls compiled when they run
         imports.append(gast.parse("from srcgrad import dispatch").body[0])
+    if "math" in read:  # math.* rules on floats (rules/pymath.py)
+        imports.insert(0, gast.parse("import math").body[0])
     result = core.result
     touched = {n for s in nodes.statements(backward) for n in nodes.assigned_names(s)} | {
         s.targets[0].value.id for s in nodes.statements(backward)

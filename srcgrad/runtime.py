@@ -237,6 +237,74 @@ def max_adjoint(ans_bar, ans, x, axis=None, keepdims=False):
     return _first_extremum_by_row(ans_bar, ans, x, axes, math.prod(window), dtype)
 
 
+def items_extremum_adjoint(ans_bar, ans, items):
+    """Adjoint of the builtin ``max(items)`` / ``min(items)`` (``max(a, b)`` is compiled as
+    ``max((a, b))``, which Python evaluates alike): the whole of ``ans_bar`` to the first
+    item equal to ``ans``, the one Python returns (:func:`max_adjoint`'s convention).
+
+    Args:
+        ans_bar: the adjoint of ``ans``.
+        ans: the item ``max`` returned.
+        items: a list or tuple of numbers (or 0-d / one-element arrays), or an array,
+            which ``max`` iterates over its first axis.
+
+    Returns:
+        For a list or tuple, a list with ``ans_bar`` at the first item equal to ``ans``
+        (``is`` it, or ``==``: a NaN returned is itself) and zeros of each other item's
+        kind; for an array, :func:`max_adjoint` over axis 0.
+    """
+    if not isinstance(items, (list, tuple)):
+        return max_adjoint(ans_bar, ans, items, 0)
+    first = next((i for i, item in enumerate(items) if item is ans or item == ans), None)
+    return [ans_bar if i == first else 0.0 if isinstance(item, (int, float)) else np.zeros_like(item)
+            for i, item in enumerate(items)]
+
+
+def items_extremum_tangent(ans, items, items_dot):
+    """Tangent of the builtin ``max(items)`` / ``min(items)``: that of the first item equal
+    to ``ans`` (see :func:`items_extremum_adjoint`)."""
+    if not isinstance(items, (list, tuple)):
+        first = np.argmax(np.asarray(items) == ans, axis=0)
+        return np.take_along_axis(items_dot, np.expand_dims(first, 0), axis=0)[0]
+    return next(dot for item, dot in zip(items, items_dot) if item is ans or item == ans)
+
+
+def items_sum_adjoint(ans_bar, items):
+    """Adjoint of the builtin ``sum(items, start)``: each item gets ``ans_bar`` summed back
+    to its own shape (items broadcast against each other); an array, iterated over its
+    first axis, gets ``ans_bar`` in each row."""
+    if not isinstance(items, (list, tuple)):
+        return broadcast_tangent(ans_bar, items)
+    return [unbroadcast(ans_bar, item) for item in items]
+
+
+def items_sum_tangent(ans, items_dot, start_dot=None):
+    """Tangent of the builtin ``sum(items, start)``, of ``ans``'s shape."""
+    total = sum(items_dot) if start_dot is None else sum(items_dot, start_dot)
+    return broadcast_tangent(total, ans)
+
+
+def digamma(x):
+    """The digamma function ``psi(x) = Gamma'(x) / Gamma(x)`` of a float (``math`` has none):
+    the recurrence ``psi(x) = psi(x + 1) - 1 / x`` up to ``x >= 10``, then the asymptotic
+    series (Abramowitz & Stegun 6.3.5, 6.3.18; error below 1e-13); for ``x < 0`` the
+    reflection ``psi(1 - x) - pi / tan(pi x)`` (A&S 6.3.7).
+
+    Raises:
+        ZeroDivisionError: at 0 and the negative integers (the poles).
+    """
+    x = float(x)
+    if x < 0:
+        return digamma(1 - x) - math.pi / math.tan(math.pi * x)
+    shift = 0.0
+    while x < 10:
+        shift -= 1 / x
+        x += 1
+    inv2 = 1 / (x * x)
+    return shift + math.log(x) - 0.5 / x - inv2 * (1 / 12 - inv2 * (1 / 120 - inv2 * (1 / 252 - inv2 * (
+        1 / 240 - inv2 / 132))))
+
+
 def _first_extremum_by_offset(ans_bar, ans, x, axes, window, keepdims, dtype):
     """:func:`max_adjoint` one window offset at a time (each a slice of ``x``), later ties
     masked by the earlier ones: a pooling layer's 4 or 9 offsets over a batch of images.

@@ -22,6 +22,7 @@ import builtins
 import dataclasses
 import functools
 import inspect
+import math
 import operator
 import textwrap
 import types
@@ -48,8 +49,9 @@ def _parse(fn) -> gast.FunctionDef:
 
 
 def self_contained(fn) -> bool:
-    """Whether a rule can be inlined: every global it reads is NumPy, a runtime
-    helper or a builtin (the generated module binds those).  A rule of yours that
+    """Whether a rule can be inlined: every global it reads is NumPy, ``math`` (the
+    rules of ``math.*`` on floats), a runtime helper or a builtin (the generated
+    module binds those: ``import math`` where its code reads ``math``).  A rule of yours that
     calls your own helpers runs as a function instead (``dispatch.vjp_call``)."""
     fdef = _parse(fn)
     params = fdef.args.args + fdef.args.kwonlyargs + [a for a in (fdef.args.vararg, fdef.args.kwarg) if a]
@@ -58,7 +60,7 @@ def self_contained(fn) -> bool:
     for node in (n for stmt in fdef.body for n in nodes.walk(stmt)):
         if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id not in local:
             value = fn.__globals__.get(node.id, getattr(builtins, node.id, UNKNOWN))
-            if not (value is np or _runtime_helper(node.id, value)
+            if not (value is np or value is math or _runtime_helper(node.id, value)
                     or hasattr(builtins, node.id) and node.id not in fn.__globals__):
                 return False
     return True

@@ -21,6 +21,7 @@ from __future__ import annotations
 import builtins
 
 import ast
+import math
 import dataclasses
 import functools
 import linecache
@@ -147,8 +148,11 @@ ROWS = [
         (REAL, POSITIVE)),
     Row(operator.pow, {"x ** y": BINARY, "np.power(x, y)": BINARY, "x ** 0.5": UNARY,
                        "x ** 2": UNARY, "x ** 3": UNARY, "x ** -1": UNARY, "x ** 0": UNARY,
-                       "2.0 ** y": [((3, 4), (3, 4))]},
+                       "2.0 ** y": [((3, 4), (3, 4))], "pow(x, y)": BINARY[:1] + [((), ())],
+                       "pow(x, 2)": UNARY},
         (POSITIVE, REAL)),
+    Row(builtins.divmod, {"divmod(x, y)": [((3, 4), (3, 4)), ((), ())], "np.divmod(x, y)": BINARY[:1],
+                          "divmod(x, 0.7)": UNARY}, (REAL, POSITIVE)),
     Row(operator.neg, {"-x": UNARY, "np.negative(x)": UNARY}),
     Row(operator.pos, {"+x": UNARY, "np.positive(x)": UNARY}),
     Row(operator.matmul, {
@@ -212,6 +216,23 @@ ROWS = [
         (REAL, POSITIVE)),
     Row(np.cumprod, {"np.cumprod(x)": MATRIX + [((5,),)], "np.cumprod(x, axis=1)": CUBE,
                      "np.cumprod(x, -1)": MATRIX, "x.cumprod(axis=0)": CUBE}),
+    # Python's builtins: `max(x, y)` is compiled (and its rule called) as `max((x, y))`.
+    Row(builtins.max, {"max(x, y)": [((), ())], "max(x, y, 0.5)": [((), ())], "max([x, y, x])": [((), ())],
+                       "max((x, 1.5))": [((),)], "max(x)": [((5,),)], "min(x, y)": [((), ())],
+                       "min([x, -0.5, y])": [((), ())], "min(x)": [((5,),)]}),
+    Row(builtins.sum, {"sum([x, y])": [((3, 4), (4,)), ((), ()), ((), (3, 4))], "sum((x, y, x))": [((3, 4), (3, 4))],
+                       "sum(x)": [((3, 4),), ((5,),)], "sum([x, x], 1.0)": UNARY, "sum([x], y)": [((3, 4), (4,))]}),
+    # ---- math.* on floats (the compiled tests pass Python floats) -----------
+    *[Row(getattr(math, name), {f"math.{name}(x)": [((),)]}, domain) for name, domain in (
+        ("sin", REAL), ("cos", REAL), ("tan", (-1.2, 1.2)), ("asin", UNIT), ("acos", UNIT), ("atan", REAL),
+        ("sinh", REAL), ("cosh", REAL), ("tanh", REAL), ("exp", REAL), ("expm1", REAL), ("log", POSITIVE),
+        ("log1p", (-0.5, 2.0)), ("log2", POSITIVE), ("log10", POSITIVE), ("sqrt", POSITIVE), ("fabs", REAL),
+        ("erf", REAL), ("erfc", REAL), ("lgamma", (0.2, 4.0)), ("gamma", (0.2, 4.0)))],
+    Row(math.lgamma, {"math.lgamma(x)": [((),)]}, (-2.9, -2.1)),
+    Row(math.atan2, {"math.atan2(x, y)": [((), ())]}, (REAL, POSITIVE)),
+    Row(math.hypot, {"math.hypot(x, y)": [((), ())]}),
+    Row(math.pow, {"math.pow(x, y)": [((), ())], "math.pow(x, 3)": [((),)], "math.pow(x, 0.5)": [((),)]},
+        (POSITIVE, REAL)),
     # ---- linear algebra ----------------------------------------------------
     Row(np.dot, {
         "np.dot(x, y)": [((3, 4), (4, 2)), ((4,), (4, 2)), ((3, 4), (4,)), ((4,), (4,)),
@@ -478,7 +499,7 @@ class Case:
         return out
 
     def evaluate(self, *values):
-        return eval(self.expr, {"np": np}, dict(zip(self.names, values)))
+        return eval(self.expr, {"np": np, "math": math}, dict(zip(self.names, values)))
 
 
 CASES = [Case(row.primitive, expr, tuple(shapes), row.domain, row.prepare)
@@ -529,6 +550,8 @@ def rule_arguments(expr: str) -> str:
         return src(node.value)
     assert isinstance(node, ast.Call), expr
     args = [src(a) for a in node.args]
+    if isinstance(node.func, ast.Name) and node.func.id in ("max", "min") and len(args) > 1:
+        args = [f"({', '.join(args)})"]  # the compiler's spelling: one rule for both forms
     keywords = [f"{k.arg}={src(k.value)}" for k in node.keywords]
     func = node.func
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in INPUTS:
@@ -604,7 +627,7 @@ def user_function(expr: str, names: tuple):
     source = f"def f({', '.join(names)}):\n    return {expr}\n"
     filename = f"<test_rules: {expr}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = {"__name__": "test_rules_generated", "np": np}
+    namespace = {"__name__": "test_rules_generated", "np": np, "math": math}
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - a test fixture
     return namespace["f"]
 

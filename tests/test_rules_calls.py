@@ -4,6 +4,7 @@ broadcasting expressions (the optimizer's own rewrites of ``full_like``).
 """
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy
@@ -405,3 +406,88 @@ def test_pinv_of_a_rank_deficient_matrix_is_refused():
 
     with pytest.raises(srcgrad.NoDerivativeRuleError, match="rank-deficient"):
         srcgrad.grad(f)(np.ones((3, 2)))
+
+
+# ---- Python's builtins: max, min, sum, pow, divmod, round ---------------------
+
+
+def _clipped_norm(a, b):
+    return min(max(a, b), 2.0)
+
+
+def builtins_in_a_loop(xs, b):
+    total = 0.0
+    for x in xs:
+        q, r = divmod(x, 0.75)
+        total = total + _clipped_norm(x, b) * pow(x, 2) + r + round(x) + q
+    best = max(x * b for x in xs)
+    return total + best + sum([x * x for x in xs], b)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_builtins_in_a_loop_and_a_helper(optimize):
+    xs, b = [0.3, 1.7, 2.6, -0.4], 1.1
+    gx, gb = srcgrad.grad(builtins_in_a_loop, wrt=(0, 1), optimize=optimize)(xs, b)
+    for i in range(len(xs)):
+        np.testing.assert_allclose(gx[i], numerical_grad(builtins_in_a_loop, [np.array(xs), b], 0)[i], rtol=1e-6)
+    np.testing.assert_allclose(gb, numerical_grad(builtins_in_a_loop, [np.array(xs), b], 1), rtol=1e-6)
+
+
+def builtin_max_tied(a, b):
+    return max(a, b, a) + min([b, a])
+
+
+def test_builtin_max_tie_goes_to_the_first_extremum():
+    """As ``np.max``'s (``rt.max_adjoint``): the item Python returns gets the whole adjoint."""
+    assert srcgrad.grad(builtin_max_tied, wrt=(0, 1))(1.0, 1.0) == (1.0, 1.0)
+    assert srcgrad.grad(builtin_max_tied, wrt=(0, 1))(2.0, 1.0) == (1.0, 1.0)
+    assert srcgrad.grad(builtin_max_tied, wrt=(0, 1))(1.0, 2.0) == (1.0, 1.0)
+    np.testing.assert_array_equal(srcgrad.grad(lambda_free_max)(np.array([1.0, 3.0, 3.0])), [0.0, 1.0, 0.0])
+
+
+def lambda_free_max(x):
+    return max(x)
+
+
+def builtin_max_with_key(a, b):
+    return max(a, b, key=abs)
+
+
+def test_builtin_max_with_key_is_refused():
+    with pytest.raises(srcgrad.NoDerivativeRuleError, match="without `key=`"):
+        srcgrad.grad(builtin_max_with_key)(1.0, -2.0)
+
+
+# ---- math.* on floats ----------------------------------------------------------
+
+
+def _pendulum_step(theta, omega, dt):
+    return theta + dt * omega, omega - dt * math.sin(theta)
+
+
+def math_in_a_loop(theta, omega):
+    for _ in range(5):
+        theta, omega = _pendulum_step(theta, omega, 0.1)
+    return math.exp(-omega * omega) + math.hypot(theta, omega) + math.lgamma(2.5 + math.tanh(theta))
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_math_in_a_loop_and_a_helper(optimize):
+    g = srcgrad.grad(math_in_a_loop, wrt=(0, 1), optimize=optimize)
+    grads = g(0.4, -0.3)
+    for i in range(2):
+        np.testing.assert_allclose(grads[i], numerical_grad(math_in_a_loop, [0.4, -0.3], i), rtol=1e-6)
+    text = srcgrad.source(g, 0.4, -0.3)
+    assert "math.sin(" in text and "math.cos(" in text and "np.sin" not in text
+
+
+def where_one_argument(x):
+    rows, cols = np.where(x > 0)
+    return np.sum(x[rows, cols] ** 2) + np.sum(x[np.where(x < 0)])
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_where_with_one_argument_gives_indices(optimize):
+    """``np.where(cond)``: a tuple of index arrays (``np.nonzero``), no derivative; used to index."""
+    np.testing.assert_allclose(srcgrad.grad(where_one_argument, optimize=optimize)(X),
+                               np.where(X > 0, 2 * X, 1.0))

@@ -1,3 +1,3 @@
 """Derivative rules by family; importing this package registers them all."""
-from . import adjoints, creation, elementwise, linalg, nondiff, operators, random, reductions, shape, transfer  # noqa: F401, E501
+from . import adjoints, creation, elementwise, linalg, nondiff, operators, pymath, random, reductions, shape, transfer  # noqa: F401, E501
 from .registry import defadjoint, lookup, nondifferentiable  # noqa: F401

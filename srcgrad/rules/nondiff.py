@@ -30,7 +30,10 @@ nondifferentiable(np.equal, np.not_equal, np.less, np.less_equal, np.greater, np
 nondifferentiable(np.dtype, np.result_type, np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
                   np.uint16, np.uint32, np.uint64)
 nondifferentiable(builtins.len, builtins.range, builtins.print, builtins.int, builtins.bool,
-                  builtins.isinstance, builtins.type, builtins.round)
+                  builtins.isinstance, builtins.type)
+# round(x) (and round(x, n)): piecewise constant, so derivative 0 wherever it is defined,
+# as np.round above.
+nondifferentiable(builtins.round)
 
 from .. import runtime as _runtime  # noqa: E402 - runtime helpers with no derivative
 

@@ -7,13 +7,14 @@ keeps float32 float32.
 """
 from __future__ import annotations
 
+import builtins
 import operator
 
 import numpy as np
 
 from ..runtime import is_constant, log_of_base, matmul_lhs, matmul_rhs, unbroadcast
 from . import _ndim
-from .registry import defadjoint
+from .registry import defadjoint, deftangent
 
 
 @defadjoint(operator.add, np.add, elementwise=True)
@@ -53,6 +54,22 @@ def mod(ans_bar, ans, x1, x2):
     return unbroadcast(ans_bar, x1), unbroadcast(-ans_bar * np.floor_divide(x1, x2), x2)
 
 
+@defadjoint(builtins.divmod, np.divmod, ndim=lambda ndims, statics: None)
+def divmod_(ans_bar, ans, x1, x2):
+    """``(x1 // x2, x1 % x2)``: the quotient is integer-valued (no derivative), the
+    remainder's adjoint is ``%``'s."""
+    return unbroadcast(ans_bar[1], x1), unbroadcast(-ans_bar[1] * np.floor_divide(x1, x2), x2)
+
+
+@deftangent(builtins.divmod, np.divmod)
+def divmod_tangent(ans, x1, x2, x1_dot=None, x2_dot=None):
+    if x2_dot is None:
+        return np.zeros_like(ans[0]), x1_dot * np.ones_like(ans[1])
+    if x1_dot is None:
+        return np.zeros_like(ans[0]), -np.floor_divide(x1, x2) * x2_dot
+    return np.zeros_like(ans[0]), x1_dot - np.floor_divide(x1, x2) * x2_dot
+
+
 @defadjoint(np.fmod, elementwise=True)
 def fmod(ans_bar, ans, x1, x2):
     """``fmod(x1, x2) = x1 - x2 * trunc(x1 / x2)`` (C's ``fmod``; the sign of ``x1``):
@@ -70,7 +87,7 @@ def positive(ans_bar, ans, x):
     return ans_bar
 
 
-@defadjoint(operator.pow, np.power, elementwise=True)
+@defadjoint(operator.pow, np.power, builtins.pow, elementwise=True)
 def power(ans_bar, ans, x1, x2):
     """d(x1**x2) = x2 x1**(x2-1) dx1 + log(x1) x1**x2 dx2.
 

@@ -1,5 +1,6 @@
 """Reductions: ``sum mean max min prod var std nansum nanmean nanmax nanmin ptp
-average``, with ``axis`` (negative and tuples too) and ``keepdims``; ``cumprod``.
+average``, with ``axis`` (negative and tuples too) and ``keepdims``; ``cumprod``;
+Python's builtins ``sum max min`` over a list, a tuple or an array's first axis.
 
 The adjoint of a reduction broadcasts ``ans_bar`` back over the reduced axes
 (``rt.broadcast_reduced``); ``full_like`` keeps the input's dtype for the
@@ -7,13 +8,15 @@ common full reduction.
 """
 from __future__ import annotations
 
+import builtins
 import functools
 
 import numpy as np
 
 from ..runtime import (average_adjoint, average_tangent, broadcast_reduced, count_reduced, cumprod_adjoint,
-                       cumprod_tangent, dtype_adjoint, fill_like, is_constant, max_adjoint, nanmean_adjoint,
-                       prod_adjoint, std_adjoint, var_adjoint)
+                       cumprod_tangent, dtype_adjoint, fill_like, is_constant, items_extremum_adjoint,
+                       items_extremum_tangent, items_sum_adjoint, items_sum_tangent, max_adjoint,
+                       nanmean_adjoint, prod_adjoint, std_adjoint, unbroadcast, var_adjoint)
 from . import _ndim
 from .registry import defadjoint, deftangent
 
@@ -152,3 +155,36 @@ def std(ans_bar, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False
     if not (is_constant(dtype) and dtype is None):
         ans_bar = dtype_adjoint(ans_bar, dtype)
     return std_adjoint(ans_bar, ans, a, axis, ddof, keepdims)
+
+
+def _builtin_extremum_refuse(statics):
+    if statics.get("key") is not None:
+        return ("srcgrad differentiates the builtin `max`/`min` without `key=`",
+                "pick the index first (`i = max(range(len(xs)), key=...)`), then read `xs[i]`")
+    return None
+
+
+@defadjoint(builtins.max, builtins.min, sequence=("iterable",), diff=("iterable",),
+            refuse=_builtin_extremum_refuse)
+def builtin_max(ans_bar, ans, iterable, *, key=None, default=None):
+    """The builtins ``max(xs)`` / ``min(xs)`` of numbers, and ``max(a, b, ...)``, which the
+    compiler writes ``max((a, b, ...))``: a tie gives the whole adjoint to the first
+    extremum (the item Python returns), as ``np.max`` (``rt.items_extremum_adjoint``)."""
+    return items_extremum_adjoint(ans_bar, ans, iterable)
+
+
+@deftangent(builtins.max, builtins.min)
+def builtin_max_tangent(ans, iterable, *, key=None, default=None, iterable_dot=None):
+    return items_extremum_tangent(ans, iterable, iterable_dot)
+
+
+@defadjoint(builtins.sum, sequence=("iterable",), diff=("iterable", "start"))
+def builtin_sum(ans_bar, ans, iterable, start=0):
+    """The builtin ``sum(xs, start)`` of numbers or arrays (which may broadcast together),
+    or of an array's rows: each item gets ``ans_bar`` (``rt.items_sum_adjoint``)."""
+    return items_sum_adjoint(ans_bar, iterable), unbroadcast(ans_bar, start)
+
+
+@deftangent(builtins.sum)
+def builtin_sum_tangent(ans, iterable, start=0, iterable_dot=None, start_dot=None):
+    return items_sum_tangent(ans, iterable_dot, start_dot)

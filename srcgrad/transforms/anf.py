@@ -1330,6 +1330,8 @@ class _Lowering:
                     return copied
             if callee is np.einsum:
                 args = _einsum_sublists(args)
+            if callee in (max, min) and len(args) > 1:  # Python's max(a, b) is max((a, b)): one rule
+                args = [nodes.tuple_(args)]
             if callee is sorted and len(args) == 1 and not kwargs and isinstance(args[0], gast.Name) \
                     and self._dict_keys(args[0].id) is not None:  # `for k in sorted(params)`
                 keys = sorted(self._dict_keys(args[0].id))
@@ -1338,6 +1340,8 @@ class _Lowering:
                                             node, **emit)
             spelled = self._spell(callee, node)
             func_node = nodes.dotted(spelled) if spelled else nodes.copy(func)
+            if callee is np.where and len(args) == 1 and not kwargs:  # np.where(c) is np.nonzero(c): indices
+                callee = np.nonzero
             return self._apply(callee, None, args, kwargs, node, func_node=func_node, **emit)
         if isinstance(func, gast.Attribute) and func.attr not in _METHODS and self._is_array(func.value) \
                 and (isinstance(func.value, gast.Name) or self._surely_array(func.value)

@@ -1,0 +1,160 @@
+"""Python's ``math`` functions on floats, differentiated in ``math`` too.
+
+On a Python float ``math.sin`` is several times faster than ``np.sin``, so the
+generated code keeps the user's ``math.sin`` and its adjoint reads ``math.cos``
+(``templates`` binds ``math`` as it binds ``np``).  Each function takes and
+returns one float: an array given to it is a size-1 array read as a float.
+
+Where the derivative is infinite (``sqrt`` at 0, ``asin`` at ±1) Python's float
+division raises ``ZeroDivisionError`` rather than give NumPy's ``inf``, except
+for ``sqrt`` (``np.divide``: ``math.sqrt(x*x + y*y)`` at the origin is common).
+Formulas: Abramowitz & Stegun (1964), §4.3-4.6 (elementary), 6.1.1 and 6.3
+(``gamma``, ``lgamma``: ``rt.digamma``), 7.1.19 (``erf``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..runtime import digamma, is_constant
+from .registry import defadjoint
+
+
+def _scalar(ndims, statics):
+    return 0
+
+
+_FLOAT = {"elementwise": True, "ndim": _scalar}
+
+
+@defadjoint(math.sin, **_FLOAT)
+def sin(ans_bar, ans, x):
+    return ans_bar * math.cos(x)
+
+
+@defadjoint(math.cos, **_FLOAT)
+def cos(ans_bar, ans, x):
+    return -ans_bar * math.sin(x)
+
+
+@defadjoint(math.tan, **_FLOAT)
+def tan(ans_bar, ans, x):
+    return ans_bar * (1 + ans * ans)
+
+
+@defadjoint(math.asin, **_FLOAT)
+def asin(ans_bar, ans, x):
+    return ans_bar / math.sqrt(1 - x * x)
+
+
+@defadjoint(math.acos, **_FLOAT)
+def acos(ans_bar, ans, x):
+    return -ans_bar / math.sqrt(1 - x * x)
+
+
+@defadjoint(math.atan, **_FLOAT)
+def atan(ans_bar, ans, x):
+    return ans_bar / (1 + x * x)
+
+
+@defadjoint(math.atan2, **_FLOAT)
+def atan2(ans_bar, ans, y, x):
+    """``d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)``."""
+    return ans_bar * x / (x * x + y * y), -ans_bar * y / (x * x + y * y)
+
+
+@defadjoint(math.sinh, **_FLOAT)
+def sinh(ans_bar, ans, x):
+    return ans_bar * math.cosh(x)
+
+
+@defadjoint(math.cosh, **_FLOAT)
+def cosh(ans_bar, ans, x):
+    return ans_bar * math.sinh(x)
+
+
+@defadjoint(math.tanh, **_FLOAT)
+def tanh(ans_bar, ans, x):
+    return ans_bar * (1 - ans * ans)
+
+
+@defadjoint(math.exp, **_FLOAT)
+def exp(ans_bar, ans, x):
+    return ans_bar * ans
+
+
+@defadjoint(math.expm1, **_FLOAT)
+def expm1(ans_bar, ans, x):
+    return ans_bar * (ans + 1)
+
+
+@defadjoint(math.log, **_FLOAT)
+def log(ans_bar, ans, x):
+    """One argument only (``math.log(x, base)`` is refused: write ``math.log(x) / math.log(b)``)."""
+    return ans_bar / x
+
+
+@defadjoint(math.log1p, **_FLOAT)
+def log1p(ans_bar, ans, x):
+    return ans_bar / (1 + x)
+
+
+@defadjoint(math.log2, **_FLOAT)
+def log2(ans_bar, ans, x):
+    return ans_bar / (x * 0.6931471805599453)  # log(2)
+
+
+@defadjoint(math.log10, **_FLOAT)
+def log10(ans_bar, ans, x):
+    return ans_bar / (x * 2.302585092994046)  # log(10)
+
+
+@defadjoint(math.sqrt, **_FLOAT)
+def sqrt(ans_bar, ans, x):
+    """``inf`` at 0 (``np.divide``), as ``np.sqrt``'s."""
+    return np.divide(ans_bar, 2 * ans)
+
+
+@defadjoint(math.hypot, **_FLOAT)
+def hypot(ans_bar, ans, x1, x2):
+    """Two coordinates: ``x1 / ans``, ``x2 / ans``; 0 where both are 0 (as ``np.hypot``)."""
+    return (ans_bar * x1 / ans if ans != 0 else 0.0 * ans_bar), (ans_bar * x2 / ans if ans != 0 else 0.0 * ans_bar)
+
+
+@defadjoint(math.pow, **_FLOAT)
+def pow(ans_bar, ans, x, y):  # noqa: A001 - math's name
+    """As ``**``: a literal exponent ``n`` gives ``n x^(n-1)``; at ``x == 0`` the ``y``
+    adjoint is 0 (``log x`` is read only where ``x != 0``)."""
+    if is_constant(y):
+        return ans_bar * (y * math.pow(x, y - 1)), None
+    return ans_bar * (y * math.pow(x, y - 1)), (ans_bar * ans * math.log(x) if x != 0 else 0.0 * ans_bar)
+
+
+@defadjoint(math.fabs, **_FLOAT)
+def fabs(ans_bar, ans, x):
+    """Convention: derivative 0 at 0, as ``np.abs``'s (``sign(0) == 0``)."""
+    return ans_bar * (1.0 if x > 0 else -1.0 if x < 0 else 0.0)
+
+
+@defadjoint(math.erf, **_FLOAT)
+def erf(ans_bar, ans, x):
+    """``2 / sqrt(pi) exp(-x^2)`` (A&S 7.1.19)."""
+    return ans_bar * (1.1283791670955126 * math.exp(-x * x))
+
+
+@defadjoint(math.erfc, **_FLOAT)
+def erfc(ans_bar, ans, x):
+    return -ans_bar * (1.1283791670955126 * math.exp(-x * x))
+
+
+@defadjoint(math.lgamma, **_FLOAT)
+def lgamma(ans_bar, ans, x):
+    """``log |Gamma(x)|``: its derivative is the digamma function psi (A&S 6.3.1)."""
+    return ans_bar * digamma(x)
+
+
+@defadjoint(math.gamma, **_FLOAT)
+def gamma(ans_bar, ans, x):
+    """``Gamma'(x) = Gamma(x) psi(x)`` (A&S 6.3.1)."""
+    return ans_bar * ans * digamma(x)
