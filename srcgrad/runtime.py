@@ -80,6 +80,17 @@ def to_host(x):
     return x
 
 
+def enter(manager):
+    """``with manager as value:`` in the forward sweep: its ``__enter__``, looked up on
+    the class as Python does; ``leave(manager)`` closes it.  (An exception raised in
+    between does not reach ``__exit__``.)"""
+    return type(manager).__enter__(manager)
+
+
+def leave(manager) -> None:
+    type(manager).__exit__(manager, None, None, None)
+
+
 def stop_gradient(x):
     """``x`` itself, through which no adjoint flows (its derivative is taken as 0).
 

@@ -104,8 +104,6 @@ def sums_a_generator_with_a_start_keyword(x):
     return sum((x[j] ** 2 for j in range(3)), start=x[0])
 
 
-@pytest.mark.xfail(strict=True, reason="desugar lowers sum(gen, start) but not sum(gen, start=...): refused as "
-                   "'a generator expression is supported as the argument of `sum` ... only', which it is")
 def test_sum_of_a_generator_with_start_keyword():
     x = np.array([0.5, -0.7, 1.3])
     np.testing.assert_allclose(srcgrad.grad(sums_a_generator_with_a_start_keyword)(x),

@@ -309,3 +309,155 @@ def test_starred_target_missing_is_an_error_not_a_value():
         return np.sum(a * x) + np.sum(c * x)
     with pytest.raises(IndexError):
         srcgrad.grad(short)(X, [X])
+
+
+# ---- assert, raise, with, lambda: run in the forward sweep / lowered to a nested def ------
+class Timer:
+    def __init__(self):
+        self.entered = self.left = 0
+
+    def __enter__(self):
+        self.entered += 1
+        return self
+
+    def __exit__(self, *exc):
+        self.left += 1
+        return False
+
+
+TIMER = Timer()
+
+
+def checked(x, ws):
+    assert x.shape == (3,), f"x has shape {x.shape}"
+    h = x
+    for w in ws:
+        assert np.all(np.isfinite(h)), "not finite"
+        if np.sum(h ** 2) > 1e6:
+            raise ValueError(f"diverged: {np.sum(h)}")
+        h = np.tanh(h @ w)
+    return np.sum(h)
+
+
+def managed(x, ws):
+    with np.errstate(divide="ignore"), TIMER as t:
+        y = np.log(x * x) * (t.entered > 0)
+    for w in ws:
+        with TIMER:
+            y = np.tanh(y @ w)
+    return np.sum(y ** 2)
+
+
+def lambdas(x, ws):
+    act = lambda v: np.maximum(v, 0.0) + np.tanh(v)  # noqa: E731
+    h = act(x @ ws[0])
+    for w in ws[1:]:
+        h = act(h @ w)
+    return np.sum(h ** 2)
+
+
+def through_helper(x, ws):
+    return checked(x, ws) + managed(x, ws) * lambdas(x, ws)
+
+
+class Checked:
+    def __init__(self, ws):
+        self.ws = ws
+
+    def loss(self, x):
+        assert len(self.ws) > 0
+        with TIMER:
+            act = lambda v: np.tanh(v)  # noqa: E731
+            return_value = sum(np.sum(act(w @ x)) for w in self.ws)
+        return return_value
+
+
+def sum_start_keyword(x, ws):
+    return sum((np.sum(w @ x) for w in ws), start=np.sum(x ** 2))
+
+
+FORWARD_ONLY = [checked, managed, lambdas, through_helper, sum_start_keyword]
+
+
+@pytest.mark.parametrize("f", FORWARD_ONLY, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("wrt", [0, 1])
+def test_forward_only_statements(f, wrt):
+    check_grads(f, (X, WS), wrt=wrt, rtol=1e-5)
+
+
+@pytest.mark.parametrize("f", FORWARD_ONLY, ids=lambda f: f.__name__)
+def test_forward_only_statements_float32(f):
+    x, ws = X.astype(np.float32), [w.astype(np.float32) for w in WS]
+    g = srcgrad.grad(f, wrt=(0, 1))(x, ws)
+    assert g[0].dtype == np.float32 and all(w.dtype == np.float32 for w in g[1])
+    np.testing.assert_allclose(g[0], srcgrad.grad(f)(X, WS), rtol=1e-3, atol=1e-4)
+
+
+def test_forward_only_statements_in_a_method():
+    model = Checked(WS)
+    check_grads(model.loss, (X,), wrt=0)
+    g = srcgrad.grad(Checked.loss, wrt=1)(model, X)
+    np.testing.assert_allclose(g, srcgrad.grad(lambda x: sum(np.sum(np.tanh(w @ x)) for w in WS))(X), rtol=1e-12)
+
+
+def test_assert_and_raise_run_in_the_forward_sweep():
+    with pytest.raises(AssertionError, match=r"x has shape \(4,\)"):
+        srcgrad.grad(checked)(np.ones(4), [np.eye(4)])
+    with pytest.raises(ValueError, match="diverged"):
+        srcgrad.grad(checked)(X * 1e4, [np.eye(3)])
+    value, _ = srcgrad.value_and_grad(checked)(X, WS)
+    assert value == pytest.approx(checked(X, WS))
+
+
+def test_with_enters_and_leaves_once_per_run():
+    TIMER.entered = TIMER.left = 0
+    srcgrad.grad(managed)(X, WS)
+    assert TIMER.entered == TIMER.left == 1 + len(WS)
+    # The block's own setting held in the forward sweep (the backward one runs outside it), and was undone.
+    with np.errstate(divide="raise", invalid="ignore"):
+        srcgrad.grad(managed)(np.array([0.0, 1.0, 2.0]), WS)
+        with pytest.raises(FloatingPointError):
+            np.log(np.zeros(1))
+
+
+class Holding:
+    def __init__(self, v):
+        self.v = v
+
+    def __enter__(self):
+        return self.v
+
+    def __exit__(self, *exc):
+        return False
+
+
+def manager_given_active(x, ws):
+    with Holding(x * 2) as v:
+        y = np.sum(v)
+    return y
+
+
+def lambda_capturing_active(x, ws):
+    lin = lambda v: v @ ws[0]  # noqa: E731
+    return np.sum(lin(x))
+
+
+def lambda_as_argument(x, ws):
+    return np.sum(sorted(ws, key=lambda w: np.sum(w))[0] @ x)
+
+
+def leaving_a_with_block(x, ws):
+    with TIMER:
+        return np.sum(x)
+
+
+@pytest.mark.parametrize("f, words", [
+    (manager_given_active, "context manager is given, or gives, a value being differentiated"),
+    (lambda_capturing_active, "pass `ws` to `lin` as an argument"),
+    (lambda_as_argument, "assign it to a name in a statement of its own"),
+    (leaving_a_with_block, "cannot leave a `with` block early"),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_forward_only_statements_refused_at_the_line(f, words):
+    with pytest.raises(srcgrad.UnsupportedSyntaxError) as info:
+        srcgrad.grad(f, wrt=(0, 1))(X, WS)
+    assert words in str(info.value) and "test_syntax.py" in str(info.value)

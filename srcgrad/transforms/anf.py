@@ -225,7 +225,29 @@ class _Lowering:
             self._while(stmt)
         elif isinstance(stmt, gast.FunctionDef):
             self._nested_def(stmt)
+        elif isinstance(stmt, gast.With):
+            self._with(stmt)
+        elif isinstance(stmt, gast.Raise):  # runs in the forward sweep; nothing to differentiate
+            exc, cause = (None if e is None else self._lower(e) for e in (stmt.exc, stmt.cause))
+            self._emit_stmt(gast.Raise(exc=exc, cause=cause), stmt, kind="unknown")
         # gast.Pass: nothing
+
+    def _with(self, stmt):
+        """``with m as v: body``: ``v = rt.enter(m)``, the body as if inline, then
+        ``rt.leave(m)``, in the forward sweep (``reverse`` refuses a manager given, or
+        giving, a value being differentiated)."""
+        group, managers = self.group, []
+        for item in stmt.items:
+            manager = self._lower(item.context_expr)
+            enter = nodes.call("rt.enter", [nodes.copy(manager)])
+            target = item.optional_vars.id if item.optional_vars is not None else None
+            self._emit(enter, item.context_expr, target, None, target is None, kind="unknown", manager=True)
+            managers.append(manager)
+        self._block(stmt.body)
+        self.group = group
+        for manager in reversed(managers):
+            leave = nodes.call("rt.leave", [nodes.copy(manager)])
+            self._emit(leave, stmt, None, None, True, kind="unknown", manager=True)
 
     def _nested_def(self, stmt):
         """``def g(...)`` inside: kept as it is (compiled on its own when called),

@@ -14,6 +14,9 @@ assignment; each becomes statements before the one it was in, at its line:
   anywhere else is refused (``np.stack`` and ``np.array`` do not take one either);
 - a comprehension's variables are its own (Python 3): one whose name the function
   uses elsewhere is renamed, so it neither leaks nor overwrites the function's;
+- ``f = lambda v: e`` becomes ``def f(v): return e`` (a nested function);
+- ``assert c, m`` becomes ``if not c: raise AssertionError(m)`` (``raise`` is kept:
+  both run in the forward sweep, with no adjoint);
 - ``a = b = e`` becomes ``a = e; b = a``; ``(n := e)`` becomes ``n = e`` and ``n``;
 - ``first, *rest = xs`` becomes ``first, = xs[:1]`` and ``rest = [e for e in xs[1:]]`` (a
   target after the star unpacks the slice at the end: lengths checked by Python).
@@ -34,6 +37,8 @@ Before/after::
 """
 from __future__ import annotations
 
+import sys
+
 import gast
 
 from .. import anno, errors, nodes
@@ -46,8 +51,8 @@ _CONSUMERS = ("max", "min", "list", "tuple", "sorted", "any", "all", "set", "dic
 
 def transform(fdef: gast.FunctionDef, fn=None) -> None:
     """Desugar ``fdef``'s body in place; ``fn``, the function, tells whether ``sum`` is the builtin."""
-    if not any(isinstance(n, _LOWERED) or isinstance(n, gast.Assign) and (
-            len(n.targets) > 1 or _starred_target(n.targets[0])) for n in _own_nodes(fdef)):
+    if not any(isinstance(n, _LOWERED + (gast.Assert, gast.With)) or isinstance(n, gast.Assign) and (
+            len(n.targets) > 1 or _starred_target(n.targets[0]) or isinstance(n.value, gast.Lambda)) for n in _own_nodes(fdef)):
         return
     fdef.body = _Desugar(fdef, fn).block(fdef.body)
 
@@ -82,6 +87,24 @@ class _Desugar:
     def statement(self, stmt, out):
         if isinstance(stmt, gast.FunctionDef):
             out.append(stmt)
+            return
+        if isinstance(stmt, gast.With):
+            # (exits would turn these into flags that skip the rest of the body: and `__exit__`.)
+            leaving = next((n for n in _leaving(stmt.body, loop=False)), None)
+            if leaving is not None:
+                raise errors.at(leaving, f"srcgrad cannot leave a `with` block early (`{type(leaving).__name__.lower()}`"
+                                ") yet", "set a flag in the block and act on it after the block")
+        if isinstance(stmt, gast.Assert):
+            if not sys.flags.optimize:  # (`python -O` drops asserts: so does the gradient)
+                failed = gast.Raise(exc=nodes.call("AssertionError", [stmt.msg] if stmt.msg else []), cause=None)
+                test = gast.UnaryOp(op=gast.Not(), operand=stmt.test)
+                self.statement(_at(gast.If(test=test, body=[failed], orelse=[]), stmt), out)
+            return
+        if isinstance(stmt, gast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], gast.Name) \
+                and isinstance(stmt.value, gast.Lambda):
+            lam = stmt.value  # `act = lambda v: ...` is `def act(v): return ...`, which srcgrad supports
+            out.append(_at(gast.FunctionDef(name=stmt.targets[0].id, args=lam.args, body=[gast.Return(value=lam.body)],
+                                            decorator_list=[], returns=None, type_comment=None, type_params=[]), stmt))
             return
         if isinstance(stmt, gast.Assign) and len(stmt.targets) > 1:
             self.chained(stmt, out)
@@ -180,6 +203,8 @@ class _Desugar:
             return self.comprehension(node, out, whole)
         if isinstance(node, gast.Call) and isinstance(node.func, gast.Name) and node.func.id in self.builtin \
                 and len(node.args) >= 1 and isinstance(node.args[0], _COMPREHENSIONS) and conditional is None:
+            if node.func.id == "sum" and len(node.args) == 1 and [k.arg for k in node.keywords] == ["start"]:
+                node.args.append(node.keywords.pop().value)  # `sum(gen, start=s)` is `sum(gen, s)`
             if node.func.id == "sum" and not node.keywords and len(node.args) <= 2 \
                     and isinstance(node.args[0], (gast.ListComp, gast.GeneratorExp)):  # (a set's order is not the source's)
                 start = self.expression(node.args[1], out) if len(node.args) == 2 else nodes.const(0)
@@ -262,6 +287,17 @@ class _Desugar:
             candidate = f"{base}{k}"
         self.taken.add(candidate)
         return candidate
+
+
+def _leaving(stmts, loop):
+    """The ``return``s in ``stmts`` and, outside a loop of theirs, the ``break``s and ``continue``s."""
+    for stmt in stmts:
+        if isinstance(stmt, gast.Return) or not loop and isinstance(stmt, (gast.Break, gast.Continue)):
+            yield stmt
+        if not isinstance(stmt, gast.FunctionDef):
+            inner = loop or isinstance(stmt, (gast.For, gast.While))
+            for field in ("body", "orelse"):
+                yield from _leaving(getattr(stmt, field, None) or [], inner)
 
 
 def _starred_target(target) -> bool:

@@ -63,7 +63,7 @@ _OPAQUE = (gast.BoolOp, gast.IfExp, gast.Lambda, gast.Dict, gast.ListComp, gast.
            gast.GeneratorExp)
 _NOT_INLINED = (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef, gast.Lambda, gast.Global,
                 gast.Nonlocal, gast.Yield, gast.YieldFrom, gast.Await, gast.ListComp, gast.SetComp,
-                gast.DictComp, gast.GeneratorExp, gast.Try, gast.With, gast.Delete)
+                gast.DictComp, gast.GeneratorExp, gast.Try, gast.With, gast.Delete, gast.Raise, gast.Assert)
 _DEPTH = 16  # nesting of inlined calls (a chain of helpers)
 _UNROLL = 64  # the most layers a loop over a model's list of layers is unrolled for
 

@@ -386,6 +386,15 @@ class _Reverse:
     def _adjoint(self, stmt):
         self._check_writer(stmt)
         self._check_mutating_method(stmt)
+        if anno.get(stmt, "manager"):
+            varied = [n for n in nodes.loaded_names(stmt) if n in self.activity.varied]
+            if varied:
+                raise errors.at(stmt.value, "this `with` block's context manager is given, or gives, a "
+                                "value being differentiated: srcgrad runs the manager in the forward "
+                                "sweep only and does not differentiate through it",
+                                "give the manager constants only and compute with the differentiated "
+                                "values in the block's body", kind=errors.UnsupportedSyntaxError)
+            return
         if isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") in ("unknown", "nondiff"):
             rule = anno.get(stmt, "rule")
             # Varied, not active: what the call does to its argument is invisible to activity.

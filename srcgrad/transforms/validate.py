@@ -22,7 +22,7 @@ _ADVICE = {
     gast.Continue: _EARLY_EXIT,
     gast.With: "move the `with` block out of the differentiated function",
     gast.Try: "move error handling out of the differentiated function",
-    gast.Lambda: "write it as a nested `def` (or define it at module level) and use its name",
+    gast.Lambda: "assign it to a name in a statement of its own (`act = lambda v: ...`), or write a nested `def`",
     gast.FunctionDef: "define the helper at module level",
     gast.ListComp: "build the list with explicit statements, or use a vectorised NumPy call",
     gast.GeneratorExp: "use a vectorised NumPy call instead",
@@ -33,7 +33,7 @@ _ADVICE = {
 }
 
 _STATEMENTS = (gast.FunctionDef, gast.Assign, gast.AugAssign, gast.Return, gast.Expr, gast.Pass, gast.If,
-               gast.For, gast.While)
+               gast.For, gast.While, gast.Raise, gast.With)
 _EXPRESSIONS = (
     gast.Name, gast.Constant, gast.BinOp, gast.UnaryOp, gast.Call, gast.Attribute,
     gast.Subscript, gast.Slice, gast.Tuple, gast.List, gast.Compare, gast.keyword,
@@ -105,6 +105,14 @@ def _check_statement(stmt):
         if not all(isinstance(t, gast.Name) for t in targets):
             raise errors.at(stmt.target, "a loop target must be a name or a tuple of names",
                             "write `for i in range(n):` or `for i, x in enumerate(xs):`")
+    if isinstance(stmt, gast.With):
+        for item in stmt.items:
+            if item.optional_vars is not None and not isinstance(item.optional_vars, gast.Name):
+                raise errors.at(item.optional_vars, "a `with` target must be a name",
+                                "write `with m as v:` and unpack `v` in the block")
+            _check_expression(item.context_expr)
+        _check_block(stmt.body)
+        return
     if isinstance(stmt, (gast.If, gast.For, gast.While)):
         header = stmt.iter if isinstance(stmt, gast.For) else stmt.test
         _check_expression(header)
