@@ -294,6 +294,12 @@ def _rule_jvp(rule, fn, wrt, dots, args, kwargs, where):
             "rule for it", None, "compute the value from NumPy functions srcgrad differentiates")
     names = list(rule.signature.parameters)
     param = {(names[w] if isinstance(w, int) else w): (w, d) for w, d in zip(wrt, dots)}
+    for p in [p for p in param if p not in rule.diff_params]:
+        if p not in registry.DISCRETE:  # (`ord=p` with a tangent: a derivative the rule lacks)
+            raise errors.NoDerivativeRuleError(
+                f"`{rule.name}` is given a value with a tangent as `{p}` at {where}, and its rule has no "
+                f"derivative with respect to `{p}`", None, f"pass a constant `{p}`")
+        del param[p]  # (a dtype or an axis handed a "tangent" by the code around it: none there)
     bound = rule.signature.bind(*args, **kwargs)
     bound.apply_defaults()
 
