@@ -149,6 +149,26 @@ def walk(node):
         yield node
 
 
+def own_nodes(fdef):
+    """The nodes of ``fdef``'s body, not those of functions defined inside it."""
+    stack = list(fdef.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (gast.FunctionDef, gast.Lambda)):
+            stack.extend(gast.iter_child_nodes(node))
+
+
+def fresh_name(base: str, taken: set) -> str:
+    """``base``, or ``base2``, ``base3``... : the first not in ``taken`` (then added to it)."""
+    candidate, k = base, 1
+    while candidate in taken:
+        k += 1
+        candidate = f"{base}{k}"
+    taken.add(candidate)
+    return candidate
+
+
 def _children_first(node) -> list:
     """``list(walk(node))``, built without a generator."""
     todo = [node]

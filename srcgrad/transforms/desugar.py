@@ -52,19 +52,9 @@ _CONSUMERS = ("max", "min", "list", "tuple", "sorted", "any", "all", "set", "dic
 def transform(fdef: gast.FunctionDef, fn=None) -> None:
     """Desugar ``fdef``'s body in place; ``fn``, the function, tells whether ``sum`` is the builtin."""
     if not any(isinstance(n, _LOWERED + (gast.Assert, gast.With)) or isinstance(n, gast.Assign) and (
-            len(n.targets) > 1 or _starred_target(n.targets[0]) or isinstance(n.value, gast.Lambda)) for n in _own_nodes(fdef)):
+            len(n.targets) > 1 or _starred_target(n.targets[0]) or isinstance(n.value, gast.Lambda)) for n in nodes.own_nodes(fdef)):
         return
     fdef.body = _Desugar(fdef, fn).block(fdef.body)
-
-
-def _own_nodes(fdef):
-    """The function's nodes, not those of functions defined inside it."""
-    stack = list(fdef.body)
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, (gast.FunctionDef, gast.Lambda)):
-            stack.extend(gast.iter_child_nodes(node))
 
 
 class _Desugar:
@@ -281,12 +271,7 @@ class _Desugar:
         return _at(nodes.name(result), comp)
 
     def fresh(self, base: str) -> str:
-        candidate, k = base, 1
-        while candidate in self.taken:
-            k += 1
-            candidate = f"{base}{k}"
-        self.taken.add(candidate)
-        return candidate
+        return nodes.fresh_name(base, self.taken)
 
 
 def _leaving(stmts, loop):

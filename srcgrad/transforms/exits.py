@@ -32,19 +32,9 @@ def transform(fdef: gast.FunctionDef) -> None:
     _Exits(fdef).run()
 
 
-def _own_nodes(fdef):
-    """The function's nodes, not those of functions defined inside it."""
-    stack = list(fdef.body)
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, (gast.FunctionDef, gast.Lambda)):
-            stack.extend(gast.iter_child_nodes(node))
-
-
 def _needs_work(fdef) -> bool:
     last = fdef.body[-1] if fdef.body else None
-    for node in _own_nodes(fdef):
+    for node in nodes.own_nodes(fdef):
         if isinstance(node, (gast.Break, gast.Continue)):
             return True
         if isinstance(node, (gast.For, gast.While)) and node.orelse:
@@ -97,9 +87,9 @@ class _Exits:
     def run(self):
         fdef = self.fdef
         prelude = []
-        if any(isinstance(n, gast.Return) and n is not fdef.body[-1] for n in _own_nodes(fdef)):
+        if any(isinstance(n, gast.Return) and n is not fdef.body[-1] for n in nodes.own_nodes(fdef)):
             self.returned = self.fresh("_returned")
-            returns = [n for n in _own_nodes(fdef) if isinstance(n, gast.Return)]
+            returns = [n for n in nodes.own_nodes(fdef) if isinstance(n, gast.Return)]
             # `return loss, aux` everywhere: one name per element, so the result stays a pair.
             widths = {len(r.value.elts) if isinstance(r.value, gast.Tuple) else None for r in returns}
             width = widths.pop() if len(widths) == 1 else None

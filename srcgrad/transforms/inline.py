@@ -450,12 +450,7 @@ class _Inliner:
     # ---- names ------------------------------------------------------------
     def _fresh(self, base: str) -> str:
         # `conv2`, not `conv_2`: normalize spells the versions of `conv` that way.
-        candidate, k = base, 1
-        while candidate in self.taken:
-            k += 1
-            candidate = f"{base}{k}"
-        self.taken.add(candidate)
-        return candidate
+        return nodes.fresh_name(base, self.taken)
 
     def _local(self, name: str, prefix: str) -> str:
         """A callee's local: its own name where free, else prefixed with the call's (``conv_x``)."""
