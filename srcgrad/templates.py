@@ -53,17 +53,23 @@ def self_contained(fn) -> bool:
     rules of ``math.*`` on floats), a runtime helper or a builtin (the generated
     module binds those: ``import math`` where its code reads ``math``).  A rule of yours that
     calls your own helpers runs as a function instead (``dispatch.vjp_call``)."""
+    reads = _global_reads(fn)
+    return all(
+        (value := fn.__globals__.get(name, getattr(builtins, name, UNKNOWN))) is np or value is math
+        or _runtime_helper(name, value) or hasattr(builtins, name) and name not in fn.__globals__
+        for name in reads)  # (the values looked up at each compilation: a global may be rebound)
+
+
+@functools.cache
+def _global_reads(fn) -> tuple:
+    """The names a rule function reads that are not its own (parsed once per rule)."""
     fdef = _parse(fn)
     params = fdef.args.args + fdef.args.kwonlyargs + [a for a in (fdef.args.vararg, fdef.args.kwarg) if a]
     local = {a.id for a in params} | {n.id for n in nodes.walk(fdef) if isinstance(n, gast.Name)
                                               and isinstance(n.ctx, gast.Store)}
-    for node in (n for stmt in fdef.body for n in nodes.walk(stmt)):
-        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id not in local:
-            value = fn.__globals__.get(node.id, getattr(builtins, node.id, UNKNOWN))
-            if not (value is np or value is math or _runtime_helper(node.id, value)
-                    or hasattr(builtins, node.id) and node.id not in fn.__globals__):
-                return False
-    return True
+    return tuple(dict.fromkeys(node.id for stmt in fdef.body for node in nodes.walk(stmt)
+                               if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load)
+                               and node.id not in local))
 
 
 def _runtime_helper(name, value) -> bool:
