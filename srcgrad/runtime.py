@@ -1367,10 +1367,10 @@ def reduction_tangent(g, a_dot, axis=None, keepdims=False):
     return np.sum(g * a_dot, axis=axis, keepdims=keepdims)
 
 
-def cast_tangent(t, ans):
+def cast_tangent(t, ans, lead=()):
     """``t`` in ``ans``'s floating dtype, or zeros where ``ans`` is an integer or
     boolean value (a cast to int, an integer ``dtype=``): rounded values have zero
-    derivative."""
+    derivative.  ``lead``: the shape of ``t``'s leading column axes (batched, ``(1,)``)."""
     dtype = getattr(ans, "dtype", None)
     if dtype is None:
         if isinstance(ans, dict) and isinstance(t, dict):  # getitem_adjoint's sparse {index: adjoint}
@@ -1380,7 +1380,7 @@ def cast_tangent(t, ans):
         return t if isinstance(ans, (float, complex)) else 0.0 * t
     if dtype.kind in "fc":
         return t if getattr(t, "dtype", None) == dtype else array_module(t).asarray(t, dtype=dtype)
-    return array_module(t).zeros(np.shape(ans), dtype=np.result_type(t, 1.0))
+    return array_module(t).zeros(lead + np.shape(ans), dtype=np.result_type(t, 1.0))
 
 
 def sorted_like(t, a, axis=-1):
@@ -1562,16 +1562,7 @@ def batch_broadcast(t, ans):
 
 def batch_cast(t, ans):
     """``cast_tangent`` for batched ``t``."""
-    dtype = getattr(ans, "dtype", None)
-    if dtype is None:
-        if isinstance(ans, dict) and isinstance(t, dict):  # getitem_adjoint's sparse {index: adjoint}
-            return {key: cast_tangent(t[key], value) for key, value in ans.items()}
-        if isinstance(ans, (list, tuple)) and isinstance(t, (list, tuple)) and len(t) == len(ans):
-            return type(ans)(cast_tangent(ti, a) for ti, a in zip(t, ans))
-        return t if isinstance(ans, (float, complex)) else 0.0 * t
-    if dtype.kind in "fc":
-        return t if getattr(t, "dtype", None) == dtype else array_module(t).asarray(t, dtype=dtype)
-    return array_module(t).zeros((1,) + np.shape(ans), dtype=np.result_type(t, 1.0))
+    return cast_tangent(t, ans, (1,))
 
 
 def batch_axis(axis, a):

@@ -168,7 +168,7 @@ def _read_data_live(fdef, fn, free, guards, locals_) -> list:
         if closure not in scopes:
             base = fn.__qualname__.split(".<locals>")[0].rsplit(".", 1)[-1] if closure \
                 else fn.__module__.rsplit(".", 1)[-1] if fn.__module__ else ""
-            name = _fresh("".join(c for c in base if c.isalnum() or c == "_").strip("_")
+            name = nodes.fresh_name("".join(c for c in base if c.isalnum() or c == "_").strip("_")
                           or ("closure" if closure else "module"), taken)
             scopes[closure] = (name, runtime.Cells({k: cells[k] for k in data if k in cells}) if closure
                                else _module_of(fn))
@@ -206,15 +206,6 @@ def _base(node):
     while isinstance(node, (gast.Attribute, gast.Subscript)):
         node = node.value
     return node
-
-
-def _fresh(base, taken) -> str:
-    candidate, k = base, 1
-    while candidate in taken:
-        k += 1
-        candidate = f"{base}{k}"
-    taken.add(candidate)
-    return candidate
 
 
 def _fixed(owner) -> bool:
