@@ -201,7 +201,6 @@ def calls_a_given_writer(x, writer):
     return y
 
 
-@pytest.mark.xfail(strict=True, reason="a functools.partial callee's writes are not seen when compiling")
 def test_a_partial_writing_a_global_is_refused_or_right():
     _check_refused_or_right(calls_a_partial)
 

@@ -31,6 +31,7 @@ from ..analysis.activity import derivative_inputs as activity_inputs
 from ..rules.registry import DISCRETE as registry_discrete
 from ..rules.registry import diff_params
 from ..rules.registry import lookup as registry_lookup
+from ..rules.registry import is_numpy as registry_is_numpy
 from ..analysis.ranks import TreeRank, rank_of
 from .anf import parameters
 
@@ -413,6 +414,10 @@ class _Reverse:
                                 "write the update as an assignment (`y[idx] += x` rather than "
                                 "`np.add.at(y, idx, x)`), or assign the call's result",
                                 kind=errors.UnsupportedSyntaxError)
+            if anno.get(stmt, "kind") == "unknown" and fn is not None and not registry_is_numpy(fn):
+                # A callable without a rule (a functools.partial, a callable object): what it
+                # writes into outside its arguments is checked as a function's is.
+                self._check_outside_writes(stmt, fn)
             return
         if anno.has(stmt, "constructs"):
             varied = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
