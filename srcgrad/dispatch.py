@@ -247,6 +247,8 @@ def jvp_call(fn, wrt, dots, *args, _where="?", **kwargs):
         return higher.gradient_jvp(fn, wrt, dots, args, kwargs)
     receiver = ()
     owner = getattr(fn, "__self__", None)
+    if isinstance(owner, dict) and getattr(fn, "__name__", None) in _DICT_METHODS:
+        return _dict_method_jvp(owner, fn.__name__, wrt, dots, args, kwargs)
     if isinstance(fn, types.MethodType) and registry.lookup(fn) is None and not isinstance(owner, type):
         fn, receiver = fn.__func__, (owner,)
     elif not isinstance(fn, (types.FunctionType, types.MethodType)) and registry.lookup(fn) is None \
@@ -370,6 +372,31 @@ def _selfless_vjp(fn, wrt, args, kwargs):
         adjoints.insert(position, {})
         return tuple(adjoints)
     return value, pull
+
+
+def _dict_method_jvp(d, name, wrt, dots, args, kwargs):
+    """``_dict_method_vjp``'s forward mode: the method applied to ``d`` and to its
+    tangent (a dict of the values' tangents; zeros for the values it lacks), and
+    ``get``'s default's tangent where the key is missing."""
+    given = dict(zip(wrt, dots))
+    d_dot = given.get("self")
+
+    def tangent_of(key, value):
+        t = d_dot.get(key) if isinstance(d_dot, dict) else None
+        return rt.zeros_tangent(value) if t is None else t
+    if name == "get":
+        key = args[0] if args else kwargs["key"]
+        default = args[1] if len(args) > 1 else kwargs.get("default")
+        if key in d:
+            return d[key], tangent_of(key, d[key])
+        default_dot = given.get(1, given.get("default"))
+        return default, rt.zeros_tangent(default) if default_dot is None else default_dot
+    if name == "keys":
+        value = tuple(d)
+        return value, rt.zeros_tangent(value)
+    if name == "values":
+        return tuple(d.values()), tuple(tangent_of(k, v) for k, v in d.items())
+    return tuple(d.items()), tuple((0.0, tangent_of(k, v)) for k, v in d.items())
 
 
 def _selfless_jvp(fn, wrt, dots, args, kwargs, where):

@@ -68,13 +68,15 @@ def svd_left_vectors(a):
     return np.sum(u[:, 0] ** 4)
 
 
-def test_hvp_through_a_tuple_output_rule_is_refused_not_a_crash():
+def test_hvp_through_a_tuple_output_rule():
     # rt.cast_tangent was given the sparse {index: adjoint} of a tuple's entry and computed
-    # 0.0 * dict: a TypeError from srcgrad's runtime instead of the refusal the others give.
-    a = np.random.default_rng(0).normal(size=(5, 3))
-    v = np.ones_like(a)
-    with pytest.raises(srcgrad.errors.SrcgradError, match="second derivative"):
-        srcgrad.hvp(svd_left_vectors)(a, v)
+    # 0.0 * dict: a TypeError from srcgrad's runtime.  Then refused; now forward mode follows
+    # rt.svd_adjoint, whose `dict.get` on that sparse adjoint once had a zero tangent.
+    rng = np.random.default_rng(0)
+    a, v = rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
+    gradient, eps = srcgrad.grad(svd_left_vectors), 1e-5
+    expected = (gradient(a + eps * v) - gradient(a - eps * v)) / (2 * eps)
+    np.testing.assert_allclose(srcgrad.hvp(svd_left_vectors)(a, v), expected, rtol=1e-5, atol=1e-8)
 
 
 # ---- writes through callees that slip past analysis/outside.py ----------------------------

@@ -45,7 +45,11 @@ from ..templates import UNKNOWN, is_literal, literal, static_value
 
 _BINOPS = {gast.Add: operator.add, gast.Sub: operator.sub, gast.Mult: operator.mul,
            gast.Div: operator.truediv, gast.Pow: operator.pow, gast.MatMult: operator.matmul,
-           gast.FloorDiv: operator.floordiv, gast.Mod: operator.mod}
+           gast.FloorDiv: operator.floordiv, gast.Mod: operator.mod,
+           # No rules: integer and boolean results, refused when given a value being differentiated.
+           gast.BitAnd: operator.and_, gast.BitOr: operator.or_, gast.BitXor: operator.xor,
+           gast.LShift: operator.lshift, gast.RShift: operator.rshift}
+_BITWISE = {gast.BitAnd: "&", gast.BitOr: "|", gast.BitXor: "^", gast.LShift: "<<", gast.RShift: ">>"}
 _UNARY = {gast.USub: operator.neg, gast.UAdd: operator.pos, gast.Not: operator.not_,
           gast.Invert: operator.invert}
 _METHODS = {
@@ -1132,11 +1136,19 @@ class _Lowering:
             if prim is None:
                 raise errors.at(node, f"the operator `{type(node.op).__name__}` is not supported",
                                 "use the matching NumPy function")
-            if any(isinstance(a, gast.Name) and a.id in self.containers for a in (left, right)):
-                raise errors.at(node, "`+`/`*` on tuples or lists (joining, repeating) is not supported "
-                                "in differentiated code", "write the whole tuple or list at once "
-                                "(`(a, b, c)`), or append items one by one")
             value = gast.BinOp(left=left, op=type(node.op)(), right=right)
+            if type(node.op) in _BITWISE:
+                emit["why"] = (f"`{_BITWISE[type(node.op)]}` is given a value being differentiated: it "
+                               "works on integers and booleans, which have no derivative",
+                               "apply it to masks (`(x > 0) & (y > 0)`) and use the mask with np.where "
+                               "or indexing")
+            if any(isinstance(a, gast.Name) and a.id in self.containers for a in (left, right)):
+                # Shapes and index lists (`x.shape + (1,)`) run as written; the reverse pass
+                # refuses the join if it is given a value being differentiated.
+                why = ("`+`/`*` on tuples or lists (joining, repeating) is not supported on values "
+                       "being differentiated", "write the whole tuple or list at once (`(a, b, c)`), "
+                       "or append items one by one")
+                return self._emit(value, kind="unknown", callee=None, why=why, **emit)
             unknown = [a.id for a in (left, right) if isinstance(a, gast.Name) and not self._known_number(a)]
             if unknown:
                 emit["maybe_object"] = unknown  # may be objects whose class's __mul__ decides (reverse.py)
