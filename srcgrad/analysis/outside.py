@@ -6,7 +6,10 @@ holds ``CFG["w"][0] = 5``, its receiver's ``self.v[0] = 5``) changes what the
 caller's backward sweep may read after the call.  This analysis reads the
 callee's source and reports those writes, through the functions and methods it
 calls in turn (``helper()``, ``self.bump()``, ``BUF.bump()``, and a function
-given such an array that changes its argument).  Rebinding an attribute or a
+given such an array that changes its argument).  Dynamic spellings are read as
+what they name (``getattr(X, "v")``, ``vars(X)``, ``type(X)``, ``globals()["G"]``,
+``setattr(G, "flat", v)``, an array a helper returns); where the name is known
+only at run time (``globals()[k]``, ``exec``), as a write into every global.  Rebinding an attribute or a
 container's entry (``self.calls += 1`` on a number, ``CFG["n"] = 3``,
 ``self.log.append(v)``) is not a write into an array and is not reported.
 
