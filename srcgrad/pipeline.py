@@ -271,8 +271,9 @@ class _Specialisation:
                 if getattr(stmt, field, None):
                     setattr(stmt, field, self.after_calls(getattr(stmt, field), core))
             out.append(stmt)
-            if anno.get(stmt, "kind") == "call" and not anno.get(stmt, "operator") \
-                    and not anno.get(stmt, "field"):
+            # (An operator or a field dispatched when it runs is a call too: a class's
+            # `__mul__` or a property's getter may swap a layer as much as a method may.)
+            if anno.get(stmt, "kind") == "call":
                 origin = anno.get(stmt, "origin")
                 where = origin.where if origin else "?"
                 self.origins.setdefault(where, origin)

@@ -6,7 +6,10 @@ holds ``CFG["w"][0] = 5``, its receiver's ``self.v[0] = 5``) changes what the
 caller's backward sweep may read after the call.  This analysis reads the
 callee's source and reports those writes, through the functions and methods it
 calls in turn (``helper()``, ``self.bump()``, ``BUF.bump()``, and a function
-given such an array that changes its argument).  Rebinding an attribute or a
+given such an array that changes its argument).  Dynamic spellings are read as
+what they name (``getattr(X, "v")``, ``vars(X)``, ``type(X)``, ``globals()["G"]``,
+``setattr(G, "flat", v)``, an array a helper returns); where the name is known
+only at run time (``globals()[k]``, ``exec``), as a write into every global.  Rebinding an attribute or a
 container's entry (``self.calls += 1`` on a number, ``CFG["n"] = 3``,
 ``self.log.append(v)``) is not a write into an array and is not reported.
 
@@ -34,6 +37,8 @@ import types
 import gast
 import numpy as np
 
+from .. import runtime
+
 _STOP = object()  # a path element known only at run time (`G[i]`)
 _NUMBERS = (bool, int, float, complex, str, bytes, type(None), np.number)
 _CONTAINERS = (list, dict, tuple, set)
@@ -45,6 +50,8 @@ _ARRAY_WRITERS = {"fill", "sort", "resize", "put", "itemset", "partition", "setf
 _FIRST_WRITERS = {"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis", "shuffle", "at"}
 _VIEWS = {"reshape", "ravel", "transpose", "T", "view", "squeeze", "swapaxes", "diagonal", "flat", "real",
           "imag", "asarray", "asanyarray", "expand_dims", "moveaxis"}
+# An array's fields that write into it when assigned (`G.flat = 0`).
+_ARRAY_FIELDS = {"flat", "real", "imag", "shape", "strides", "dtype", "data"}
 _SOURCES: dict = {}  # code object -> its parsed FunctionDef (None: no source)
 
 
@@ -58,9 +65,17 @@ class Writes:
         """``[(what, obj)]``: what calling ``fn`` (a function, bound method or callable
         object) may write into, in place, outside its parameters (its receiver's
         arrays included)."""
+        return self.visit(fn)[0]
+
+    def returns(self, fn) -> list:
+        """The outside places (a global, its receiver's field) what ``fn`` returns may
+        share memory with (``def get(): return G``: ``get()[0] = 5`` writes ``G``)."""
+        return self.visit(fn)[1]
+
+    def visit(self, fn) -> tuple:
         receiver = _NO_RECEIVER
         if isinstance(fn, functools.partial):
-            return self(fn.func)
+            return self.visit(fn.func)
         if isinstance(fn, types.MethodType):
             receiver, fn = fn.__self__, fn.__func__
         elif not isinstance(fn, (types.FunctionType, type)) and callable(fn):
@@ -68,15 +83,15 @@ class Writes:
             if getattr(call, "__srcgrad_calls_forward__", False):
                 call = getattr(type(fn), "forward", None)
             if not isinstance(call, types.FunctionType):
-                return []
+                return [], []
             receiver, fn = fn, call
         if not isinstance(fn, types.FunctionType):
-            return []
+            return [], []
         key = (fn, id(receiver))
         if key in self.memo:
             return self.memo[key]
         if key in self.busy:  # recursion: what it writes is found by the outer visit
-            return []
+            return [], []
         self.busy.add(key)
         try:
             self.memo[key] = _Visit(self, fn, receiver).run()
@@ -114,6 +129,7 @@ def _parsed(fn):
     if code not in _SOURCES:
         try:
             tree = gast.parse(textwrap.dedent(inspect.getsource(code)))
+            _Spelled().visit(tree)
             if tree.body and isinstance(tree.body[0], gast.FunctionDef):
                 _SOURCES[code] = tree.body[0]
             elif code.co_name == "<lambda>":  # the statement holding it: its lambdas' writes, all of them
@@ -125,11 +141,37 @@ def _parsed(fn):
     return _SOURCES[code]
 
 
+class _Spelled(gast.NodeTransformer):
+    """The attributes a function reaches through builtins, as attributes: ``getattr(X, "v")``
+    is ``X.v``, ``type(X)`` is ``X.__class__``, ``vars(X)`` is ``X.__dict__`` (a write
+    through them is one into what they name)."""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        name = getattr(node.func, "id", None)
+        if node.keywords or name not in ("getattr", "type", "vars") or not node.args:
+            return node
+        if name == "getattr" and len(node.args) >= 2 and isinstance(node.args[1], gast.Constant) \
+                and isinstance(node.args[1].value, str):
+            return gast.Attribute(value=node.args[0], attr=node.args[1].value, ctx=gast.Load())
+        if name in ("type", "vars") and len(node.args) == 1:
+            return gast.Attribute(value=node.args[0], attr="__class__" if name == "type" else "__dict__",
+                                  ctx=gast.Load())
+        return node
+
+
 def _step(obj, element):
     """``obj.attr`` or ``obj[key]`` read now, without running a property; _STOP where not."""
     if element is _STOP or obj is _STOP:
         return _STOP
     kind, key = element
+    if element == ("attr", "__class__"):
+        return type(obj)
+    if element == ("attr", "__dict__"):
+        return getattr(obj, "__dict__", _STOP)
+    if kind == "attr" and isinstance(obj, (runtime.Cells, runtime.Globals)):
+        # A closure's or exec'd code's variables, as the code reads them live (`outer.G`).
+        return getattr(obj, key, _STOP)
     if kind == "attr":
         try:
             found = inspect.getattr_static(obj, key)
@@ -138,7 +180,7 @@ def _step(obj, element):
         if hasattr(type(found), "__get__") and not isinstance(found, (np.ndarray, *_CONTAINERS)):
             return _STOP if not isinstance(found, (types.FunctionType, staticmethod, classmethod)) else found
         return found
-    if isinstance(obj, _CONTAINERS):
+    if isinstance(obj, (*_CONTAINERS, types.MappingProxyType)):
         try:
             return obj[key]
         except (KeyError, IndexError, TypeError):
@@ -169,7 +211,7 @@ class _Visit:
     def run(self) -> list:
         fdef = _parsed(self.fn)
         if fdef is None:
-            return []
+            return [], []
         self.local = {n.id for n in gast.walk(fdef) if isinstance(n, gast.Name)
                       and isinstance(n.ctx, gast.Store)} | self.params
         self.declared = {name for n in gast.walk(fdef) if isinstance(n, gast.Global) for name in n.names}
@@ -185,9 +227,12 @@ class _Visit:
                     whole = places if isinstance(target, gast.Name) else [_inside(p) for p in places]
                     if whole:
                         self.alias[name] = whole[0] if len(whole) == 1 else (_SEVERAL, tuple(whole), whole[0][2])
+        returned = []
         for node in gast.walk(fdef):
             self.visit(node)
-        return list({id(obj): (what, obj) for what, obj in self.found}.values())
+            if isinstance(node, gast.Return) and node.value is not None:
+                returned += self.places(node.value)
+        return list({id(obj): (what, obj) for what, obj in self.found}.values()), returned
 
     # ---- places -----------------------------------------------------------
     def places(self, node, inside=False):
@@ -248,16 +293,60 @@ class _Visit:
             if node.args and (base is None or isinstance(self.resolve(base)[0], types.ModuleType)):
                 return self.place(node.args[0])  # np.reshape(G, ...)
             return base
+        if isinstance(node, gast.Call):
+            return self.called(node)
         return None
+
+    def called(self, node):
+        """The place of what a call returns: the module's namespace for ``globals()``,
+        somewhere inside ``X`` for ``getattr(X, name)``, what a function of the user's
+        returns (``get()`` with ``def get(): return G``)."""
+        name = node.func.id if isinstance(node.func, gast.Name) and node.func.id not in self.local else None
+        if name == "globals" and not node.args:
+            return self.fn.__globals__, (), "globals()"
+        if name == "getattr" and node.args:
+            base = self.place(node.args[0])
+            return None if base is None else _inside(base)
+        target = self.callee(node)
+        if target is None:
+            return None
+        returned = self.writes.returns(target)
+        return returned[0] if len(returned) == 1 else (_SEVERAL, tuple(returned), returned[0][2]) \
+            if returned else None
+
+    def callee(self, node):
+        """The function of the user's a call runs (a bound method for ``self.bump()``),
+        known when compiling; None for NumPy's, a builtin, or one known only at run time."""
+        callee = self.place(node.func)
+        if callee is None or callee[0] is _SEVERAL:
+            return None
+        target, complete = self.resolve(callee)
+        if not complete or isinstance(target, types.ModuleType) or type(target).__module__ == "numpy" \
+                or getattr(target, "__module__", "") and str(getattr(target, "__module__", "")).split(".")[0] \
+                in ("numpy", "builtins"):
+            return None
+        if isinstance(target, types.FunctionType) and isinstance(node.func, gast.Attribute) \
+                and callee[1] and callee[1][-1][0] == "attr":
+            # `self.bump()`, `BUF.bump()`: the method bound to the object it was read from
+            owner, owned = self.resolve((callee[0], callee[1][:-1], ""))
+            if owned and not isinstance(owner, (type, types.ModuleType)) \
+                    and not isinstance(inspect.getattr_static(owner, node.func.attr, None), staticmethod):
+                target = types.MethodType(target, owner)
+        return target
 
     def resolve(self, place):
         """``(obj, complete)``: the object at ``place`` now (or the deepest one read)."""
+        if place[0] is _SEVERAL:
+            return None, False
         obj, path, _ = place
+        shown = obj  # (through `X.__dict__`: what is written into is X)
         for element in path:
             nxt = _step(obj, element)
             if nxt is _STOP:
-                return obj, False
+                return shown, False
             obj = nxt
+            if element != ("attr", "__dict__"):
+                shown = obj
         return obj, True
 
     def written(self, place, rebinds=False):
@@ -272,9 +361,20 @@ class _Visit:
         obj, complete = self.resolve(place)
         if complete and (isinstance(obj, _NUMBERS) or rebinds and not isinstance(obj, np.ndarray)):
             return  # a number rebound (a counter), not an array changed
+        if not complete and (isinstance(obj, types.ModuleType) or obj is self.fn.__globals__):
+            self.everything(vars(obj) if isinstance(obj, types.ModuleType) else obj)
+            return
         if isinstance(obj, (types.ModuleType, types.FunctionType)):
             return
         self.found.append((place[2], obj))
+
+    def everything(self, namespace):
+        """A write somewhere in a module's namespace (``globals()[name][0] = v``, ``exec``):
+        into anything its globals hold or reach."""
+        for name, value in list(namespace.items()):
+            if not isinstance(value, (types.ModuleType, types.FunctionType, *_NUMBERS)) \
+                    and not name.startswith("__"):
+                self.found.append((name, value))
 
     def stored(self, target):
         """``X[k] = v``: into an array, or an entry of a list or dict rebound."""
@@ -290,9 +390,25 @@ class _Visit:
         self.written(base)
 
     # ---- statements -------------------------------------------------------
+    def rebound(self, owner, attr):
+        """``owner.attr = v``: a write into an array when ``owner`` is one (``G.flat = 0``,
+        ``G.shape = (3, 1)``); ``attr`` None: known only when it runs."""
+        if attr is not None and attr not in _ARRAY_FIELDS:
+            return
+        place = self.place(owner)
+        if place is None:
+            return
+        if place[0] is not _SEVERAL:
+            obj, complete = self.resolve(place)
+            if complete and not isinstance(obj, np.ndarray):
+                return  # an object's field rebound, not an array changed
+        self.written(place)
+
     def visit(self, node):
         if isinstance(node, (gast.Assign, gast.AugAssign)):
             for t in node.targets if isinstance(node, gast.Assign) else [node.target]:
+                if isinstance(t, gast.Attribute) and isinstance(node, gast.Assign):
+                    self.rebound(t.value, t.attr)
                 if isinstance(t, gast.Subscript):
                     self.stored(t)
                 elif isinstance(node, gast.AugAssign) and isinstance(t, gast.Attribute):
@@ -316,21 +432,18 @@ class _Visit:
         for k in node.keywords:
             if k.arg == "out":
                 self.written(self.place(k.value))
+        builtin = func.id if isinstance(func, gast.Name) and func.id not in self.local else None
+        if builtin in ("exec", "eval"):  # code known only when it runs: it may write any global
+            self.everything(self.fn.__globals__)
+        if (builtin == "setattr" or name == "__setattr__") and node.args:
+            # `setattr(G, "flat", v)`, `object.__setattr__(X, name, v)`: as `X.name = v`
+            given = builtin == "setattr" or len(node.args) == 3  # (else `X.__setattr__(name, v)`)
+            owner, key = (node.args[0], node.args[1:2]) if given else (func.value, node.args[:1])
+            self.rebound(owner, key[0].value if key and isinstance(key[0], gast.Constant) else None)
+        target = self.callee(node)
+        if target is None:
+            return
         callee = self.place(func)
-        if callee is None or callee[0] is _SEVERAL:
-            return
-        target, complete = self.resolve(callee)
-        if not complete or isinstance(target, types.ModuleType) or type(target).__module__ == "numpy" \
-                or getattr(target, "__module__", "") and str(getattr(target, "__module__", "")).split(".")[0] \
-                in ("numpy", "builtins"):
-            return
-        if isinstance(target, types.FunctionType) and isinstance(func, gast.Attribute) \
-                and callee[1] and callee[1][-1][0] == "attr":
-            # `self.bump()`, `BUF.bump()`: the method bound to the object it was read from
-            owner, owned = self.resolve((callee[0], callee[1][:-1], ""))
-            if owned and not isinstance(owner, (type, types.ModuleType)) \
-                    and not isinstance(inspect.getattr_static(owner, func.attr, None), staticmethod):
-                target = types.MethodType(target, owner)
         prefix = callee[2].rsplit(".", 1)[0] if isinstance(target, types.MethodType) else None
         for what, obj in self.writes(target):
             if prefix is not None and what.split(".")[0] == _receiver_name(target):

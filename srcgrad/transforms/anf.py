@@ -29,6 +29,7 @@ Before/after::
 """
 from __future__ import annotations
 
+import builtins
 import collections
 import dataclasses
 import inspect
@@ -448,6 +449,8 @@ class _Lowering:
                 self._emit(nodes.copy(atom), stmt, t.id, None, False, kind="copy")
             return
         source = self._lower(value)
+        if isinstance(source, gast.Name) and self._known_length(source.id) != len(targets):
+            self._check_length(source, len(targets), stmt)
         for i, t in enumerate(targets):
             element = self._aggregate_element(source, nodes.const(i))
             if element is not None:
@@ -455,6 +458,31 @@ class _Lowering:
                 continue
             item = gast.Subscript(value=nodes.copy(source), slice=nodes.const(i), ctx=gast.Load())
             self._emit(item, stmt, t.id, None, False, kind="unpack", source=source.id, index=i)
+
+    def _known_length(self, name):
+        """The length of a tuple or list made here, or passed in (its ranks record each
+        entry), else None."""
+        if name in self.aggregates and name not in self.dicts:
+            return len(self.aggregates[name])
+        rank = self.structures.get(name)
+        return len(rank) if isinstance(rank, TreeRank) and rank.kind == "sequence" else None
+
+    def _check_length(self, source, count, stmt):
+        """``if len(xs) != 2: raise ValueError(...)`` before ``a, b = xs`` where the length
+        of ``xs`` is not known here: Python's own check, else a longer ``xs`` would
+        silently lose its tail (and its adjoint)."""
+        def builtin(name, args):
+            func = anno.set(nodes.name(name), "resolved", getattr(builtins, name))
+            return nodes.call(func, args)
+        where = anno.get(stmt, "origin")
+        message = f"wrong number of values to unpack (expected {count})" + (f" (at {where.where})" if where else "")
+        check = gast.If(test=gast.Compare(left=builtin("len", [nodes.copy(source)]), ops=[gast.NotEq()],
+                                          comparators=[nodes.const(count)]),
+                        body=[gast.Raise(exc=builtin("ValueError", [nodes.const(message)]), cause=None)],
+                        orelse=[])
+        for node in gast.walk(check):
+            anno.inherit(node, stmt)
+        self._if(check)
 
     # ---- control flow -----------------------------------------------------
     def _copy(self, target: str, source: str, origin_node, **annotations):
