@@ -1602,6 +1602,32 @@ def batch_getitem(t, index):
     return batch_each(lambda column: column[index], t)
 
 
+def batch_written(y_dot, index, v_dot, y):
+    """``y_dot`` after ``y[index] = v``'s tangent write, batched: ``y_dot[:, index] = v_dot``,
+    column by column where the index does not keep the columns first (as
+    :func:`batch_getitem`).  In place when ``y_dot`` is a writable array holding every
+    column; else written into a copy of ``y_dot`` broadcast to every column (a zero
+    tangent has one column, a broadcast one is read-only).  ``y``: the primal after
+    the write (shape ``y.shape``, its dtype: an integer ``y`` gets a zero tangent)."""
+    v_dot = written_tangent(v_dot, y)
+    k = max(batch_size(y_dot), batch_size(v_dot))
+    module = array_module(y)
+    if not (hasattr(y_dot, "flags") and y_dot.flags.writeable and np.shape(y_dot) == (k,) + np.shape(y)):
+        dtype = getattr(y_dot, "dtype", np.float64)
+        y_dot = module.array(module.broadcast_to(y_dot, (k,) + np.shape(y)), dtype)
+    entries = index if isinstance(index, tuple) else (index,)
+    arrays = sum(1 for e in entries if _is_index_array(e))
+    if np.ndim(v_dot) == 0 or arrays == 0 or arrays == 1 and not any(isinstance(e, (int, np.integer))
+                                                                     for e in entries):
+        if np.ndim(v_dot):  # (k or 1, *v.shape), v.shape broadcast against the written part's
+            v_dot = _lifted(v_dot, np.ndim(y[index]))
+        y_dot[(slice(None),) + entries] = v_dot
+    else:
+        for i in range(k):
+            y_dot[i][index] = batch_column(v_dot, i)
+    return y_dot
+
+
 def batch_add(a_dot, b_dot, ans):
     """The tangent of ``add(a, b)`` (the adjoints' accumulation), batched."""
     if tree.is_structure(ans):  # leaf by leaf: the leaves' tangents have their own column axes
