@@ -22,11 +22,12 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import linecache
 import os
 
 import numpy as np
 
-from . import errors, runtime, tree
+from . import anno, errors, runtime, tree
 from .api import GradientFunction, _match, _origin_of
 from .pipeline import rank_of_argument
 from .rules import registry
@@ -76,13 +77,52 @@ class ForwardOverReverse:
             if error.origin is not None and not _inside_srcgrad(error.origin.filename):
                 raise  # at the user's own line (a helper of theirs): as it is
             # Forward mode met something in the gradient code, or in a runtime helper it
-            # calls, that it does not differentiate: refused at the user's function.
+            # calls, that it does not differentiate: refused at the user's line whose
+            # adjoint that code is, naming the functions that line calls.
+            origin, calls = self._user_line(error)
+            name = self.gradient.fn.__name__
+            if calls:
+                raise errors.UnsupportedSyntaxError(
+                    f"this second derivative of {name} needs the derivative of the adjoint of "
+                    f"{' or '.join(f'`{c}`' for c in calls)} on this line, which srcgrad does not have "
+                    f"yet (forward mode over its gradient code met: {error.problem})", origin,
+                    "take this second derivative by central differences of srcgrad.grad(f) (hvp: "
+                    "(g(x + e v) - g(x - e v)) / 2e), or write this step with functions whose adjoints "
+                    "are differentiable (for log|det a|, `np.log(np.abs(np.linalg.det(a)))`)") from None
             raise errors.UnsupportedSyntaxError(
                 f"this second derivative needs forward mode over the gradient code of "
-                f"{self.gradient.fn.__name__}, and that code uses something forward mode does not "
-                f"differentiate yet ({error.problem})", _origin_of(self.gradient.fn),
+                f"{name}, and that code uses something forward mode does not "
+                f"differentiate yet ({error.problem})", origin,
                 "take the second derivative by finite differences of srcgrad.grad, or write this "
                 "step of the function with the NumPy functions and layers srcgrad documents") from None
+
+    def _user_line(self, error):
+        """The user's line (an ``Origin``) whose adjoint the generated code that failed
+        computes, and the functions that line calls; ``f``'s ``def`` line and ``[]`` where
+        not known.  Generated code heads each group of lines with ``# file.py:12  source``
+        (forward-over-reverse code names the gradient code's lines, which name the user's):
+        the deepest place in generated code, from the error's origin or its traceback, is
+        followed up those comments."""
+        places = [(error.origin.filename, error.origin.line)] if error.origin is not None else []
+        frame = error.__traceback__
+        while frame is not None:
+            places.append((frame.tb_frame.f_code.co_filename, frame.tb_lineno))
+            frame = frame.tb_next
+        code = self.gradient.fn.__code__.co_filename
+        for filename, line in reversed([p for p in places if p[0].startswith("<srcgrad")][-1:]):
+            for _ in range(3):  # user <- gradient code <- its forward mode
+                filename, line, text = _group_comment(filename, line)
+                if filename is None or not filename.startswith("<srcgrad"):
+                    break
+            if filename == os.path.basename(code):
+                try:
+                    calls = [ast.unparse(n.func) for n in ast.walk(ast.parse(text.strip().removeprefix("return ")))
+                             if isinstance(n, ast.Call)]
+                except SyntaxError:
+                    calls = []
+                full = linecache.getline(code, line).rstrip("\n")
+                return anno.Origin(code, line, len(full) - len(full.lstrip()), full), list(dict.fromkeys(calls))
+        return _origin_of(self.gradient.fn), []
 
     def _refuse_calls(self, program):
         """The gradient code calls another function's compiled vjp (a callee that was not
@@ -99,6 +139,18 @@ class ForwardOverReverse:
                 "does not follow a pullback closure yet", _origin_of(self.gradient.fn),
                 "call plain functions srcgrad inlines (defined with `def`, known when compiling), "
                 "or take the derivative by finite differences of srcgrad.grad")
+
+
+def _group_comment(filename, line):
+    """``(file, line, source)`` from the ``# file:line  source`` comment heading the
+    group of generated code ``filename`` that holds ``line``; ``(None, 0, "")`` if none."""
+    for text in reversed(linecache.getlines(filename)[:line]):
+        comment = text.strip()
+        head = comment[2:].split("  ", 1) if comment.startswith("# ") else []
+        where, _, number = head[0].rpartition(":") if head else ("", "", "")
+        if len(head) == 2 and number.isdigit() and where:
+            return where, int(number), head[1]
+    return None, 0, ""
 
 
 def _refuse_fixed(gradient: GradientFunction, what: str):

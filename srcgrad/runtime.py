@@ -1363,8 +1363,15 @@ def broadcast_tangent(t, ans):
 def reduction_tangent(g, a_dot, axis=None, keepdims=False):
     """``J a_dot`` of a reduction along ``axis`` from its gradient ``g`` (the adjoint of
     ones): each output element depends on its own slice only, so its tangent is the
-    sum over that slice of gradient times tangent."""
-    return np.sum(g * a_dot, axis=axis, keepdims=keepdims)
+    sum over that slice of gradient times tangent.  An element the reduction leaves out
+    (``g`` zero there: a NaN of ``nansum``, not the maximum of ``max``) adds nothing, even
+    where its tangent is not finite (``0 * nan``), as in reverse mode, whose adjoint stops there."""
+    return np.sum(_skipping(g, a_dot), axis=axis, keepdims=keepdims)
+
+
+def _skipping(g, a_dot):
+    """``g * a_dot``, zero where ``g`` is zero."""
+    return array_module(g).where(g == 0, 0.0, g * a_dot)
 
 
 def cast_tangent(t, ans, lead=()):
@@ -1577,7 +1584,7 @@ def batch_axis(axis, a):
 
 def batch_reduction_tangent(g, a_dot, axis=None, keepdims=False):
     """``reduction_tangent`` for batched ``a_dot`` (``g`` has ``a``'s shape)."""
-    return np.sum(g * a_dot, axis=batch_axis(axis, g), keepdims=keepdims)
+    return np.sum(_skipping(g, a_dot), axis=batch_axis(axis, g), keepdims=keepdims)
 
 
 def batch_reshape(t, ans):
