@@ -1,9 +1,12 @@
 """Batched Jacobians and Hessians: ``srcgrad.hessian`` of the tutorial's two-layer loss
-with respect to ``w2`` and ``srcgrad.jacfwd`` of its hidden layer with respect to
-``x``, all columns in one batched run and in chunks, against the same derivative one
-column per run (``srcgrad.hvp``/``srcgrad.jvp`` along each unit vector) and, where
-installed, ``jax.hessian``/``jax.jacfwd`` under ``jax.jit``, interleaved in one process
-after the values have been checked to agree.
+with respect to ``w2``, ``srcgrad.jacfwd`` of its hidden layer with respect to ``x``
+and ``srcgrad.jacrev`` of its scores on a few rows with respect to ``w1`` (few outputs,
+many inputs), all columns (rows) in one batched run and in chunks, against the same
+derivative one column per run (``srcgrad.hvp``/``srcgrad.jvp`` along each unit vector;
+one forward sweep and the pullback of each unit vector of the output, as
+``srcgrad.vjp`` gives it) and, where installed, ``jax.hessian``/``jax.jacfwd``/
+``jax.jacrev`` under ``jax.jit``, interleaved in one process after the values have
+been checked to agree.
 
 Run from the repository root::
 
@@ -34,6 +37,10 @@ def hidden(x, w1):
     return np.tanh(x @ w1)
 
 
+def scores(w1, w2, x):
+    return np.tanh(x @ w1) @ w2
+
+
 def _unit_vectors(shape):
     n = int(np.prod(shape))
     return [np.eye(n)[k].reshape(shape) for k in range(n)]
@@ -53,7 +60,11 @@ def _jax_peers(w1, w2, x, y):
     jj = jax.jit(jax.jacfwd(lambda x, w1: jnp.tanh(x @ w1)))
     a = tuple(map(jnp.asarray, (w2, w1, x, y)))
     xs = jnp.asarray(x[:1])
-    return {"hessian": ("jax.hessian, jit", lambda: jh(*a).block_until_ready(), np.asarray(jh(*a))),
+    jr = jax.jit(jax.jacrev(lambda w1, w2, x: jnp.tanh(x @ w1) @ w2))
+    rows = jnp.asarray(x[:4])
+    return {"jacrev": ("jax.jacrev, jit", lambda: jr(a[1], a[0], rows).block_until_ready(),
+                       np.asarray(jr(a[1], a[0], rows))),
+            "hessian": ("jax.hessian, jit", lambda: jh(*a).block_until_ready(), np.asarray(jh(*a))),
             "jacfwd": ("jax.jacfwd, jit", lambda: jj(xs, a[1]).block_until_ready(), np.asarray(jj(xs, a[1])))}
 
 
@@ -65,8 +76,12 @@ def main(argv=None):
     repeats, warmup = (3, 1) if args.quick else (15, 3)
     w1, w2, x, y = make_data(np.float64, **(QUICK if args.quick else SIZES))
     loss = lambda w2, w1, x, y: two_layer_loss(w1, w2, x, y)  # noqa: E731 - w2 first: wrt=0
-    hvp, jvp = srcgrad.hvp(loss), srcgrad.jvp(hidden)
-    x1 = x[:1]
+    hvp, jvp, vjp = srcgrad.hvp(loss), srcgrad.jvp(hidden), srcgrad.vjp(scores)
+    x1, x4 = x[:1], x[:4]
+
+    def pullbacks():
+        value, pullback = vjp(w1, w2, x4)
+        return np.stack([pullback(e) for e in _unit_vectors(value.shape)])
     columns = {
         "hessian": (lambda: np.stack([hvp(w2, w1, x, y, e) for e in _unit_vectors(w2.shape)], -1),
                     {"batched": srcgrad.hessian(loss), "chunk_size=16": srcgrad.hessian(loss, chunk_size=16)},
@@ -74,6 +89,8 @@ def main(argv=None):
         "jacfwd": (lambda: np.stack([jvp(x1, w1, e)[1] for e in _unit_vectors(x1.shape)], -1),
                    {"batched": srcgrad.jacfwd(hidden), "chunk_size=16": srcgrad.jacfwd(hidden, chunk_size=16)},
                    (x1, w1)),
+        "jacrev": (pullbacks, {"batched": srcgrad.jacrev(scores), "chunk_size=8": srcgrad.jacrev(scores, chunk_size=8)},
+                   (w1, w2, x4)),
     }
     peers = _jax_peers(w1, w2, x, y)
     results = {}

@@ -14,18 +14,20 @@ take ``jvp``/``vjp`` column by column (row by row).
 program (``forward.transform(batched=True)``: every tangent has a leading axis of
 columns) gives ``chunk_size`` columns at once.  A program with a step that does not
 batch (``forward.NotBatchable``), or whose batched run fails, is run one column at a
-time instead: the same values, more slowly.  ``jacrev`` still pulls back one row
-at a time.
+time instead: the same values, more slowly.  ``jacrev`` batches its rows the same
+way: batched forward mode over the pullback code, which is linear in the cotangent.
 """
 from __future__ import annotations
 
 import ast
 import functools
+import inspect
+import linecache
 import os
 
 import numpy as np
 
-from . import errors, tree
+from . import anno, errors, runtime, tree
 from .api import GradientFunction, _match, _origin_of
 from .pipeline import rank_of_argument
 from .rules import registry
@@ -75,13 +77,52 @@ class ForwardOverReverse:
             if error.origin is not None and not _inside_srcgrad(error.origin.filename):
                 raise  # at the user's own line (a helper of theirs): as it is
             # Forward mode met something in the gradient code, or in a runtime helper it
-            # calls, that it does not differentiate: refused at the user's function.
+            # calls, that it does not differentiate: refused at the user's line whose
+            # adjoint that code is, naming the functions that line calls.
+            origin, calls = self._user_line(error)
+            name = self.gradient.fn.__name__
+            if calls:
+                raise errors.UnsupportedSyntaxError(
+                    f"this second derivative of {name} needs the derivative of the adjoint of "
+                    f"{' or '.join(f'`{c}`' for c in calls)} on this line, which srcgrad does not have "
+                    f"yet (forward mode over its gradient code met: {error.problem})", origin,
+                    "take this second derivative by central differences of srcgrad.grad(f) (hvp: "
+                    "(g(x + e v) - g(x - e v)) / 2e), or write this step with functions whose adjoints "
+                    "are differentiable (for log|det a|, `np.log(np.abs(np.linalg.det(a)))`)") from None
             raise errors.UnsupportedSyntaxError(
                 f"this second derivative needs forward mode over the gradient code of "
-                f"{self.gradient.fn.__name__}, and that code uses something forward mode does not "
-                f"differentiate yet ({error.problem})", _origin_of(self.gradient.fn),
+                f"{name}, and that code uses something forward mode does not "
+                f"differentiate yet ({error.problem})", origin,
                 "take the second derivative by finite differences of srcgrad.grad, or write this "
                 "step of the function with the NumPy functions and layers srcgrad documents") from None
+
+    def _user_line(self, error):
+        """The user's line (an ``Origin``) whose adjoint the generated code that failed
+        computes, and the functions that line calls; ``f``'s ``def`` line and ``[]`` where
+        not known.  Generated code heads each group of lines with ``# file.py:12  source``
+        (forward-over-reverse code names the gradient code's lines, which name the user's):
+        the deepest place in generated code, from the error's origin or its traceback, is
+        followed up those comments."""
+        places = [(error.origin.filename, error.origin.line)] if error.origin is not None else []
+        frame = error.__traceback__
+        while frame is not None:
+            places.append((frame.tb_frame.f_code.co_filename, frame.tb_lineno))
+            frame = frame.tb_next
+        code = self.gradient.fn.__code__.co_filename
+        for filename, line in reversed([p for p in places if p[0].startswith("<srcgrad")][-1:]):
+            for _ in range(3):  # user <- gradient code <- its forward mode
+                filename, line, text = _group_comment(filename, line)
+                if filename is None or not filename.startswith("<srcgrad"):
+                    break
+            if filename == os.path.basename(code):
+                try:
+                    calls = [ast.unparse(n.func) for n in ast.walk(ast.parse(text.strip().removeprefix("return ")))
+                             if isinstance(n, ast.Call)]
+                except SyntaxError:
+                    calls = []
+                full = linecache.getline(code, line).rstrip("\n")
+                return anno.Origin(code, line, len(full) - len(full.lstrip()), full), list(dict.fromkeys(calls))
+        return _origin_of(self.gradient.fn), []
 
     def _refuse_calls(self, program):
         """The gradient code calls another function's compiled vjp (a callee that was not
@@ -98,6 +139,18 @@ class ForwardOverReverse:
                 "does not follow a pullback closure yet", _origin_of(self.gradient.fn),
                 "call plain functions srcgrad inlines (defined with `def`, known when compiling), "
                 "or take the derivative by finite differences of srcgrad.grad")
+
+
+def _group_comment(filename, line):
+    """``(file, line, source)`` from the ``# file:line  source`` comment heading the
+    group of generated code ``filename`` that holds ``line``; ``(None, 0, "")`` if none."""
+    for text in reversed(linecache.getlines(filename)[:line]):
+        comment = text.strip()
+        head = comment[2:].split("  ", 1) if comment.startswith("# ") else []
+        where, _, number = head[0].rpartition(":") if head else ("", "", "")
+        if len(head) == 2 and number.isdigit() and where:
+            return where, int(number), head[1]
+    return None, 0, ""
 
 
 def _refuse_fixed(gradient: GradientFunction, what: str):
@@ -374,10 +427,17 @@ def hessian(f, wrt=0, backend=None, optimize=True, chunk_size=None):
             return tuple(out)
 
         def run(dots):
-            if any(tree.is_structure(x) for x in xs):
-                raise NotBatchable  # (the gradient of a structure is sparse: its tangent too)
             _, tangent = batched(args, tangents_of(dots))
-            return list(tangent) if several else [tangent]
+            out = []
+            for t, x in zip(tangent if several else (tangent,), xs):
+                if tree.is_structure(x):
+                    # A structure's gradient is sparse (its tangent too), each leaf with its own
+                    # column axis: put in x's leaves column by column (no arithmetic: indexing).
+                    columns = [_leaves(_match(runtime.batch_column(t, r), x))[0] for r in range(len(dots[0]))]
+                    out += [np.stack([c[a] for c in columns]) for a in range(len(columns[0]))]
+                else:
+                    out.append(t)
+            return out
 
         def loop(dots):
             columns = []
@@ -500,32 +560,75 @@ def jacfwd(f, wrt=0, backend=None, optimize=True, chunk_size=None):
     return jacobian_by_columns
 
 
-def jacrev(f, wrt=0, backend=None, optimize=True):
-    """The Jacobian by reverse mode: one forward sweep, then the pullback of each
-    output element's unit vector (:func:`srcgrad.vjp`).
+def jacrev(f, wrt=0, backend=None, optimize=True, chunk_size=None):
+    """The Jacobian by reverse mode: one forward sweep, then the pullback of the output's
+    unit vectors, ``chunk_size`` of them per run of a batched pullback.
 
-    Returns, raises: as :func:`jacfwd` (and as :func:`srcgrad.vjp`); cheaper
+    The pullback code (mode ``"pullback"``: ``f_pullback(*args, y_bar) -> adjoints``) is
+    linear in ``y_bar``, so its tangent along ``ȳ`` at any ``y_bar`` is the pullback of
+    ``ȳ``: batched forward mode over it with respect to ``y_bar`` (the tangents' leading
+    axis holding the unit vectors) pulls back many rows in one run, as ``vmap`` of the
+    pullback would.  Where that program has a step that does not batch, or ``f``
+    returns a tuple, one pullback per row (:func:`srcgrad.vjp`): the same values.
+
+    Args, returns, raises: as :func:`jacfwd` (and as :func:`srcgrad.vjp`); cheaper
     when the output has fewer elements than the inputs.
     """
     reverse = GradientFunction(f, "vjp", wrt, backend, optimize)
     _refuse_fixed(reverse, "jacrev")
+    pullback_code = GradientFunction(f, "pullback", wrt, backend, optimize, internal=True)
     several = isinstance(wrt, (tuple, list))
+    transformed: dict = {}  # pullback program -> its batched forward mode over the cotangent
+    state: dict = {}
+
+    def batched_pullback(args, y_bar, ys_bar):
+        """The adjoints of the ``wrt`` arguments along each row of ``ys_bar``, batched."""
+        try:
+            program = pullback_code.compiled(args + (y_bar,))
+            if not (program.free.refresh(program.namespace) and program.inlined.holds(args)):
+                program(*args, y_bar)  # (compiles it again, in place, from what the names hold now)
+            jvp = transformed.get(program.function)
+            if jvp is None:
+                seed = list(inspect.signature(program.function).parameters)[-1]
+                jvp = transformed[program.function] = GradientFunction(
+                    program.function, "jvp", seed, reverse.options.backend, reverse.options.optimize,
+                    internal=True, batched=True)
+            _, adjoints = jvp(*args, y_bar, ys_bar)
+        except errors.UserCodeError:
+            raise NotBatchable from None  # (the rows one at a time meet it again, at its place)
+        return list(adjoints) if several else [adjoints]
 
     @_shown
     def jacobian_by_rows(*args, **kwargs):
         args = reverse._arguments(args, kwargs)
         _arrays_only(args, reverse._wrt_index, f, "jacrev")
-        xs = [args[i] for i in reverse._wrt_index]
+        xs = [np.asarray(args[i]) for i in reverse._wrt_index]
         value, pullback = reverse(*args)
-        outputs = value if isinstance(value, tuple) else (value,)
-        rows = []
-        for o, y in enumerate(outputs):
-            rows.append([])
-            for e in _basis(y):
-                cotangents = tuple(e if k == o else None for k in range(len(outputs)))
-                adjoints = pullback(cotangents if isinstance(value, tuple) else e)
-                rows[o].append(adjoints if several else (adjoints,))
-        return _shaped(_jacobian_blocks(rows, outputs, xs), several, isinstance(value, tuple))
+        if isinstance(value, tuple):  # (the pullback code takes one output's cotangent)
+            rows = []
+            for o, y in enumerate(value):
+                rows.append([])
+                for e in _basis(y):
+                    adjoints = pullback(tuple(e if k == o else None for k in range(len(value))))
+                    rows[o].append(adjoints if several else (adjoints,))
+            return _shaped(_jacobian_blocks(rows, value, xs), several, True)
+        y = np.asarray(value)
+        y_bar = np.zeros(y.shape, _float_dtype(y))
+
+        def loop(dots):
+            rows = []
+            for e in dots[0]:
+                adjoints = pullback(e)
+                rows.append(adjoints if several else (adjoints,))
+            return [np.stack([np.asarray(r[i]) for r in rows]) for i in range(len(xs))]
+
+        chunks = _columns(lambda dots: batched_pullback(args, y_bar, dots[0]), loop, [y], chunk_size, state,
+                          tuple(map(rank_of_argument, args)))
+        dtype = np.result_type(*[_float_dtype(x) for x in xs])
+        rows = _stacked(chunks, xs, dtype)  # per input, its adjoint along each row: (y.size,) + x.shape
+        blocks = [[r.reshape(y.shape + x.shape) for r, x in zip(rows, xs)]]
+        return _shaped(blocks, several, False)
+    jacobian_by_rows.columns = state
     return jacobian_by_rows
 
 

@@ -19,7 +19,7 @@ from . import anno, backends, errors, nodes, runtime, templates, tree
 from .analysis import activity, ranks, sharing
 from .transforms import anf, desugar, emit, exits, forward, inline, optimize, parse, resolve, reverse, validate
 
-MODES = ("grad", "value_and_grad", "vjp", "jvp")
+MODES = ("grad", "value_and_grad", "vjp", "jvp", "pullback")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,8 +28,10 @@ class Options:
 
     Attributes:
         mode: ``"grad"`` (gradients only), ``"value_and_grad"``, ``"vjp"``
-            (value and pullback closure), or ``"jvp"`` (forward mode: value and
-            tangent).
+            (value and pullback closure), ``"jvp"`` (forward mode: value and
+            tangent), or ``"pullback"`` (``grad`` of an output of any shape, its
+            cotangent a parameter: ``f_pullback(*params, y_bar) -> adjoints``, the
+            code ``jacrev`` batches by forward mode over it).
         wrt: names of the parameters to differentiate with respect to.
         wrt_tuple: return a tuple of gradients (``wrt`` was given as a tuple).
         backend: array backend name (``"numpy"``).
@@ -154,9 +156,9 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     # liveness does not see: they stay as the source assigns them.
     live_out |= {n for s in nodes.statements(core.body) if anno.get(s, "kind") == "def"
                  for n in anno.get(s, "captures")}
-    if options.mode != "grad" or options.has_aux:
+    if options.mode not in ("grad", "pullback") or options.has_aux:
         live_out |= set(nodes.loaded_names(core.result))
-    if options.mode != "vjp":
+    if options.mode not in ("vjp", "pullback"):
         check = _scalar_output_check(core, output, rank_env)
         if check is not None:
             sweeps.backward.insert(0, check)
@@ -483,7 +485,7 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend, rank_env=No
         s.targets[0].value.id for s in nodes.statements(backward)
         if isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Subscript)}
     written = {anno.get(s, "array") for s in nodes.statements(core.body) if anno.get(s, "kind") == "setitem"}
-    shown = options.mode != "vjp" and (options.mode != "grad" or options.has_aux)
+    shown = options.mode not in ("vjp", "pullback") and (options.mode != "grad" or options.has_aux)
     overwritten = shown and bool(written) and rank_env is not None and any(
         memory.overlap(n, a) for memory in [sharing.Memory(core.body, rank_env, core.params)]
         for n in nodes.loaded_names(result) for a in written)
@@ -516,14 +518,14 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend, rank_env=No
                                 values=[nodes.name(sweeps.intermediates[core.final_names[n]])
                                         for n in options.intermediates])
             grads_value = nodes.tuple_([grads_value, watched])
-        if options.mode == "grad":
+        if options.mode in ("grad", "pullback"):
             value = nodes.tuple_([grads_value] + aux) if aux else grads_value
         else:
             value = nodes.tuple_([nodes.copy(result.elts[0] if options.has_aux else result)]
                                  + ([nodes.copy(result.elts[1])] if options.has_aux else []))
             value = nodes.tuple_([value if options.has_aux else value.elts[0], grads_value])
         fdef = nodes.function(name, core.params + [sweeps.seed], fwd + bwd + [nodes.ret(value)],
-                              defaults=[nodes.const(1.0)])
+                              defaults=[] if options.mode == "pullback" else [nodes.const(1.0)])
     return nodes.module(header + imports + [fdef])
 
 

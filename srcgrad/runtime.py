@@ -1363,8 +1363,15 @@ def broadcast_tangent(t, ans):
 def reduction_tangent(g, a_dot, axis=None, keepdims=False):
     """``J a_dot`` of a reduction along ``axis`` from its gradient ``g`` (the adjoint of
     ones): each output element depends on its own slice only, so its tangent is the
-    sum over that slice of gradient times tangent."""
-    return np.sum(g * a_dot, axis=axis, keepdims=keepdims)
+    sum over that slice of gradient times tangent.  An element the reduction leaves out
+    (``g`` zero there: a NaN of ``nansum``, not the maximum of ``max``) adds nothing, even
+    where its tangent is not finite (``0 * nan``), as in reverse mode, whose adjoint stops there."""
+    return np.sum(_skipping(g, a_dot), axis=axis, keepdims=keepdims)
+
+
+def _skipping(g, a_dot):
+    """``g * a_dot``, zero where ``g`` is zero."""
+    return array_module(g).where(g == 0, 0.0, g * a_dot)
 
 
 def cast_tangent(t, ans, lead=()):
@@ -1577,7 +1584,7 @@ def batch_axis(axis, a):
 
 def batch_reduction_tangent(g, a_dot, axis=None, keepdims=False):
     """``reduction_tangent`` for batched ``a_dot`` (``g`` has ``a``'s shape)."""
-    return np.sum(g * a_dot, axis=batch_axis(axis, g), keepdims=keepdims)
+    return np.sum(_skipping(g, a_dot), axis=batch_axis(axis, g), keepdims=keepdims)
 
 
 def batch_reshape(t, ans):
@@ -1600,6 +1607,32 @@ def batch_getitem(t, index):
     if arrays == 0 or arrays == 1 and not any(isinstance(e, (int, np.integer)) for e in entries):
         return t[(slice(None),) + entries]
     return batch_each(lambda column: column[index], t)
+
+
+def batch_written(y_dot, index, v_dot, y):
+    """``y_dot`` after ``y[index] = v``'s tangent write, batched: ``y_dot[:, index] = v_dot``,
+    column by column where the index does not keep the columns first (as
+    :func:`batch_getitem`).  In place when ``y_dot`` is a writable array holding every
+    column; else written into a copy of ``y_dot`` broadcast to every column (a zero
+    tangent has one column, a broadcast one is read-only).  ``y``: the primal after
+    the write (shape ``y.shape``, its dtype: an integer ``y`` gets a zero tangent)."""
+    v_dot = written_tangent(v_dot, y)
+    k = max(batch_size(y_dot), batch_size(v_dot))
+    module = array_module(y)
+    if not (hasattr(y_dot, "flags") and y_dot.flags.writeable and np.shape(y_dot) == (k,) + np.shape(y)):
+        dtype = getattr(y_dot, "dtype", np.float64)
+        y_dot = module.array(module.broadcast_to(y_dot, (k,) + np.shape(y)), dtype)
+    entries = index if isinstance(index, tuple) else (index,)
+    arrays = sum(1 for e in entries if _is_index_array(e))
+    if np.ndim(v_dot) == 0 or arrays == 0 or arrays == 1 and not any(isinstance(e, (int, np.integer))
+                                                                     for e in entries):
+        if np.ndim(v_dot):  # (k or 1, *v.shape), v.shape broadcast against the written part's
+            v_dot = _lifted(v_dot, np.ndim(y[index]))
+        y_dot[(slice(None),) + entries] = v_dot
+    else:
+        for i in range(k):
+            y_dot[i][index] = batch_column(v_dot, i)
+    return y_dot
 
 
 def batch_add(a_dot, b_dot, ans):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import srcgrad
+from srcgrad import nn
 from test_higher import CASES, IDS, gradient_difference, loop_branch
 
 
@@ -37,12 +38,12 @@ def test_hessian_in_chunks_equals_hvp_column_by_column(f, args, wrt, chunk_size)
     np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("f, args, wrt", [CASES[i] for i in (0, 1, 5, 6, 7)],
-                         ids=[IDS[i] for i in (0, 1, 5, 6, 7)])
+@pytest.mark.parametrize("f, args, wrt", [CASES[i] for i in (0, 1, 5, 6, 7, 8, 9)],
+                         ids=[IDS[i] for i in (0, 1, 5, 6, 7, 8, 9)])
 def test_these_hessians_run_batched_and_match_differences(f, args, wrt):
-    """The tutorial's loss, a shared layer and a model's method batch.  (The gradient
-    code of a loop pops values of a kind known only when it runs, and that of
-    `helpers` has a step that does not batch yet: those go column by column, above.)"""
+    """The tutorial's loss, a shared layer, a model's method and the runtime helpers of
+    `helpers` (its gradient code writes into arrays) batch.  (The gradient code of a
+    loop pops values of a kind known only when it runs: column by column, above.)"""
     H = srcgrad.hessian(f, wrt=wrt, chunk_size=5)
     value = H(*args)
     assert batched(H)
@@ -100,14 +101,41 @@ def writes(x):
     return y
 
 
-def test_a_program_that_does_not_batch_runs_column_by_column():
-    """A write into an array (its tangent's columns would share memory) does not batch:
-    the loop gives the same Jacobian."""
+def test_writes_into_arrays_batch():
+    """``y[i] = v`` rebinds ``y_dot`` to a copy holding every column where it does not yet
+    (a zero tangent has one column): the loop's Jacobian, and the finite differences'."""
     x = np.array([0.3, -1.2, 0.7])
-    J = srcgrad.jacfwd(writes, chunk_size=2)
-    value = J(x)
-    assert not batched(J)
-    np.testing.assert_allclose(value, srcgrad.jacrev(writes)(x), rtol=1e-12)
+    for J in (srcgrad.jacfwd(writes, chunk_size=2), srcgrad.jacrev(writes, chunk_size=2)):
+        value = J(x)
+        assert batched(J)
+        np.testing.assert_allclose(value, columns(writes, (x,), 0, lambda *a: srcgrad.jvp(writes)(*a)[1]),
+                                   rtol=1e-12)
+        np.testing.assert_allclose(value, difference_jacobian(writes, x), rtol=1e-6, atol=1e-8)
+
+
+def calls(x, fn):
+    return fn(x) * x
+
+
+def test_a_program_that_does_not_batch_runs_column_by_column():
+    """A call of a function known only when it runs (compiled apart) does not batch: the
+    loop gives the same Jacobian."""
+    x = np.array([0.3, -1.2, 0.7])
+    for J in (srcgrad.jacfwd(calls, chunk_size=2), srcgrad.jacrev(calls, chunk_size=2)):
+        value = J(x, np.sin)
+        assert not batched(J)
+        np.testing.assert_allclose(value, np.diag(np.cos(x) * x + np.sin(x)), rtol=1e-12, atol=1e-15)
+
+
+def difference_jacobian(f, x, eps=1e-6):
+    """Central differences, column by column: ``y.shape + x.shape``."""
+    cols = []
+    for k in range(x.size):
+        e = np.zeros(x.size)
+        e[k] = eps
+        e = e.reshape(x.shape)
+        cols.append((np.asarray(f(x + e)) - np.asarray(f(x - e))) / (2 * eps))
+    return np.stack(cols, axis=-1).reshape(np.shape(cols[0]) + x.shape)
 
 
 def test_hessian_of_a_model_is_blocks_in_its_structure():
@@ -132,3 +160,105 @@ def test_hessian_of_a_model_is_blocks_in_its_structure():
 def test_chunk_size_must_be_positive():
     with pytest.raises(ValueError, match="chunk_size"):
         srcgrad.jacfwd(outputs, chunk_size=0)(np.ones(3), np.ones((3, 4)))
+
+
+# ---- jacrev: batched forward mode over the pullback code (linear in the cotangent) ----
+
+def helper_layer(w, h):
+    return np.tanh(h @ w)
+
+
+def with_helpers(x, w):
+    """A helper called twice (inlined), broadcasting, a matrix output."""
+    h = helper_layer(w, x[:, None] * np.ones(2))
+    return helper_layer(w, h.T) + x[0]
+
+
+def with_layer(x, model):
+    """An srcgrad.nn model (a Linear layer, inlined) as an argument not differentiated."""
+    return np.reshape(np.exp(-model(x) ** 2), -1)
+
+
+def scalar_out(x, w):
+    return np.sum(np.sin(x @ w) ** 2)
+
+
+def _jacrev_cases(dtype):
+    r = np.random.default_rng(7)
+    nn.init.manual_seed(0)
+    return [
+        (outputs, (r.standard_normal(3), r.standard_normal((3, 4))), 0),
+        (outputs, (r.standard_normal(3), r.standard_normal((3, 4))), (0, 1)),
+        (outputs, (-np.abs(r.standard_normal(3)), np.abs(r.standard_normal((3, 4)))), 1),  # the other branch
+        (with_helpers, (r.standard_normal(2), r.standard_normal((2, 2))), (0, 1)),
+        (with_layer, (r.standard_normal((2, 3)), nn.Linear(3, 2, dtype=dtype)), 0),
+        (scalar_out, (r.standard_normal(3), r.standard_normal((3, 2))), 1),
+        (writes, (r.standard_normal(3),), 0),
+    ]
+
+
+JACREV_IDS = ["loop-branch", "loop-branch-both", "loop-other-branch", "helper-matrix-output", "nn-layer",
+              "scalar-output", "writes"]
+
+
+@pytest.mark.parametrize("chunk_size", [None, 1, 5])
+@pytest.mark.parametrize("case", range(7), ids=JACREV_IDS)
+def test_jacrev_in_chunks_runs_batched_and_equals_jacfwd_and_differences(case, chunk_size):
+    f, args, wrt = _jacrev_cases(np.float64)[case]
+    J = srcgrad.jacrev(f, wrt=wrt, chunk_size=chunk_size)
+    value = J(*args)
+    assert batched(J)
+    several = isinstance(wrt, tuple)
+    forward = srcgrad.jacfwd(f, wrt=wrt)(*args)
+    for got, want, i in zip(value if several else (value,), forward if several else (forward,),
+                            wrt if several else (wrt,)):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+        def moved(xi, i=i):
+            return f(*args[:i], xi, *args[i + 1:])
+        np.testing.assert_allclose(got, difference_jacobian(moved, args[i]), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("case", range(7), ids=JACREV_IDS)
+def test_jacrev_float32_stays_float32(case):
+    f, args, wrt = _jacrev_cases(np.float32)[case]
+    args32 = tuple(a.astype(np.float32) if isinstance(a, np.ndarray) else a for a in args)
+    J = srcgrad.jacrev(f, wrt=wrt, chunk_size=3)
+    value = J(*args32)
+    assert batched(J)
+    expected = srcgrad.jacrev(f, wrt=wrt)(*args)
+    for got, want in zip(value if isinstance(wrt, tuple) else (value,),
+                         expected if isinstance(wrt, tuple) else (expected,)):
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", [1, 3], ids=["cnn-overlapping-max", "cnn-avg"])
+def test_hessian_of_a_model_runs_batched_and_equals_hvp_column_by_column(case):
+    """An srcgrad.nn model's parameters (a structure: its gradient, and the tangent of
+    that, sparse): one batched run per chunk, its leaves put in the model's place."""
+    from test_higher import _leaves, _model_cases
+    from srcgrad import tree
+    f, model, x, y = _model_cases(np.float64)[case]
+    H = srcgrad.hessian(f, chunk_size=16)
+    value = H(model, x, y)
+    assert batched(H)
+    leaves = _leaves(model)
+    spec = tree.flatten(model)[2]
+    hvp = srcgrad.hvp(f)
+    sizes = [leaf.size for leaf in leaves]
+    for k in range(0, sum(sizes), 7):  # every 7th column, against hvp along its unit vector
+        e = np.zeros(sum(sizes))
+        e[k] = 1
+        parts, at = [], 0
+        for leaf in leaves:
+            parts.append(e[at:at + leaf.size].reshape(leaf.shape))
+            at += leaf.size
+        column = _leaves(hvp(model, x, y, tree.unflatten(spec, parts)))
+        a = int(np.searchsorted(np.cumsum(sizes), k, side="right"))
+        p = k - sum(sizes[:a])
+        blocks = _leaves(value)  # H[a][b] in order, a.shape + b.shape
+        assert len(blocks) == len(leaves) ** 2
+        for b, leaf in enumerate(leaves):
+            row = blocks[a * len(leaves) + b].reshape(sizes[a], leaf.size)[p]
+            np.testing.assert_allclose(row, column[b].ravel(), rtol=1e-10, atol=1e-12)

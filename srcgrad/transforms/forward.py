@@ -15,8 +15,11 @@ leading axis of columns (``runtime.batch_*`` say how), so one run gives many
 directional derivatives.  Pointwise rules get their operands' tangents aligned to
 the output's rank; matmul, getitem, sum/mean, reshapes, reductions and the
 adjoints' accumulation have batched forms; any other linear map runs column by
-column (``rt.batch_each``).  What it cannot batch soundly (writes into arrays,
-calls compiled apart, properties, operands of unknown kind) raises
+column (``rt.batch_each``); a write into an array (``y[i] = v``) rebinds ``y_dot`` to
+``rt.batch_written``'s result, which is ``y_dot`` itself written into where its memory
+holds every column, else a copy that does (no other name sharing ``y`` is read after
+the write: ``analysis/sharing.py`` refuses that).  What it cannot batch soundly (calls
+compiled apart, properties, operands of unknown kind) raises
 :class:`NotBatchable`: the caller loops over the columns instead.
 
 Tangent rules come from the registry (``Rule.tangent``): a tangent rule
@@ -185,7 +188,12 @@ class _Forward:
         if kind == "setitem":
             array, value = anno.get(stmt, "array"), anno.get(stmt, "value")
             if self.activity.active(array):
-                self._unbatchable()  # (a tangent written into: its columns' memory must be its own)
+                if self.batched:  # (rebound: a column-wide copy where the tangent's memory is not its own)
+                    written = self._tangent_of(value) if self._varies(value) else nodes.const(0.0)
+                    self._emit(out, self._dot_name(array), nodes.call("rt.batch_written", [
+                        nodes.name(self._dot_name(array)), templates._slices_as_calls(
+                            nodes.copy(stmt.targets[0].slice)), written, nodes.name(array)]))
+                    return out
                 target = gast.Subscript(value=nodes.name(self._dot_name(array)),
                                         slice=nodes.copy(stmt.targets[0].slice), ctx=gast.Store())
                 written = nodes.call("rt.written_tangent", [self._tangent_of(value), nodes.name(array)]) \
@@ -278,8 +286,8 @@ class _Forward:
                 nodes.const(origin.where if origin else "?")])
             return _DONE
         for operand in self._unknown_operands(stmt):
-            # Its kind is known when the code runs: an array's tangent rule, or refused there.
-            self._unbatchable()
+            # Its kind is known when the code runs: an array's tangent rule, or refused there
+            # (batched, its rank too: the batched forms read it from the arrays).
             origin = anno.get(stmt, "origin")
             check = gast.Expr(value=nodes.call("rt.array_operand", [
                 nodes.name(operand), nodes.const(origin.where if origin else "?")]))
