@@ -981,7 +981,7 @@ def add_each(adjoints, more):
     sparse adjoint (``{0: g}``, from ``xs[0]``) takes the other's by index."""
     if isinstance(adjoints, dict):
         return add(adjoints, dict(enumerate(more)))
-    return [a + b for a, b in zip(adjoints, more)]
+    return add(list(adjoints), list(more))
 
 
 def checked_adjoint(g, x, rule, param, where=""):

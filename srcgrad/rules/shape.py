@@ -180,9 +180,11 @@ def getitem(ans_bar, ans, a, index):
         np.add.at(a_bar, index, ans_bar)
         return a_bar
     if is_structure(a):
-        if is_constant(index) and counts_from_the_end(index):
-            return getitem_adjoint(ans_bar, a, index)  # xs[-1], xs[1:]: keys of xs's own items
-        return {index: ans_bar}
+        if is_constant(index) and not counts_from_the_end(index):
+            return {index: ans_bar}
+        # xs[-1], xs[1:], xs[k:] or an index known only when it runs (maybe negative, maybe a
+        # slice): keys of xs's own items.
+        return getitem_adjoint(ans_bar, a, index)
     return getitem_adjoint(ans_bar, a, index)
 
 
