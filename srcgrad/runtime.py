@@ -81,14 +81,44 @@ def to_host(x):
 
 
 def enter(manager):
-    """``with manager as value:`` in the forward sweep: its ``__enter__``, looked up on
-    the class as Python does; ``leave(manager)`` closes it.  (An exception raised in
-    between does not reach ``__exit__``.)"""
+    """``with manager as value:`` in normalized code: its ``__enter__``, looked up on the
+    class as Python does; ``leave(manager)`` closes it.  The emitter turns each pair
+    back into ``with rt.managed(manager) as value:`` around what lies between
+    (``emit.with_blocks``), so an exception reaches ``__exit__`` too."""
     return type(manager).__enter__(manager)
 
 
 def leave(manager) -> None:
     type(manager).__exit__(manager, None, None, None)
+
+
+class managed:
+    """``manager`` as a ``with`` statement of generated code runs it: ``__enter__`` and
+    ``__exit__`` (with the exception, if one was raised) looked up on the class as
+    Python does; but an exception is never swallowed.
+
+    Raises:
+        UnsupportedSyntaxError: ``__exit__`` asked to suppress an exception
+            (``contextlib.suppress``): the code after the block would run on values the
+            block never computed, and the backward sweep on a record of half a block.
+    """
+
+    __slots__ = ("manager", "where")
+
+    def __init__(self, manager, where: str = ""):
+        self.manager, self.where = manager, where
+
+    def __enter__(self):
+        return type(self.manager).__enter__(self.manager)
+
+    def __exit__(self, kind, value, traceback):
+        if type(self.manager).__exit__(self.manager, kind, value, traceback) and kind is not None:
+            raise errors.UnsupportedSyntaxError(
+                f"the context manager of the `with` block at {self.where} suppressed "
+                f"{kind.__name__}, which srcgrad does not differentiate through (the rest of the "
+                "block would be skipped)", None,
+                "catch the exception outside the differentiated function, or avoid raising it")
+        return False
 
 
 def stop_gradient(x):

@@ -468,3 +468,66 @@ def test_forward_only_statements_refused_at_the_line(f, words):
     with pytest.raises(srcgrad.UnsupportedSyntaxError) as info:
         srcgrad.grad(f, wrt=(0, 1))(X, WS)
     assert words in str(info.value) and "test_syntax.py" in str(info.value)
+
+
+# ---- an exception raised inside a `with` block reaches __exit__ (with rt.managed(m): ...) -----------
+def raising_inside_errstate(x, ws):
+    h = x
+    for w in ws:
+        with np.errstate(all="ignore"):
+            z = h @ w
+            if np.max(np.abs(z)) > 100.0:
+                raise ValueError("too large")
+            h = np.tanh(z)
+    return np.sum(h ** 2)
+
+
+def calls_a_raising_helper(x, ws):
+    return raising_inside_errstate(x * 2.0, ws) + np.sum(x)
+
+
+@pytest.mark.parametrize("f", [raising_inside_errstate, calls_a_raising_helper], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("mode", ["grad", "value_and_grad", "vjp", "jvp"])
+def test_an_exception_in_a_with_block_reaches_exit(f, mode):
+    big = [np.eye(3) * 1e3, np.eye(3)]
+    before = np.geterr()
+    make = getattr(srcgrad, mode)
+    run = (lambda x, ws: make(f)(x, ws, np.ones(3))) if mode == "jvp" else make(f)
+    with pytest.raises(ValueError, match="too large"):
+        run(np.ones(3), big)
+    assert np.geterr() == before  # the errstate of the block was undone
+    check_grads(f, (X, WS), wrt=(0, 1))
+    g32 = srcgrad.grad(f)(X.astype(np.float32), [w.astype(np.float32) for w in WS])
+    assert g32.dtype == np.float32
+
+
+class Suppressing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        return True
+
+
+def suppressing(x, ws):
+    y = np.sum(x)
+    with Suppressing():
+        y = np.sum(x @ ws[0])
+        if y > -1e9:
+            raise ValueError("skipped")
+        y = y * 3.0
+    return y
+
+
+def test_a_manager_that_suppresses_an_exception_is_refused():
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r"test_syntax.py:\d+ suppressed ValueError"):
+        srcgrad.grad(suppressing)(X, WS)
+    TIMER.entered = TIMER.left = 0
+    srcgrad.grad(managed)(X, WS)  # (one that does not suppress runs as before)
+    assert TIMER.entered == TIMER.left == 1 + len(WS)
+
+
+def test_with_blocks_are_with_statements_in_the_generated_code():
+    text = srcgrad.source(srcgrad.grad(managed), X, WS)
+    assert "    with rt.managed(_t1, where='test_syntax.py:" in text
+    assert "rt.enter" not in text and "rt.leave" not in text
