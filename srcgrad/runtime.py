@@ -121,6 +121,24 @@ class managed:
         return False
 
 
+def with_item(d, key, value) -> dict:
+    """``d[key] = value`` on a dict made in the differentiated function, as normalized
+    code writes it: a new dict, ``d`` with ``value`` at ``key`` (no other name holds
+    ``d``: normalize refuses the write otherwise, so nothing can tell the two apart)."""
+    out = dict(d)
+    out[key] = value
+    return out
+
+
+def without_item(g, key):
+    """The adjoint of ``d`` in :func:`with_item` from the new dict's adjoint ``g``: the
+    value at ``key`` was overwritten, so its part of ``g`` does not reach ``d``."""
+    if isinstance(g, dict) and key in g:
+        g = dict(g)
+        del g[key]
+    return g
+
+
 def stop_gradient(x):
     """``x`` itself, through which no adjoint flows (its derivative is taken as 0).
 
@@ -901,6 +919,11 @@ def check_scalar_output(value, where: str):
         raise errors.UnsupportedSyntaxError(
             f"the function returned a complex value (at {where}); srcgrad does not differentiate "
             "complex numbers yet", None, "return a real value (np.abs(z) ** 2, z.real, z.imag)")
+    if isinstance(value, (dict, list, tuple)):  # (np.ndim of a dict is 0)
+        raise errors.NonScalarOutputError(
+            f"grad needs a scalar output, but the function returned a {type(value).__name__} (at {where})",
+            None, "return the loss alone, pass has_aux=True for `return loss, aux` (aux may be a dict), "
+            "or use srcgrad.vjp to pull back an adjoint of the same structure")
     if np.ndim(value) != 0:
         raise errors.NonScalarOutputError(
             f"grad needs a scalar output, but the function returned shape {np.shape(value)} "

@@ -23,7 +23,7 @@ from .. import runtime
 from ..runtime import (gather_adjoint, permuted_adjoint, permuted_tangent, positions,
                        split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
-                       is_basic_index, is_constant, sorted_like, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
+                       is_basic_index, is_constant, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
                        unbroadcast, unconcatenate, window_adjoint)
 from . import _ndim
 from .registry import defadjoint, deftangent
@@ -135,6 +135,13 @@ def iterated_rule(ans_bar, ans, items):
     """``rt.iterated(items)``: the sequence a loop over a value of a kind unknown when
     compiling indexes (a dict: its keys, which carry no adjoint)."""
     return iterated_adjoint(ans_bar, ans, items)
+
+
+@defadjoint(runtime.with_item, diff=("d", "value"), tangent="linear")
+def with_item(ans_bar, ans, d, key, value):
+    """``d[key] = value`` on a dict made here (``rt.with_item``): ``value`` gets the
+    new dict's adjoint at ``key``, ``d`` the rest (its old value there was overwritten)."""
+    return without_item(ans_bar, key), entry(ans_bar, key, value)
 
 
 @defadjoint(np.stack, sequence=("arrays",), tangent="linear")
