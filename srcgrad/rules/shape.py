@@ -137,7 +137,14 @@ def iterated_rule(ans_bar, ans, items):
     return iterated_adjoint(ans_bar, ans, items)
 
 
-@defadjoint(runtime.with_item, diff=("d", "value"), tangent="linear")
+def _with_item_tangent(ans, d, key, value, d_dot=None, value_dot=None):
+    """The new dict's tangent: ``d``'s (zeros for a constant one) with ``value``'s at ``key``."""
+    base = dict(d_dot) if d_dot is not None else {k: runtime.zeros_like(v) for k, v in d.items()}
+    base[key] = runtime.zeros_like(value) if value_dot is None else value_dot
+    return base
+
+
+@defadjoint(runtime.with_item, diff=("d", "value"), tangent=_with_item_tangent)
 def with_item(ans_bar, ans, d, key, value):
     """``d[key] = value`` on a dict made here (``rt.with_item``): ``value`` gets the
     new dict's adjoint at ``key``, ``d`` the rest (its old value there was overwritten)."""
