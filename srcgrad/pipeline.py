@@ -230,7 +230,8 @@ def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backen
         imports.insert(0, gast.parse("import math").body[0])
     name = _function_name(core, options)
     params = core.params + [tangents.tangents[p] for p in options.wrt]
-    fdef = nodes.function(name, params, unbound + emit.with_group_comments(body) + [nodes.ret(result)])
+    fdef = nodes.function(name, params, unbound + emit.with_group_comments(emit.with_blocks(body))
+                          + [nodes.ret(result)])
     text = emit.render(nodes.module(header + imports + [fdef]))
     signature = ",".join("?" if r is None else "tree" if isinstance(r, tuple) else str(r) for r in param_ranks)
     filename = f"<srcgrad {fn.__module__}.{fn.__qualname__} jvp{' batched' if options.batched else ''} " \
@@ -499,7 +500,7 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend, rank_env=No
         result = nodes.tuple_([gast.Subscript(value=nodes.name(kept), slice=nodes.const(i), ctx=gast.Load())
                                for i in range(len(result.elts))]) if isinstance(result, gast.Tuple) \
             else nodes.name(kept)
-    fwd = [nodes.comment("---- forward sweep ----")] + emit.with_group_comments(forward)
+    fwd = [nodes.comment("---- forward sweep ----")] + emit.with_group_comments(emit.with_blocks(forward))
     bwd = [nodes.comment("---- backward sweep ----")] + emit.with_group_comments(backward)
     name = _function_name(core, options)
     aux = [nodes.copy(result.elts[1])] if options.has_aux else []

@@ -81,14 +81,62 @@ def to_host(x):
 
 
 def enter(manager):
-    """``with manager as value:`` in the forward sweep: its ``__enter__``, looked up on
-    the class as Python does; ``leave(manager)`` closes it.  (An exception raised in
-    between does not reach ``__exit__``.)"""
+    """``with manager as value:`` in normalized code: its ``__enter__``, looked up on the
+    class as Python does; ``leave(manager)`` closes it.  The emitter turns each pair
+    back into ``with rt.managed(manager) as value:`` around what lies between
+    (``emit.with_blocks``), so an exception reaches ``__exit__`` too."""
     return type(manager).__enter__(manager)
 
 
 def leave(manager) -> None:
     type(manager).__exit__(manager, None, None, None)
+
+
+class managed:
+    """``manager`` as a ``with`` statement of generated code runs it: ``__enter__`` and
+    ``__exit__`` (with the exception, if one was raised) looked up on the class as
+    Python does; but an exception is never swallowed.
+
+    Raises:
+        UnsupportedSyntaxError: ``__exit__`` asked to suppress an exception
+            (``contextlib.suppress``): the code after the block would run on values the
+            block never computed, and the backward sweep on a record of half a block.
+    """
+
+    __slots__ = ("manager", "where")
+
+    def __init__(self, manager, where: str = ""):
+        self.manager, self.where = manager, where
+
+    def __enter__(self):
+        return type(self.manager).__enter__(self.manager)
+
+    def __exit__(self, kind, value, traceback):
+        if type(self.manager).__exit__(self.manager, kind, value, traceback) and kind is not None:
+            raise errors.UnsupportedSyntaxError(
+                f"the context manager of the `with` block at {self.where} suppressed "
+                f"{kind.__name__}, which srcgrad does not differentiate through (the rest of the "
+                "block would be skipped)", None,
+                "catch the exception outside the differentiated function, or avoid raising it")
+        return False
+
+
+def with_item(d, key, value) -> dict:
+    """``d[key] = value`` on a dict made in the differentiated function, as normalized
+    code writes it: a new dict, ``d`` with ``value`` at ``key`` (no other name holds
+    ``d``: normalize refuses the write otherwise, so nothing can tell the two apart)."""
+    out = dict(d)
+    out[key] = value
+    return out
+
+
+def without_item(g, key):
+    """The adjoint of ``d`` in :func:`with_item` from the new dict's adjoint ``g``: the
+    value at ``key`` was overwritten, so its part of ``g`` does not reach ``d``."""
+    if isinstance(g, dict) and key in g:
+        g = dict(g)
+        del g[key]
+    return g
 
 
 def stop_gradient(x):
@@ -871,6 +919,11 @@ def check_scalar_output(value, where: str):
         raise errors.UnsupportedSyntaxError(
             f"the function returned a complex value (at {where}); srcgrad does not differentiate "
             "complex numbers yet", None, "return a real value (np.abs(z) ** 2, z.real, z.imag)")
+    if isinstance(value, (dict, list, tuple)):  # (np.ndim of a dict is 0)
+        raise errors.NonScalarOutputError(
+            f"grad needs a scalar output, but the function returned a {type(value).__name__} (at {where})",
+            None, "return the loss alone, pass has_aux=True for `return loss, aux` (aux may be a dict), "
+            "or use srcgrad.vjp to pull back an adjoint of the same structure")
     if np.ndim(value) != 0:
         raise errors.NonScalarOutputError(
             f"grad needs a scalar output, but the function returned shape {np.shape(value)} "
@@ -981,7 +1034,7 @@ def add_each(adjoints, more):
     sparse adjoint (``{0: g}``, from ``xs[0]``) takes the other's by index."""
     if isinstance(adjoints, dict):
         return add(adjoints, dict(enumerate(more)))
-    return [a + b for a, b in zip(adjoints, more)]
+    return add(list(adjoints), list(more))
 
 
 def checked_adjoint(g, x, rule, param, where=""):

@@ -406,9 +406,11 @@ def _child(like, key):
 
 def add(a, b):
     """Accumulate two adjoints that may be structures (sparse nested dicts) or arrays."""
-    if isinstance(a, dict) != isinstance(b, dict) and isinstance(a if isinstance(b, dict) else b, list):
-        # One a list from a sequence rule (np.stack(xs)), the other sparse: both sparse.
-        a, b = (dict(enumerate(v)) if isinstance(v, list) else v for v in (a, b))
+    if isinstance(a, dict) != isinstance(b, dict) and (
+            isinstance(a if isinstance(b, dict) else b, list) or np.ndim(a if isinstance(b, dict) else b) > 0):
+        # One sparse, the other a list from a sequence rule (np.stack(xs)) or the rows of an
+        # array NumPy made of the list (np.sum(xs)): both sparse.
+        a, b = (v if isinstance(v, dict) else dict(enumerate(v)) for v in (a, b))
     if isinstance(a, dict) and isinstance(b, dict):
         out = dict(a)
         for key, value in b.items():
@@ -418,6 +420,8 @@ def add(a, b):
         return b
     if b is None:
         return a
+    if isinstance(a, list) and isinstance(b, list):  # one adjoint per item (`+` would concatenate)
+        return [add(x, y) for x, y in zip(a, b)]
     return a + b
 
 

@@ -113,10 +113,41 @@ def largest_of_a_generator(x):
     return max(v * v for v in x)
 
 
-@pytest.mark.xfail(strict=True, reason="README and desugar.py say a generator given to max/min is supported (it "
-                   "becomes a list), but builtins max/min have no rule: refused with 'register one: "
-                   "@srcgrad.defadjoint(max)', which points the user at the wrong fix")
-def test_max_of_a_generator_is_refused_with_what_to_write():
-    with pytest.raises(srcgrad.errors.SrcgradError) as raised:
-        srcgrad.grad(largest_of_a_generator)(np.array([0.5, -0.7, 1.3]))
-    assert "defadjoint" not in str(raised.value)
+def smallest_of_a_generator_in_a_loop(x):
+    s = 0.0
+    for k in range(1, 3):
+        s = s + min(np.sin(v * k) for v in x)
+    return s
+
+
+def largest_layer_output(x, ws):
+    return max(np.sum(np.tanh(w @ x)) for w in ws)
+
+
+class _Layers:
+    def __init__(self, ws):
+        self.ws = ws
+
+    def loss(self, x):
+        return max(np.sum(w @ x) for w in self.ws) - min(np.sum(w * x) for w in self.ws)
+
+
+@pytest.mark.parametrize("f", [largest_of_a_generator, smallest_of_a_generator_in_a_loop],
+                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_max_and_min_of_a_generator(f, dtype):
+    x = np.array([0.5, -0.7, 1.3], dtype=dtype)
+    g = srcgrad.grad(f)(x)
+    assert g.dtype == dtype
+    np.testing.assert_allclose(g, jacobian_fd(f, x.astype(np.float64)), rtol=1e-4, atol=1e-5)
+
+
+def test_max_of_a_generator_over_layers_in_a_helper_and_a_method():
+    rng = np.random.default_rng(3)
+    ws = [rng.normal(size=(3, 3)) for _ in range(3)]
+    x = rng.normal(size=3)
+    g = srcgrad.grad(lambda x: largest_layer_output(x, ws) * 2.0)(x)
+    np.testing.assert_allclose(g, jacobian_fd(lambda x: largest_layer_output(x, ws) * 2.0, x), rtol=1e-6)
+    model = _Layers(ws)
+    g = srcgrad.grad(_Layers.loss, wrt=1)(model, x)
+    np.testing.assert_allclose(g, jacobian_fd(model.loss, x), rtol=1e-6, atol=1e-8)

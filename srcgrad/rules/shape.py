@@ -23,7 +23,7 @@ from .. import runtime
 from ..runtime import (gather_adjoint, permuted_adjoint, permuted_tangent, positions,
                        split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
-                       is_basic_index, is_constant, sorted_like, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
+                       is_basic_index, is_constant, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
                        unbroadcast, unconcatenate, window_adjoint)
 from . import _ndim
 from .registry import defadjoint, deftangent
@@ -137,6 +137,20 @@ def iterated_rule(ans_bar, ans, items):
     return iterated_adjoint(ans_bar, ans, items)
 
 
+def _with_item_tangent(ans, d, key, value, d_dot=None, value_dot=None):
+    """The new dict's tangent: ``d``'s (zeros for a constant one) with ``value``'s at ``key``."""
+    base = dict(d_dot) if d_dot is not None else {k: runtime.zeros_like(v) for k, v in d.items()}
+    base[key] = runtime.zeros_like(value) if value_dot is None else value_dot
+    return base
+
+
+@defadjoint(runtime.with_item, diff=("d", "value"), tangent=_with_item_tangent)
+def with_item(ans_bar, ans, d, key, value):
+    """``d[key] = value`` on a dict made here (``rt.with_item``): ``value`` gets the
+    new dict's adjoint at ``key``, ``d`` the rest (its old value there was overwritten)."""
+    return without_item(ans_bar, key), entry(ans_bar, key, value)
+
+
 @defadjoint(np.stack, sequence=("arrays",), tangent="linear")
 def stack(ans_bar, ans, arrays, axis=0):
     """Returns one adjoint per array in ``arrays``: the slices along ``axis``."""
@@ -180,9 +194,11 @@ def getitem(ans_bar, ans, a, index):
         np.add.at(a_bar, index, ans_bar)
         return a_bar
     if is_structure(a):
-        if is_constant(index) and counts_from_the_end(index):
-            return getitem_adjoint(ans_bar, a, index)  # xs[-1], xs[1:]: keys of xs's own items
-        return {index: ans_bar}
+        if is_constant(index) and not counts_from_the_end(index):
+            return {index: ans_bar}
+        # xs[-1], xs[1:], xs[k:] or an index known only when it runs (maybe negative, maybe a
+        # slice): keys of xs's own items.
+        return getitem_adjoint(ans_bar, a, index)
     return getitem_adjoint(ans_bar, a, index)
 
 

@@ -518,6 +518,9 @@ class _Lowering:
             self.made_by[merged] = (fresh, anno.get(stmt, "origin"))
             if in_body in self.arrays and in_else in self.arrays:
                 self.arrays.add(merged)
+            if in_body in self.dicts and in_else in self.dicts:  # (a dict written in a branch)
+                self.dicts.add(merged)
+                self.containers.add(merged)
         return body, orelse
 
     def _if(self, stmt):
@@ -571,6 +574,10 @@ class _Lowering:
         target_names = {t.id for t in indices if isinstance(t, gast.Name)}
         stored = {n.id for n in nodes.walk(loop) if isinstance(n, gast.Name)
                   and isinstance(n.ctx, gast.Store)} - target_names
+        # `d[k] = v` on a dict made here binds a new version of `d` (`_dict_setitem`).
+        stored |= {n.value.id for n in nodes.walk(loop) if isinstance(n, gast.Subscript)
+                   and isinstance(n.ctx, gast.Store) and isinstance(n.value, gast.Name)
+                   and self.current.get(n.value.id) in self.dicts}
         # Read outside the loop: read more often in the function than in the loop (the
         # function's reads are counted once, not walked again for every loop).
         if self.reads is None:
@@ -952,8 +959,8 @@ class _Lowering:
         dict), which a loop cannot index: a value whose kind normalize does not know."""
         if not isinstance(atom, gast.Name) or atom.id in self.arrays or atom.id in self.scalars \
                 or self._holds_sequence(atom.id) or atom.id in self.aggregates \
-                or atom.id in self.structures or atom.id in self.dicts:
-            return atom
+                or atom.id in self.structures:
+            return atom  # (a dict made here whose keys are known only at run time: rt.iterated, its keys)
         return self._apply(runtime.iterated, None, [atom], {}, node, func_node=nodes.dotted("rt.iterated"),
                            origin_node=node, target=None, target_hint=None, effect=False)
 
@@ -1108,6 +1115,29 @@ class _Lowering:
                              nodes.copy(value))
         self._emit_stmt(write, stmt, kind="setattr", value=value, impure=True)
 
+    def _dict_setitem(self, user, name, target, value_node, stmt):
+        """``d[k] = v`` on a dict made here that no other name holds: ``d = rt.with_item(d, k, v)``,
+        a new version of ``d`` as for any rebinding (in a loop, a carried name), whose
+        adjoint gives ``v`` its entry at ``k``."""
+        fresh, _ = self.made_by.get(name, (False, None))
+        if not fresh or name in self.aliased or name in self.passed or name in self.escaped:
+            where = self.passed.get(name)
+            seen = f"it was passed to a function at {where.where} (`{where.text.strip()}`), which may " \
+                "keep it" if where is not None else "another name may refer to the same dict"
+            raise errors.at(stmt, f"cannot write into the dict `{user}` here: {seen}, and srcgrad follows "
+                            "the entries of a dict by its own name only",
+                            "write all entries before the dict is shared, and use one name for it")
+        index = self._index(target.slice)
+        value = self._lower(value_node)
+        self._escape([value], stmt)
+        new = self._apply(runtime.with_item, None, [nodes.name(name), index, value], {}, stmt,
+                          func_node=nodes.dotted("rt.with_item"), origin_node=stmt, target=user,
+                          target_hint=None, effect=False)
+        self.containers.add(new.id)
+        self.dicts.add(new.id)
+        self.arrays.discard(new.id)
+        self.made_by[new.id] = (True, anno.get(stmt, "origin"))
+
     # ---- writes into arrays -------------------------------------------------
     def _setitem(self, target, value_node, stmt):
         """``y[i] = v`` stays an in-place write.  The overwritten elements are saved
@@ -1124,6 +1154,9 @@ class _Lowering:
         user = target.value.id
         name = self.current.get(user, user)
         fresh, origin = self.made_by.get(name, (False, None))
+        if name in self.dicts:
+            self._dict_setitem(user, name, target, value_node, stmt)
+            return
         if name in self.containers:
             raise errors.at(stmt, f"writing into an element of the list, tuple or dict `{user}` is not "
                             "supported yet", f"build a new one (`{user} = [x * 3, {user}[1]]`), "
@@ -1441,7 +1474,9 @@ class _Lowering:
             return self._pop(user, node, name=held, **emit)
         if self._dict_method_call(node) is not None:
             return self._dict_method(held, func.attr, node, **emit)
-        if held is not None and held in self.containers:
+        if held is not None and held in self.containers and not (
+                held in self.dicts and func.attr in ("keys", "values", "items", "get")):
+            # (a dict made here whose keys are known only at run time: as a dict passed in, below)
             raise errors.at(node, f"the method `.{func.attr}()` of a list, tuple or dict is not supported "
                             "in differentiated code (only `append`, `extend` and `pop`, and a dict's `keys`, "
                             "`values`, `items` and `get`)", f"index it instead (`{user}[key]`)")

@@ -7,7 +7,7 @@ or dict comprehension, no generator expression, no walrus (``:=``) and no chaine
 assignment; each becomes statements before the one it was in, at its line:
 
 - ``[e for x in xs if c]`` becomes a loop that appends to a new list (``{e for ...}``
-  the same, then ``set(...)``; ``{k: v for ...}`` a list of pairs, then ``dict(...)``);
+  the same, then ``set(...)``; ``{k: v for ...}`` a loop that writes ``d[k] = v`` into a new dict);
   a generator passed to ``sum`` becomes a running total (``sum`` is
   ``start + e0 + e1 + ...``, in that order); one passed to ``max``, ``min``,
   ``list``, ``tuple``, ``sorted``, ``any`` or ``all`` becomes a list.  A generator
@@ -247,11 +247,11 @@ class _Desugar:
         reads = nodes.names_in(comp)
         result = whole if whole is not None and whole not in reads else \
             self.fresh("_total" if total is not None else "_items")
-        if isinstance(comp, gast.DictComp):
-            item = gast.Tuple(elts=[comp.key, comp.value], ctx=gast.Load())
-        else:
-            item = comp.elt
-        if total is not None:
+        item = None if isinstance(comp, gast.DictComp) else comp.elt
+        if isinstance(comp, gast.DictComp):  # (`d[k] = v`: a dict made here, followed entry by entry)
+            entry = gast.Subscript(value=nodes.name(result), slice=comp.key, ctx=gast.Store())
+            innermost = [_at(gast.Assign(targets=[entry], value=comp.value, type_comment=None), comp)]
+        elif total is not None:
             innermost = [_at(nodes.assign(result, nodes.binop(nodes.name(result), "+", item)), comp)]
         else:
             innermost = [_at(gast.Expr(value=nodes.call(f"{result}.append", [item])), comp)]
@@ -262,12 +262,12 @@ class _Desugar:
             body = [_at(gast.For(target=gen.target, iter=gen.iter, body=body, orelse=[], type_comment=None), comp)]
         loop = body[0]
         loop.iter = self.expression(loop.iter, out)  # the first iterable: in the enclosing scope, now
-        start = total if total is not None else gast.List(elts=[], ctx=gast.Load())
+        start = total if total is not None else gast.Dict(keys=[], values=[]) \
+            if isinstance(comp, gast.DictComp) else gast.List(elts=[], ctx=gast.Load())
         out.append(_at(nodes.assign(result, start), comp))
         self.statement(loop, out)
-        if isinstance(comp, (gast.SetComp, gast.DictComp)):
-            kind = "set" if isinstance(comp, gast.SetComp) else "dict"
-            out.append(_at(nodes.assign(result, nodes.call(kind, [nodes.name(result)])), comp))
+        if isinstance(comp, gast.SetComp):
+            out.append(_at(nodes.assign(result, nodes.call("set", [nodes.name(result)])), comp))
         return _at(nodes.name(result), comp)
 
     def fresh(self, base: str) -> str:
