@@ -35,6 +35,13 @@ from conftest import numerical_grad
 import srcgrad
 from srcgrad.rules import registry
 
+try:  # SciPy is optional: without it its rules are not registered and their rows are left out
+    from scipy import signal, special
+except ImportError:
+    signal = special = None
+else:
+    registry.register_optional()
+
 INPUTS = ("x", "y", "z")
 
 REAL = (-2.0, 2.0)
@@ -468,6 +475,60 @@ ROWS = [
     }),
 ]
 
+if special is not None:
+    SIGNAL = [((5,), (3,)), ((3,), (5,)), ((5,), (4,)), ((4, 5), (2, 3)), ((2, 3), (4, 5)), ((2, 3, 4), (2, 2, 3))]
+    ROWS += [
+        # ---- scipy.special -------------------------------------------------------
+        Row(special.expit, {"special.expit(x)": UNARY}),
+        Row(special.logit, {"special.logit(x)": UNARY}, (0.1, 0.9)),
+        Row(special.erf, {"special.erf(x)": UNARY}),
+        Row(special.erfc, {"special.erfc(x)": UNARY}),
+        Row(special.erfinv, {"special.erfinv(x)": UNARY}, UNIT),
+        Row(special.gammaln, {"special.gammaln(x)": UNARY}, POSITIVE),
+        Row(special.gammaln, {"special.gammaln(x)": UNARY}, (-2.9, -2.1)),
+        Row(special.digamma, {"special.digamma(x)": UNARY, "special.psi(x)": UNARY}, POSITIVE),
+        Row(special.digamma, {"special.digamma(x)": UNARY}, (-1.9, -1.1)),
+        Row(special.polygamma, {"special.polygamma(0, x)": UNARY, "special.polygamma(1, x)": UNARY,
+                                "special.polygamma(3, x)": UNARY}, POSITIVE),
+        Row(special.zeta, {"special.zeta(2, x)": UNARY, "special.zeta(3.5, x)": UNARY}, POSITIVE),
+        Row(special.multigammaln, {"special.multigammaln(x, 3)": UNARY, "special.multigammaln(x, 1)": UNARY},
+            (1.5, 3.0)),
+        Row(special.beta, {"special.beta(x, y)": BINARY}, POSITIVE),
+        Row(special.betaln, {"special.betaln(x, y)": BINARY}, POSITIVE),
+        Row(special.xlogy, {"special.xlogy(x, y)": BINARY, "special.xlogy(2.0, y)": [((3, 4), (3, 4))]},
+            (REAL, POSITIVE)),
+        Row(special.i0, {"special.i0(x)": UNARY}),
+        Row(special.i1, {"special.i1(x)": UNARY}),
+        Row(special.iv, {"special.iv(2, x)": UNARY, "special.iv(0.5, x)": UNARY}, POSITIVE),
+        Row(special.ive, {"special.ive(1, x)": UNARY, "special.ive(0, x)": UNARY}),
+        Row(special.jv, {"special.jv(1.5, x)": UNARY, "special.jn(2, x)": UNARY}, POSITIVE),
+        Row(special.jv, {"special.jn(0, x)": UNARY}),
+        Row(special.yv, {"special.yv(0.5, x)": UNARY}, POSITIVE),
+        Row(special.yn, {"special.yn(1, x)": UNARY, "special.yn(0, x)": UNARY}, POSITIVE),
+        Row(special.logsumexp, {
+            "special.logsumexp(x)": CUBE + [((5,),), ((),)], "special.logsumexp(x, 1)": CUBE,
+            "special.logsumexp(x, axis=-1)": MATRIX, "special.logsumexp(x, axis=(0, 2), keepdims=True)": CUBE,
+            "special.logsumexp(x, keepdims=True)": MATRIX,
+            "special.logsumexp(x, b=y)": [((3, 4), (3, 4)), ((3, 4), (4,))],
+            "special.logsumexp(x, axis=0, b=y)": [((3, 4), (3, 4)), ((4,), (3, 4))],
+            "special.logsumexp(x, axis=1, b=y, keepdims=True)": [((3, 4), (3, 1))],
+            "special.logsumexp(x, b=2.0)": MATRIX}, (REAL, POSITIVE)),
+        Row(special.softmax, {"special.softmax(x)": MATRIX + [((5,),)], "special.softmax(x, axis=1)": CUBE,
+                              "special.softmax(x, -1)": MATRIX, "special.softmax(x, axis=(0, 2))": CUBE}),
+        Row(special.log_softmax, {"special.log_softmax(x)": MATRIX + [((5,),)],
+                                  "special.log_softmax(x, axis=1)": CUBE, "special.log_softmax(x, -1)": MATRIX,
+                                  "special.log_softmax(x, axis=(0, 2))": CUBE}),
+        # ---- scipy.signal --------------------------------------------------------
+        Row(signal.convolve, {"signal.convolve(x, y)": SIGNAL, "signal.convolve(x, y, 'same')": SIGNAL,
+                              "signal.convolve(x, y, mode='valid')": SIGNAL[:2] + SIGNAL[3:5],
+                              "signal.convolve(x, y, method='direct')": SIGNAL[:1],
+                              "signal.convolve(x, y, 'valid', method='fft')": SIGNAL[3:4]}),
+        Row(signal.correlate, {"signal.correlate(x, y)": SIGNAL, "signal.correlate(x, y, 'same')": SIGNAL,
+                               "signal.correlate(x, y, mode='valid')": SIGNAL[:2] + SIGNAL[3:5],
+                               "signal.correlate(x, y, method='direct')": SIGNAL[:1],
+                               "signal.correlate(x, y, 'valid', method='fft')": SIGNAL[3:4]}),
+    ]
+
 
 @dataclasses.dataclass(frozen=True)
 class Case:
@@ -499,7 +560,8 @@ class Case:
         return out
 
     def evaluate(self, *values):
-        return eval(self.expr, {"np": np, "math": math}, dict(zip(self.names, values)))
+        return eval(self.expr, {"np": np, "math": math, "special": special, "signal": signal},
+                    dict(zip(self.names, values)))
 
 
 CASES = [Case(row.primitive, expr, tuple(shapes), row.domain, row.prepare)
@@ -627,7 +689,7 @@ def user_function(expr: str, names: tuple):
     source = f"def f({', '.join(names)}):\n    return {expr}\n"
     filename = f"<test_rules: {expr}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = {"__name__": "test_rules_generated", "np": np, "math": math}
+    namespace = {"__name__": "test_rules_generated", "np": np, "math": math, "special": special, "signal": signal}
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - a test fixture
     return namespace["f"]
 

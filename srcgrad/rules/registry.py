@@ -28,7 +28,9 @@ Functions whose output carries no derivative (``np.argmax``, ``len``,
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import inspect
+import sys
 import types
 from typing import Callable
 
@@ -121,8 +123,11 @@ _METHOD_RULES: dict[tuple, Rule] = {}  # (class, method name) -> rule, for bound
 
 
 def _label(obj) -> str:
-    mod = getattr(obj, "__module__", None) or ("numpy" if isinstance(obj, np.ufunc) else "")
-    return f"{mod}.{getattr(obj, '__name__', repr(obj))}".lstrip(".")
+    name = getattr(obj, "__name__", repr(obj))
+    mod = getattr(obj, "__module__", None)
+    if mod is None and isinstance(obj, np.ufunc):  # a ufunc names no module: NumPy's or scipy.special's
+        mod = "numpy" if getattr(np, name, None) is obj else "scipy.special"
+    return f"{mod or ''}.{name}".lstrip(".")
 
 
 def elementwise_ndim(ndims, statics):
@@ -275,9 +280,24 @@ def is_random(obj) -> bool:
     return mod in ("random", "numpy.random", "numpy.random.mtrand") or mod.startswith("numpy.random.")
 
 
+# The rules of optional libraries (library -> module of rules), registered at the first lookup
+# that misses once the library is imported: srcgrad neither needs SciPy nor makes every user
+# pay for importing it (scipy.signal alone takes half a second).
+_OPTIONAL = {"scipy.special": "scipy_special", "scipy.signal": "scipy_signal"}
+
+
+def register_optional() -> None:
+    """Register the rules of the optional libraries imported so far (``_OPTIONAL``)."""
+    for library in [name for name in _OPTIONAL if name in sys.modules]:
+        importlib.import_module(f"{__package__}.{_OPTIONAL.pop(library)}")
+
+
 def lookup(obj) -> Rule | None:
     """The rule for ``obj``, or None when srcgrad has none."""
     found = _RULES.get(id(obj))
+    if found is None and _OPTIONAL:
+        register_optional()
+        found = _RULES.get(id(obj))
     if found is not None and found[0] is obj:
         return found[1]
     owner = getattr(obj, "__self__", None)
