@@ -122,7 +122,8 @@ _RULES: dict[int, tuple[object, Rule]] = {}  # id(primal) -> (primal, rule); ufu
 _METHOD_RULES: dict[tuple, Rule] = {}  # (class, method name) -> rule, for bound methods (rng.normal)
 
 
-def _label(obj) -> str:
+def label(obj) -> str:
+    """``module.name`` for messages (``numpy.exp``, ``scipy.special.erf``)."""
     name = getattr(obj, "__name__", repr(obj))
     mod = getattr(obj, "__module__", None)
     if mod is None and isinstance(obj, np.ufunc):  # a ufunc names no module: NumPy's or scipy.special's
@@ -173,7 +174,7 @@ def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | Non
         if isinstance(how, str) and how not in TANGENTS:
             raise ValueError(f"tangent={how!r}: expected one of {TANGENTS} or a function")
         for primal in primals:
-            _RULES[id(primal)] = (primal, Rule(_label(primal), fn, primal_sig, diff_params,
+            _RULES[id(primal)] = (primal, Rule(label(primal), fn, primal_sig, diff_params,
                                                elementwise, rule_ndim, frozenset(sequence),
                                                impure=is_random(primal), zero_params=frozenset(zero),
                                                refuse=refuse, tangent=how))
@@ -245,7 +246,7 @@ def deftangent(*primals):
         for primal in primals:
             rule = lookup(primal)
             if rule is None or not rule.differentiable:
-                raise ValueError(f"{_label(primal)} has no adjoint rule: register it first")
+                raise ValueError(f"{label(primal)} has no adjoint rule: register it first")
             rule.tangent = fn
         return fn
     return register
@@ -267,7 +268,7 @@ def nondifferentiable(*primals, ndim=None) -> None:
     rule (``defadjoint(..., diff=(...))``), else its gradient is silently wrong.
     """
     for primal in primals:
-        _RULES[id(primal)] = (primal, Rule(_label(primal), None, None, ndim=ndim, zero_derivative=True,
+        _RULES[id(primal)] = (primal, Rule(label(primal), None, None, ndim=ndim, zero_derivative=True,
                                            impure=is_random(primal)))
 
 
@@ -307,7 +308,7 @@ def lookup(obj) -> Rule | None:
             if rule is not None:
                 return rule
     if is_random(obj) or isinstance(obj, (type, types.ModuleType)):
-        return Rule(_label(obj), None, None, impure=is_random(obj))  # no rule: refused if given an active value
+        return Rule(label(obj), None, None, impure=is_random(obj))  # no rule: refused if given an active value
     return None
 
 
