@@ -476,7 +476,8 @@ ROWS = [
 ]
 
 if special is not None:
-    SIGNAL = [((5,), (3,)), ((3,), (5,)), ((5,), (4,)), ((4, 5), (2, 3)), ((2, 3), (4, 5)), ((2, 3, 4), (2, 2, 3))]
+    SIGNAL = [((5,), (3,)), ((3,), (5,)), ((5,), (4,)), ((4, 5), (2, 3)), ((2, 3), (4, 5)),
+              ((2, 3, 4), (2, 2, 3))]
     ROWS += [
         # ---- scipy.special -------------------------------------------------------
         Row(special.expit, {"special.expit(x)": UNARY}),
@@ -516,7 +517,8 @@ if special is not None:
         Row(special.softmax, {"special.softmax(x)": MATRIX + [((5,),)], "special.softmax(x, axis=1)": CUBE,
                               "special.softmax(x, -1)": MATRIX, "special.softmax(x, axis=(0, 2))": CUBE}),
         Row(special.log_softmax, {"special.log_softmax(x)": MATRIX + [((5,),)],
-                                  "special.log_softmax(x, axis=1)": CUBE, "special.log_softmax(x, -1)": MATRIX,
+                                  "special.log_softmax(x, axis=1)": CUBE,
+                                  "special.log_softmax(x, -1)": MATRIX,
                                   "special.log_softmax(x, axis=(0, 2))": CUBE}),
         # ---- scipy.signal --------------------------------------------------------
         Row(signal.convolve, {"signal.convolve(x, y)": SIGNAL, "signal.convolve(x, y, 'same')": SIGNAL,
@@ -689,7 +691,8 @@ def user_function(expr: str, names: tuple):
     source = f"def f({', '.join(names)}):\n    return {expr}\n"
     filename = f"<test_rules: {expr}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = {"__name__": "test_rules_generated", "np": np, "math": math, "special": special, "signal": signal}
+    namespace = {"__name__": "test_rules_generated", "np": np, "math": math, "special": special,
+                 "signal": signal}
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - a test fixture
     return namespace["f"]
 

@@ -179,16 +179,19 @@ def logsumexp(ans_bar, ans, a, axis=None, b=None, keepdims=False, return_sign=Fa
     """``log sum(b exp(a))`` over ``axis``: ``a`` gets the weights ``b exp(a - ans)`` (the softmax
     when ``b`` is None), ``b`` gets ``exp(a - ans)`` (SciPy's definition, differentiated)."""
     if is_constant(b) and b is None:
-        return broadcast_reduced(ans_bar, a, axis, keepdims) * np.exp(a - broadcast_reduced(ans, a, axis, keepdims)), None
+        weights = np.exp(a - broadcast_reduced(ans, a, axis, keepdims))
+        return broadcast_reduced(ans_bar, a, axis, keepdims) * weights, None
     full = np.broadcast_to(a, np.broadcast_shapes(np.shape(a), np.shape(b)))
-    spread = broadcast_reduced(ans_bar, full, axis, keepdims) * np.exp(full - broadcast_reduced(ans, full, axis, keepdims))
+    weights = np.exp(full - broadcast_reduced(ans, full, axis, keepdims))
+    spread = broadcast_reduced(ans_bar, full, axis, keepdims) * weights
     return unbroadcast(spread * b, a), unbroadcast(spread, b)
 
 
 @deftangent(special.logsumexp)
 def logsumexp_tangent(ans, a, axis=None, b=None, keepdims=False, return_sign=False, a_dot=None, b_dot=None):
     if is_constant(b) and b is None:
-        return np.sum(np.exp(a - broadcast_reduced(ans, a, axis, keepdims)) * a_dot, axis=axis, keepdims=keepdims)
+        weights = np.exp(a - broadcast_reduced(ans, a, axis, keepdims))
+        return np.sum(weights * a_dot, axis=axis, keepdims=keepdims)
     full = np.broadcast_to(a, np.broadcast_shapes(np.shape(a), np.shape(b)))
     weights = np.exp(full - broadcast_reduced(ans, full, axis, keepdims))
     if is_constant(b_dot):

@@ -1335,7 +1335,8 @@ class _Reverse:
                              kind=errors.NoDerivativeRuleError)
         label = getattr(callee, "__qualname__", None) or getattr(callee, "__name__", None) or repr(callee)
         module = getattr(callee, "__module__", None)
-        full = f"{module}.{label}" if module else registry_label(callee) if isinstance(callee, np.ufunc) else label
+        full = f"{module}.{label}" if module else (registry_label(callee) if isinstance(callee, np.ufunc)
+                                                   else label)  # (a ufunc names no module)
         advice = (f"register one: @srcgrad.defadjoint({label}) on a function "
                   "`def rule(ans_bar, ans, <its parameters>): return <adjoint>`")
         return errors.at(stmt.value, f"no derivative rule for `{full}`", advice,
