@@ -1,4 +1,4 @@
-"""SciPy's rules (``rules/scipy_special.py``, ``rules/scipy_signal.py``) where code is written:
+"""SciPy's rules (``rules/scipy_special.py``, ``scipy_signal.py``, ``scipy_stats.py``) where code is written:
 in loops and helpers, spelled as users import them, at second order (``hvp``: forward mode
 over the gradient's code, which calls ``scipy.special`` itself), in float32; and what they
 refuse.  Each rule alone is checked in ``test_rules.py``'s table (dot-product test,
@@ -14,6 +14,7 @@ import srcgrad
 
 special = pytest.importorskip("scipy.special")
 signal = pytest.importorskip("scipy.signal")
+stats = pytest.importorskip("scipy.stats")
 import scipy  # noqa: E402 - the spellings users write, after the skip
 import scipy.special as sp  # noqa: E402
 from scipy.special import erf  # noqa: E402
@@ -61,8 +62,20 @@ def softmax_model(x, k):
     return np.sum(p * special.log_softmax(x[1:, 1:], axis=0))
 
 
+def _log_likelihood(x, scale):
+    return np.sum(stats.norm.logpdf(x, x[0], scale) + stats.t.logcdf(x, 3.0, 0.5, 2.0))
+
+
+def distributions(x):
+    total = 0.0
+    for i in range(2):
+        total = total + _log_likelihood(x, 1.0 + x[1] ** 2) / (i + 1)
+        total = total + np.sum(stats.gamma.logpdf(x + 1.0, x[2] + 1.0) + stats.poisson.logpmf(3, x))
+    return total + np.sum(stats.beta.pdf(x / 3, 2.0, x + 1.0) + stats.chi2.cdf(x, 2.5))
+
+
 FUNCTIONS = [(helper_in_a_loop, (X, K)), (orders_from_a_loop, (X,)), (gamma_family, (X,)),
-             (error_functions, (X,)), (bessel, (X,)), (softmax_model, (X, K))]
+             (error_functions, (X,)), (bessel, (X,)), (softmax_model, (X, K)), (distributions, (X,))]
 IDS = [f.__name__ for f, _ in FUNCTIONS]
 
 
@@ -174,3 +187,37 @@ def test_a_function_without_a_rule_is_refused_by_its_name():
 
     with pytest.raises(srcgrad.SrcgradError, match="no derivative rule for `scipy.special.gamma`"):
         srcgrad.grad(f)(X)
+
+
+def test_a_cdf_is_not_differentiated_in_a_shape():
+    """No closed form (the parameter of an incomplete gamma function): refused, not zero."""
+    def f(x, a):
+        return np.sum(stats.gamma.cdf(x, a))
+
+    with pytest.raises(srcgrad.NoDerivativeRuleError, match="`a` of .*gamma_gen.cdf"):
+        srcgrad.grad(f, wrt=(0, 1))(X, 2.0)
+    np.testing.assert_allclose(srcgrad.grad(f)(X, 2.0), stats.gamma.pdf(X, 2.0), rtol=1e-12)
+
+
+def test_poisson_cdf_in_mu_is_minus_the_pmf():
+    def f(mu):
+        return stats.poisson.cdf(2, mu)
+
+    np.testing.assert_allclose(srcgrad.grad(f)(1.5), -stats.poisson.pmf(2, 1.5), rtol=1e-12)
+    with pytest.raises(srcgrad.NoDerivativeRuleError, match="`loc`"):
+        srcgrad.grad(lambda_loc, wrt=(0, 1))(1.5, 1.0)
+
+
+def lambda_loc(mu, loc):
+    return stats.poisson.pmf(3, mu, loc)
+
+
+def test_a_frozen_distribution_calls_the_method_with_a_rule():
+    """``stats.norm(loc, scale).cdf(x)`` runs SciPy's ``rv_frozen.cdf``, compiled when it runs,
+    which calls ``norm.cdf``; forward mode over it (``hvp``) is refused, as for any such call."""
+    def f(x):
+        return np.sum(stats.norm(0.5, 2.0).cdf(x))
+
+    np.testing.assert_allclose(srcgrad.grad(f)(X), stats.norm.pdf(X, 0.5, 2.0), rtol=1e-12)
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="forward mode does not follow"):
+        srcgrad.hvp(f)(X, np.ones_like(X))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import itertools
 import sys
 import types
 from typing import Callable
@@ -152,8 +153,8 @@ def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | Non
             is zero (the rule reads only their shape or dtype).
         refuse: see :class:`Rule`.
         methods: ``(class, name)`` pairs: the rule also covers ``obj.name`` for
-            every instance ``obj`` of ``class`` (``rng.normal`` of a Generator),
-            whose bound methods are new objects at each access.
+            every instance ``obj`` of ``class`` (``rng.normal`` of a Generator,
+            ``stats.norm.pdf``), whose bound methods are new objects at each access.
         tangent: forward mode's rule: one of :data:`TANGENTS`, or a function
             ``(ans, *primal_params, <param>_dot=None, ...) -> tangent`` given the
             tangent of each differentiable parameter (``None``: a constant);
@@ -181,7 +182,7 @@ def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | Non
         for cls, name in methods:
             _METHOD_RULES[cls, name] = Rule(f"{cls.__module__}.{cls.__name__}.{name}", fn, primal_sig,
                                             diff_params, elementwise, rule_ndim, frozenset(sequence),
-                                            impure=True, zero_params=frozenset(zero), refuse=refuse,
+                                            impure=is_random(cls), zero_params=frozenset(zero), refuse=refuse,
                                             tangent=how)
         return fn
 
@@ -254,7 +255,7 @@ def deftangent(*primals):
 
 def diff_params(adjoint) -> tuple:
     """The differentiable parameters of a registered rule function."""
-    for _, rule in _RULES.values():
+    for rule in itertools.chain((rule for _, rule in _RULES.values()), _METHOD_RULES.values()):
         if rule.adjoint is adjoint:
             return rule.diff_params
     raise KeyError(adjoint)
@@ -284,7 +285,7 @@ def is_random(obj) -> bool:
 # The rules of optional libraries (library -> module of rules), registered at the first lookup
 # that misses once the library is imported: srcgrad neither needs SciPy nor makes every user
 # pay for importing it (scipy.signal alone takes half a second).
-_OPTIONAL = {"scipy.special": "scipy_special", "scipy.signal": "scipy_signal"}
+_OPTIONAL = {"scipy.special": "scipy_special", "scipy.signal": "scipy_signal", "scipy.stats": "scipy_stats"}
 
 
 def register_optional() -> None:
