@@ -3,10 +3,10 @@
 Every error about the user's program carries an :class:`~srcgrad.anno.Origin`
 and renders like a compiler diagnostic::
 
-    model.py:12:11: error: no derivative rule for `scipy.special.erf`
-        y = erf(x)
+    model.py:12:11: error: no derivative rule for `scipy.special.gamma`
+        y = gamma(x)
             ^
-    help: register one with @srcgrad.defadjoint(erf) ...
+    help: register one: @srcgrad.defadjoint(gamma) ...
 """
 from __future__ import annotations
 
@@ -164,7 +164,7 @@ def user_lines(tb) -> list:
 
 def _call_in(text: str, name: str):
     """``(column, dotted name)`` of the first call of ``name`` in a line of source
-    (``scipy.special.logsumexp(x)`` for ``logsumexp``), or None."""
+    (``scipy.special.spherical_jn(1, x)`` for ``spherical_jn``), or None."""
     match = re.search(r"([A-Za-z_][\w.]*\.)?\b" + re.escape(name) + r"\s*\(", text)
     if match is None:
         return None

@@ -222,12 +222,7 @@ def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backen
     mode = "forward mode, batched columns," if options.batched else "forward mode"
     header = [nodes.comment(f"srcgrad: {mode} of {core.name} ({origin}) | wrt: "
                             f"{', '.join(options.wrt)} | backend: {options.backend}")]
-    imports = [gast.parse(line).body[0] for line in backend.IMPORTS]
-    read = {n.id for s in body for n in gast.walk(s) if isinstance(n, gast.Name)}
-    if "dispatch" in read:
-        imports.append(gast.parse("from srcgrad import dispatch").body[0])
-    if "math" in read:  # math.* rules on floats (rules/pymath.py)
-        imports.insert(0, gast.parse("import math").body[0])
+    imports = _imports(body, backend)
     name = _function_name(core, options)
     params = core.params + [tangents.tangents[p] for p in options.wrt]
     fdef = nodes.function(name, params, unbound + emit.with_group_comments(emit.with_blocks(body))
@@ -467,6 +462,18 @@ def _callee_notes(callees) -> list[str]:
     return notes
 
 
+def _imports(body, backend) -> list:
+    """The generated module's imports: the backend's, and the modules its code reads besides
+    (``dispatch`` for calls compiled when they run, ``math`` for the rules of ``math.*`` on
+    floats, ``scipy.special`` and its kin for the SciPy rules)."""
+    read = {n.id for s in body for n in gast.walk(s) if isinstance(n, gast.Name)}
+    scipy = sorted({f"scipy.{n.attr}" for s in body for n in gast.walk(s) if isinstance(n, gast.Attribute)
+                    and isinstance(n.value, gast.Name) and n.value.id == "scipy"} if "scipy" in read else ())
+    lines = ["import math"] * ("math" in read) + [f"import {m}" for m in scipy] + list(backend.IMPORTS)
+    lines += ["from srcgrad import dispatch"] * ("dispatch" in read)
+    return [gast.parse(line).body[0] for line in lines]
+
+
 def _assemble(fn, core, forward, backward, sweeps, options, backend, rank_env=None):
     grads = [nodes.name(sweeps.adjoints[p]) for p in options.wrt]
     grads_value = nodes.tuple_(grads) if options.wrt_tuple else grads[0]
@@ -475,12 +482,7 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend, rank_env=No
         nodes.comment(f"srcgrad: reverse mode of {core.name} ({origin}) | wrt: "
                       f"{', '.join(options.wrt)} | backend: {options.backend}"),
     ] + [nodes.comment(f"  {note}") for note in _notes(forward, sweeps.notes) + _callee_notes(sweeps.callees)]
-    imports = [gast.parse(line).body[0] for line in backend.IMPORTS]
-    read = {n.id for stmt in forward + backward for n in gast.walk(stmt) if isinstance(n, gast.Name)}
-    if "dispatch" in read:  # calls compiled when they run
-        imports.append(gast.parse("from srcgrad import dispatch").body[0])
-    if "math" in read:  # math.* rules on floats (rules/pymath.py)
-        imports.insert(0, gast.parse("import math").body[0])
+    imports = _imports(forward + backward, backend)
     result = core.result
     touched = {n for s in nodes.statements(backward) for n in nodes.assigned_names(s)} | {
         s.targets[0].value.id for s in nodes.statements(backward)

@@ -50,14 +50,22 @@ def _parse(fn) -> gast.FunctionDef:
 
 def self_contained(fn) -> bool:
     """Whether a rule can be inlined: every global it reads is NumPy, ``math`` (the
-    rules of ``math.*`` on floats), a runtime helper or a builtin (the generated
-    module binds those: ``import math`` where its code reads ``math``).  A rule of yours that
+    rules of ``math.*`` on floats), a SciPy module (``special``, written ``scipy.special``),
+    a runtime helper or a builtin (the generated module binds those: ``import math``,
+    ``import scipy.special`` where its code reads them).  A rule of yours that
     calls your own helpers runs as a function instead (``dispatch.vjp_call``)."""
     reads = _global_reads(fn)
     return all(
         (value := fn.__globals__.get(name, getattr(builtins, name, UNKNOWN))) is np or value is math
-        or _runtime_helper(name, value) or hasattr(builtins, name) and name not in fn.__globals__
+        or _scipy_module(value) or _runtime_helper(name, value)
+        or hasattr(builtins, name) and name not in fn.__globals__
         for name in reads)  # (the values looked up at each compilation: a global may be rebound)
+
+
+def _scipy_module(value) -> bool:
+    """``scipy.special`` and its kin: the SciPy rules (``rules/special.py``) call them by
+    their full name, so a user's own ``special`` does not shadow them."""
+    return isinstance(value, types.ModuleType) and value.__name__.startswith("scipy.")
 
 
 @functools.cache
@@ -338,6 +346,8 @@ class _Substitute(gast.NodeTransformer):
         value = self.inst._global(node.id)
         if value is np:
             return nodes.name(self.inst.site.module_name)
+        if _scipy_module(value):
+            return nodes.dotted(value.__name__)
         if isinstance(value, types.FunctionType) and _runtime_helper(node.id, value):
             return nodes.dotted(f"rt.{node.id}")
         return node

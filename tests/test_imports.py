@@ -113,3 +113,36 @@ def test_generated_code_imports_dispatch_where_it_calls_it():
     calls = srcgrad.source(srcgrad.grad(scaled, wrt=1), np.tanh, x)
     assert "from srcgrad import dispatch\n" in calls and "dispatch.vjp_call(f, (0,), x)" in calls
     assert "dispatch" not in srcgrad.source(srcgrad.grad(plain), x)
+
+
+_WITHOUT_SCIPY = """
+import sys
+sys.modules["scipy"] = None  # `import scipy` raises ImportError, as where it is not installed
+import numpy as np
+import srcgrad
+from srcgrad.rules import registry
+
+def f(x):
+    return np.sum(np.tanh(x) ** 2)
+
+registry.register_optional()
+rules = [rule for _, rule in registry._RULES.values()] + list(registry._METHOD_RULES.values())
+assert not any(rule.name.startswith("scipy.") for rule in rules)
+print(srcgrad.grad(f)(np.ones(2)))
+"""
+
+
+def test_srcgrad_works_without_scipy_and_does_not_import_it(tmp_path):
+    """SciPy is optional: srcgrad imports and differentiates without it, and registers its
+    SciPy rules only once the user's code has imported SciPy (``registry.lookup``)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "without_scipy.py"  # (a file: srcgrad reads f's source)
+    script.write_text(_WITHOUT_SCIPY)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("[0.6397")  # 2 tanh(1) (1 - tanh(1)^2)
+    done = subprocess.run([sys.executable, "-c", "import sys, srcgrad; print('scipy' in sys.modules)"],
+                          capture_output=True, text=True, check=False)
+    assert done.stdout.strip() == "False", done.stderr

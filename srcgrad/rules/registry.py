@@ -28,7 +28,10 @@ Functions whose output carries no derivative (``np.argmax``, ``len``,
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import inspect
+import itertools
+import sys
 import types
 from typing import Callable
 
@@ -120,9 +123,13 @@ _RULES: dict[int, tuple[object, Rule]] = {}  # id(primal) -> (primal, rule); ufu
 _METHOD_RULES: dict[tuple, Rule] = {}  # (class, method name) -> rule, for bound methods (rng.normal)
 
 
-def _label(obj) -> str:
-    mod = getattr(obj, "__module__", None) or ("numpy" if isinstance(obj, np.ufunc) else "")
-    return f"{mod}.{getattr(obj, '__name__', repr(obj))}".lstrip(".")
+def label(obj) -> str:
+    """``module.name`` for messages (``numpy.exp``, ``scipy.special.erf``)."""
+    name = getattr(obj, "__name__", repr(obj))
+    mod = getattr(obj, "__module__", None)
+    if mod is None and isinstance(obj, np.ufunc):  # a ufunc names no module: NumPy's or scipy.special's
+        mod = "numpy" if getattr(np, name, None) is obj else "scipy.special"
+    return f"{mod or ''}.{name}".lstrip(".")
 
 
 def elementwise_ndim(ndims, statics):
@@ -146,8 +153,8 @@ def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | Non
             is zero (the rule reads only their shape or dtype).
         refuse: see :class:`Rule`.
         methods: ``(class, name)`` pairs: the rule also covers ``obj.name`` for
-            every instance ``obj`` of ``class`` (``rng.normal`` of a Generator),
-            whose bound methods are new objects at each access.
+            every instance ``obj`` of ``class`` (``rng.normal`` of a Generator,
+            ``stats.norm.pdf``), whose bound methods are new objects at each access.
         tangent: forward mode's rule: one of :data:`TANGENTS`, or a function
             ``(ans, *primal_params, <param>_dot=None, ...) -> tangent`` given the
             tangent of each differentiable parameter (``None``: a constant);
@@ -168,14 +175,14 @@ def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | Non
         if isinstance(how, str) and how not in TANGENTS:
             raise ValueError(f"tangent={how!r}: expected one of {TANGENTS} or a function")
         for primal in primals:
-            _RULES[id(primal)] = (primal, Rule(_label(primal), fn, primal_sig, diff_params,
+            _RULES[id(primal)] = (primal, Rule(label(primal), fn, primal_sig, diff_params,
                                                elementwise, rule_ndim, frozenset(sequence),
                                                impure=is_random(primal), zero_params=frozenset(zero),
                                                refuse=refuse, tangent=how))
         for cls, name in methods:
             _METHOD_RULES[cls, name] = Rule(f"{cls.__module__}.{cls.__name__}.{name}", fn, primal_sig,
                                             diff_params, elementwise, rule_ndim, frozenset(sequence),
-                                            impure=True, zero_params=frozenset(zero), refuse=refuse,
+                                            impure=is_random(cls), zero_params=frozenset(zero), refuse=refuse,
                                             tangent=how)
         return fn
 
@@ -240,7 +247,7 @@ def deftangent(*primals):
         for primal in primals:
             rule = lookup(primal)
             if rule is None or not rule.differentiable:
-                raise ValueError(f"{_label(primal)} has no adjoint rule: register it first")
+                raise ValueError(f"{label(primal)} has no adjoint rule: register it first")
             rule.tangent = fn
         return fn
     return register
@@ -248,7 +255,7 @@ def deftangent(*primals):
 
 def diff_params(adjoint) -> tuple:
     """The differentiable parameters of a registered rule function."""
-    for _, rule in _RULES.values():
+    for rule in itertools.chain((rule for _, rule in _RULES.values()), _METHOD_RULES.values()):
         if rule.adjoint is adjoint:
             return rule.diff_params
     raise KeyError(adjoint)
@@ -262,7 +269,7 @@ def nondifferentiable(*primals, ndim=None) -> None:
     rule (``defadjoint(..., diff=(...))``), else its gradient is silently wrong.
     """
     for primal in primals:
-        _RULES[id(primal)] = (primal, Rule(_label(primal), None, None, ndim=ndim, zero_derivative=True,
+        _RULES[id(primal)] = (primal, Rule(label(primal), None, None, ndim=ndim, zero_derivative=True,
                                            impure=is_random(primal)))
 
 
@@ -275,9 +282,24 @@ def is_random(obj) -> bool:
     return mod in ("random", "numpy.random", "numpy.random.mtrand") or mod.startswith("numpy.random.")
 
 
+# The rules of optional libraries (library -> module of rules), registered at the first lookup
+# that misses once the library is imported: srcgrad neither needs SciPy nor makes every user
+# pay for importing it (scipy.signal alone takes half a second).
+_OPTIONAL = {"scipy.special": "scipy_special", "scipy.signal": "scipy_signal", "scipy.stats": "scipy_stats"}
+
+
+def register_optional() -> None:
+    """Register the rules of the optional libraries imported so far (``_OPTIONAL``)."""
+    for library in [name for name in _OPTIONAL if name in sys.modules]:
+        importlib.import_module(f"{__package__}.{_OPTIONAL.pop(library)}")
+
+
 def lookup(obj) -> Rule | None:
     """The rule for ``obj``, or None when srcgrad has none."""
     found = _RULES.get(id(obj))
+    if found is None and _OPTIONAL:
+        register_optional()
+        found = _RULES.get(id(obj))
     if found is not None and found[0] is obj:
         return found[1]
     owner = getattr(obj, "__self__", None)
@@ -287,7 +309,7 @@ def lookup(obj) -> Rule | None:
             if rule is not None:
                 return rule
     if is_random(obj) or isinstance(obj, (type, types.ModuleType)):
-        return Rule(_label(obj), None, None, impure=is_random(obj))  # no rule: refused if given an active value
+        return Rule(label(obj), None, None, impure=is_random(obj))  # no rule: refused if given an active value
     return None
 
 

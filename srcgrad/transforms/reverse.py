@@ -30,6 +30,7 @@ from ..analysis import outside, sharing
 from ..analysis.activity import derivative_inputs as activity_inputs
 from ..rules.registry import DISCRETE as registry_discrete
 from ..rules.registry import diff_params
+from ..rules.registry import label as registry_label
 from ..rules.registry import lookup as registry_lookup
 from ..rules.registry import is_numpy as registry_is_numpy
 from ..analysis.ranks import TreeRank, rank_of
@@ -1332,9 +1333,10 @@ class _Reverse:
                              "srcgrad does not know what this attribute is",
                              "use array attributes (.T, .shape) or NumPy functions",
                              kind=errors.NoDerivativeRuleError)
-        label = getattr(callee, "__qualname__", None) or repr(callee)
+        label = getattr(callee, "__qualname__", None) or getattr(callee, "__name__", None) or repr(callee)
         module = getattr(callee, "__module__", None)
-        full = f"{module}.{label}" if module else label
+        full = f"{module}.{label}" if module else (registry_label(callee) if isinstance(callee, np.ufunc)
+                                                   else label)  # (a ufunc names no module)
         advice = (f"register one: @srcgrad.defadjoint({label}) on a function "
                   "`def rule(ans_bar, ans, <its parameters>): return <adjoint>`")
         return errors.at(stmt.value, f"no derivative rule for `{full}`", advice,

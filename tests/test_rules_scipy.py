@@ -1,0 +1,223 @@
+"""SciPy's rules (``rules/scipy_special.py``, ``scipy_signal.py``, ``scipy_stats.py``) where code is written:
+in loops and helpers, spelled as users import them, at second order (``hvp``: forward mode
+over the gradient's code, which calls ``scipy.special`` itself), in float32; and what they
+refuse.  Each rule alone is checked in ``test_rules.py``'s table (dot-product test,
+finite differences, float32) and ``test_forward_rules.py`` (tangents).  Skipped without
+SciPy, an optional dependency (``test_imports.py`` checks srcgrad works without it)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import numerical_grad
+
+import srcgrad
+
+special = pytest.importorskip("scipy.special")
+signal = pytest.importorskip("scipy.signal")
+stats = pytest.importorskip("scipy.stats")
+import scipy  # noqa: E402 - the spellings users write, after the skip
+import scipy.special as sp  # noqa: E402
+from scipy.special import erf  # noqa: E402
+
+OPTIMIZE = pytest.mark.parametrize("optimize", [True, False], ids=["opt", "noopt"])
+rng = np.random.default_rng(0)
+X = rng.uniform(0.5, 2.0, (3, 4))
+K = rng.standard_normal((2, 2))
+
+
+def _smooth(h, k):
+    return special.log_softmax(signal.convolve(h, k, "same"), axis=-1)
+
+
+def helper_in_a_loop(x, k):
+    total = 0.0
+    for i in range(3):
+        x = special.expit(_smooth(x, k) + x)
+        total = total + special.logsumexp(x, b=x) / (i + 1)
+    return total
+
+
+def orders_from_a_loop(x):
+    total = 0.0
+    for n in range(3):
+        total = total + np.sum(special.polygamma(n, x) + special.jv(n, x) * special.yn(n, x))
+    return total
+
+
+def gamma_family(x):
+    return np.sum(special.gammaln(x) * special.digamma(x) + special.multigammaln(x + 1.0, 2)
+                  + special.betaln(x, x[::-1]) + special.beta(x, 2.0) + special.zeta(3, x))
+
+
+def error_functions(x):
+    return np.sum(special.erf(x) * special.erfc(x) + special.erfinv(x / 3) ** 2 + special.xlogy(x, x + 1.0))
+
+
+def bessel(x):
+    return np.sum(special.i0(x) * special.i1(x) + special.ive(1, x) + special.iv(0.5, x))
+
+
+def softmax_model(x, k):
+    p = special.softmax(signal.correlate(x, k, mode="valid"), axis=0)
+    return np.sum(p * special.log_softmax(x[1:, 1:], axis=0))
+
+
+def _log_likelihood(x, scale):
+    return np.sum(stats.norm.logpdf(x, x[0], scale) + stats.t.logcdf(x, 3.0, 0.5, 2.0))
+
+
+def distributions(x):
+    total = 0.0
+    for i in range(2):
+        total = total + _log_likelihood(x, 1.0 + x[1] ** 2) / (i + 1)
+        total = total + np.sum(stats.gamma.logpdf(x + 1.0, x[2] + 1.0) + stats.poisson.logpmf(3, x))
+    return total + np.sum(stats.beta.pdf(x / 3, 2.0, x + 1.0) + stats.chi2.cdf(x, 2.5))
+
+
+FUNCTIONS = [(helper_in_a_loop, (X, K)), (orders_from_a_loop, (X,)), (gamma_family, (X,)),
+             (error_functions, (X,)), (bessel, (X,)), (softmax_model, (X, K)), (distributions, (X,))]
+IDS = [f.__name__ for f, _ in FUNCTIONS]
+
+
+@OPTIMIZE
+@pytest.mark.parametrize("f, args", FUNCTIONS, ids=IDS)
+def test_gradient_in_loops_and_helpers(f, args, optimize):
+    wrt = tuple(range(len(args)))
+    grads = srcgrad.grad(f, wrt=wrt, optimize=optimize)(*args)
+    for i, g in enumerate(grads):
+        np.testing.assert_allclose(g, numerical_grad(f, args, i), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("f, args", FUNCTIONS, ids=IDS)
+def test_float32_stays_float32(f, args):
+    args32 = [a.astype(np.float32) for a in args]
+    grads = srcgrad.grad(f, wrt=tuple(range(len(args))))(*args32)
+    expected = srcgrad.grad(f, wrt=tuple(range(len(args))))(*args)
+    for g, e in zip(grads, expected):
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, e, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("f, args", FUNCTIONS, ids=IDS)
+def test_hvp_matches_differences_of_the_gradient(f, args):
+    """Second order: the gradient's code calls ``scipy.special`` (``gammaln' = digamma``,
+    ``digamma' = zeta(2, x)``), whose rules forward mode then follows."""
+    v = np.random.default_rng(1).standard_normal(args[0].shape)
+    g = srcgrad.grad(f, wrt=0)
+    eps = 1e-5
+    expected = (g(args[0] + eps * v, *args[1:]) - g(args[0] - eps * v, *args[1:])) / (2 * eps)
+    np.testing.assert_allclose(srcgrad.hvp(f, wrt=0)(*args, v), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_second_derivative_of_gammaln_is_trigamma():
+    def f(x):
+        return np.sum(special.gammaln(x))
+
+    x = np.array([0.5, 1.0, 2.5, -0.5])
+    np.testing.assert_allclose(srcgrad.hvp(f)(x, np.ones(4)), special.polygamma(1, x), rtol=1e-12)
+
+
+def test_generated_code_imports_scipy_by_its_full_name():
+    """The adjoint reads ``scipy.special.digamma``: the user's own ``special`` (or none) is not
+    what it relies on."""
+    def f(x):
+        return np.sum(special.gammaln(x))
+
+    source = srcgrad.source(srcgrad.grad(f), X)
+    assert "import scipy.special" in source and "scipy.special.digamma(x)" in source
+
+
+def _erf_from(x):
+    return np.sum(erf(x))
+
+
+def _erf_through_scipy(x):
+    return np.sum(scipy.special.erf(x))
+
+
+def _erf_through_alias(x):
+    return np.sum(sp.erf(x))
+
+
+@pytest.mark.parametrize("f", [_erf_from, _erf_through_scipy, _erf_through_alias])
+def test_import_spellings(f):
+    np.testing.assert_allclose(srcgrad.grad(f)(X), 2 / np.sqrt(np.pi) * np.exp(-X**2), rtol=1e-12)
+
+
+def test_convolve_is_bilinear_in_both_inputs():
+    """Exact values: ``d/d in1 sum(convolve(in1, in2))`` is ``sum(in2)`` everywhere."""
+    def f(a, b):
+        return np.sum(signal.convolve(a, b))
+
+    a, b = np.arange(5.0), np.array([1.0, 2.0, -0.5])
+    ga, gb = srcgrad.grad(f, wrt=(0, 1))(a, b)
+    np.testing.assert_array_equal(ga, np.full(5, 2.5))
+    np.testing.assert_array_equal(gb, np.full(3, 10.0))
+
+
+def test_a_differentiated_order_is_refused():
+    def f(v, x):
+        return np.sum(special.jv(v, x))
+
+    with pytest.raises(srcgrad.NoDerivativeRuleError, match="jv"):
+        srcgrad.grad(f, wrt=(0, 1))(1.5, X)
+    np.testing.assert_allclose(srcgrad.grad(f, wrt=1)(1.5, X), numerical_grad(f, (1.5, X), 1), rtol=1e-6)
+
+
+def test_zeta_is_not_differentiated_in_its_exponent():
+    def f(s):
+        return special.zeta(s, 2.0)
+
+    with pytest.raises(srcgrad.NoDerivativeRuleError, match="zeta"):
+        srcgrad.grad(f)(3.0)
+
+
+def test_logsumexp_with_return_sign_is_refused():
+    def f(x):
+        value, sign = special.logsumexp(x, return_sign=True)
+        return value * sign
+
+    with pytest.raises(srcgrad.SrcgradError, match="return_sign"):
+        srcgrad.grad(f)(X)
+
+
+def test_a_function_without_a_rule_is_refused_by_its_name():
+    def f(x):
+        return np.sum(special.gamma(x))
+
+    with pytest.raises(srcgrad.SrcgradError, match="no derivative rule for `scipy.special.gamma`"):
+        srcgrad.grad(f)(X)
+
+
+def test_a_cdf_is_not_differentiated_in_a_shape():
+    """No closed form (the parameter of an incomplete gamma function): refused, not zero."""
+    def f(x, a):
+        return np.sum(stats.gamma.cdf(x, a))
+
+    with pytest.raises(srcgrad.NoDerivativeRuleError, match="`a` of .*gamma_gen.cdf"):
+        srcgrad.grad(f, wrt=(0, 1))(X, 2.0)
+    np.testing.assert_allclose(srcgrad.grad(f)(X, 2.0), stats.gamma.pdf(X, 2.0), rtol=1e-12)
+
+
+def test_poisson_cdf_in_mu_is_minus_the_pmf():
+    def f(mu):
+        return stats.poisson.cdf(2, mu)
+
+    np.testing.assert_allclose(srcgrad.grad(f)(1.5), -stats.poisson.pmf(2, 1.5), rtol=1e-12)
+    with pytest.raises(srcgrad.NoDerivativeRuleError, match="`loc`"):
+        srcgrad.grad(lambda_loc, wrt=(0, 1))(1.5, 1.0)
+
+
+def lambda_loc(mu, loc):
+    return stats.poisson.pmf(3, mu, loc)
+
+
+def test_a_frozen_distribution_calls_the_method_with_a_rule():
+    """``stats.norm(loc, scale).cdf(x)`` runs SciPy's ``rv_frozen.cdf``, compiled when it runs,
+    which calls ``norm.cdf``; forward mode over it (``hvp``) is refused, as for any such call."""
+    def f(x):
+        return np.sum(stats.norm(0.5, 2.0).cdf(x))
+
+    np.testing.assert_allclose(srcgrad.grad(f)(X), stats.norm.pdf(X, 0.5, 2.0), rtol=1e-12)
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="forward mode does not follow"):
+        srcgrad.hvp(f)(X, np.ones_like(X))
