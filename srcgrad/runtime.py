@@ -237,10 +237,15 @@ def log_of_base(base) -> float:
 
 
 def _axes(axis, ndim):
+    return tuple(sorted(_axes_as_given(axis, ndim)))
+
+
+@static
+def _axes_as_given(axis, ndim):
+    """``axis`` (None, an int or a tuple) as a tuple of non-negative axes, in its order."""
     if axis is None:
         return tuple(range(ndim))
-    axes = axis if isinstance(axis, tuple) else (axis,)
-    return tuple(sorted(a % ndim for a in axes))
+    return tuple(a % ndim for a in (axis if isinstance(axis, tuple) else (axis,)))
 
 
 def broadcast_reduced(g, x, axis=None, keepdims=False):
@@ -533,49 +538,48 @@ def norm_adjoint(ans_bar, ans, x, ord=None, axis=None, keepdims=False):
     adjoint of ``s = svd(A)`` is ``U diag(s_bar) V^T``); ``1``/``-1`` and
     ``inf``/``-inf`` → ``sign(x)`` on the column/row of largest/smallest absolute
     sum (ties share).  Where the norm is 0 (or a singular value repeats) this is
-    one subgradient.
+    one subgradient.  (NumPy's functions serve CuPy arrays too, through
+    ``__array_function__``; forward mode follows this source for second derivatives.)
     """
     x = _as_array(x)
-    xp = array_module(x)
-    ndim = x.ndim
-    axes = tuple(range(ndim)) if axis is None else \
-        tuple(a % ndim for a in (axis if isinstance(axis, tuple) else (axis,)))  # (rows, columns) as given
+    ndim = np.ndim(x)
+    axes = _axes_as_given(axis, ndim)  # (rows, columns) as given
     g = broadcast_reduced(ans_bar, x, axes, keepdims)
     full = broadcast_reduced(ans, x, axes, keepdims)
-    safe = xp.where(full == 0, 1, full)
+    safe = np.where(full == 0, 1, full)
     if ord is None or ord == "fro" or (ord == 2 and len(axes) == 1):
         return g * x / safe
     if len(axes) == 1:
         a = axes[0]
         if ord == 1:
-            return g * xp.sign(x)
+            return g * np.sign(x)
         if ord == 0:
-            return xp.zeros_like(g * x)
+            return np.zeros_like(g * x)
         if ord in (np.inf, -np.inf):
-            mask = xp.abs(x) == full
-            return g * xp.sign(x) * mask / xp.sum(mask, axis=a, keepdims=True, dtype=x.dtype)
+            mask = np.abs(x) == full
+            return g * np.sign(x) * mask / np.sum(mask, axis=a, keepdims=True, dtype=x.dtype)
         p = ord
-        return xp.where(full == 0, 0, g * xp.sign(x) * xp.abs(x) ** (p - 1) * safe ** (1 - p))
+        return np.where(full == 0, 0, g * np.sign(x) * np.abs(x) ** (p - 1) * safe ** (1 - p))
     rows, cols = axes
     if ord in ("nuc", 2, -2):
-        xm = xp.moveaxis(x, (rows, cols), (-2, -1))
-        gm = xp.moveaxis(g, (rows, cols), (-2, -1))[..., :1, :1]
-        u, _, vt = xp.linalg.svd(xm, full_matrices=False)
+        xm = np.moveaxis(x, (rows, cols), (-2, -1))
+        gm = np.moveaxis(g, (rows, cols), (-2, -1))[..., :1, :1]
+        u, _, vt = np.linalg.svd(xm, full_matrices=False)
         if ord == "nuc":
             bar = u @ vt
         else:
             i = slice(0, 1) if ord == 2 else slice(-1, None)  # singular values are sorted
             bar = u[..., :, i] @ vt[..., i, :]
-        return xp.moveaxis(gm * bar, (-2, -1), (rows, cols))
+        return np.moveaxis(gm * bar, (-2, -1), (rows, cols))
     if ord in (1, -1):
         summed, across = rows, cols  # column sums, the largest (smallest) column
     elif ord in (np.inf, -np.inf):
         summed, across = cols, rows
     else:
         raise ValueError(f"Invalid norm order {ord!r} for matrices")
-    sums = xp.sum(xp.abs(x), axis=summed, keepdims=True)
+    sums = np.sum(np.abs(x), axis=summed, keepdims=True)
     mask = sums == full
-    return g * xp.sign(x) * mask / xp.sum(mask, axis=across, keepdims=True, dtype=x.dtype)
+    return g * np.sign(x) * mask / np.sum(mask, axis=across, keepdims=True, dtype=x.dtype)
 
 
 def matmul_lhs(ans_bar, x1, x2):
