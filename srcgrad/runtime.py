@@ -501,14 +501,15 @@ def prod_adjoint(ans_bar, x, axis=None, keepdims=False):
     so no division by ``x`` (which would fail where ``x`` is 0).
     """
     x = _as_array(x)
-    axes = _axes(axis, x.ndim)
-    rest = [a for a in range(x.ndim) if a not in axes]
+    ndim = np.ndim(x)
+    axes = _axes(axis, ndim)
+    rest = [a for a in range(ndim) if a not in axes]
     moved = np.transpose(x, rest + list(axes))
-    flat = moved.reshape(moved.shape[: len(rest)] + (-1,))
+    flat = np.reshape(moved, np.shape(moved)[: len(rest)] + (-1,))
     ones = np.ones_like(flat[..., :1])
     left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
     right = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
-    others = (left * right).reshape(moved.shape)
+    others = np.reshape(left * right, np.shape(moved))
     others = np.transpose(others, np.argsort(rest + list(axes)))
     return others * broadcast_reduced(ans_bar, x, axis, keepdims)
 
