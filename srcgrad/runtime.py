@@ -10,6 +10,7 @@ callee when generated code runs (``vjp_call`` and its like) is in
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import math
@@ -322,6 +323,16 @@ def items_extremum_adjoint(ans_bar, ans, items):
     first = next((i for i, item in enumerate(items) if item is ans or item == ans), None)
     return [ans_bar if i == first else 0.0 if isinstance(item, (int, float)) else np.zeros_like(item)
             for i, item in enumerate(items)]
+
+
+def items_extremum_transposed(u, ans, items):
+    """The transpose of :func:`items_extremum_adjoint` in its ``ans_bar``: ``u``'s item at the
+    first extremum (None: zero), or for an array, ``u`` summed over its first axis where the
+    first extremum of each column is."""
+    if not isinstance(items, (list, tuple)):
+        return np.sum(u * max_adjoint(np.ones_like(ans), ans, items, 0), axis=0)
+    first = next((i for i, item in enumerate(items) if item is ans or item == ans), None)
+    return zeros_like(ans) if first is None or u[first] is None else u[first]
 
 
 def items_extremum_tangent(ans, items, items_dot):
@@ -756,6 +767,56 @@ def einsum_adjoints(subscripts, ans_bar, operands, optimize=False, which=None):
         bar[tuple(grids[letters.index(c)] for c in mine)] = part
         adjoints.append(bar)
     return adjoints
+
+
+def _replaced(items, index, value) -> list:
+    items = list(items)
+    items[index] = value
+    return items
+
+
+def _summed_parts(parts, count) -> list:
+    """Per place, the sum of the parts' non-None entries there (None where all are)."""
+    out = []
+    for k in range(count):
+        here = [p[k] for p in parts if p[k] is not None]
+        out.append(functools.reduce(operator.add, here) if here else None)
+    return out
+
+
+def einsum_adjoints_tangent(subscripts, ans_bar, operands, optimize, which, ans_bar_dot, operands_dot):
+    """Tangent of :func:`einsum_adjoints`: operand k's adjoint is multilinear in ``ans_bar``
+    and the other operands (it reads operand k's shape only), so its tangent is the sum of
+    the adjoint with one of them at a time replaced by its tangent (None: a constant)."""
+    count = len(operands)
+    parts = [] if ans_bar_dot is None else [einsum_adjoints(subscripts, ans_bar_dot, operands, optimize, which)]
+    for j, dot in enumerate(operands_dot if operands_dot is not None else [None] * count):
+        if dot is not None:
+            part = einsum_adjoints(subscripts, ans_bar, _replaced(operands, j, dot), optimize, which)
+            parts.append(_replaced(part, j, None))
+    summed = _summed_parts(parts, count)
+    return [zeros_like(a) if t is None and (which is None or k == which) else t
+            for k, (t, a) in enumerate(zip(summed, operands))]
+
+
+def einsum_adjoints_transposed(u, subscripts, ans_bar, operands, optimize=False):
+    """Transpose of :func:`einsum_adjoints` in ``ans_bar`` and in the operands, given ``u``, one
+    cotangent per operand (None: zero).  Operand k's adjoint ``E_k^T g`` is the transpose of
+    ``E_k``, the einsum as a linear map of operand k, so ``<u_k, E_k^T g> = <E_k u_k, g>``:
+    ``ans_bar`` gets ``sum_k E_k u_k`` (the einsum with ``u_k`` in operand k's place), and
+    operand j gets ``sum_(k != j)`` of operand j's adjoint of that einsum, given ``ans_bar``."""
+    count = len(operands)
+    g_bar, parts = None, []
+    for k in range(count):
+        if u[k] is None:
+            continue
+        moved = _replaced(operands, k, u[k])
+        term = np.einsum(subscripts, *moved, optimize=optimize)
+        g_bar = term if g_bar is None else g_bar + term
+        parts.append(_replaced(einsum_adjoints(subscripts, ans_bar, moved, optimize), k, None))
+    summed = _summed_parts(parts, count)
+    return (zeros_like(ans_bar) if g_bar is None else unbroadcast(g_bar, ans_bar),
+            [zeros_like(o) if t is None else t for t, o in zip(summed, operands)])
 
 
 @static
@@ -1366,15 +1427,17 @@ def permuted_tangent(t, a, ans, axis=-1):
 def kron_adjoint(g, a, b, which):
     """Adjoint of ``np.kron(a, b)`` for ``a`` (``which=0``) or ``b``: with both shapes padded
     to one rank ``d``, ``g`` reshaped to ``(a0, b0, a1, b1, ...)`` holds ``a[i] b[j]`` at
-    ``(i0, j0, i1, j1, ...)``, so each factor's adjoint sums ``g`` times the other over its axes."""
+    ``(i0, j0, i1, j1, ...)``, so each factor's adjoint sums ``g`` times the other over its axes.
+    (The shapes are interleaved by ``np.stack``, which forward mode follows: second derivatives.)"""
     d = max(np.ndim(a), np.ndim(b))
-    sa = (1,) * (d - np.ndim(a)) + np.shape(a)
-    sb = (1,) * (d - np.ndim(b)) + np.shape(b)
-    g = np.reshape(g, [n for pair in zip(sa, sb) for n in pair])
+    sa = np.array((1,) * (d - np.ndim(a)) + np.shape(a), dtype=int)
+    sb = np.array((1,) * (d - np.ndim(b)) + np.shape(b), dtype=int)
+    ones = np.ones(d, dtype=int)
+    g = np.reshape(g, np.ravel(np.stack([sa, sb], axis=1)))
     if which == 0:
-        other = np.reshape(b, [n for m in sb for n in (1, m)])
+        other = np.reshape(b, np.ravel(np.stack([ones, sb], axis=1)))
         return np.reshape(np.sum(g * other, axis=tuple(range(1, 2 * d, 2))), np.shape(a))
-    other = np.reshape(a, [n for m in sa for n in (m, 1)])
+    other = np.reshape(a, np.ravel(np.stack([sa, ones], axis=1)))
     return np.reshape(np.sum(g * other, axis=tuple(range(0, 2 * d, 2))), np.shape(b))
 
 
