@@ -1239,6 +1239,14 @@ def item_of(g, key):
     return g[key] if isinstance(g, (list, tuple, np.ndarray)) else None
 
 
+def item_of_transposed(u, g, key):
+    """Transpose of :func:`item_of` in ``g``: ``u`` at ``key`` of a sparse adjoint
+    (``{key: u}``), or of an array ``g``'s shape."""
+    if isinstance(g, np.ndarray):
+        return getitem_adjoint(u, g, key)
+    return {key: u}
+
+
 def entry(g, key, like):
     """:func:`item_of`, with zeros shaped like ``like`` where nothing reached the item."""
     part = item_of(g, key)
@@ -1804,7 +1812,7 @@ def batch_matmul(x1, x2, batched: int):
 
 # ---- linear algebra: adjoints and tangents of np.linalg (stacked matrices throughout) ----
 def _mT(a):
-    return a.swapaxes(-1, -2)
+    return np.swapaxes(a, -1, -2)
 
 
 def _diag_embed(d):
@@ -1936,6 +1944,14 @@ def _svd_reduced(ans, a, full_matrices, compute_uv):
     return u[..., :k], s, vh[..., :k, :], k
 
 
+def svd_values_adjoint(s_bar, a):
+    """``A_bar = U diag(s_bar) V^T`` (Giles 2008, §3.3), for ``svd(a, compute_uv=False)``: a
+    helper of its own, which forward mode follows (second derivatives: through ``svd``'s
+    tangent, Townsend 2016)."""
+    u, _, vh = np.linalg.svd(a, full_matrices=False)
+    return u @ (s_bar[..., :, None] * vh)
+
+
 def svd_adjoint(ans_bar, ans, a, full_matrices=True, compute_uv=True):
     """Townsend 2016, "Differentiating the singular value decomposition", eq. 30:
     ``A_bar = U [diag(s_bar) + (F o (U^T U_bar - U_bar^T U)) S + S (F o (V^T V_bar - V_bar^T V))] V^T
@@ -1943,9 +1959,9 @@ def svd_adjoint(ans_bar, ans, a, full_matrices=True, compute_uv=True):
     The singular vectors' adjoints need distinct (and, beyond a square matrix's, nonzero)
     singular values; ``full_matrices=True`` columns of ``U`` (rows of ``Vh``) beyond
     ``min(m, n)`` are any basis of a complement and have none: refused when read."""
-    u, s, vh, k = _svd_reduced(ans, a, full_matrices, compute_uv)
     if not compute_uv:
-        return u @ (ans_bar[..., :, None] * vh)
+        return svd_values_adjoint(ans_bar, a)
+    u, s, vh, k = _svd_reduced(ans, a, full_matrices, compute_uv)
     u_bar, s_bar, vh_bar = item_of(ans_bar, 0), item_of(ans_bar, 1), item_of(ans_bar, 2)
     if (u_bar is not None and np.any(u_bar[..., k:])) or (vh_bar is not None and np.any(vh_bar[..., k:, :])):
         raise errors.NoDerivativeRuleError(
@@ -2021,11 +2037,19 @@ def qr_adjoint(ans_bar, ans, a, mode="reduced"):
     ``R = [U | Q^T Y]`` with ``Q, U = qr(X)`` (Roberts et al. / Liao et al. 2019, §B):
     ``Y_bar = Q V_bar``, and ``X``'s adjoint is the square one with ``Q_bar + Y V_bar^T``."""
     if mode == "r":
-        q, r = np.linalg.qr(a)
-        q_bar, r_bar = zeros_like(q), ans_bar
-    else:
-        q, r = ans
-        q_bar, r_bar = _or_zeros(item_of(ans_bar, 0), q), _or_zeros(item_of(ans_bar, 1), r)
+        return qr_r_adjoint(ans_bar, a)
+    q, r = ans
+    return _qr_adjoint(q, r, _or_zeros(item_of(ans_bar, 0), q), _or_zeros(item_of(ans_bar, 1), r), a)
+
+
+def qr_r_adjoint(r_bar, a):
+    """:func:`qr_adjoint` of ``mode='r'`` (``Q`` computed again, its adjoint zero): a helper of
+    its own, which forward mode follows (second derivatives)."""
+    q, r = np.linalg.qr(a)
+    return _qr_adjoint(q, r, zeros_like(q), r_bar, a)
+
+
+def _qr_adjoint(q, r, q_bar, r_bar, a):
     m, n = a.shape[-2:]
     if m >= n:
         return _qr_square_adjoint(q, r, q_bar, r_bar)

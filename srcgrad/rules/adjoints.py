@@ -21,7 +21,7 @@ import numpy as np
 from ..runtime import (add, broadcast_reduced, broadcast_tangent, cast_adjoint, count_reduced, diag_adjoint,
                        dtype_adjoint, einsum_adjoints, einsum_adjoints_tangent, einsum_adjoints_transposed,
                        fill_like, gather_adjoint, gathered, getitem_adjoint, is_constant,
-                       items_extremum_adjoint, items_extremum_transposed, matmul_lhs, matmul_rhs,
+                       item_of, item_of_transposed, items_extremum_adjoint, items_extremum_transposed, matmul_lhs, matmul_rhs,
                        max_adjoint, positions, reshape_back, sort_adjoint, sorted_like, unbroadcast, unbroadcast_to,
                        window_adjoint, written_adjoint, zeros_like, zeros_tangent)
 from .registry import defadjoint, deftangent, nondifferentiable
@@ -165,3 +165,9 @@ def einsum_adjoints_dot(ans, subscripts, ans_bar, operands, optimize=False, whic
                         operands_dot=None):
     """Multilinear in ``ans_bar`` and the operands other than its own (``rt.einsum_adjoints_tangent``)."""
     return einsum_adjoints_tangent(subscripts, ans_bar, operands, optimize, which, ans_bar_dot, operands_dot)
+
+
+@defadjoint(item_of, diff=("g",), tangent="linear")
+def item_of_transposed_rule(u, item, g, key):
+    """An item of a tuple's (list's, dict's) adjoint, read: transposed, put back at ``key``."""
+    return item_of_transposed(u, g, key)
