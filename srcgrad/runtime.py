@@ -789,7 +789,8 @@ def einsum_adjoints_tangent(subscripts, ans_bar, operands, optimize, which, ans_
     and the other operands (it reads operand k's shape only), so its tangent is the sum of
     the adjoint with one of them at a time replaced by its tangent (None: a constant)."""
     count = len(operands)
-    parts = [] if ans_bar_dot is None else [einsum_adjoints(subscripts, ans_bar_dot, operands, optimize, which)]
+    parts = [] if ans_bar_dot is None else \
+        [einsum_adjoints(subscripts, ans_bar_dot, operands, optimize, which)]
     for j, dot in enumerate(operands_dot if operands_dot is not None else [None] * count):
         if dot is not None:
             part = einsum_adjoints(subscripts, ans_bar, _replaced(operands, j, dot), optimize, which)

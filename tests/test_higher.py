@@ -317,7 +317,7 @@ def _inner(a, b) -> float:
     if a is None or b is None:
         return 0.0
     if isinstance(a, dict) or isinstance(b, dict):
-        a, b = (a if isinstance(a, dict) else dict(enumerate(a))), (b if isinstance(b, dict) else dict(enumerate(b)))
+        a, b = [x if isinstance(x, dict) else dict(enumerate(x)) for x in (a, b)]
         return sum(_inner(a[k], b.get(k)) for k in a)
     if isinstance(a, (list, tuple)):
         return sum(_inner(x, y) for x, y in zip(a, b))
@@ -348,7 +348,8 @@ def test_einsum_adjoints_rules_pass_the_dot_product_test(subscripts, shapes):
     u = _like(ans, r)
     g_bar, ops_bar = rule.adjoint(u, ans, subscripts, g, ops)
     dg = r.standard_normal(g.shape)
-    np.testing.assert_allclose(_inner(u, rt.einsum_adjoints(subscripts, dg, ops)), _inner(g_bar, dg), rtol=1e-12)
+    np.testing.assert_allclose(_inner(u, rt.einsum_adjoints(subscripts, dg, ops)), _inner(g_bar, dg),
+                               rtol=1e-12)
     for j in range(len(ops)):
         dv = r.standard_normal(ops[j].shape)
         moved = [dv if i == j else o for i, o in enumerate(ops)]

@@ -93,7 +93,8 @@ def _svd(a):
 
 
 @pytest.mark.parametrize("fn, shape", [(_slogdet, (3, 3)), (_eigh, (3, 3)), (_qr, (4, 3)), (_qr, (3, 3)),
-                                       (_svd, (4, 3))], ids=["slogdet", "eigh", "qr-tall", "qr-square", "svd"])
+                                       (_svd, (4, 3))],
+                         ids=["slogdet", "eigh", "qr-tall", "qr-square", "svd"])
 def test_hvp_through_decompositions(fn, shape):
     r = np.random.default_rng(2)
     a = r.standard_normal(shape)
