@@ -23,7 +23,8 @@ from ..runtime import (add, broadcast_reduced, broadcast_tangent, cast_adjoint, 
                        fill_like, gather_adjoint, gathered, getitem_adjoint, is_constant, item_of,
                        item_of_transposed, items_extremum_adjoint, items_extremum_transposed, matmul_lhs,
                        matmul_rhs, max_adjoint, positions, reshape_back, sort_adjoint, sorted_like,
-                       unbroadcast, unbroadcast_to, window_adjoint, written_adjoint, zeros_like, zeros_tangent)
+                       unbroadcast, unbroadcast_to, window_adjoint, written_adjoint, zeros_like,
+                       zeros_tangent)
 from .registry import defadjoint, deftangent, nondifferentiable
 
 nondifferentiable(count_reduced, zeros_tangent, zeros_like, positions)  # an element count; zeros; integers
