@@ -10,6 +10,7 @@ callee when generated code runs (``vjp_call`` and its like) is in
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import math
@@ -237,10 +238,15 @@ def log_of_base(base) -> float:
 
 
 def _axes(axis, ndim):
+    return tuple(sorted(_axes_as_given(axis, ndim)))
+
+
+@static
+def _axes_as_given(axis, ndim):
+    """``axis`` (None, an int or a tuple) as a tuple of non-negative axes, in its order."""
     if axis is None:
         return tuple(range(ndim))
-    axes = axis if isinstance(axis, tuple) else (axis,)
-    return tuple(sorted(a % ndim for a in axes))
+    return tuple(a % ndim for a in (axis if isinstance(axis, tuple) else (axis,)))
 
 
 def broadcast_reduced(g, x, axis=None, keepdims=False):
@@ -317,6 +323,16 @@ def items_extremum_adjoint(ans_bar, ans, items):
     first = next((i for i, item in enumerate(items) if item is ans or item == ans), None)
     return [ans_bar if i == first else 0.0 if isinstance(item, (int, float)) else np.zeros_like(item)
             for i, item in enumerate(items)]
+
+
+def items_extremum_transposed(u, ans, items):
+    """The transpose of :func:`items_extremum_adjoint` in its ``ans_bar``: ``u``'s item at the
+    first extremum (None: zero), or for an array, ``u`` summed over its first axis where the
+    first extremum of each column is."""
+    if not isinstance(items, (list, tuple)):
+        return np.sum(u * max_adjoint(np.ones_like(ans), ans, items, 0), axis=0)
+    first = next((i for i, item in enumerate(items) if item is ans or item == ans), None)
+    return zeros_like(ans) if first is None or u[first] is None else u[first]
 
 
 def items_extremum_tangent(ans, items, items_dot):
@@ -496,14 +512,15 @@ def prod_adjoint(ans_bar, x, axis=None, keepdims=False):
     so no division by ``x`` (which would fail where ``x`` is 0).
     """
     x = _as_array(x)
-    axes = _axes(axis, x.ndim)
-    rest = [a for a in range(x.ndim) if a not in axes]
+    ndim = np.ndim(x)
+    axes = _axes(axis, ndim)
+    rest = [a for a in range(ndim) if a not in axes]
     moved = np.transpose(x, rest + list(axes))
-    flat = moved.reshape(moved.shape[: len(rest)] + (-1,))
+    flat = np.reshape(moved, np.shape(moved)[: len(rest)] + (-1,))
     ones = np.ones_like(flat[..., :1])
     left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
     right = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
-    others = (left * right).reshape(moved.shape)
+    others = np.reshape(left * right, np.shape(moved))
     others = np.transpose(others, np.argsort(rest + list(axes)))
     return others * broadcast_reduced(ans_bar, x, axis, keepdims)
 
@@ -533,49 +550,48 @@ def norm_adjoint(ans_bar, ans, x, ord=None, axis=None, keepdims=False):
     adjoint of ``s = svd(A)`` is ``U diag(s_bar) V^T``); ``1``/``-1`` and
     ``inf``/``-inf`` → ``sign(x)`` on the column/row of largest/smallest absolute
     sum (ties share).  Where the norm is 0 (or a singular value repeats) this is
-    one subgradient.
+    one subgradient.  (NumPy's functions serve CuPy arrays too, through
+    ``__array_function__``; forward mode follows this source for second derivatives.)
     """
     x = _as_array(x)
-    xp = array_module(x)
-    ndim = x.ndim
-    axes = tuple(range(ndim)) if axis is None else \
-        tuple(a % ndim for a in (axis if isinstance(axis, tuple) else (axis,)))  # (rows, columns) as given
+    ndim = np.ndim(x)
+    axes = _axes_as_given(axis, ndim)  # (rows, columns) as given
     g = broadcast_reduced(ans_bar, x, axes, keepdims)
     full = broadcast_reduced(ans, x, axes, keepdims)
-    safe = xp.where(full == 0, 1, full)
+    safe = np.where(full == 0, 1, full)
     if ord is None or ord == "fro" or (ord == 2 and len(axes) == 1):
         return g * x / safe
     if len(axes) == 1:
         a = axes[0]
         if ord == 1:
-            return g * xp.sign(x)
+            return g * np.sign(x)
         if ord == 0:
-            return xp.zeros_like(g * x)
+            return np.zeros_like(g * x)
         if ord in (np.inf, -np.inf):
-            mask = xp.abs(x) == full
-            return g * xp.sign(x) * mask / xp.sum(mask, axis=a, keepdims=True, dtype=x.dtype)
+            mask = np.abs(x) == full
+            return g * np.sign(x) * mask / np.sum(mask, axis=a, keepdims=True, dtype=x.dtype)
         p = ord
-        return xp.where(full == 0, 0, g * xp.sign(x) * xp.abs(x) ** (p - 1) * safe ** (1 - p))
+        return np.where(full == 0, 0, g * np.sign(x) * np.abs(x) ** (p - 1) * safe ** (1 - p))
     rows, cols = axes
     if ord in ("nuc", 2, -2):
-        xm = xp.moveaxis(x, (rows, cols), (-2, -1))
-        gm = xp.moveaxis(g, (rows, cols), (-2, -1))[..., :1, :1]
-        u, _, vt = xp.linalg.svd(xm, full_matrices=False)
+        xm = np.moveaxis(x, (rows, cols), (-2, -1))
+        gm = np.moveaxis(g, (rows, cols), (-2, -1))[..., :1, :1]
+        u, _, vt = np.linalg.svd(xm, full_matrices=False)
         if ord == "nuc":
             bar = u @ vt
         else:
             i = slice(0, 1) if ord == 2 else slice(-1, None)  # singular values are sorted
             bar = u[..., :, i] @ vt[..., i, :]
-        return xp.moveaxis(gm * bar, (-2, -1), (rows, cols))
+        return np.moveaxis(gm * bar, (-2, -1), (rows, cols))
     if ord in (1, -1):
         summed, across = rows, cols  # column sums, the largest (smallest) column
     elif ord in (np.inf, -np.inf):
         summed, across = cols, rows
     else:
         raise ValueError(f"Invalid norm order {ord!r} for matrices")
-    sums = xp.sum(xp.abs(x), axis=summed, keepdims=True)
+    sums = np.sum(np.abs(x), axis=summed, keepdims=True)
     mask = sums == full
-    return g * xp.sign(x) * mask / xp.sum(mask, axis=across, keepdims=True, dtype=x.dtype)
+    return g * np.sign(x) * mask / np.sum(mask, axis=across, keepdims=True, dtype=x.dtype)
 
 
 def matmul_lhs(ans_bar, x1, x2):
@@ -751,6 +767,57 @@ def einsum_adjoints(subscripts, ans_bar, operands, optimize=False, which=None):
         bar[tuple(grids[letters.index(c)] for c in mine)] = part
         adjoints.append(bar)
     return adjoints
+
+
+def _replaced(items, index, value) -> list:
+    items = list(items)
+    items[index] = value
+    return items
+
+
+def _summed_parts(parts, count) -> list:
+    """Per place, the sum of the parts' non-None entries there (None where all are)."""
+    out = []
+    for k in range(count):
+        here = [p[k] for p in parts if p[k] is not None]
+        out.append(functools.reduce(operator.add, here) if here else None)
+    return out
+
+
+def einsum_adjoints_tangent(subscripts, ans_bar, operands, optimize, which, ans_bar_dot, operands_dot):
+    """Tangent of :func:`einsum_adjoints`: operand k's adjoint is multilinear in ``ans_bar``
+    and the other operands (it reads operand k's shape only), so its tangent is the sum of
+    the adjoint with one of them at a time replaced by its tangent (None: a constant)."""
+    count = len(operands)
+    parts = [] if ans_bar_dot is None else \
+        [einsum_adjoints(subscripts, ans_bar_dot, operands, optimize, which)]
+    for j, dot in enumerate(operands_dot if operands_dot is not None else [None] * count):
+        if dot is not None:
+            part = einsum_adjoints(subscripts, ans_bar, _replaced(operands, j, dot), optimize, which)
+            parts.append(_replaced(part, j, None))
+    summed = _summed_parts(parts, count)
+    return [zeros_like(a) if t is None and (which is None or k == which) else t
+            for k, (t, a) in enumerate(zip(summed, operands))]
+
+
+def einsum_adjoints_transposed(u, subscripts, ans_bar, operands, optimize=False):
+    """Transpose of :func:`einsum_adjoints` in ``ans_bar`` and in the operands, given ``u``, one
+    cotangent per operand (None: zero).  Operand k's adjoint ``E_k^T g`` is the transpose of
+    ``E_k``, the einsum as a linear map of operand k, so ``<u_k, E_k^T g> = <E_k u_k, g>``:
+    ``ans_bar`` gets ``sum_k E_k u_k`` (the einsum with ``u_k`` in operand k's place), and
+    operand j gets ``sum_(k != j)`` of operand j's adjoint of that einsum, given ``ans_bar``."""
+    count = len(operands)
+    g_bar, parts = None, []
+    for k in range(count):
+        if u[k] is None:
+            continue
+        moved = _replaced(operands, k, u[k])
+        term = np.einsum(subscripts, *moved, optimize=optimize)
+        g_bar = term if g_bar is None else g_bar + term
+        parts.append(_replaced(einsum_adjoints(subscripts, ans_bar, moved, optimize), k, None))
+    summed = _summed_parts(parts, count)
+    return (zeros_like(ans_bar) if g_bar is None else unbroadcast(g_bar, ans_bar),
+            [zeros_like(o) if t is None else t for t, o in zip(summed, operands)])
 
 
 @static
@@ -1173,6 +1240,14 @@ def item_of(g, key):
     return g[key] if isinstance(g, (list, tuple, np.ndarray)) else None
 
 
+def item_of_transposed(u, g, key):
+    """Transpose of :func:`item_of` in ``g``: ``u`` at ``key`` of a sparse adjoint
+    (``{key: u}``), or of an array ``g``'s shape."""
+    if isinstance(g, np.ndarray):
+        return getitem_adjoint(u, g, key)
+    return {key: u}
+
+
 def entry(g, key, like):
     """:func:`item_of`, with zeros shaped like ``like`` where nothing reached the item."""
     part = item_of(g, key)
@@ -1361,15 +1436,17 @@ def permuted_tangent(t, a, ans, axis=-1):
 def kron_adjoint(g, a, b, which):
     """Adjoint of ``np.kron(a, b)`` for ``a`` (``which=0``) or ``b``: with both shapes padded
     to one rank ``d``, ``g`` reshaped to ``(a0, b0, a1, b1, ...)`` holds ``a[i] b[j]`` at
-    ``(i0, j0, i1, j1, ...)``, so each factor's adjoint sums ``g`` times the other over its axes."""
+    ``(i0, j0, i1, j1, ...)``, so each factor's adjoint sums ``g`` times the other over its axes.
+    (The shapes are interleaved by ``np.stack``, which forward mode follows: second derivatives.)"""
     d = max(np.ndim(a), np.ndim(b))
-    sa = (1,) * (d - np.ndim(a)) + np.shape(a)
-    sb = (1,) * (d - np.ndim(b)) + np.shape(b)
-    g = np.reshape(g, [n for pair in zip(sa, sb) for n in pair])
+    sa = np.array((1,) * (d - np.ndim(a)) + np.shape(a), dtype=int)
+    sb = np.array((1,) * (d - np.ndim(b)) + np.shape(b), dtype=int)
+    ones = np.ones(d, dtype=int)
+    g = np.reshape(g, np.ravel(np.stack([sa, sb], axis=1)))
     if which == 0:
-        other = np.reshape(b, [n for m in sb for n in (1, m)])
+        other = np.reshape(b, np.ravel(np.stack([ones, sb], axis=1)))
         return np.reshape(np.sum(g * other, axis=tuple(range(1, 2 * d, 2))), np.shape(a))
-    other = np.reshape(a, [n for m in sa for n in (m, 1)])
+    other = np.reshape(a, np.ravel(np.stack([sa, ones], axis=1)))
     return np.reshape(np.sum(g * other, axis=tuple(range(0, 2 * d, 2))), np.shape(b))
 
 
@@ -1736,7 +1813,7 @@ def batch_matmul(x1, x2, batched: int):
 
 # ---- linear algebra: adjoints and tangents of np.linalg (stacked matrices throughout) ----
 def _mT(a):
-    return a.swapaxes(-1, -2)
+    return np.swapaxes(a, -1, -2)
 
 
 def _diag_embed(d):
@@ -1868,6 +1945,14 @@ def _svd_reduced(ans, a, full_matrices, compute_uv):
     return u[..., :k], s, vh[..., :k, :], k
 
 
+def svd_values_adjoint(s_bar, a):
+    """``A_bar = U diag(s_bar) V^T`` (Giles 2008, §3.3), for ``svd(a, compute_uv=False)``: a
+    helper of its own, which forward mode follows (second derivatives: through ``svd``'s
+    tangent, Townsend 2016)."""
+    u, _, vh = np.linalg.svd(a, full_matrices=False)
+    return u @ (s_bar[..., :, None] * vh)
+
+
 def svd_adjoint(ans_bar, ans, a, full_matrices=True, compute_uv=True):
     """Townsend 2016, "Differentiating the singular value decomposition", eq. 30:
     ``A_bar = U [diag(s_bar) + (F o (U^T U_bar - U_bar^T U)) S + S (F o (V^T V_bar - V_bar^T V))] V^T
@@ -1875,9 +1960,9 @@ def svd_adjoint(ans_bar, ans, a, full_matrices=True, compute_uv=True):
     The singular vectors' adjoints need distinct (and, beyond a square matrix's, nonzero)
     singular values; ``full_matrices=True`` columns of ``U`` (rows of ``Vh``) beyond
     ``min(m, n)`` are any basis of a complement and have none: refused when read."""
-    u, s, vh, k = _svd_reduced(ans, a, full_matrices, compute_uv)
     if not compute_uv:
-        return u @ (ans_bar[..., :, None] * vh)
+        return svd_values_adjoint(ans_bar, a)
+    u, s, vh, k = _svd_reduced(ans, a, full_matrices, compute_uv)
     u_bar, s_bar, vh_bar = item_of(ans_bar, 0), item_of(ans_bar, 1), item_of(ans_bar, 2)
     if (u_bar is not None and np.any(u_bar[..., k:])) or (vh_bar is not None and np.any(vh_bar[..., k:, :])):
         raise errors.NoDerivativeRuleError(
@@ -1953,11 +2038,19 @@ def qr_adjoint(ans_bar, ans, a, mode="reduced"):
     ``R = [U | Q^T Y]`` with ``Q, U = qr(X)`` (Roberts et al. / Liao et al. 2019, §B):
     ``Y_bar = Q V_bar``, and ``X``'s adjoint is the square one with ``Q_bar + Y V_bar^T``."""
     if mode == "r":
-        q, r = np.linalg.qr(a)
-        q_bar, r_bar = zeros_like(q), ans_bar
-    else:
-        q, r = ans
-        q_bar, r_bar = _or_zeros(item_of(ans_bar, 0), q), _or_zeros(item_of(ans_bar, 1), r)
+        return qr_r_adjoint(ans_bar, a)
+    q, r = ans
+    return _qr_adjoint(q, r, _or_zeros(item_of(ans_bar, 0), q), _or_zeros(item_of(ans_bar, 1), r), a)
+
+
+def qr_r_adjoint(r_bar, a):
+    """:func:`qr_adjoint` of ``mode='r'`` (``Q`` computed again, its adjoint zero): a helper of
+    its own, which forward mode follows (second derivatives)."""
+    q, r = np.linalg.qr(a)
+    return _qr_adjoint(q, r, zeros_like(q), r_bar, a)
+
+
+def _qr_adjoint(q, r, q_bar, r_bar, a):
     m, n = a.shape[-2:]
     if m >= n:
         return _qr_square_adjoint(q, r, q_bar, r_bar)

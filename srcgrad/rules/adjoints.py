@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime import (add, broadcast_reduced, broadcast_tangent, cast_adjoint, count_reduced, dtype_adjoint,
-                       fill_like, gather_adjoint, gathered, getitem_adjoint, is_constant, matmul_lhs, matmul_rhs,
-                       max_adjoint, positions, reshape_back, sort_adjoint, sorted_like, unbroadcast, unbroadcast_to,
-                       window_adjoint, written_adjoint, zeros_like, zeros_tangent)
+from ..runtime import (add, broadcast_reduced, broadcast_tangent, cast_adjoint, count_reduced, diag_adjoint,
+                       dtype_adjoint, einsum_adjoints, einsum_adjoints_tangent, einsum_adjoints_transposed,
+                       fill_like, gather_adjoint, gathered, getitem_adjoint, is_constant, item_of,
+                       item_of_transposed, items_extremum_adjoint, items_extremum_transposed, matmul_lhs,
+                       matmul_rhs, max_adjoint, positions, reshape_back, sort_adjoint, sorted_like,
+                       unbroadcast, unbroadcast_to, window_adjoint, written_adjoint, zeros_like,
+                       zeros_tangent)
 from .registry import defadjoint, deftangent, nondifferentiable
 
 nondifferentiable(count_reduced, zeros_tangent, zeros_like, positions)  # an element count; zeros; integers
@@ -135,3 +138,37 @@ def matmul_lhs_transposed(ans_bar, ans, g, x1, x2):
 def matmul_rhs_transposed(ans_bar, ans, g, x1, x2):
     """``<u, matmul_rhs(g, x1, x2)> = <g, x1 @ u>``."""
     return unbroadcast(x1 @ ans_bar, g), matmul_lhs(g, x1, ans_bar)
+
+
+@defadjoint(diag_adjoint, diff=("ans_bar",), zero=("v",), tangent="linear")
+def diag_adjoint_transposed(u, ans, ans_bar, v, k=0):
+    """A matrix's diagonal ``k`` read back, or a vector scattered onto it: each is the other's
+    transpose, and ``np.diag(u, k)`` does whichever ``u`` (of ``v``'s shape) asks for."""
+    return np.diag(u, k)
+
+
+@defadjoint(items_extremum_adjoint, diff=("ans_bar",), zero=("ans", "items"), tangent="linear")
+def items_extremum_adjoint_transposed(u, adjoints, ans_bar, ans, items):
+    """``ans_bar`` put at the first extremum of the builtin ``max``/``min``, transposed: read there."""
+    return unbroadcast(items_extremum_transposed(u, ans, items), ans_bar)
+
+
+@defadjoint(einsum_adjoints, diff=("ans_bar", "operands"), sequence=("operands",))
+def einsum_adjoints_transposed_rule(u, adjoints, subscripts, ans_bar, operands, optimize=False, which=None):
+    """Each operand's adjoint is the transpose of the einsum in that operand: transposed back,
+    the einsum itself (``rt.einsum_adjoints_transposed``)."""
+    ans_bar_bar, operands_bar = einsum_adjoints_transposed(u, subscripts, ans_bar, operands, optimize)
+    return ans_bar_bar, operands_bar
+
+
+@deftangent(einsum_adjoints)
+def einsum_adjoints_dot(ans, subscripts, ans_bar, operands, optimize=False, which=None, ans_bar_dot=None,
+                        operands_dot=None):
+    """Multilinear in ``ans_bar`` and the operands other than its own (``rt.einsum_adjoints_tangent``)."""
+    return einsum_adjoints_tangent(subscripts, ans_bar, operands, optimize, which, ans_bar_dot, operands_dot)
+
+
+@defadjoint(item_of, diff=("g",), tangent="linear")
+def item_of_transposed_rule(u, item, g, key):
+    """An item of a tuple's (list's, dict's) adjoint, read: transposed, put back at ``key``."""
+    return item_of_transposed(u, g, key)

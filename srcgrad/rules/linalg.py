@@ -114,7 +114,7 @@ def norm(ans_bar, ans, x, ord=None, axis=None, keepdims=False):  # noqa: A002
 def trace(ans_bar, ans, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     """``ans_bar`` on the diagonal (``rt.trace_adjoint``)."""
     if np.ndim(a) == 2 and is_constant(offset) and offset == 0:
-        return ans_bar * np.eye(*np.shape(a), dtype=np.result_type(ans_bar, 1.0))
+        return ans_bar * np.eye(np.shape(a)[0], np.shape(a)[1], dtype=np.result_type(ans_bar, 1.0))
     return trace_adjoint(ans_bar, a, offset, axis1, axis2)
 
 
