@@ -19,12 +19,20 @@ assignment; each becomes statements before the one it was in, at its line:
   both run in the forward sweep, with no adjoint);
 - ``a = b = e`` becomes ``a = e; b = a``; ``(n := e)`` becomes ``n = e`` and ``n``;
 - ``first, *rest = xs`` becomes ``first, = xs[:1]`` and ``rest = [e for e in xs[1:]]`` (a
-  target after the star unpacks the slice at the end: lengths checked by Python).
+  target after the star unpacks the slice at the end: lengths checked by Python);
+- a tuple inside a target becomes a name unpacked after it: ``a, (b, c) = e`` is
+  ``a, _b_c = e; b, c = _b_c``, ``for i, (w, b) in enumerate(layers):`` unpacks
+  ``_w_b`` first in the body, ``for a, *b in rows:`` is ``for _item in rows: a, *b = _item``
+  (normalize unpacks a loop's flat tuple of targets, ``for w, b in layers``, itself);
+- ``a if c else [...]`` (a branch holding what this pass lowers) becomes an ``if``
+  statement assigning either branch's value to a name;
+- a nested function that is only called takes what it reads of this function's
+  names as keyword-only parameters, passed at each call (lambda lifting, ``_lift_closures``).
 
 What the statement evaluated before such an expression (a call, ``f(x) + [...]``)
 is computed first into a name, so Python's order of calls holds.  One evaluated
-only on some paths (``a if c else [...]``, ``x and [...]``) or again at each
-iteration (a ``while`` test) is refused at its line.
+only on some paths other than a conditional expression's branch (``x and [...]``)
+or again at each iteration (a ``while`` test) is refused at its line.
 
 Before/after::
 
