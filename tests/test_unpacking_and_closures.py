@@ -237,6 +237,24 @@ class Scaled:
         return np.sum(layer(layer(x)))
 
 
+class Reading:
+    def __init__(self, w):
+        self.w = w
+
+    def loss(self, x):
+        def layer(v):
+            return np.tanh(v @ self.w)  # reads `self` itself: passed first, never as `self=`
+        return np.sum(layer(x) + layer(2 * x))
+
+
+def test_closure_reading_self_in_a_method():
+    w = LAYERS[0][0]
+    g = srcgrad.grad(Reading.loss, wrt=0)(Reading(w), X)
+    check_grads(lambda w: Reading(w).loss(X), (w,), wrt=0)
+    np.testing.assert_allclose(g.w, srcgrad.grad(lambda w: Reading(w).loss(X))(w), rtol=1e-12)
+    assert np.abs(g.w).max() > 0.1
+
+
 def test_closure_in_a_method():
     model = Scaled(LAYERS[0][0])
     check_grads(model.loss, (X,), wrt=0)

@@ -27,7 +27,7 @@ assignment; each becomes statements before the one it was in, at its line:
 - ``a if c else [...]`` (a branch holding what this pass lowers) becomes an ``if``
   statement assigning either branch's value to a name;
 - a nested function that is only called takes what it reads of this function's
-  names as keyword-only parameters, passed at each call (lambda lifting, ``_lift_closures``).
+  names as its first parameters, passed at each call (lambda lifting, ``_lift_closures``).
 
 What the statement evaluated before such an expression (a call, ``f(x) + [...]``)
 is computed first into a name, so Python's order of calls holds.  One evaluated
@@ -462,7 +462,7 @@ def _names_outside_comprehensions(fdef) -> set:
 def _lift_closures(fdef, desugar):
     """Lambda lifting: a nested function that is only ever called (``g(x)``, never
     returned, stored or passed on) takes the outer function's values it reads as
-    keyword-only parameters, and each call passes them (``g(x, w=w)``).  A Python
+    its first parameters, and each call passes them (``g(w, x)``).  A Python
     closure reads a captured name when it is called, and so does the call: a name
     rebound between two calls (or in each iteration of a loop) is seen at each, and the
     values are differentiated as arguments.  Functions escaping as values keep their
@@ -471,9 +471,9 @@ def _lift_closures(fdef, desugar):
 
     Before/after::
 
-        def g(v):                        def g(v, *, x):
+        def g(v):                        def g(x, /, v):
             return np.sin(v) * x             return np.sin(v) * x
-        y = g(x) + g(2 * x)              y = g(x, x=x) + g(2 * x, x=x)
+        y = g(x) + g(2 * x)              y = g(x, x) + g(x, 2 * x)
     """
     defs = [n for n in nodes.own_nodes(fdef) if isinstance(n, gast.FunctionDef)]
     if not defs:
@@ -512,10 +512,6 @@ def _lift_closures(fdef, desugar):
             if isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and n.func.id in lifted \
                     and local & set(lifted[n.func.id][1]):
                 del lifted[n.func.id]
-    for n in nodes.walk(fdef):
-        if isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and n.func.id in lifted \
-                and any(k.arg in lifted[n.func.id][1] for k in n.keywords):
-            del lifted[n.func.id]  # (a keyword of that name goes to its `**kwargs`: leave it as it is)
     calls = {g: {n.func.id for n in nodes.walk(gast.Module(body=d.body, type_ignores=[]))
                  if isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and n.func.id in lifted}
              for g, (d, _, _) in lifted.items()}
@@ -539,11 +535,12 @@ def _lift_closures(fdef, desugar):
         lifted[g] = (d, sorted(set(captured) | more), own)
     lifted = {g: entry for g, entry in lifted.items() if entry[1]}
     for g, (d, captured, _) in sorted(lifted.items()):
-        d.args.kwonlyargs += [_at(nodes.name(c, "param"), d) for c in captured]
-        d.args.kw_defaults += [None] * len(captured)
+        # First, positional only: neither defaults, `*args` nor a keyword (`self`, or
+        # `fn` of the call that runs it) can clash with them.
+        d.args.posonlyargs[:0] = [_at(nodes.name(c, "param"), d) for c in captured]
     for n in nodes.walk(fdef):
         if isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and n.func.id in lifted:
-            n.keywords += [_at(gast.keyword(arg=c, value=nodes.name(c)), n) for c in lifted[n.func.id][1]]
+            n.args[:0] = [_at(nodes.name(c), n) for c in lifted[n.func.id][1]]
 
 
 def _parameter_names(args) -> list:
