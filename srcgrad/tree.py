@@ -153,12 +153,18 @@ def path_name(path) -> str:
 
 
 def lookup(sparse, path):
-    """The leaf at ``path`` in a sparse adjoint, or None."""
+    """The leaf at ``path`` in a sparse adjoint, or None.  A part may be dense: the
+    tuple or list an unpacking gave back whole (``w, b = layers[0]``: ``{0: (w_bar, b_bar)}``)."""
     node = sparse
     for entry in path:
-        if not isinstance(node, dict) or entry not in node:
+        if isinstance(node, dict):
+            if entry not in node:
+                return None
+            node = node[entry]
+        elif isinstance(node, (list, tuple)) and type(entry) is int and 0 <= entry < len(node):
+            node = node[entry]
+        else:
             return None
-        node = node[entry]
     return node
 
 

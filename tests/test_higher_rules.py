@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import srcgrad
-from test_rules import CASES
+from test_rules import CASES, signal, special, stats
 
 # expression -> why forward mode over its gradient code is refused (for now): the runtime
 # helper its adjoint calls uses Python that forward mode does not follow yet.
@@ -35,7 +35,8 @@ def _loss(case, u):
     source = f"def loss({names}, u):\n    return np.sum(u * ({case.expr}))\n"
     filename = f"<test_higher_rules: {case.expr}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = {"__name__": "test_higher_rules_generated", "np": np, "math": __import__("math")}
+    namespace = {"__name__": "test_higher_rules_generated", "np": np, "math": __import__("math"),
+                 "special": special, "signal": signal, "stats": stats}
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - a test fixture
     return namespace["loss"]
 

@@ -439,8 +439,9 @@ class _Lowering:
             return None
         return nodes.copy(elements[key])
 
-    def _unpack(self, targets, value, stmt):
-        """``a, b = value``: all of the right side first, then each name."""
+    def _unpack(self, targets, value, stmt, source=None):
+        """``a, b = value``: all of the right side first, then each name (``source``:
+        the right side's atom, where it is lowered already)."""
         if not all(isinstance(t, gast.Name) for t in targets):
             raise errors.at(stmt, "unpack into plain names", "write `a, b = f(x)`")
         if isinstance(value, (gast.Tuple, gast.List)) and len(value.elts) == len(targets):
@@ -448,7 +449,7 @@ class _Lowering:
             for t, atom in zip(targets, atoms):
                 self._emit(nodes.copy(atom), stmt, t.id, None, False, kind="copy")
             return
-        source = self._lower(value)
+        source = self._lower(value) if source is None else source
         if isinstance(source, gast.Name) and self._known_length(source.id) != len(targets):
             self._check_length(source, len(targets), stmt)
         for i, t in enumerate(targets):
@@ -722,11 +723,8 @@ class _Lowering:
             held = self._held(it.func.value)
             seqs = [self._dict_method(held, "keys", it), self._dict_method(held, "values", it)]
             index_user, item_targets = None, targets
-        else:
-            if len(targets) != 1:
-                raise errors.at(stmt.target, "unpacking loop targets is supported for enumerate, zip and "
-                                "the items() of a dict", "index the row inside the loop instead")
-            seqs, index_user, item_targets = [self._lower(it)], None, targets
+        else:  # (a tuple of targets unpacks each item: `for w, b in layers`)
+            seqs, index_user, item_targets = [self._lower(it)], None, [target]
         # Iterating over a dict is iterating over its keys; over a value whose kind is
         # known only at run time, over what `rt.iterated` makes of it (a dict: its keys).
         seqs = [self._dict_method(q.id, "keys", stmt) if isinstance(q, gast.Name)
@@ -745,8 +743,11 @@ class _Lowering:
         def prelude():
             for seq, item in zip(seqs, item_targets):
                 value = gast.Subscript(value=nodes.copy(seq), slice=nodes.name(index), ctx=gast.Load())
-                self._apply(operator.getitem, value, [nodes.copy(seq), nodes.name(index)], {}, stmt,
-                            origin_node=stmt, target=item.id, target_hint=None, effect=False)
+                whole = self._apply(operator.getitem, value, [nodes.copy(seq), nodes.name(index)], {}, stmt,
+                                    origin_node=stmt, target=getattr(item, "id", None), target_hint=None,
+                                    effect=False)
+                if isinstance(item, gast.Tuple):
+                    self._unpack(item.elts, None, stmt, source=whole)
         return {"iter": iter_, "index": index, "iterated": seqs}, prelude
 
     def _while(self, stmt):

@@ -19,12 +19,20 @@ assignment; each becomes statements before the one it was in, at its line:
   both run in the forward sweep, with no adjoint);
 - ``a = b = e`` becomes ``a = e; b = a``; ``(n := e)`` becomes ``n = e`` and ``n``;
 - ``first, *rest = xs`` becomes ``first, = xs[:1]`` and ``rest = [e for e in xs[1:]]`` (a
-  target after the star unpacks the slice at the end: lengths checked by Python).
+  target after the star unpacks the slice at the end: lengths checked by Python);
+- a tuple inside a target becomes a name unpacked after it: ``a, (b, c) = e`` is
+  ``a, _b_c = e; b, c = _b_c``, ``for i, (w, b) in enumerate(layers):`` unpacks
+  ``_w_b`` first in the body, ``for a, *b in rows:`` is ``for _item in rows: a, *b = _item``
+  (normalize unpacks a loop's flat tuple of targets, ``for w, b in layers``, itself);
+- ``a if c else [...]`` (a branch holding what this pass lowers) becomes an ``if``
+  statement assigning either branch's value to a name;
+- a nested function that is only called takes what it reads of this function's
+  names as its first parameters, passed at each call (lambda lifting, ``_lift_closures``).
 
 What the statement evaluated before such an expression (a call, ``f(x) + [...]``)
 is computed first into a name, so Python's order of calls holds.  One evaluated
-only on some paths (``a if c else [...]``, ``x and [...]``) or again at each
-iteration (a ``while`` test) is refused at its line.
+only on some paths other than a conditional expression's branch (``x and [...]``)
+or again at each iteration (a ``while`` test) is refused at its line.
 
 Before/after::
 
@@ -51,10 +59,15 @@ _CONSUMERS = ("max", "min", "list", "tuple", "sorted", "any", "all", "set", "dic
 
 def transform(fdef: gast.FunctionDef, fn=None) -> None:
     """Desugar ``fdef``'s body in place; ``fn``, the function, tells whether ``sum`` is the builtin."""
-    if not any(isinstance(n, _LOWERED + (gast.Assert, gast.With)) or isinstance(n, gast.Assign) and (
-            len(n.targets) > 1 or _starred_target(n.targets[0]) or isinstance(n.value, gast.Lambda)) for n in nodes.own_nodes(fdef)):
+    if not any(isinstance(n, _LOWERED + (gast.Assert, gast.With, gast.IfExp, gast.FunctionDef))
+               or isinstance(n, gast.Assign) and (len(n.targets) > 1 or _starred_target(n.targets[0])
+                                                  or _nested_target(n.targets[0]) or isinstance(n.value, gast.Lambda))
+               or isinstance(n, gast.For) and isinstance(n.target, (gast.Tuple, gast.List))
+               for n in nodes.own_nodes(fdef)):
         return
-    fdef.body = _Desugar(fdef, fn).block(fdef.body)
+    desugar = _Desugar(fdef, fn)
+    fdef.body = desugar.block(fdef.body)
+    _lift_closures(fdef, desugar)
 
 
 class _Desugar:
@@ -102,6 +115,24 @@ class _Desugar:
         if isinstance(stmt, gast.Assign) and _starred_target(stmt.targets[0]):
             self.starred(stmt, out)
             return
+        if isinstance(stmt, gast.Assign) and _nested_target(stmt.targets[0]):
+            # `a, (b, c) = e` is `a, _b_c = e; b, c = _b_c` (Python binds left to right).
+            flat, inner = self.flattened(stmt.targets[0], stmt)
+            self.statement(_at(gast.Assign(targets=[flat], value=stmt.value, type_comment=None), stmt), out)
+            for unpack in inner:
+                self.statement(unpack, out)
+            return
+        if isinstance(stmt, gast.For) and isinstance(stmt.target, (gast.Tuple, gast.List)) \
+                and (_nested_target(stmt.target) or _starred_target(stmt.target)):
+            # `for i, (w, b) in enumerate(layers)` is `for i, _w_b in ...: w, b = _w_b`, and
+            # `for a, *b in xs` is `for _item in xs: a, *b = _item`: unpacking the body does.
+            if _starred_target(stmt.target):
+                item = self.fresh("_item")
+                inner = [_at(gast.Assign(targets=[stmt.target], value=nodes.name(item), type_comment=None), stmt)]
+                stmt.target = _at(nodes.name(item, "store"), stmt)
+            else:
+                stmt.target, inner = self.flattened(stmt.target, stmt)
+            stmt.body = inner + stmt.body
         if isinstance(stmt, gast.While):
             if any(isinstance(n, _LOWERED) for n in nodes.walk(stmt.test)):
                 found = next(n for n in nodes.walk(stmt.test) if isinstance(n, _LOWERED))
@@ -140,6 +171,19 @@ class _Desugar:
             self.statement(_at(gast.Assign(targets=[first], value=nodes.name(value), type_comment=None), stmt), out)
         for target in stmt.targets[1:]:
             self.statement(_at(gast.Assign(targets=[target], value=nodes.name(value), type_comment=None), stmt), out)
+
+    def flattened(self, target, stmt):
+        """``target`` (a tuple with tuples in it) as a tuple of names, and the assignments
+        that unpack each inner tuple from the name standing for it."""
+        elts, inner = [], []
+        for elt in target.elts:
+            if isinstance(elt, (gast.Tuple, gast.List)):
+                name = self.fresh("_" + "_".join(n.id for n in nodes.walk(elt) if isinstance(n, gast.Name)))
+                elts.append(_at(nodes.name(name, "store"), elt))
+                inner.append(_at(gast.Assign(targets=[elt], value=nodes.name(name), type_comment=None), stmt))
+            else:
+                elts.append(elt)
+        return _at(gast.Tuple(elts=elts, ctx=gast.Store()), target), inner
 
     def starred(self, stmt, out):
         """``a, *b, c = xs``: the ``k`` targets before the star and the ``m`` after it unpack
@@ -204,6 +248,15 @@ class _Desugar:
                 node.args[0] = _at(gast.ListComp(elt=gen.elt, generators=gen.generators), gen)
         if isinstance(node, (gast.Lambda, gast.FunctionDef)):
             return node
+        if isinstance(node, gast.IfExp) and conditional is None and any(
+                isinstance(n, _LOWERED) for branch in (node.body, node.orelse) for n in _own_expression(branch)):
+            # `a if c else [...]`: an `if` statement that assigns either branch's value.
+            test = self.expression(node.test, out)
+            name = whole if whole is not None else self.fresh("_value")
+            branches = [[_at(gast.Assign(targets=[nodes.name(name, "store")], value=branch, type_comment=None),
+                             branch)] for branch in (node.body, node.orelse)]
+            self.statement(_at(gast.If(test=test, body=branches[0], orelse=branches[1]), node), out)
+            return _at(nodes.name(name), node)
         children = _children_in_order(node)
         for k, (field, index, child) in enumerate(children):
             cond = conditional
@@ -283,6 +336,21 @@ def _leaving(stmts, loop):
             inner = loop or isinstance(stmt, (gast.For, gast.While))
             for field in ("body", "orelse"):
                 yield from _leaving(getattr(stmt, field, None) or [], inner)
+
+
+def _nested_target(target) -> bool:
+    return isinstance(target, (gast.Tuple, gast.List)) and any(isinstance(e, (gast.Tuple, gast.List))
+                                                               for e in target.elts)
+
+
+def _own_expression(node):
+    """The nodes of an expression, not those of a lambda in it."""
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, gast.Lambda):
+            stack.extend(gast.iter_child_nodes(node))
 
 
 def _starred_target(target) -> bool:
@@ -389,3 +457,92 @@ def _names_outside_comprehensions(fdef) -> set:
             visit(child, bound)
     visit(fdef, frozenset())
     return outside
+
+
+def _lift_closures(fdef, desugar):
+    """Lambda lifting: a nested function that is only ever called (``g(x)``, never
+    returned, stored or passed on) takes the outer function's values it reads as
+    its first parameters, and each call passes them (``g(w, x)``).  A Python
+    closure reads a captured name when it is called, and so does the call: a name
+    rebound between two calls (or in each iteration of a loop) is seen at each, and the
+    values are differentiated as arguments.  Functions escaping as values keep their
+    closures (and ``reverse`` refuses them where they capture a value being
+    differentiated); so do those that call themselves or hide a name in their body.
+
+    Before/after::
+
+        def g(v):                        def g(x, /, v):
+            return np.sin(v) * x             return np.sin(v) * x
+        y = g(x) + g(2 * x)              y = g(x, x) + g(x, 2 * x)
+    """
+    defs = [n for n in nodes.own_nodes(fdef) if isinstance(n, gast.FunctionDef)]
+    if not defs:
+        return
+    outer = set(_parameter_names(fdef.args)) | {d.name for d in defs} | {
+        n.id for n in nodes.own_nodes(fdef) if isinstance(n, gast.Name) and not isinstance(n.ctx, gast.Load)}
+    counts = {}
+    for d in defs:
+        counts[d.name] = counts.get(d.name, 0) + 1
+    called = {id(n.func) for n in nodes.walk(fdef) if isinstance(n, gast.Call)}
+    uses = {}  # a nested function's name -> whether every use of it is a call's
+    for n in nodes.walk(fdef):
+        if isinstance(n, gast.Name) and n.id in counts:
+            uses[n.id] = uses.get(n.id, True) and isinstance(n.ctx, gast.Load) and id(n) in called
+    lifted = {}
+    for d in defs:
+        if counts[d.name] != 1 or not uses.get(d.name, True):
+            continue
+        inside = list(nodes.walk(gast.Module(body=d.body, type_ignores=[])))
+        own = set(_parameter_names(d.args)) | {n.id for n in inside if isinstance(n, gast.Name)
+                                               and not isinstance(n.ctx, gast.Load)}
+        own |= {name for n in inside if isinstance(n, (gast.Global, gast.Nonlocal)) for name in n.names}
+        own |= {n.name for n in inside if isinstance(n, gast.FunctionDef)}
+        if d.name in own or any(isinstance(n, gast.Name) and n.id == d.name for n in inside) \
+                or any(isinstance(n, (gast.Yield, gast.YieldFrom, gast.Await)) for n in inside):
+            continue  # (recursive, a generator, or binds its own name)
+        captured = sorted({n.id for n in inside if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)
+                           and n.id in outer and n.id not in own and n.id not in counts})
+        lifted[d.name] = (d, captured, own)
+    # A call inside another nested function passes that one's names: only where it holds
+    # none of them itself (then it reads the outer's, and captures them in turn).
+    for d in defs:
+        local = set(_parameter_names(d.args)) | {n.id for n in nodes.walk(d) if isinstance(n, gast.Name)
+                                                 and not isinstance(n.ctx, gast.Load)}
+        for n in nodes.walk(gast.Module(body=d.body, type_ignores=[])):
+            if isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and n.func.id in lifted \
+                    and local & set(lifted[n.func.id][1]):
+                del lifted[n.func.id]
+    calls = {g: {n.func.id for n in nodes.walk(gast.Module(body=d.body, type_ignores=[]))
+                 if isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and n.func.id in lifted}
+             for g, (d, _, _) in lifted.items()}
+    order, state = [], {}
+
+    def visit(g):  # callees first (depth first); a cycle (mutual recursion): no lifting
+        state[g] = "open"
+        for h in sorted(calls[g]):
+            if state.get(h) == "open" or state.get(h) is None and not visit(h):
+                return False
+        state[g] = "done"
+        order.append(g)
+        return True
+    if not all(state.get(g) == "done" or visit(g) for g in sorted(lifted)):
+        return
+    for g in order:
+        d, captured, own = lifted[g]
+        more = {c for h in calls[g] for c in lifted[h][1]}
+        if more & own:
+            return  # (a callee's callee reads a name this one holds itself)
+        lifted[g] = (d, sorted(set(captured) | more), own)
+    lifted = {g: entry for g, entry in lifted.items() if entry[1]}
+    for g, (d, captured, _) in sorted(lifted.items()):
+        # First, positional only: neither defaults, `*args` nor a keyword (`self`, or
+        # `fn` of the call that runs it) can clash with them.
+        d.args.posonlyargs[:0] = [_at(nodes.name(c, "param"), d) for c in captured]
+    for n in nodes.walk(fdef):
+        if isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and n.func.id in lifted:
+            n.args[:0] = [_at(nodes.name(c), n) for c in lifted[n.func.id][1]]
+
+
+def _parameter_names(args) -> list:
+    return [a.id for a in args.posonlyargs + args.args + [args.vararg] + args.kwonlyargs + [args.kwarg]
+            if a is not None]

@@ -524,8 +524,9 @@ class _Reverse:
             active = [n for n in anno.get(stmt, "captures") if self.activity.active(n)]
             if active and self.activity.active(stmt.name):
                 raise errors.at(stmt, f"the nested function `{stmt.name}` reads `{active[0]}`, which "
-                                "depends on the inputs being differentiated; srcgrad does not "
-                                "differentiate through values a closure captures",
+                                "depends on the inputs being differentiated, and is used other than by "
+                                "calling it (returned, stored, passed on) or calls itself: srcgrad passes "
+                                "what a nested function reads as arguments only where it is just called",
                                 f"pass `{active[0]}` to `{stmt.name}` as an argument")
             return
         if anno.get(stmt, "kind") == "setitem":
