@@ -230,7 +230,7 @@ class GradientFunction:
         raise errors.WrtError(problem, _origin_of(self.fn),
                               "ask for an argument that is passed, or pass it")
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         if self._fixed_args:
             args = (*self._fixed_args, *args)
         if self._fixed_kwargs:

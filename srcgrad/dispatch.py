@@ -86,7 +86,7 @@ def unchanging(fn, filename: str, line: int, col: int, text: str, outside: bool 
     return fn
 
 
-def vjp_call(fn, wrt, *args, **kwargs):
+def vjp_call(fn, wrt, /, *args, **kwargs):
     """Call ``fn(*args, **kwargs)`` and return ``(value, pullback)``.
 
     How generated code calls the user's own functions (and callables known only
@@ -224,7 +224,7 @@ def _dict_method_vjp(d, name, wrt, args, kwargs):
     return value, pullback
 
 
-def jvp_call(fn, wrt, dots, *args, _where="?", **kwargs):
+def jvp_call(fn, wrt, dots, /, *args, _where="?", **kwargs):
     """Call ``fn(*args, **kwargs)`` and return ``(value, tangent)``: how forward-mode
     code calls the user's own functions and callables known only at run time.
 
@@ -421,7 +421,7 @@ def _call_method(cls):
     return call
 
 
-def vjp_method(obj, name, wrt, *args, **kwargs):
+def vjp_method(obj, name, wrt, /, *args, **kwargs):
     """``obj.name(*args)`` with ``(value, pullback)``; ``"self"`` in ``wrt`` asks for
     ``obj``'s adjoint, whether ``name`` is a method of ``obj`` or a callable
     stored in it (a layer of a model)."""

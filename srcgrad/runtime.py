@@ -935,7 +935,7 @@ def unconcatenate(ans_bar, arrays, axis=0):
     return np.split(ans_bar, np.cumsum(sizes)[:-1], axis=axis)
 
 
-def keeping_fields(obj, name, where, *args, **kwargs):
+def keeping_fields(obj, name, where, /, *args, **kwargs):
     """``obj.name(*args, **kwargs)`` for its effects, on an object being differentiated:
     refused if it replaced a float field of ``obj`` (see :func:`stored`)."""
     fields = getattr(obj, "__dict__", None)

@@ -1099,6 +1099,8 @@ class _Reverse:
         wrt = [("self", receiver)] if self._active_name(receiver) else []
         wrt += [(i, a) for i, a in enumerate(args) if self._active_name(a)]
         wrt += [(k, a) for k, a in kwargs.items() if self._active_name(a)]
+        if "self" in kwargs and self._active_name(kwargs["self"]):
+            raise _self_keyword(stmt)
         if not wrt:
             return
         pullback = self.core.fresh(f"{target}_pullback")
@@ -1342,6 +1344,15 @@ class _Reverse:
                   "`def rule(ans_bar, ans, <its parameters>): return <adjoint>`")
         return errors.at(stmt.value, f"no derivative rule for `{full}`", advice,
                          kind=errors.NoDerivativeRuleError)
+
+
+def _self_keyword(stmt):
+    """A differentiated value passed as ``self=``: the name generated code uses for the
+    callable's own adjoint (``dispatch.vjp_call(f, ("self", 0), ...)``), so refused."""
+    return errors.at(stmt.value, "a value being differentiated is passed as the keyword argument "
+                     "`self=`, which srcgrad's calls keep for the called object itself",
+                     "pass it by position, or give the parameter another name",
+                     kind=errors.UnsupportedSyntaxError)
 
 
 def _builtin_rule(rule) -> bool:
