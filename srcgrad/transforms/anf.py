@@ -110,14 +110,16 @@ class Core:
         return candidate
 
 
-def transform(fdef: gast.FunctionDef, free_names, backend, reserved=(), param_ranks=()) -> Core:
+def transform(fdef: gast.FunctionDef, free_names, backend, reserved=(), param_ranks=(), scope_ranks=None) -> Core:
     """``param_ranks``: the specialisation's ranks; a parameter with an integer
-    rank is an array, so ``p.sum()`` is NumPy's ``sum`` and not a method of yours."""
-    return _Lowering(fdef, free_names, backend, reserved, param_ranks).run()
+    rank is an array, so ``p.sum()`` is NumPy's ``sum`` and not a method of yours.
+    ``scope_ranks``: ``{scope: TreeRank}``, the ranks of the data read from a scope
+    (``model.G``, ``resolve.FreeNames.scope_ranks``), known as a model's fields are."""
+    return _Lowering(fdef, free_names, backend, reserved, param_ranks, scope_ranks or {}).run()
 
 
 class _Lowering:
-    def __init__(self, fdef, free_names, backend, reserved, param_ranks=()):
+    def __init__(self, fdef, free_names, backend, reserved, param_ranks=(), scope_ranks=None):
         self.fdef, self.backend = fdef, backend
         self.free_names = free_names
         self.params = parameters(fdef.args)
@@ -150,6 +152,7 @@ class _Lowering:
         # Tuples, lists and dicts passed in: what they hold is part of the specialisation,
         # so `f(*xs)` can pass each element on its own.
         self.structures = {p: r for p, r in zip(self.params, param_ranks) if isinstance(r, TreeRank)}
+        self.structures.update(scope_ranks or {})
         # Names holding a field read from one of those: an array (`self.W`), or a
         # structure whose ranks are known too (`self.layer1`).
         self.field_arrays = set()
