@@ -61,6 +61,10 @@ class FreeNames:
         self._cells = [(k, cells[k]) for k in self.names if k in cells and k not in self.scopes]
         self._globals = [k for k in self.names if k not in cells and k not in self.scopes]
         self._scopes = [(k, self.names[k]) for k in self.scopes]
+        # The kinds of a module's data are read from its dict (the common case, each call).
+        self._kinds = [(_dict_of(self.names[key]), attrs[0], kind) if key in self.scopes and len(attrs) == 1
+                       and _dict_of(self.names[key]) is not None else (None, (key, attrs), kind)
+                       for key, attrs, kind in self.kinds]
         self.parts = []  # (FreeNames of an inlined callee, {its name: the name in the code})
 
     def refresh(self, namespace: dict, rename=None, between=True) -> bool:
@@ -85,10 +89,16 @@ class FreeNames:
                 current = getattr(current, attr, _MISSING)
             if current is not value and not (isinstance(value, _BOUND) and current == value):
                 return False
-        for key, attrs, kind in self.kinds:
-            current = namespace.get(key if rename is None else rename[key], _MISSING)
-            for attr in attrs:
-                current = getattr(current, attr, _MISSING)
+        for scope, attr, kind in self._kinds:
+            if scope is not None:
+                current = scope.get(attr, _MISSING)
+            else:
+                key, attrs = attr
+                current = namespace.get(key if rename is None else rename[key], _MISSING)
+                for attr in attrs:
+                    current = getattr(current, attr, _MISSING)
+            if type(current) is np.ndarray and current.ndim == kind:
+                continue  # the common case, without a call: this runs on every call
             if data_kind(current) != kind and (between or kind is not None):
                 return False
         for part, names in self.parts:
@@ -106,6 +116,13 @@ class FreeNames:
                 if len(attrs) == 1 and kind is not None:
                     entries.setdefault(key if rename is None else rename[key], {})[attrs[0]] = kind
         return {name: TreeRank(sorted(fields.items())) for name, fields in entries.items()}
+
+
+def _dict_of(scope):
+    """The dict a module's (or exec'd code's) globals live in; None for a closure's."""
+    if isinstance(scope, types.ModuleType):
+        return vars(scope)
+    return scope._globals if isinstance(scope, runtime.Globals) else None
 
 
 def data_kind(value):
