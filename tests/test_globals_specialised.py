@@ -254,3 +254,93 @@ def test_general_code_takes_any_kind_while_it_runs():
     np.testing.assert_allclose(g(X), [2.0, 3.0, 4.0])
     np.testing.assert_allclose(g(X), [2.0, 4.0, 6.0])  # (u is the array now)
     assert "dispatch." not in srcgrad.source(g, X)
+
+
+# ---- rows unpacked from an array: `a, b = m` ---------------------------------------
+
+def unpack_rows(x, m):
+    a, b = m
+    return np.sum(x * a + np.sin(b * x))
+
+
+def unpack_rows_in_loop(x, m):
+    total = 0.0
+    for _ in range(2):
+        a, b = m
+        total = total + np.sum(np.tanh(a * x) * b)
+    return total
+
+
+def unpack_global_rows(x):
+    a, b = W
+    return np.sum(np.cos(a * x) + b)
+
+
+@pytest.mark.parametrize("optimize", OPT)
+@pytest.mark.parametrize("f", [unpack_rows, unpack_rows_in_loop])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_unpacked_rows_are_arrays(optimize, f, dtype):
+    m = W.astype(dtype)
+    x = X.astype(dtype)
+    g = srcgrad.grad(f, wrt=(0, 1), optimize=optimize)
+    assert "dispatch." not in srcgrad.source(g, x, m)
+    x_bar, m_bar = g(x, m)
+    tol = 1e-3 if dtype == np.float32 else 1e-6
+    np.testing.assert_allclose(x_bar, numerical_grad(f, [X, W], 0), rtol=tol, atol=tol)
+    np.testing.assert_allclose(m_bar, numerical_grad(f, [X, W], 1), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("optimize", OPT)
+def test_unpacked_rows_of_a_global(optimize):
+    g = srcgrad.grad(unpack_global_rows, optimize=optimize)
+    assert "dispatch." not in srcgrad.source(g, X)
+    _check(g, unpack_global_rows, X)
+
+
+def unpack_tuple(x, ws):
+    a, b = ws
+    return np.sum(x * a * b)
+
+
+def test_unpacked_entries_of_a_tuple():
+    g = srcgrad.grad(unpack_tuple, wrt=(0, 1))
+    ws = (np.array([1.0, -2.0, 0.5]), 3.0)
+    assert "dispatch." not in srcgrad.source(g, X, ws)
+    x_bar, (a_bar, b_bar) = g(X, ws)
+    np.testing.assert_allclose(x_bar, ws[0] * 3.0)
+    np.testing.assert_allclose(a_bar, X * 3.0)
+    np.testing.assert_allclose(b_bar, np.sum(X * ws[0]))
+
+
+# ---- a method called on a model's result: `model(x).ravel()` -------------------------
+
+class Layer:
+    def __init__(self):
+        self.w = np.array([[0.5, -1.0], [0.3, 0.2], [1.1, -0.4]])
+
+    def __call__(self, x):
+        return np.tanh(x @ self.w)
+
+
+def method_on_result(model, x):
+    return np.sum(model(x).ravel() ** 2)
+
+
+def method_on_named_result(model, x):
+    h = model(x)
+    return np.sum(h.reshape(-1) ** 2) + np.sum(h.T)
+
+
+@pytest.mark.parametrize("optimize", OPT)
+@pytest.mark.parametrize("f", [method_on_result, method_on_named_result])
+def test_method_on_a_models_result_is_inlined(optimize, f):
+    model, x = Layer(), np.array([[0.3, -1.2, 2.0], [0.1, 0.4, -0.7]])
+    g = srcgrad.grad(f, optimize=optimize)
+    assert "dispatch." not in srcgrad.source(g, model, x)
+    got = g(model, x)
+
+    def value(w):
+        model.w = w
+        return f(model, x)
+    w = model.w.copy()
+    np.testing.assert_allclose(got.w, numerical_grad(value, [w], 0), rtol=1e-6, atol=1e-8)

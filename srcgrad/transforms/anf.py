@@ -460,7 +460,8 @@ class _Lowering:
                 self._emit(element, stmt, t.id, None, False, kind="copy")
                 continue
             item = gast.Subscript(value=nodes.copy(source), slice=nodes.const(i), ctx=gast.Load())
-            self._emit(item, stmt, t.id, None, False, kind="unpack", source=source.id, index=i)
+            atom = self._emit(item, stmt, t.id, None, False, kind="unpack", source=source.id, index=i)
+            self._field_rank(atom, source, i)  # (a tuple passed in: its entries' ranks are known)
 
     def _known_length(self, name):
         """The length of a tuple or list made here, or passed in (its ranks record each
@@ -1104,6 +1105,8 @@ class _Lowering:
                 base = annotations["bound"]["a"]
                 return isinstance(base, gast.Name) and base.id in self.arrays
             return True
+        if kind == "unpack":  # `a, b = m`: the rows of an array
+            return annotations["source"] in self.arrays or annotations["source"] in self.field_arrays
         return kind == "nondiff" and not isinstance(value, gast.Attribute) and "constructs" not in annotations \
             and not (rule is not None and rule.name in _GENERATOR_MAKERS)  # `rng.normal(...)`: not an array's
 
