@@ -71,14 +71,25 @@ class Compiled:
 
     def __call__(self, *args):
         if not (self.free.refresh(self.namespace) and self.inlined.holds(args)):
-            # A function or class the code was specialised on was rebound, or an object
-            # whose methods it inlined has another class: compile again from what the
-            # names and arguments hold now (in place: callers keep this object).
-            fresh = self.remake(args)
-            self.source, self.function, self.free, self.namespace, self.inlined = \
-                fresh.source, fresh.function, fresh.free, fresh.namespace, fresh.inlined
-            self.free.refresh(self.namespace)
+            self._renew(args)
         return self.function(*args)
+
+    def current(self, args) -> Compiled:
+        """This program, compiled again first if what it was specialised on changed
+        (what ``__call__`` checks), without running it (``srcgrad.source``, hvp)."""
+        if not (self.free.refresh(self.namespace) and self.inlined.holds(args)):
+            self._renew(args)
+        return self
+
+    def _renew(self, args):
+        # A function or class the code was specialised on was rebound, a global holds
+        # data of another kind, or an object whose methods it inlined has another class:
+        # compile again from what the names and arguments hold now (in place: callers
+        # keep this object).
+        fresh = self.remake(args)
+        self.source, self.function, self.free, self.namespace, self.inlined = \
+            fresh.source, fresh.function, fresh.free, fresh.namespace, fresh.inlined
+        self.free.refresh(self.namespace)
 
 
 def compile_function(fn, options: Options, param_ranks: tuple, link=None, args=None) -> Compiled:

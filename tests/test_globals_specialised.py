@@ -344,3 +344,15 @@ def test_method_on_a_models_result_is_inlined(optimize, f):
         return f(model, x)
     w = model.w.copy()
     np.testing.assert_allclose(got.w, numerical_grad(value, [w], 0), rtol=1e-6, atol=1e-8)
+
+
+def test_source_follows_a_rebinding():
+    """srcgrad.source shows the code the next call runs, compiled again if needed."""
+    global u
+    u = 2.0
+    g = srcgrad.grad(loss)
+    g(X)
+    assert "unbroadcast" not in srcgrad.source(g, X)  # u * g has g's shape
+    u = np.ones((2, 3))
+    assert "unbroadcast" in srcgrad.source(g, X)
+    np.testing.assert_allclose(srcgrad.hvp(loss)(X, np.ones(3)), -2 * np.sin(X))
