@@ -797,7 +797,8 @@ def source(fn, *example_args, **example_kwargs) -> str:
         if example_args or example_kwargs:
             example_args = (*fn._fixed_args, *example_args)
             example_kwargs = {**fn._fixed_kwargs, **example_kwargs}
-            return fn.compiled(fn._arguments(example_args, example_kwargs)).source
+            arguments = fn._arguments(example_args, example_kwargs)
+            return fn.compiled(arguments).current(arguments).source
         return fn.source
     except errors.UserCodeError as error:
         raise errors.shown_to_user(error, _origin_of(fn.fn)) from None

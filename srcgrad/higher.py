@@ -53,9 +53,7 @@ class ForwardOverReverse:
 
     def transformed(self, args) -> GradientFunction:
         """The ``jvp`` of the gradient program for these arguments."""
-        program = self.gradient.compiled(args)
-        if not (program.free.refresh(program.namespace) and program.inlined.holds(args)):
-            program(*args)  # (compiles it again, in place, from what the names hold now)
+        program = self.gradient.compiled(args).current(args)
         fn = program.function
         transformed = self._jvps.get(fn)
         if transformed is None:
@@ -584,9 +582,7 @@ def jacrev(f, wrt=0, backend=None, optimize=True, chunk_size=None):
     def batched_pullback(args, y_bar, ys_bar):
         """The adjoints of the ``wrt`` arguments along each row of ``ys_bar``, batched."""
         try:
-            program = pullback_code.compiled(args + (y_bar,))
-            if not (program.free.refresh(program.namespace) and program.inlined.holds(args)):
-                program(*args, y_bar)  # (compiles it again, in place, from what the names hold now)
+            program = pullback_code.compiled(args + (y_bar,)).current(args + (y_bar,))
             jvp = transformed.get(program.function)
             if jvp is None:
                 seed = list(inspect.signature(program.function).parameters)[-1]

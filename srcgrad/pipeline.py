@@ -71,14 +71,25 @@ class Compiled:
 
     def __call__(self, *args):
         if not (self.free.refresh(self.namespace) and self.inlined.holds(args)):
-            # A function or class the code was specialised on was rebound, or an object
-            # whose methods it inlined has another class: compile again from what the
-            # names and arguments hold now (in place: callers keep this object).
-            fresh = self.remake(args)
-            self.source, self.function, self.free, self.namespace, self.inlined = \
-                fresh.source, fresh.function, fresh.free, fresh.namespace, fresh.inlined
-            self.free.refresh(self.namespace)
+            self._renew(args)
         return self.function(*args)
+
+    def current(self, args) -> Compiled:
+        """This program, compiled again first if what it was specialised on changed
+        (what ``__call__`` checks), without running it (``srcgrad.source``, hvp)."""
+        if not (self.free.refresh(self.namespace) and self.inlined.holds(args)):
+            self._renew(args)
+        return self
+
+    def _renew(self, args):
+        # A function or class the code was specialised on was rebound, a global holds
+        # data of another kind, or an object whose methods it inlined has another class:
+        # compile again from what the names and arguments hold now (in place: callers
+        # keep this object).
+        fresh = self.remake(args)
+        self.source, self.function, self.free, self.namespace, self.inlined = \
+            fresh.source, fresh.function, fresh.free, fresh.namespace, fresh.inlined
+        self.free.refresh(self.namespace)
 
 
 def compile_function(fn, options: Options, param_ranks: tuple, link=None, args=None) -> Compiled:
@@ -136,11 +147,14 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     exits.transform(fdef)
     validate.transform(fdef)
     # 4. normalize: one primitive per statement, single assignment, NumPy's own names.
+    # (The data read live from a scope, `model.G`, is specialised on its rank as an argument
+    # is: `free.kinds`, checked at each call.)
+    scope_ranks = free.scope_ranks()
     core = anf.transform(fdef, free.names, backend, reserved=(backend.MODULE_NAME, "rt", "dispatch"),
-                         param_ranks=param_ranks)
+                         param_ranks=param_ranks, scope_ranks=scope_ranks)
     # 5. analyze: activity (who needs an adjoint) and ranks (which rule form applies).
     body_activity = activity.analyze(core.body, options.wrt)
-    rank_env = ranks.infer(core.body, dict(zip(core.params, param_ranks)))
+    rank_env = ranks.infer(core.body, {**scope_ranks, **dict(zip(core.params, param_ranks))})
     shared = sharing.check(core.body, rank_env, core.params)  # a write seen through another name is refused
     if options.mode == "jvp":
         return _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backend, free, shared,
@@ -260,7 +274,7 @@ class _Specialisation:
     def after_calls(self, body, core) -> list:
         """``body`` with ``specialised.check((m, x), 'loss.py:12')`` after each call of the
         user's code that was not inlined, where the code is specialised on anything."""
-        if not (self.free.guards or any(part.guards for part, _ in self.free.parts)
+        if not (self.free.guards or self.free.kinds or any(part.guards or part.kinds for part, _ in self.free.parts)
                 or self.inlined.classes or self.inlined.methods):
             return body
         out = []
@@ -292,7 +306,7 @@ class _Specialisation:
     def check(self, args, where):
         """Raises ``UnsupportedSyntaxError`` (at the call's line) when what the code was
         specialised on changed during the call just made."""
-        if self.free.refresh(self.namespace) and self.inlined.holds(args):
+        if self.free.refresh(self.namespace, between=False) and self.inlined.holds(args):
             return
         raise errors.UnsupportedSyntaxError(
             "this call changed, while the differentiated code ran, a function, a layer or a method "

@@ -154,6 +154,11 @@ def _rank(stmt, env):
     value, kind = stmt.value, anno.get(stmt, "kind")
     if kind == "copy":
         return rank_of(value, env)
+    if kind == "unpack":  # `a, b = m`: m's rows, or the entries of a tuple passed in
+        rank = env.get(anno.get(stmt, "source"))
+        if isinstance(rank, TreeRank):
+            return rank.get(anno.get(stmt, "index")) if rank.kind == "sequence" else None
+        return rank - 1 if isinstance(rank, int) and rank > 0 else None
     if kind == "call" and isinstance(value, gast.Call) and anno.has(value.func, "resolved") \
             and not value.keywords and not any(isinstance(a, gast.Starred) for a in value.args):
         ranks = tuple(r if isinstance(r, int) else None for r in (rank_of(a, env) for a in value.args))

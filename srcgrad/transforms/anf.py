@@ -110,14 +110,16 @@ class Core:
         return candidate
 
 
-def transform(fdef: gast.FunctionDef, free_names, backend, reserved=(), param_ranks=()) -> Core:
+def transform(fdef: gast.FunctionDef, free_names, backend, reserved=(), param_ranks=(), scope_ranks=None) -> Core:
     """``param_ranks``: the specialisation's ranks; a parameter with an integer
-    rank is an array, so ``p.sum()`` is NumPy's ``sum`` and not a method of yours."""
-    return _Lowering(fdef, free_names, backend, reserved, param_ranks).run()
+    rank is an array, so ``p.sum()`` is NumPy's ``sum`` and not a method of yours.
+    ``scope_ranks``: ``{scope: TreeRank}``, the ranks of the data read from a scope
+    (``model.G``, ``resolve.FreeNames.scope_ranks``), known as a model's fields are."""
+    return _Lowering(fdef, free_names, backend, reserved, param_ranks, scope_ranks or {}).run()
 
 
 class _Lowering:
-    def __init__(self, fdef, free_names, backend, reserved, param_ranks=()):
+    def __init__(self, fdef, free_names, backend, reserved, param_ranks=(), scope_ranks=None):
         self.fdef, self.backend = fdef, backend
         self.free_names = free_names
         self.params = parameters(fdef.args)
@@ -150,6 +152,7 @@ class _Lowering:
         # Tuples, lists and dicts passed in: what they hold is part of the specialisation,
         # so `f(*xs)` can pass each element on its own.
         self.structures = {p: r for p, r in zip(self.params, param_ranks) if isinstance(r, TreeRank)}
+        self.structures.update(scope_ranks or {})
         # Names holding a field read from one of those: an array (`self.W`), or a
         # structure whose ranks are known too (`self.layer1`).
         self.field_arrays = set()
@@ -458,7 +461,8 @@ class _Lowering:
                 self._emit(element, stmt, t.id, None, False, kind="copy")
                 continue
             item = gast.Subscript(value=nodes.copy(source), slice=nodes.const(i), ctx=gast.Load())
-            self._emit(item, stmt, t.id, None, False, kind="unpack", source=source.id, index=i)
+            atom = self._emit(item, stmt, t.id, None, False, kind="unpack", source=source.id, index=i)
+            self._field_rank(atom, source, i)  # (a tuple passed in: its entries' ranks are known)
 
     def _known_length(self, name):
         """The length of a tuple or list made here, or passed in (its ranks record each
@@ -1102,6 +1106,8 @@ class _Lowering:
                 base = annotations["bound"]["a"]
                 return isinstance(base, gast.Name) and base.id in self.arrays
             return True
+        if kind == "unpack":  # `a, b = m`: the rows of an array
+            return annotations["source"] in self.arrays or annotations["source"] in self.field_arrays
         return kind == "nondiff" and not isinstance(value, gast.Attribute) and "constructs" not in annotations \
             and not (rule is not None and rule.name in _GENERATOR_MAKERS)  # `rng.normal(...)`: not an array's
 

@@ -557,7 +557,12 @@ def _leaks(body, known) -> bool:
     values = {name: value for name, (value, _) in known.items()}
 
     def holds_object(node):
-        return any(_may_hold_object(_chain_value(n, values)) for n in gast.walk(node))
+        # A whole chain is one value: `model.w` is an array, though `model` is an object.
+        if isinstance(node, (gast.Name, gast.Attribute, gast.Subscript, gast.Starred)):
+            value = _chain_value(node, values)
+            if value is not None:
+                return _may_hold_object(value)
+        return any(holds_object(child) for child in gast.iter_child_nodes(node))
     for _ in range(2):  # twice: a loop's second iteration sees what the first bound
         for stmt in nodes.statements(body):
             if isinstance(stmt, gast.Assign):

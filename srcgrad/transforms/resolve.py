@@ -7,9 +7,12 @@ Each read of a free name that holds data (a number, an array, a list: not a
 function, class or module) becomes a read of its scope's attribute, so that the
 generated code reads it where the source does, as the original function would:
 a call that rebinds the global (``global G; G = 2.0``, however deep) is seen
-by the reads after it.  Returns the :class:`FreeNames` the generated code must
-see: the user's free names and scopes, copied in on each call
-(``FreeNames.refresh``).
+by the reads after it.  Such a read (and a module's data, ``params.G``) whose
+value is a float array or a number is specialised on its rank, as an argument
+is (``FreeNames.kinds``, ``FreeNames.scope_ranks``): ``x * G`` is then NumPy's
+product, not an operator dispatched when it runs.  Returns the
+:class:`FreeNames` the generated code must see: the user's free names and
+scopes, copied in on each call (``FreeNames.refresh``).
 
 Before/after, in module ``model``: ``return np.exp(x) * G`` → the ``np.exp``
 Attribute node is annotated ``resolved=numpy.exp``; ``G`` becomes ``model.G``
@@ -23,8 +26,10 @@ import sys
 import types
 
 import gast
+import numpy as np
 
 from .. import anno, nodes, runtime
+from ..analysis.ranks import TreeRank
 
 _MISSING = object()
 # Methods made afresh at each attribute read (`rng.normal`, `obj.method`): equal, not identical.
@@ -39,26 +44,37 @@ class FreeNames:
     whose compile-time value the code was specialised on (a function whose rule or
     vjp is used, a class): :meth:`refresh` reports when one of them changed, and the
     program is compiled again.  Data (numbers, arrays, objects) is read afresh at
-    each call instead, so it needs no guard.
+    each call instead; ``kinds``: ``(name, attributes, rank)`` for each read of data
+    in a scope (``model.G``): the rank the code was specialised on, or None where it
+    is general code (:func:`data_kind`), which :meth:`refresh` checks as it checks
+    ``guards`` (a list rebound to an array: compiled again, now specialised).
     """
 
     fn: types.FunctionType
     names: dict  # name -> value at compile time (a scope's name -> the scope)
     guards: list = dataclasses.field(default_factory=list)
     scopes: tuple = ()  # the names among ``names`` that stand for a scope (``model.G``)
+    kinds: list = dataclasses.field(default_factory=list)
 
     def __post_init__(self):
         cells = _closure(self.fn)
         self._cells = [(k, cells[k]) for k in self.names if k in cells and k not in self.scopes]
         self._globals = [k for k in self.names if k not in cells and k not in self.scopes]
         self._scopes = [(k, self.names[k]) for k in self.scopes]
+        # The kinds of a module's data are read from its dict (the common case, each call).
+        self._kinds = [(_dict_of(self.names[key]), attrs[0], kind) if key in self.scopes and len(attrs) == 1
+                       and _dict_of(self.names[key]) is not None else (None, (key, attrs), kind)
+                       for key, attrs, kind in self.kinds]
         self.parts = []  # (FreeNames of an inlined callee, {its name: the name in the code})
 
-    def refresh(self, namespace: dict, rename=None) -> bool:
+    def refresh(self, namespace: dict, rename=None, between=True) -> bool:
         """Copy the current values of the free names into ``namespace`` (every call:
         cheap, and rebinding a global between calls is seen).  False when a guarded
-        name or attribute no longer holds the value the code was specialised on.
-        ``rename``: the names an inlined callee's free names have in the code."""
+        name or attribute no longer holds the value the code was specialised on, or
+        data read live no longer has its kind; ``between=False`` (while the code
+        runs) lets data the code does not specialise on (a list, ``None``) take any
+        kind, as its general code can.  ``rename``: the names an inlined callee's
+        free names have in the code."""
         for key, cell in self._cells:
             namespace[key if rename is None else rename[key]] = cell.cell_contents
         glob = self.fn.__globals__
@@ -73,10 +89,53 @@ class FreeNames:
                 current = getattr(current, attr, _MISSING)
             if current is not value and not (isinstance(value, _BOUND) and current == value):
                 return False
+        for scope, attr, kind in self._kinds:
+            if scope is not None:
+                current = scope.get(attr, _MISSING)
+            else:
+                key, attrs = attr
+                current = namespace.get(key if rename is None else rename[key], _MISSING)
+                for attr in attrs:
+                    current = getattr(current, attr, _MISSING)
+            if type(current) is np.ndarray and current.ndim == kind:
+                continue  # the common case, without a call: this runs on every call
+            if data_kind(current) != kind and (between or kind is not None):
+                return False
         for part, names in self.parts:
-            if not part.refresh(namespace, names):
+            if not part.refresh(namespace, names, between):
                 return False
         return True
+
+    def scope_ranks(self) -> dict:
+        """``{name in the code: TreeRank}``: the ranks of the data read from each scope
+        (``model.G``) that the code is specialised on, as a model's fields are, with
+        those of the callees inlined (their names renamed)."""
+        entries: dict = {}
+        for free, rename in [(self, None)] + self.parts:
+            for key, attrs, kind in free.kinds:
+                if len(attrs) == 1 and kind is not None:
+                    entries.setdefault(key if rename is None else rename[key], {})[attrs[0]] = kind
+        return {name: TreeRank(sorted(fields.items())) for name, fields in entries.items()}
+
+
+def _dict_of(scope):
+    """The dict a module's (or exec'd code's) globals live in; None for a closure's."""
+    if isinstance(scope, types.ModuleType):
+        return vars(scope)
+    return scope._globals if isinstance(scope, runtime.Globals) else None
+
+
+def data_kind(value):
+    """What compiled code is specialised on for data it reads live: an array's rank
+    for a NumPy array, 0 for a Python or NumPy number (not a bool: ``x[True]`` adds
+    an axis); None for anything else (a list, an object, another array type), for
+    which it is general code."""
+    kind = type(value)
+    if kind is np.ndarray:
+        return value.ndim
+    if kind is float or kind is int or isinstance(value, (np.floating, np.integer)):
+        return 0
+    return None
 
 
 def _closure(fn) -> dict:
@@ -107,7 +166,7 @@ def lookup(fn, key):
 def transform(fdef: gast.FunctionDef, fn) -> FreeNames:
     locals_ = local_names(fdef)
     cells = _closure(fn)
-    free, guards = {}, []
+    free, guards, kinds = {}, [], []
     for node in nodes.walk(fdef):
         if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id not in locals_:
             value = lookup(fn, node.id)
@@ -140,19 +199,27 @@ def transform(fdef: gast.FunctionDef, fn) -> FreeNames:
                 if root in free and (root, chain, value) not in guards:
                     guards.append((root, chain, value))
             # else: data (cfg.beta, Cls.rate, mod.scale) is read when the code runs, as an
-            # object's field: its value then may change between calls.
-    scopes = _read_data_live(fdef, fn, free, guards, locals_)
-    return FreeNames(fn, free, guards, tuple(scopes))
+            # object's field: its value then may change between calls.  A module's
+            # (mod.scale; generated code's `model.G`) is specialised on its rank.
+            elif _is_scope(owner) and isinstance(node.value, gast.Name) and node.value.id in free:
+                kinds.append((node.value.id, (node.attr,), data_kind(value)))
+    scopes = _read_data_live(fdef, fn, free, guards, locals_, kinds)
+    return FreeNames(fn, free, guards, tuple(scopes), sorted(set(kinds)))
 
 
-def _read_data_live(fdef, fn, free, guards, locals_) -> list:
+def _is_scope(owner) -> bool:
+    return isinstance(owner, (types.ModuleType, runtime.Cells, runtime.Globals))
+
+
+def _read_data_live(fdef, fn, free, guards, locals_, kinds) -> list:
     """Each read of a free name holding data becomes its scope's attribute, read where
     the source reads it: ``G`` → ``model.G`` (the module), a closure's ``G`` →
     ``outer.G`` (``runtime.Cells``).  A call may rebind the name (``global G``), at
     any depth: a copy taken when the code was entered would keep the old value.  The
     base of a write (``G[0] = v``) stays: the passes refuse it by its name.  Moves
     the names rewritten out of ``free`` and the guards rooted at them (``G.method``)
-    under their scope; adds the scopes; returns the scopes' names."""
+    under their scope; adds the scopes and, to ``kinds``, the rank of each name read
+    so (:func:`data_kind`); returns the scopes' names."""
     cells = _closure(fn)
     stored = {id(_base(n)) for n in nodes.walk(fdef)
               if isinstance(n, (gast.Attribute, gast.Subscript)) and not isinstance(n.ctx, gast.Load)}
@@ -181,6 +248,7 @@ def _read_data_live(fdef, fn, free, guards, locals_) -> list:
                     kept.add(node.id)
                 return node
             read = gast.Attribute(value=nodes.name(scope_of(node.id)), attr=node.id, ctx=gast.Load())
+            kinds.append((read.value.id, (node.id,), data_kind(free[node.id])))
             anno.inherit(read.value, node)
             return anno.inherit(read, node)
     Live().visit(fdef)
