@@ -57,6 +57,26 @@ def unpacks_an_entry_of_a_dict(params, x):
     return np.sum(w * x + b)
 
 
+class PairsModel(nn.Module):
+    def __init__(self):
+        self.params = [(W3.copy(), B3.copy())]
+
+    def forward(self, x):
+        w, b = self.params[0]
+        return np.sum(w * x + b)
+
+
+@pytest.mark.xfail(strict=True, reason="`w, b = self.params[0]` in a model gives zero gradients")
+def test_unpacking_a_tuple_read_from_a_model_attribute():
+    g = srcgrad.grad(call_model)(PairsModel(), X3)
+    np.testing.assert_allclose(g.params[0][0], X3)
+    np.testing.assert_allclose(g.params[0][1], np.ones(3))
+
+
+def call_model(model, x):
+    return model(x)
+
+
 @pytest.mark.xfail(strict=True, reason="`w, b = params[0]` gives zero gradients for w and b")
 @pytest.mark.parametrize("f, params", [
     (unpacks_an_entry_of_a_list, [(W3, B3)]),
@@ -228,8 +248,14 @@ def l2_of_pairs(params, x):
     return sum(np.sum(w ** 2) + np.sum(b ** 2) for w, b in params)
 
 
+def enumerated_pairs(params, x):
+    for i, (w, b) in enumerate(params):
+        x = np.tanh(w @ x + b) * (i + 1)
+    return np.sum(x)
+
+
 @pytest.mark.xfail(strict=True, reason="`for w, b in params` over a list of tuples is refused")
-@pytest.mark.parametrize("f", [jax_mlp, l2_of_pairs])
+@pytest.mark.parametrize("f", [jax_mlp, l2_of_pairs, enumerated_pairs])
 def test_loop_unpacking_pairs_of_parameters(f):
     rng = np.random.default_rng(0)
     params = [(rng.normal(size=(3, 3)), rng.normal(size=3)) for _ in range(3)]
