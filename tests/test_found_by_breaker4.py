@@ -308,3 +308,37 @@ def test_hvp_through_a_linalg_tuple_result(f):
     gradient, eps = srcgrad.grad(f), 1e-5
     expected = (gradient(a + eps * v) - gradient(a - eps * v)) / (2 * eps)
     np.testing.assert_allclose(srcgrad.hvp(f)(a, v), expected, rtol=1e-5, atol=1e-8)
+
+
+# ---- refused: second derivatives of functions reading a global, or writing a shifted slice --
+# A global array or float (data held at module level, as in most scripts) makes `A * x` a
+# run-time dispatched operator in the gradient's code, which forward mode refuses ("calls a
+# function known only when it runs"); the same with the value passed as an argument is
+# differentiated.  A shifted write `y[1:] = y[1:] + y[:-1]` is refused at a line of srcgrad's
+# own generated code (`<srcgrad ... grad ndim=(1)>:10`), not the user's.
+
+DATA = np.array([1.0, 2.0, 3.0])
+RATE = 2.0
+
+
+def reads_a_global_array(x):
+    return np.sum(np.exp(DATA * x))
+
+
+def reads_a_global_float(x):
+    return np.sum(np.exp(RATE * x))
+
+
+def shifted_write(x):
+    y = x * 1.0
+    y[1:] = y[1:] + y[:-1]
+    return np.sum(y ** 3)
+
+
+@pytest.mark.xfail(strict=True, reason="hvp refuses a global read by an operator, and a shifted write")
+@pytest.mark.parametrize("f", [reads_a_global_array, reads_a_global_float, shifted_write])
+def test_hvp_of_ordinary_functions(f):
+    x, v = np.array([0.3, -0.2, 0.5]), np.array([1.0, 0.5, -1.0])
+    gradient, eps = srcgrad.grad(f), 1e-5
+    expected = (gradient(x + eps * v) - gradient(x - eps * v)) / (2 * eps)
+    np.testing.assert_allclose(srcgrad.hvp(f)(x, v), expected, rtol=1e-5, atol=1e-8)
