@@ -86,8 +86,12 @@ def call_model(model, x):
     (unpacks_an_entry_through_a_name, [(W3, B3)]),
     (unpacks_an_entry_of_a_dict, {"layer": (W3, B3)}),
 ])
-def test_unpacking_a_tuple_read_from_a_container_argument(f, params):
-    g = srcgrad.grad(f)(params, X3)
+@pytest.mark.parametrize("mode", ["grad", "vjp"])
+def test_unpacking_a_tuple_read_from_a_container_argument(f, params, mode):
+    if mode == "grad":
+        g = srcgrad.grad(f)(params, X3)
+    else:
+        g = srcgrad.vjp(f)(params, X3)[1](1.0)
     key = "layer" if isinstance(params, dict) else (0 if len(params) == 1 else -1)
     np.testing.assert_allclose(g[key][0], X3)
     np.testing.assert_allclose(g[key][1], np.ones(3))
