@@ -258,8 +258,14 @@ def enumerated_pairs(params, x):
     return np.sum(x)
 
 
+def named_pairs(params, x):
+    for name, (w, b) in zip(range(len(params)), params):
+        x = np.tanh(w @ x + b)
+    return np.sum(x)
+
+
 @pytest.mark.xfail(strict=True, reason="`for w, b in params` over a list of tuples is refused")
-@pytest.mark.parametrize("f", [jax_mlp, l2_of_pairs, enumerated_pairs])
+@pytest.mark.parametrize("f", [jax_mlp, l2_of_pairs, enumerated_pairs, named_pairs])
 def test_loop_unpacking_pairs_of_parameters(f):
     rng = np.random.default_rng(0)
     params = [(rng.normal(size=(3, 3)), rng.normal(size=3)) for _ in range(3)]
@@ -346,3 +352,17 @@ def test_hvp_of_ordinary_functions(f):
     gradient, eps = srcgrad.grad(f), 1e-5
     expected = (gradient(x + eps * v) - gradient(x - eps * v)) / (2 * eps)
     np.testing.assert_allclose(srcgrad.hvp(f)(x, v), expected, rtol=1e-5, atol=1e-8)
+
+
+# ---- refused: the array method `.argsort()` ----------------------------------------------
+# `np.argsort(x)` has a rule (no derivative); `x.argsort()` is refused ("no derivative rule for
+# the array method `.argsort()`").
+
+def top_two(x):
+    return np.sum(x[x.argsort()[::-1][:2]])
+
+
+@pytest.mark.xfail(strict=True, reason="x.argsort() is refused where np.argsort(x) is not")
+def test_the_argsort_method():
+    x = np.array([0.5, -1.0, 2.0, 0.25])
+    np.testing.assert_allclose(srcgrad.grad(top_two)(x), [1.0, 0.0, 1.0, 0.0])
