@@ -19,10 +19,10 @@ from . import anno, api, errors, higher, tree
 from . import runtime as rt
 from .nn.module import Module
 from .pipeline import rank_of_argument
-from .analysis.outside import Writes
+from .analysis.outside import Writes, stores
 from .rules import registry
 from .transforms.anf import array_method
-from .transforms.reverse import _MUTATING_METHODS, _mutated_parameters
+from .transforms.reverse import _MUTATING_METHODS, _mutated_parameters, stores_refusal
 
 
 _CHANGED: dict = {}  # code object -> the parameters its function changes in place
@@ -57,6 +57,10 @@ def unchanging(fn, filename: str, line: int, col: int, text: str, outside: bool 
         if outside == "only":
             return fn
     target = getattr(fn, "__func__", fn)
+    kept = outside != "only" and not rt.is_gradient_function(fn) and stores(fn)
+    if kept:
+        problem, advice = stores_refusal(getattr(fn, "__qualname__", "the function"), "_", kept)
+        raise errors.UnsupportedSyntaxError(problem, anno.Origin(filename, line, col, text), advice)
     if isinstance(fn, types.BuiltinMethodType) and not isinstance(fn.__self__, types.ModuleType) \
             and fn.__name__ in _MUTATING_METHODS:  # `self.buf.fill(x)`, `self.items.append(h)`
         raise errors.UnsupportedSyntaxError(

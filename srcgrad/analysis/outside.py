@@ -460,3 +460,189 @@ class _Visit:
 def _receiver_name(method) -> str:
     code = method.__func__.__code__
     return code.co_varnames[0] if code.co_argcount else ""
+
+
+# ---- stores: values computed from the arguments, kept outside the call ----------------------
+
+_CONTAINER_MUTATORS = {"append", "extend", "insert", "update", "setdefault", "add", "__setitem__"}
+_PURE_MODULES = ("numpy", "math", "scipy", "cupy", "builtins", "srcgrad", "operator", "functools", "itertools")
+
+
+def stores(fn, _seen=None):
+    """Where ``fn`` keeps a value computed from its arguments outside its own variables,
+    as ``"file:line: text"`` of the first such store, else None: an attribute or an item
+    of something it did not make (``self.total = self.total + v``, ``G.h = v``,
+    ``STORE["k"] = v``, ``self.log.append(v)``, ``setattr(obj, "h", v)``), a ``global``
+    rebound, or a function of the user's it calls with such a value that does so in
+    turn.  A method's own receiver does not count as an argument (``self.calls += 1``
+    keeps nothing of the arguments; an object being differentiated is checked by
+    ``rt.keeping_fields`` when the call runs).  A value kept there and read back by the caller would reach it
+    with no adjoint: the caller's reverse pass refuses the call.  Conservative where a
+    callee is known only at run time (a method of an argument, of an object of unknown
+    class): reported when it is given such a value.  Linear in the callee's size; each
+    function's answer cached per code object."""
+    bound = isinstance(fn, types.MethodType)
+    target, receiver = (fn.__func__, fn.__self__) if bound else (fn, None)
+    if not isinstance(target, types.FunctionType):
+        call = getattr(type(fn), "__call__", None)
+        if not isinstance(call, types.FunctionType):
+            return None
+        target, bound, receiver = call, True, fn
+    key = (target.__code__, bound, type(receiver))
+    if key in _STORES:
+        return _STORES[key]
+    _seen = _seen or set()
+    if key in _seen:  # recursion: what it stores is found at its first visit
+        return None
+    _seen.add(key)
+    fdef = _parsed(target)
+    _STORES[key] = found = None if fdef is None or not isinstance(fdef, gast.FunctionDef) \
+        else _Stores(target, fdef, receiver, bound, _seen).first()
+    return found
+
+
+_STORES: dict = {}
+
+
+class _Stores:
+    def __init__(self, fn, fdef, receiver, bound, seen):
+        self.fn, self.fdef, self.receiver, self.seen = fn, fdef, receiver, seen
+        params = [a.id for a in fdef.args.posonlyargs + fdef.args.args + fdef.args.kwonlyargs]
+        params += [a.id for a in (fdef.args.vararg, fdef.args.kwarg) if a is not None]
+        self.own = params[0] if bound and params else None
+        self.params = set(params)
+        self.local, self.fresh, self.declared = set(), set(), set()
+        other = set()  # names bound to something not made here (at least once)
+        uses = {}  # local name -> the names its values are computed from
+        for node in gast.walk(fdef):
+            if isinstance(node, (gast.Global, gast.Nonlocal)):
+                self.declared.update(node.names)
+            binding = _binding(node) or ((node.target, node.value, False)
+                                         if isinstance(node, (gast.AugAssign, gast.AnnAssign)) and node.value
+                                         else None)
+            if binding is None:
+                continue
+            target, value, _ = binding
+            made = isinstance(target, gast.Name) and self.makes(value)
+            for name in _bound_names(target):
+                self.local.add(name)
+                uses.setdefault(name, set()).update(
+                    n.id for n in gast.walk(value) if isinstance(n, gast.Name))
+                (self.fresh if made else other).add(name)
+        self.local -= self.declared
+        self.fresh -= other | self.declared | self.params
+        # The names computed from the arguments: a worklist over the bindings.
+        users = {}
+        for name, read in uses.items():
+            for r in read:
+                users.setdefault(r, set()).add(name)
+        self.tainted = set(self.params - {self.own})
+        work = list(self.tainted)
+        while work:
+            for user in users.get(work.pop(), ()):
+                if user not in self.tainted:
+                    self.tainted.add(user)
+                    work.append(user)
+
+    def makes(self, value) -> bool:
+        """A new container or array: a display, a comprehension, NumPy's constructors."""
+        if isinstance(value, (gast.List, gast.Dict, gast.Set, gast.ListComp, gast.DictComp, gast.SetComp,
+                              gast.Constant)):
+            return True
+        if isinstance(value, gast.Call) and isinstance(value.func, gast.Attribute) \
+                and isinstance(value.func.value, gast.Name) and value.func.attr in _MAKERS:
+            module = self.fn.__globals__.get(value.func.value.id)
+            return isinstance(module, types.ModuleType) and module.__name__.split(".")[0] in ("numpy", "cupy")
+        return isinstance(value, gast.Call) and isinstance(value.func, gast.Name) \
+            and value.func.id in ("dict", "list", "set") and value.func.id not in self.fn.__globals__
+
+    def carries(self, node) -> bool:
+        return node is not None and any(isinstance(n, gast.Name) and n.id in self.tainted for n in gast.walk(node))
+
+    def outside(self, target) -> bool:
+        """Whether writing into ``target`` (``X.a``, ``X[k]``) changes something the call did not make."""
+        root = target
+        while isinstance(root, (gast.Attribute, gast.Subscript)):
+            root = root.value
+        return not (isinstance(root, gast.Name) and root.id in self.fresh)
+
+    def where(self, node) -> str:
+        lines = self.fn.__code__.co_firstlineno + getattr(node, "lineno", 1) - 1
+        text = gast.unparse(node).strip().splitlines()[0] if hasattr(gast, "unparse") else ""
+        return f"{self.fn.__code__.co_filename.rsplit('/', 1)[-1]}:{lines}: `{text}`"
+
+    def first(self):
+        for node in gast.walk(self.fdef):
+            if isinstance(node, (gast.Assign, gast.AugAssign, gast.AnnAssign)) and self.carries(node.value):
+                for target in node.targets if isinstance(node, gast.Assign) else [node.target]:
+                    for t in gast.walk(target):
+                        if isinstance(t, (gast.Attribute, gast.Subscript)) and isinstance(t.ctx, gast.Store) \
+                                and self.outside(t) or isinstance(t, gast.Name) and t.id in self.declared:
+                            return self.where(node)
+            if isinstance(node, gast.Call) and (found := self.call(node)):
+                return found
+        return None
+
+    def call(self, node):
+        args = node.args + [k.value for k in node.keywords]
+        if not any(self.carries(a) for a in args):
+            return None
+        func = node.func
+        if isinstance(func, gast.Name) and func.id == "setattr":
+            return self.where(node)
+        if isinstance(func, gast.Attribute) and func.attr in _CONTAINER_MUTATORS and self.outside(func.value):
+            return self.where(node)
+        if isinstance(func, gast.Attribute) and self.carries(func.value) and hasattr(np.ndarray, func.attr):
+            return None  # an array's method (`v.sum()`); writes into the array are checked as such
+        callee = self.resolve(func)
+        if callee is _UNKNOWN:
+            return self.where(node)
+        return None if callee is None else stores(callee, self.seen)
+
+    def resolve(self, func):
+        """The callee of the user's, None for a library's, _UNKNOWN where not known now."""
+        if isinstance(func, gast.Name):
+            if func.id in self.local or func.id in self.params:
+                return _UNKNOWN
+            value = self.fn.__globals__.get(func.id, getattr(__import__("builtins"), func.id, _UNKNOWN))
+            if value is _UNKNOWN and self.fn.__closure__:
+                cells = dict(zip(self.fn.__code__.co_freevars, self.fn.__closure__))
+                try:
+                    value = cells[func.id].cell_contents if func.id in cells else _UNKNOWN
+                except ValueError:
+                    value = _UNKNOWN
+        elif isinstance(func, gast.Attribute) and isinstance(func.value, gast.Name) and func.value.id == self.own \
+                and self.receiver is not None:
+            value = getattr(self.receiver, func.attr, _UNKNOWN)
+        else:  # `np.linalg.norm`, `BOX.keep`: a chain from a global, read now
+            chain, root = [], func
+            while isinstance(root, gast.Attribute):
+                chain.append(root.attr)
+                root = root.value
+            if not isinstance(root, gast.Name) or root.id in self.local | self.params:
+                return _UNKNOWN
+            value = self.fn.__globals__.get(root.id, _UNKNOWN)
+            for attr in reversed(chain):
+                value = _UNKNOWN if value is _UNKNOWN else getattr(value, attr, _UNKNOWN)
+        if value is _UNKNOWN:
+            return _UNKNOWN
+        module = str(getattr(value, "__module__", None) or getattr(type(value), "__module__", ""))
+        if module.split(".")[0] in _PURE_MODULES or isinstance(value, (type, types.BuiltinFunctionType)):
+            return None
+        return value
+
+
+_UNKNOWN = object()
+_MAKERS = {"zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like", "array",
+           "copy", "arange", "linspace", "eye", "identity"}
+
+
+def _bound_names(target):
+    """The names a target binds (``a``, ``a, (b, *c)``), not those inside ``x.f``/``x[k]``."""
+    if isinstance(target, gast.Name):
+        return [target.id]
+    if isinstance(target, (gast.Tuple, gast.List)):
+        return [n for t in target.elts for n in _bound_names(t)]
+    if isinstance(target, gast.Starred):
+        return _bound_names(target.value)
+    return []

@@ -485,13 +485,25 @@ class _Reverse:
                                 kind=errors.UnsupportedSyntaxError)
             receiver, call = anno.get(stmt, "receiver"), stmt.value
             target = _target_name(stmt)
-            if isinstance(stmt, gast.Expr) and isinstance(receiver, gast.Name) \
-                    and receiver.id in self.activity.varied and isinstance(call.func, gast.Attribute):
-                # `model.reset()`: run as written, but a float field it replaces is refused
-                # (a later read would send its adjoint to the parameter it replaced).
+            given_varied = [n for n in given if n in self.activity.varied]
+            if given_varied and fn is not None and not runtime.is_gradient_function(fn) \
+                    and (target is None or not self.activity.active(target)):
+                kept = outside.stores(fn)  # (a differentiated result: its own compilation refuses it)
+                if kept:
+                    raise errors.at(stmt.value, *stores_refusal(self._shown(nodes.to_source(stmt.value.func)),
+                                                                given_varied[0], kept),
+                                    kind=errors.UnsupportedSyntaxError)
+            called = isinstance(call.func, gast.Name) and call.func.id in self.activity.varied
+            if isinstance(stmt, gast.Expr) and (called or isinstance(receiver, gast.Name)
+                                                and receiver.id in self.activity.varied
+                                                and isinstance(call.func, gast.Attribute)):
+                # `model.reset()`, `model(x)`: run as written, but a float field it replaces or
+                # adds is refused (a later read would carry no adjoint, or send it to the
+                # parameter it replaced).
                 origin = anno.get(stmt, "origin")
+                obj, name = (call.func, "__call__") if called else (call.func.value, call.func.attr)
                 stmt.value = nodes.call("rt.keeping_fields", [
-                    nodes.copy(call.func.value), nodes.const(call.func.attr),
+                    nodes.copy(obj), nodes.const(name),
                     nodes.const(origin.where if origin else "?")] + call.args,
                     [(k.arg, k.value) for k in call.keywords])
             elif varied and fn is None and (target is None or not self.activity.active(target)):
@@ -1344,6 +1356,18 @@ class _Reverse:
                   "`def rule(ans_bar, ans, <its parameters>): return <adjoint>`")
         return errors.at(stmt.value, f"no derivative rule for `{full}`", advice,
                          kind=errors.NoDerivativeRuleError)
+
+
+def stores_refusal(callee, given, kept) -> tuple:
+    """``(problem, advice)`` for a call given a value being differentiated that keeps a
+    value computed from it outside itself (``outside.stores``): read back later, that
+    value would carry no adjoint."""
+    given = "a value" if given.startswith("_") else f"`{given}`"
+    return (f"`{callee}` is given {given}, which is being differentiated, and keeps a value computed "
+            f"from it outside the call ({kept}): srcgrad does not follow values kept in objects or "
+            "globals, so a later read would carry no gradient",
+            "return the value and assign it here, or, if it is only recorded (a log, a plot), pass "
+            "`srcgrad.stop_gradient(...)` of it")
 
 
 def _self_keyword(stmt):
