@@ -1,0 +1,242 @@
+"""Defects found by a fifth outside tester (closures, dicts, ``with``, SciPy rules, globals,
+masks, unused results, second derivatives and training scripts, each gradient checked
+against central finite differences in float64).  Each asserts the right behaviour: the
+right value, or a refusal located at the user's line; those not fixed yet are strict
+xfails, so that the fix flips them."""
+import numpy as np
+import pytest
+from scipy import special
+
+import srcgrad
+from srcgrad import errors
+
+X3 = np.array([0.5, -1.0, 2.0])
+V3 = np.array([1.0, 2.0, -1.0])
+
+
+def numerical_grad(f, x, eps=1e-6):
+    """Central differences; each call gets a fresh array (some of these functions write into it)."""
+    x = np.asarray(x, dtype=np.float64)
+    g = np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[idx] = eps
+        g[idx] = (f(x + step) - f(x - step)) / (2 * eps)
+    return g
+
+
+def numerical_hvp(f, x, v, eps=1e-5):
+    """Central differences of srcgrad's gradient (itself checked against differences above)."""
+    g = srcgrad.grad(f)
+    return (g(x + eps * v) - g(x - eps * v)) / (2 * eps)
+
+
+def right_or_refused(f, x):
+    """The gradient matches central differences, or compilation refuses at a line of this file."""
+    try:
+        g = srcgrad.grad(f)(x.copy())
+    except errors.UserCodeError as e:
+        assert "test_found_by_breaker5.py" in str(e), str(e)
+        return
+    np.testing.assert_allclose(g, numerical_grad(f, x), rtol=1e-6, atol=1e-8)
+
+
+# ---- silently wrong: `d[k] op= v` on a dict entry that another name also holds ---------
+# For an array, `d["a"] += v` is `d["a"].__iadd__(v)`: it changes the array in place, so every
+# other name holding it (`h`, another key, the argument itself) sees the change.  srcgrad
+# differentiates it as `d["a"] = d["a"] + v`: the other names keep the old value, and the
+# gradient is wrong with no error (half the right one in the first case).  The same write on
+# a name (`y = x; y += ...`) is refused ("may share memory with another name").
+
+def dict_entry_added_to_in_place(x):
+    h = x * 1.0
+    d = {"a": h}
+    d["a"] += x  # h is now 2x
+    return np.sum(h * x)
+
+
+def two_keys_holding_one_array(x):
+    h = x * 1.0
+    d = {k: h for k in ["a", "b"]}
+    d["a"] *= x
+    return np.sum(d["b"] * x)
+
+
+def entry_read_before_the_write(x):
+    d = {"a": x * 1.0}
+    e = d["a"]
+    d["a"] -= 0.5 * x ** 2
+    return np.sum(e * x)
+
+
+def entry_holding_the_argument(x):
+    d = {"a": x}
+    d["a"] += 1.0  # changes the caller's x: refused for a name (`y = x; y += 1.0`)
+    return np.sum(x * x)
+
+
+@pytest.mark.xfail(strict=True, reason="`d[k] op= v` is taken for `d[k] = d[k] op v`: the other "
+                                       "names holding the array miss the change (silently wrong)")
+@pytest.mark.parametrize("f", [dict_entry_added_to_in_place, two_keys_holding_one_array,
+                               entry_read_before_the_write, entry_holding_the_argument],
+                         ids=lambda f: f.__name__)
+def test_augmented_assignment_into_a_dict_entry_another_name_holds(f):
+    right_or_refused(f, X3)
+
+
+# ---- crash: an expression statement whose value is unused -----------------------------
+# `np.sin(x)` or `x * 2` alone on a line (left from debugging, or a call made for nothing) stops
+# compilation with AttributeError: 'Expr' object has no attribute 'targets' (optimize.py).
+# `_helper(x)`, `x[0]` and `print(x)` alone are fine; `x > 0` alone is refused as "a call whose
+# result is not used ... if it changes its argument in place".
+
+def unused_call(x):
+    np.sin(x)
+    return np.sum(x ** 2)
+
+
+def unused_product(x):
+    x * 2
+    return np.sum(x ** 2)
+
+
+def unused_call_in_a_branch(x):
+    if np.sum(x) > 0:
+        np.exp(x)
+    return np.sum(x ** 2)
+
+
+def unused_comparison(x):
+    x > 0
+    return np.sum(x ** 2)
+
+
+@pytest.mark.xfail(strict=True, reason="an unused expression statement crashes in optimize.py "
+                                       "(AttributeError: 'Expr' object has no attribute 'targets')")
+@pytest.mark.parametrize("f", [unused_call, unused_product, unused_call_in_a_branch],
+                         ids=lambda f: f.__name__)
+def test_an_unused_expression_statement(f):
+    np.testing.assert_allclose(srcgrad.grad(f)(X3), 2 * X3)
+
+
+@pytest.mark.xfail(strict=True, reason="`x > 0` alone is refused as a call that may change `x`")
+def test_an_unused_comparison_is_differentiated():
+    np.testing.assert_allclose(srcgrad.grad(unused_comparison)(X3), 2 * X3)
+
+
+# ---- crash: scipy.special.polygamma given an array or a float order ---------------------
+# The rule computes `math.factorial(n + 1)`: TypeError for an integer array `n` (NumPy's
+# broadcasting is what polygamma itself does) or a float `n` (SciPy accepts 1.0).
+
+def polygamma_of_orders(x):
+    return np.sum(special.polygamma(np.array([0, 1, 2]), x))
+
+
+def polygamma_float_order(x):
+    return np.sum(special.polygamma(1.0, x))
+
+
+@pytest.mark.xfail(strict=True, reason="polygamma's rule calls math.factorial on an array or float "
+                                       "order: TypeError from the generated code")
+@pytest.mark.parametrize("f, n", [(polygamma_of_orders, np.array([0, 1, 2])), (polygamma_float_order, 1)],
+                         ids=["array_order", "float_order"])
+def test_polygamma_with_an_array_or_float_order(f, n):
+    x = np.array([0.7, 1.5, 3.0])
+    np.testing.assert_allclose(srcgrad.grad(f)(x), special.polygamma(n + 1, x), rtol=1e-10)
+
+
+# ---- refused: ordinary code ----------------------------------------------------------
+
+def fancy_index_read(x):
+    return np.sum(x[[0, 1]] * x[:2])  # x0^2 + x1^2
+
+
+@pytest.mark.xfail(strict=True, reason="second derivative through an integer-array index read "
+                                       "refused (np.add.at in its adjoint), blamed on `np.sum`")
+def test_hvp_through_an_integer_array_index():
+    np.testing.assert_allclose(srcgrad.hvp(fancy_index_read)(X3, V3), [2.0, 4.0, 0.0])
+    np.testing.assert_allclose(srcgrad.hessian(fancy_index_read)(X3), np.diag([2.0, 2.0, 0.0]))
+
+
+def closure_reading_x(x):
+    s = x * 2
+    def g(v):
+        return np.sin(v * s)
+    return np.sum(g(x))
+
+
+@pytest.mark.xfail(strict=True, reason="hvp/hessian of a function with a nested def reading a "
+                                       "differentiated value refused (forward mode over a pullback)")
+def test_hvp_through_a_closure():
+    expected = (4 * np.cos(2 * X3 ** 2) - 16 * X3 ** 2 * np.sin(2 * X3 ** 2)) * V3
+    np.testing.assert_allclose(srcgrad.hvp(closure_reading_x)(X3, V3), expected, rtol=1e-10)
+
+
+def slice_added_to_in_place(x):
+    y = x * 1.0
+    y[1:] += np.sin(x[:2])
+    return np.sum(y ** 2)
+
+
+@pytest.mark.xfail(strict=True, reason="hvp through `y[1:] += np.sin(...)` refused (its gradient "
+                                       "code writes into a view)")
+def test_hvp_through_a_slice_added_to_in_place():
+    np.testing.assert_allclose(srcgrad.hvp(slice_added_to_in_place)(X3, V3),
+                               numerical_hvp(slice_added_to_in_place, X3, V3), rtol=1e-6, atol=1e-8)
+
+
+def running_sum_from_an_element(x):
+    s = x[0]
+    for i in range(3):
+        s += x[i]  # s is a NumPy scalar: a new value each time
+    return s
+
+
+@pytest.mark.xfail(strict=True, reason="`s = x[0]; s += x[i]` refused: `s` taken to share memory "
+                                       "with `x` (x is 1-D, so x[0] is a scalar)")
+def test_running_sum_started_from_an_element():
+    np.testing.assert_allclose(srcgrad.grad(running_sum_from_an_element)(X3), [2.0, 1.0, 1.0])
+
+
+def default_argument_capture(x):
+    def g(v, s=x):
+        return np.sin(v) * s
+    return np.sum(g(x)) + np.sum(g(x, 2.0))
+
+
+@pytest.mark.xfail(strict=True, reason="a default argument reading x refused as a nested function "
+                                       "'used other than by calling it'")
+def test_a_default_argument_reading_a_differentiated_value():
+    expected = np.cos(X3) * X3 + np.sin(X3) + 2 * np.cos(X3)
+    np.testing.assert_allclose(srcgrad.grad(default_argument_capture)(X3), expected, rtol=1e-12)
+
+
+def closure_called_by_one_with_a_local_of_the_same_name(x):
+    y = x * 2
+    def g(v):
+        return v * y
+    def h(v):
+        y = v * 10  # h's own y; g still reads the outer one
+        return g(v) + y
+    return np.sum(h(x))  # sum(2 x^2 + 10 x)
+
+
+@pytest.mark.xfail(strict=True, reason="refused as `h` reading `g` 'used other than by calling it' "
+                                       "when h has a local named like g's free variable")
+def test_a_closure_called_from_a_closure_with_a_shadowing_local():
+    np.testing.assert_allclose(srcgrad.grad(closure_called_by_one_with_a_local_of_the_same_name)(X3),
+                               4 * X3 + 10, rtol=1e-12)
+
+
+def boolean_mask_combined_in_place(x):
+    m = x > -1
+    m &= x < 1
+    m |= x > 1.1
+    return np.sum(np.where(m, x * 3, x ** 2))
+
+
+@pytest.mark.xfail(strict=True, reason="`m |= ...` on a boolean mask refused: `m` 'may share memory' "
+                                       "with itself, made by the `m &= ...` before it")
+def test_a_boolean_mask_combined_in_place():
+    x = np.array([0.1, -1.7, 0.3, 1.2, 1.05])
+    np.testing.assert_allclose(srcgrad.grad(boolean_mask_combined_in_place)(x), [3.0, -3.4, 3.0, 3.0, 2.1])
