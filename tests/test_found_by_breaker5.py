@@ -240,3 +240,37 @@ def boolean_mask_combined_in_place(x):
 def test_a_boolean_mask_combined_in_place():
     x = np.array([0.1, -1.7, 0.3, 1.2, 1.05])
     np.testing.assert_allclose(srcgrad.grad(boolean_mask_combined_in_place)(x), [3.0, -3.4, 3.0, 3.0, 2.1])
+
+
+# ---- crash: a loop target that unpacks, over `reversed(...)` ----------------------------
+# `for w, b in reversed(params)` is compiled as `w = params[_i]` with the unpacking dropped:
+# `w` is the whole pair and `b` is unbound: ValueError (broadcasting the pair) or NameError: name
+# 'b' is not defined, from the generated code.  Over `enumerate(reversed(...))` (x only):
+# TypeError "object of type 'list_reverseiterator' has no len()".  `params[::-1]`,
+# `for w, *rest in reversed(params)` and `for p in reversed(params)` are right.
+
+def pairs_in_reverse(params, x):
+    h = x
+    for w, b in reversed(params):
+        h = h * w + b
+    return np.sum(h)
+
+
+def numbered_pairs_in_reverse(params, x):
+    h = x
+    for i, (w, b) in enumerate(reversed(params)):
+        h = h * w + b * (i + 1)
+    return np.sum(h)
+
+
+@pytest.mark.xfail(strict=True, reason="`for w, b in reversed(...)` drops the unpacking: ValueError, NameError "
+                                       "or TypeError from the generated code")
+@pytest.mark.parametrize("f", [pairs_in_reverse, numbered_pairs_in_reverse], ids=lambda f: f.__name__)
+def test_unpacking_loop_target_over_reversed(f):
+    params = [(2.0, 1.0), (3.0, -1.0)]
+    try:
+        g_x = srcgrad.grad(f, wrt=1)(params, X3)
+    except errors.UserCodeError as e:
+        assert "test_found_by_breaker5.py" in str(e), str(e)
+        return
+    np.testing.assert_allclose(g_x, np.full(3, 6.0))
