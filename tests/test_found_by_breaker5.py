@@ -69,6 +69,14 @@ def entry_read_before_the_write(x):
     return np.sum(e * x)
 
 
+def every_key_added_to(x):
+    h = x * 1.0
+    d = {"a": h}
+    for k in d:
+        d[k] += x
+    return np.sum(h * x)
+
+
 def entry_holding_the_argument(x):
     d = {"a": x}
     d["a"] += 1.0  # changes the caller's x: refused for a name (`y = x; y += 1.0`)
@@ -78,7 +86,7 @@ def entry_holding_the_argument(x):
 @pytest.mark.xfail(strict=True, reason="`d[k] op= v` is taken for `d[k] = d[k] op v`: the other "
                                        "names holding the array miss the change (silently wrong)")
 @pytest.mark.parametrize("f", [dict_entry_added_to_in_place, two_keys_holding_one_array,
-                               entry_read_before_the_write, entry_holding_the_argument],
+                               entry_read_before_the_write, every_key_added_to, entry_holding_the_argument],
                          ids=lambda f: f.__name__)
 def test_augmented_assignment_into_a_dict_entry_another_name_holds(f):
     right_or_refused(f, X3)
@@ -274,3 +282,33 @@ def test_unpacking_loop_target_over_reversed(f):
         assert "test_found_by_breaker5.py" in str(e), str(e)
         return
     np.testing.assert_allclose(g_x, np.full(3, 6.0))
+
+
+# ---- refused: second derivatives of a loop over a list or a dict entry ----------------
+# hvp, hessian and grad(grad(f)) refuse "forward mode over the gradient code of f, which calls a
+# function known only when it runs through its compiled vjp" for a loop over a list holding the
+# values being differentiated, and for a dict entry rewritten in a loop; the same without the
+# loop (`xs[0] * xs[1]`, `d["x"] = d["x"] * ...` once) is differentiated.
+
+def loop_over_a_list_of_values(x):
+    t = 0.0
+    for u in [x, x * 2]:
+        t = t + np.sum(u * u)  # 5 sum(x^2)
+    return t
+
+
+def dict_entry_rewritten_in_a_loop(x):
+    d = {"x": x}
+    for _ in range(2):
+        d["x"] = d["x"] * np.cos(d["x"])
+    return np.sum(d["x"])
+
+
+@pytest.mark.xfail(strict=True, reason="forward mode over the gradient code does not follow the "
+                                       "pullback of a list loop or a dict entry written in a loop")
+@pytest.mark.parametrize("f", [loop_over_a_list_of_values, dict_entry_rewritten_in_a_loop],
+                         ids=lambda f: f.__name__)
+def test_second_derivative_of_a_loop_over_a_list_or_dict(f):
+    np.testing.assert_allclose(srcgrad.hvp(f)(X3, V3), numerical_hvp(f, X3, V3), rtol=1e-6, atol=1e-8)
+    hessian = np.stack([numerical_hvp(f, X3, e) for e in np.eye(3)], axis=1)
+    np.testing.assert_allclose(srcgrad.hessian(f)(X3), hessian, rtol=1e-6, atol=1e-8)
