@@ -312,3 +312,23 @@ def test_second_derivative_of_a_loop_over_a_list_or_dict(f):
     np.testing.assert_allclose(srcgrad.hvp(f)(X3, V3), numerical_hvp(f, X3, V3), rtol=1e-6, atol=1e-8)
     hessian = np.stack([numerical_hvp(f, X3, e) for e in np.eye(3)], axis=1)
     np.testing.assert_allclose(srcgrad.hessian(f)(X3), hessian, rtol=1e-6, atol=1e-8)
+
+
+# ---- refused: a nested function defined differently in two branches ------------------
+
+def closure_defined_in_both_branches(x):
+    if np.sum(x) > 0:
+        s = x * 2
+        def g(v):
+            return v * s
+    else:
+        def g(v):
+            return v * 3.0
+    return np.sum(g(x))
+
+
+@pytest.mark.xfail(strict=True, reason="a nested def in each branch of an `if` refused as 'used other "
+                                       "than by calling it'")
+def test_a_nested_function_defined_in_both_branches():
+    np.testing.assert_allclose(srcgrad.grad(closure_defined_in_both_branches)(X3), 4 * X3)
+    np.testing.assert_allclose(srcgrad.grad(closure_defined_in_both_branches)(-X3), np.full(3, 3.0))
