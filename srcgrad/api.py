@@ -610,7 +610,19 @@ def _match(g, x):
             "keep the computation real (np.abs(z) ** 2, z.real, z.imag) or split it into real and "
             "imaginary parts")
     if tree.is_structure(x):
-        sparse = g if isinstance(g, dict) else dict(enumerate(g)) if isinstance(g, (list, tuple)) else {}
+        if isinstance(g, (np.ndarray, np.generic, float, int)):  # NumPy took a list for an array
+            if np.ndim(g) == 0 and g == 0:
+                g = {}
+            else:
+                shape = _shape_or_none(x) if isinstance(x, (list, tuple)) else None
+                if shape is None or np.ndim(g) and np.shape(g) != shape:
+                    raise errors.SrcgradError(
+                        f"srcgrad computed an adjoint of shape {np.shape(g)} for the {type(x).__name__} "
+                        "argument and cannot lay it out in it (a defect in srcgrad: please report it); "
+                        "pass the argument as a NumPy array (np.asarray(...)) meanwhile")
+                g = np.broadcast_to(g, shape)
+        sparse = g if isinstance(g, (dict, np.ndarray)) else dict(enumerate(g)) if isinstance(g, (list, tuple)) \
+            else {}
         return tree.materialize(sparse, x)
     if isinstance(x, np.ndarray):
         if type(g) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape and g.flags.writeable:
@@ -621,6 +633,14 @@ def _match(g, x):
     if isinstance(x, np.generic):
         return x.dtype.type(g)
     return g
+
+
+def _shape_or_none(x):
+    """``np.shape`` of a list or tuple NumPy can take for an array, else None."""
+    try:
+        return np.shape(x)
+    except ValueError:  # ragged
+        return None
 
 
 def _transform(mode, f, wrt, backend, optimize, has_aux, intermediates=(), hooks=None, check=None):

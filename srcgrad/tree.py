@@ -154,7 +154,8 @@ def path_name(path) -> str:
 
 def lookup(sparse, path):
     """The leaf at ``path`` in a sparse adjoint, or None.  A part may be dense: the
-    tuple or list an unpacking gave back whole (``w, b = layers[0]``: ``{0: (w_bar, b_bar)}``)."""
+    tuple or list an unpacking gave back whole (``w, b = layers[0]``: ``{0: (w_bar, b_bar)}``),
+    or an array, where NumPy took a list of numbers (or of arrays) for one."""
     node = sparse
     for entry in path:
         if isinstance(node, dict):
@@ -163,6 +164,8 @@ def lookup(sparse, path):
             node = node[entry]
         elif isinstance(node, (list, tuple)) and type(entry) is int and 0 <= entry < len(node):
             node = node[entry]
+        elif isinstance(node, np.ndarray) and type(entry) is int and node.ndim and 0 <= entry < len(node):
+            node = node[entry]  # a list of numbers NumPy took for an array (`x @ w`): its rows
         else:
             return None
     return node

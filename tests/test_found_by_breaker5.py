@@ -83,8 +83,6 @@ def entry_holding_the_argument(x):
     return np.sum(x * x)
 
 
-@pytest.mark.xfail(strict=True, reason="`d[k] op= v` is taken for `d[k] = d[k] op v`: the other "
-                                       "names holding the array miss the change (silently wrong)")
 @pytest.mark.parametrize("f", [dict_entry_added_to_in_place, two_keys_holding_one_array,
                                entry_read_before_the_write, every_key_added_to, entry_holding_the_argument],
                          ids=lambda f: f.__name__)

@@ -139,6 +139,7 @@ class _Lowering:
         self.named_fields = {}  # name of a named tuple made here -> its field names
         self.records = set()  # objects made here from their fields (`P(a, b)`): known by attribute
         self.aliased = set()     # names another name was bound to (`t = s`)
+        self.entries = {}        # a dict made here -> {literal key: the name its entry holds}
         self.passed = {}         # lists and dicts given to a function of yours -> origin of the call
         self.writes = []         # (array name, statement) of each `y[i] = v`, in order
         self.loop_writes = []    # for each loop being lowered: where its body's writes start
@@ -194,6 +195,7 @@ class _Lowering:
             anno.inherit(value, stmt)
             self._setattr(stmt.target, value, stmt)
         elif isinstance(stmt, gast.AugAssign) and isinstance(stmt.target, gast.Subscript):
+            self._check_augmented_entry(stmt)
             read = nodes.copy(stmt.target)
             read.ctx = gast.Load()
             value = gast.BinOp(left=read, op=stmt.op, right=stmt.value)
@@ -310,6 +312,7 @@ class _Lowering:
                 self.own_lists.add(result.id)
             if isinstance(value, gast.Dict):
                 self.dicts.add(result.id)
+                self.entries[result.id] = {k: a.id for k, a in zip(keys, atoms) if isinstance(a, gast.Name)}
         return result
 
     def _super_call(self, node, **emit):
@@ -1122,6 +1125,25 @@ class _Lowering:
                              nodes.copy(value))
         self._emit_stmt(write, stmt, kind="setattr", value=value, impure=True)
 
+    def _check_augmented_entry(self, stmt):
+        """``d[k] += v`` changes the array ``d[k]`` holds in place (NumPy), which srcgrad
+        computes as ``d[k] = d[k] + v``: the same only if no other name holds that array.
+        Known not to: a number, or an array the function made for this entry alone (a
+        value of an expression, not a name of the user's)."""
+        base = stmt.target.value
+        if not isinstance(base, gast.Name) or self.current.get(base.id, base.id) not in self.dicts:
+            return
+        name = self.current.get(base.id, base.id)
+        key = static_value(stmt.target.slice)
+        entry = self.entries.get(name, {}).get(key) if key is not UNKNOWN else None
+        if entry is not None and (entry in self.scalars or entry.startswith("_") and entry not in self.aliased
+                                  and self.made_by.get(entry, (False, None))[0]):
+            return
+        user, op = base.id, _op_symbol(stmt.op)
+        raise errors.at(stmt, f"`{user}[...] {op}= ...` changes the array in that entry in place, and "
+                        "another name may hold the same array (the name it was stored from, another "
+                        "entry, the caller)", f"write `{user}[...] = {user}[...] {op} ...` (a new array)")
+
     def _dict_setitem(self, user, name, target, value_node, stmt):
         """``d[k] = v`` on a dict made here that no other name holds: ``d = rt.with_item(d, k, v)``,
         a new version of ``d`` as for any rebinding (in a loop, a carried name), whose
@@ -1144,6 +1166,9 @@ class _Lowering:
         self.dicts.add(new.id)
         self.arrays.discard(new.id)
         self.made_by[new.id] = (True, anno.get(stmt, "origin"))
+        key = static_value(index)
+        if key is not UNKNOWN and isinstance(value, gast.Name) and name in self.entries:
+            self.entries[new.id] = {**self.entries[name], key: value.id}
 
     # ---- writes into arrays -------------------------------------------------
     def _setitem(self, target, value_node, stmt):
@@ -1244,6 +1269,15 @@ class _Lowering:
             index = self._index(node.slice)
             if isinstance(base, gast.Name) and base.id in self.lists:
                 return self._item(base, index, node, **emit)
+            if isinstance(base, gast.Name) and base.id in self.records and base.id not in self.named_fields:
+                # An object made here: indexing runs its class's own __getitem__ (refused
+                # by the reverse pass if what it gives is being differentiated).
+                value = gast.Subscript(value=base, slice=index, ctx=gast.Load())
+                why = (f"indexing `{node.value.id if isinstance(node.value, gast.Name) else 'an object'}`, "
+                       "an object holding values being differentiated, runs its class's `__getitem__`, "
+                       "which srcgrad does not differentiate", "call a method that does the same "
+                       "(`obj.item(i)`), or index the array field itself (`obj.c[i]`)")
+                return self._emit(value, kind="unknown", callee=None, why=why, **emit)
             element = self._aggregate_element(base, index)
             if element is not None:
                 if target is None and not effect:
