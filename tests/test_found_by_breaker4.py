@@ -346,15 +346,48 @@ def test_hvp_of_ordinary_functions(f):
     np.testing.assert_allclose(srcgrad.hvp(f)(x, v), expected, rtol=1e-5, atol=1e-8)
 
 
-# ---- refused: the array method `.argsort()` ----------------------------------------------
-# `np.argsort(x)` has a rule (no derivative); `x.argsort()` is refused ("no derivative rule for
-# the array method `.argsort()`").
+# ---- fixed: array methods whose NumPy function has a rule -----------------------------------
+# `np.argsort(x)` has a rule (no derivative); `x.argsort()` was refused ("no derivative rule for
+# the array method `.argsort()`"): every method whose function has a rule (or no derivative)
+# is that function now, unless the method changes the array where the function copies it.
 
 def top_two(x):
     return np.sum(x[x.argsort()[::-1][:2]])
 
 
-@pytest.mark.xfail(strict=True, reason="x.argsort() is refused where np.argsort(x) is not")
-def test_the_argsort_method():
+def top_two_in_a_loop(x):
+    total = 0.0
+    for i in range(2):
+        order = (x * (i + 1.0)).argsort(axis=-1, kind="stable")
+        total = total + np.sum(x[order[-2:]]) * (i + 1.0)
+    return total
+
+
+def _positives(x):
+    return x[x.nonzero()] ** 2
+
+
+def nonzero_in_a_helper(x):
+    return np.sum(_positives(np.maximum(x, 0.0))) + np.sum(x[(x < 0).nonzero()[0]] ** 3)
+
+
+@pytest.mark.parametrize("f", [top_two, top_two_in_a_loop, nonzero_in_a_helper])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_index_methods(f, dtype):
     x = np.array([0.5, -1.0, 2.0, 0.25])
-    np.testing.assert_allclose(srcgrad.grad(top_two)(x), [1.0, 0.0, 1.0, 0.0])
+    g = srcgrad.grad(f)(x.astype(dtype))
+    assert g.dtype == dtype
+    np.testing.assert_allclose(g, numerical_grad(f, x), rtol=1e-5)
+
+
+def test_every_method_whose_function_has_a_rule_is_that_function():
+    from srcgrad.rules import registry
+    from srcgrad.transforms import anf
+
+    changes_the_array = {"sort", "partition", "resize", "put"}
+    for name in dir(np.ndarray):
+        function = getattr(np, name, None)
+        if name.startswith("_") or not callable(function) or not callable(getattr(np.ndarray, name)) \
+                or name in changes_the_array or registry.lookup(function) is None:
+            continue
+        assert anf._METHODS.get(name) is function, name

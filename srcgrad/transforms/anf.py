@@ -60,8 +60,9 @@ _METHODS = {
     "clip": np.clip, "copy": np.copy, "argmax": np.argmax, "argmin": np.argmin,
     "any": np.any, "all": np.all, "round": np.round, "item": runtime.item,
     "cumsum": np.cumsum, "swapaxes": np.swapaxes, "trace": np.trace, "cumprod": np.cumprod,
-    "take": np.take, "repeat": np.repeat, "diagonal": np.diagonal,
-}
+    "take": np.take, "repeat": np.repeat, "diagonal": np.diagonal, "argsort": np.argsort,
+    "nonzero": np.nonzero,
+}  # (not `sort`, `partition`, `resize`, `put`: the method changes the array, the function copies)
 if hasattr(np, "astype"):  # NumPy >= 2.1
     _METHODS["astype"] = np.astype
 # x.reshape(2, 3) means np.reshape(x, (2, 3)); x.transpose(1, 0) means np.transpose(x, (1, 0)).
