@@ -53,8 +53,9 @@ class GradientFunction:
         if runtime.is_gradient_function(fn):
             raise errors.UnsupportedSyntaxError(
                 f"srcgrad cannot take the {mode} of `{getattr(fn, '__name__', fn)}`, a function srcgrad made: "
-                "it differentiates a gradient once more only as grad(grad(f)) (a scalar first "
-                "derivative) and jvp(grad(f)), not a third time", _origin_of(getattr(fn, "fn", None)),
+                "it differentiates a plain srcgrad.grad(f) only, and only as grad(grad(f)) (a scalar first "
+                "derivative), jvp(grad(f)), jacfwd(grad(f)) or jacrev(grad(f)) (the Hessian)",
+                _origin_of(getattr(fn, "fn", None)),
                 "use srcgrad.hvp, srcgrad.hessian, srcgrad.jacfwd or srcgrad.jacrev of the original function")
         if not callable(fn):
             raise TypeError(f"srcgrad.{mode} expects a function, got {type(fn).__name__}")

@@ -494,6 +494,25 @@ def _basis(x):
         yield e.reshape(np.shape(x))
 
 
+def _hessian_of_gradient(gradient, wrt, what: str, chunk_size):
+    """``jacfwd(grad(f))`` / ``jacrev(grad(f))``: the Jacobian of ``∇_a f`` with respect to ``a``
+    is the Hessian of ``f`` (:func:`hessian`, forward mode over the gradient's code)."""
+    _refuse_fixed(gradient, what)
+    inner = _names(gradient, gradient._wrt_spec)
+    if _names(gradient, wrt) != inner or isinstance(wrt, (tuple, list)) != gradient._as_tuple:
+        raise errors.UnsupportedSyntaxError(
+            f"srcgrad.{what} of grad({gradient.fn.__name__}) is its Hessian only with respect to the same "
+            f"parameters ({', '.join(inner)}); a mixed block is not supported", _origin_of(gradient.fn),
+            f"use srcgrad.hessian({gradient.fn.__name__}, wrt=(a, b)) and take the block [0][1]")
+    return hessian(gradient.fn, gradient._wrt_spec, gradient.options.backend, gradient.options.optimize,
+                   chunk_size)
+
+
+def _plain_gradient(f) -> bool:
+    return isinstance(f, GradientFunction) and f.options.mode == "grad" and not (
+        f.options.has_aux or f.options.intermediates or f.options.hooks)
+
+
 def jacfwd(f, wrt=0, backend=None, optimize=True, chunk_size=None):
     """The Jacobian by forward mode: batched :func:`srcgrad.jvp` along the unit vectors
     of the inputs, ``chunk_size`` of them per run.
@@ -521,6 +540,8 @@ def jacfwd(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         ValueError: ``chunk_size`` not a positive integer or None.
         And as :func:`srcgrad.jvp`.
     """
+    if _plain_gradient(f):
+        return _hessian_of_gradient(f, wrt, "jacfwd", chunk_size)
     forward = GradientFunction(f, "jvp", wrt, backend, optimize)
     _refuse_fixed(forward, "jacfwd")
     batched = GradientFunction(f, "jvp", wrt, backend, optimize, internal=True, batched=True)
@@ -572,6 +593,8 @@ def jacrev(f, wrt=0, backend=None, optimize=True, chunk_size=None):
     Args, returns, raises: as :func:`jacfwd` (and as :func:`srcgrad.vjp`); cheaper
     when the output has fewer elements than the inputs.
     """
+    if _plain_gradient(f):
+        return _hessian_of_gradient(f, wrt, "jacrev", chunk_size)
     reverse = GradientFunction(f, "vjp", wrt, backend, optimize)
     _refuse_fixed(reverse, "jacrev")
     pullback_code = GradientFunction(f, "pullback", wrt, backend, optimize, internal=True)

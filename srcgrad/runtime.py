@@ -1478,6 +1478,26 @@ def item(x):
     return x.item() if hasattr(x, "item") else x
 
 
+def array_attribute(value, name: str, where: str):
+    """``value.ndim``, ``.shape``, ``.size`` or ``.dtype`` of a value whose kind is known only when
+    the code runs: an array's (ints, a tuple of ints, a dtype) have no derivative, and the code
+    was compiled so.  Another object's attribute of that name holding a float could carry one.
+
+    Raises:
+        srcgrad.errors.UnsupportedSyntaxError: the attribute holds a float, or floats.
+    """
+    found = getattr(value, name)
+    kind = getattr(getattr(found, "dtype", None), "kind", None) if not isinstance(found, np.dtype) else "V"
+    parts = found if isinstance(found, tuple) else (found,)
+    if kind in ("f", "c") or any(isinstance(p, (float, complex)) for p in parts):
+        raise errors.UnsupportedSyntaxError(
+            f"`.{name}` of this {type(value).__name__} holds a float (at {where}): srcgrad reads `.ndim`, "
+            "`.shape`, `.size` and `.dtype` of a value whose kind it knows only when the code runs as an "
+            "array's, which have no derivative", None,
+            f"give the attribute another name, or read `{name}` from an object passed in as an argument")
+    return found
+
+
 # ---- forward mode (tangents) ------------------------------------------------
 def broadcast_tangent(t, ans):
     """A tangent with its output's shape: an elementwise function whose varying inputs

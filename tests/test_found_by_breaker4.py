@@ -346,15 +346,121 @@ def test_hvp_of_ordinary_functions(f):
     np.testing.assert_allclose(srcgrad.hvp(f)(x, v), expected, rtol=1e-5, atol=1e-8)
 
 
-# ---- refused: the array method `.argsort()` ----------------------------------------------
-# `np.argsort(x)` has a rule (no derivative); `x.argsort()` is refused ("no derivative rule for
-# the array method `.argsort()`").
+# ---- fixed: array methods whose NumPy function has a rule -----------------------------------
+# `np.argsort(x)` has a rule (no derivative); `x.argsort()` was refused ("no derivative rule for
+# the array method `.argsort()`"): every method whose function has a rule (or no derivative)
+# is that function now, unless the method changes the array where the function copies it.
 
 def top_two(x):
     return np.sum(x[x.argsort()[::-1][:2]])
 
 
-@pytest.mark.xfail(strict=True, reason="x.argsort() is refused where np.argsort(x) is not")
-def test_the_argsort_method():
+def top_two_in_a_loop(x):
+    total = 0.0
+    for i in range(2):
+        order = (x * (i + 1.0)).argsort(axis=-1, kind="stable")
+        total = total + np.sum(x[order[-2:]]) * (i + 1.0)
+    return total
+
+
+def _positives(x):
+    return x[x.nonzero()] ** 2
+
+
+def nonzero_in_a_helper(x):
+    return np.sum(_positives(np.maximum(x, 0.0))) + np.sum(x[(x < 0).nonzero()[0]] ** 3)
+
+
+@pytest.mark.parametrize("f", [top_two, top_two_in_a_loop, nonzero_in_a_helper])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_index_methods(f, dtype):
     x = np.array([0.5, -1.0, 2.0, 0.25])
-    np.testing.assert_allclose(srcgrad.grad(top_two)(x), [1.0, 0.0, 1.0, 0.0])
+    g = srcgrad.grad(f)(x.astype(dtype))
+    assert g.dtype == dtype
+    np.testing.assert_allclose(g, numerical_grad(f, x), rtol=1e-5)
+
+
+def test_every_method_whose_function_has_a_rule_is_that_function():
+    from srcgrad.rules import registry
+    from srcgrad.transforms import anf
+
+    changes_the_array = {"sort", "partition", "resize", "put"}
+    for name in dir(np.ndarray):
+        function = getattr(np, name, None)
+        if name.startswith("_") or not callable(function) or not callable(getattr(np.ndarray, name)) \
+                or name in changes_the_array or registry.lookup(function) is None:
+            continue
+        assert anf._METHODS.get(name) is function, name
+
+
+# ---- fixed: `.ndim`/`.shape`/`.size`/`.dtype` of a value whose kind is known when it runs ----
+# They counted as differentiated (`y.ndim` became `dispatch.vjp_field`, and `s * y.ndim` a
+# dispatched operator, which failed: "cannot read the source of `int.__rmul__`").  An array's
+# have no derivative; a float held under such a name by another object is refused where read.
+
+class Through:
+    def __init__(self, f):
+        self.f = f
+
+    def apply(self, x):
+        return self.f(x)
+
+
+def shape_queries(o, x):
+    y = o.apply(x)
+    return np.sum(y ** 2) * y.ndim + y.shape[0] + y.size * (y.dtype == np.float64)
+
+
+def _scaled(y):
+    return y * (y.shape[-1] / y.size)
+
+
+def shape_queries_in_a_loop(o, x):
+    total = 0.0
+    for i in range(3):
+        y = o.apply(x * (i + 1.0))
+        total = total + np.sum(_scaled(y)) * y.ndim
+    return total
+
+
+@pytest.mark.parametrize("f", [shape_queries, shape_queries_in_a_loop])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_shape_queries_of_a_value_known_when_it_runs(f, dtype):
+    o, x = Through(np.sin), np.array([0.1, -0.7, 0.4])
+    g = srcgrad.grad(f, wrt=1)(o, x.astype(dtype))
+    assert g.dtype == dtype
+    np.testing.assert_allclose(g, numerical_grad(lambda v: f(o, v), x), rtol=1e-5)
+    value, tangent = srcgrad.jvp(f, wrt=1)(o, x, np.ones(3))
+    np.testing.assert_allclose(tangent, np.sum(numerical_grad(lambda v: f(o, v), x)), rtol=1e-5)
+
+
+class Sized:
+    def __init__(self, size):
+        self.size = size
+
+
+def _boxed(v):
+    return Sized(np.sum(v ** 2))
+
+
+def _counted(v):
+    return Sized(len(v))
+
+
+def size_of_a_value_known_when_it_runs(o, x):
+    return o.apply(x).size * np.sum(x)
+
+
+def size_field_of_an_argument(b, x):
+    return b.size * np.sum(x)
+
+
+def test_a_float_under_a_shape_name_is_refused_or_a_field():
+    x = np.array([0.1, 0.2])
+    with pytest.raises(errors.UnsupportedSyntaxError, match="`.size` of this Sized holds a float") as info:
+        srcgrad.grad(size_of_a_value_known_when_it_runs, wrt=1)(Through(_boxed), x)
+    assert f":{line_of(size_of_a_value_known_when_it_runs, 'apply(x).size')}:" in str(info.value)
+    np.testing.assert_allclose(srcgrad.grad(size_of_a_value_known_when_it_runs, wrt=1)(Through(_counted), x),
+                               [2.0, 2.0])  # an int: no derivative
+    g = srcgrad.grad(size_field_of_an_argument)(Sized(np.array(2.0)), x)  # known: a field of the argument
+    np.testing.assert_allclose(g.size, 0.30000000000000004)

@@ -248,8 +248,38 @@ def test_grad_of_a_gradient_with_an_array_output_is_refused():
 
 
 def test_a_third_derivative_is_refused():
-    with pytest.raises(errors.UnsupportedSyntaxError, match="not a third time"):
+    with pytest.raises(errors.UnsupportedSyntaxError, match="differentiates a plain srcgrad.grad"):
         srcgrad.grad(srcgrad.grad(srcgrad.grad(scalar)))
+
+
+@pytest.mark.parametrize("jacobian", [srcgrad.jacfwd, srcgrad.jacrev])
+@pytest.mark.parametrize("f, args, wrt", [(two_layer, (W1, W2, X, Y), 1), (loop_branch, CASES[2][1], 0),
+                                          (loop_branch, CASES[3][1], "x")])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_jacobian_of_a_gradient_is_the_hessian(jacobian, f, args, wrt, dtype):
+    """``jacfwd(grad(f))`` was refused ("not a third time", though it is a second derivative)."""
+    args = tuple(a.astype(dtype) for a in args)
+    h = jacobian(srcgrad.grad(f, wrt=wrt), wrt=wrt)(*args)
+    index = wrt if isinstance(wrt, int) else 0
+    x, gradient, eps = args[index].astype(np.float64), srcgrad.grad(f, wrt=wrt), 1e-6
+    wide = tuple(a.astype(np.float64) for a in args)
+    columns = []
+    for e in np.eye(x.size):
+        def at(v):
+            return gradient(*wide[:index], x + v * e.reshape(x.shape), *wide[index + 1:])
+        columns.append((at(eps) - at(-eps)) / (2 * eps))
+    expected = np.moveaxis(np.array(columns).reshape(x.shape + x.shape), tuple(range(x.ndim)),
+                           tuple(range(x.ndim, 2 * x.ndim)))
+    assert h.dtype == dtype and h.shape == x.shape + x.shape
+    tol = 1e-5 if dtype == np.float64 else 2e-3
+    np.testing.assert_allclose(h, expected, rtol=tol, atol=tol / 10 if dtype == np.float64 else tol)
+
+
+def test_the_jacobian_of_a_gradient_in_other_parameters_is_refused_saying_so():
+    with pytest.raises(errors.UnsupportedSyntaxError, match="only with respect to the same parameters"):
+        srcgrad.jacfwd(srcgrad.grad(two_layer, wrt=0), wrt=1)(W1, W2, X, Y)
+    with pytest.raises(errors.UnsupportedSyntaxError, match="differentiates a plain srcgrad.grad"):
+        srcgrad.jacfwd(srcgrad.grad(two_layer, has_aux=False, intermediates=("h",)))
 
 
 # ---- the helpers' rules (srcgrad/rules/adjoints.py), without the compiler ----------

@@ -221,3 +221,85 @@ def test_a_frozen_distribution_calls_the_method_with_a_rule():
     np.testing.assert_allclose(srcgrad.grad(f)(X), stats.norm.pdf(X, 0.5, 2.0), rtol=1e-12)
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match="forward mode does not follow"):
         srcgrad.hvp(f)(X, np.ones_like(X))
+
+
+# ---- 0 * inf: a factor that is 0 in the formula times one that overflows --------------------
+# `logsumexp(x, b=w)` leaves out x[i] where w[i] == 0: its derivative there is 0, however far
+# x[i] lies above the sum (exp(x[i] - sum) overflows past ~709 in float64, ~88 in float32).
+
+W = np.array([[1.0, 0.0, 2.0, 0.0], [0.5, 1.0, 0.0, 3.0], [0.0, 1.0, 1.0, 1.0]])
+FAR = np.array([[0.1, 800.0, -0.3, 1e4], [0.2, -0.5, 1e3, 0.4], [750.0, 0.3, 0.1, -0.2]])
+
+
+def weighted_lse(x, w):
+    return np.sum(special.logsumexp(x, b=w, axis=1) ** 2)
+
+
+def weighted_lse_in_a_loop(x, w):
+    total = 0.0
+    for i in range(2):
+        total = total + special.logsumexp(x * (i + 1.0), b=w, axis=-1, keepdims=True)[i, 0]
+    return total
+
+
+def _lse(v, w):
+    return sp.logsumexp(v, b=w)
+
+
+def weighted_lse_in_a_helper(x, w):
+    return _lse(x[0], w[0]) + _lse(x[2], w[2]) * 2.0
+
+
+def _included_fd(f, x, w):
+    """Central differences in the elements ``w`` keeps; 0 elsewhere (``f`` does not read them)."""
+    def at(y):
+        z = x.copy()
+        z[w != 0] = y
+        return f(z, w)
+    g = np.zeros_like(x)
+    g[w != 0] = numerical_grad(at, (x[w != 0],), 0)
+    return g
+
+
+@pytest.mark.parametrize("f", [weighted_lse, weighted_lse_in_a_loop, weighted_lse_in_a_helper])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@OPTIMIZE
+def test_logsumexp_is_flat_where_b_is_zero_however_large_x_is(f, dtype, optimize):
+    x, w = FAR.astype(dtype), W.astype(dtype)
+    with np.errstate(over="raise", invalid="raise"):
+        g = srcgrad.grad(f, optimize=optimize)(x, w)
+    assert g.dtype == dtype and np.all(g[w == 0] == 0)
+    expected = _included_fd(f, FAR, W)
+    np.testing.assert_allclose(g, expected, rtol=1e-3 if dtype == np.float32 else 1e-6, atol=1e-6)
+
+
+def test_logsumexp_where_b_is_zero_in_b_and_at_second_order():
+    """``b``'s own derivative is ``exp(x - sum)`` wherever it is 0 (finite here); the Hessian
+    is finite and flat along the left-out elements, also when they lie far above the sum."""
+    x = np.array([[0.1, 2.0, -0.3], [0.2, -0.5, 1.0]])
+    w = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 3.0]])
+    g_b = srcgrad.grad(weighted_lse, wrt=1)(x, w)
+    np.testing.assert_allclose(g_b, numerical_grad(weighted_lse, (x, w), 1), rtol=1e-6)
+    v = np.ones_like(FAR)
+    with np.errstate(over="raise", invalid="raise"):
+        hv = srcgrad.hvp(weighted_lse)(FAR, W, v)
+    gradient, eps = srcgrad.grad(weighted_lse), 1e-4
+    shift = np.where(W == 0, 0.0, v)  # (FAR's left-out elements moved would overflow the differences)
+    expected = (gradient(FAR + eps * shift, W) - gradient(FAR - eps * shift, W)) / (2 * eps)
+    np.testing.assert_allclose(hv, expected, rtol=1e-5, atol=1e-6)
+    assert np.all(hv[W == 0] == 0)
+
+
+@pytest.mark.parametrize("density, shapes", [(stats.gamma, (2.5,)), (stats.chi2, (5.0,)),
+                                              (stats.beta, (2.5, 3.0))])
+def test_a_density_is_flat_where_it_is_zero(density, shapes):
+    """Outside the support (and at its edge, for shapes whose density is flat there) a ``pdf``
+    is 0 nearby: its derivatives are 0, though its score and ``log z`` are infinite or NaN."""
+    def f(x, *params):
+        return np.sum(density.pdf(x, *params) ** 2)
+
+    x = np.array([-1.0, 0.0, 0.4, 1.0, 1.5])
+    with np.errstate(divide="raise", invalid="raise"):
+        grads = srcgrad.grad(f, wrt=tuple(range(1 + len(shapes))))(x, *shapes)
+    for i, g in enumerate(grads):
+        np.testing.assert_allclose(g, numerical_grad(f, (x, *shapes), i, eps=1e-7), rtol=1e-5, atol=1e-7)

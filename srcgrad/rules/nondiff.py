@@ -13,6 +13,7 @@ import builtins
 
 import numpy as np
 
+from ..runtime import array_attribute
 from . import _ndim
 from .registry import nondifferentiable
 
@@ -20,6 +21,7 @@ nondifferentiable(np.zeros, np.ones, np.empty, ndim=_ndim.shape_length("shape"))
 nondifferentiable(np.zeros_like, np.ones_like, np.empty_like)
 nondifferentiable(np.eye, np.identity, ndim=None)
 nondifferentiable(np.shape, np.ndim, np.size, np.argmax, np.argmin, np.argsort, np.nonzero)
+nondifferentiable(array_attribute)  # `v.ndim` ... of a value of a kind known when it runs
 nondifferentiable(np.floor, np.ceil, np.round, np.rint, np.trunc, np.sign, np.isnan,
                   np.isinf, np.isfinite, np.all, np.any, np.count_nonzero)
 # floor(x1 / x2): integer-valued, so piecewise constant; derivative 0 wherever it is defined

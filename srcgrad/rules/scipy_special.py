@@ -177,14 +177,19 @@ def _logsumexp_ndim(ndims, statics):
 @defadjoint(special.logsumexp, ndim=_logsumexp_ndim, diff=("a", "b"), refuse=_logsumexp_refuse)
 def logsumexp(ans_bar, ans, a, axis=None, b=None, keepdims=False, return_sign=False):
     """``log sum(b exp(a))`` over ``axis``: ``a`` gets the weights ``b exp(a - ans)`` (the softmax
-    when ``b`` is None), ``b`` gets ``exp(a - ans)`` (SciPy's definition, differentiated)."""
+    when ``b`` is None), ``b`` gets ``exp(a - ans)`` (SciPy's definition, differentiated).
+
+    Where ``b == 0``, ``a``'s weight is 0 although ``exp(a - ans)`` may overflow (``a`` far above the
+    sum, which leaves it out; ``0 * inf`` is NaN): the exponent is masked before ``exp``, so that
+    forward mode over this code (``hvp``) finds finite factors there too."""
     if is_constant(b) and b is None:
         weights = np.exp(a - broadcast_reduced(ans, a, axis, keepdims))
         return broadcast_reduced(ans_bar, a, axis, keepdims) * weights, None
     full = np.broadcast_to(a, np.broadcast_shapes(np.shape(a), np.shape(b)))
-    weights = np.exp(full - broadcast_reduced(ans, full, axis, keepdims))
-    spread = broadcast_reduced(ans_bar, full, axis, keepdims) * weights
-    return unbroadcast(spread * b, a), unbroadcast(spread, b)
+    level = broadcast_reduced(ans, full, axis, keepdims)
+    spread = broadcast_reduced(ans_bar, full, axis, keepdims)
+    return (unbroadcast(spread * (b * np.exp(np.where(b == 0, level, full) - level)), a),
+            unbroadcast(spread * np.exp(full - level), b))
 
 
 @deftangent(special.logsumexp)
@@ -193,12 +198,13 @@ def logsumexp_tangent(ans, a, axis=None, b=None, keepdims=False, return_sign=Fal
         weights = np.exp(a - broadcast_reduced(ans, a, axis, keepdims))
         return np.sum(weights * a_dot, axis=axis, keepdims=keepdims)
     full = np.broadcast_to(a, np.broadcast_shapes(np.shape(a), np.shape(b)))
-    weights = np.exp(full - broadcast_reduced(ans, full, axis, keepdims))
-    if is_constant(b_dot):
-        return np.sum(weights * b * a_dot, axis=axis, keepdims=keepdims)
+    level = broadcast_reduced(ans, full, axis, keepdims)
+    if is_constant(b_dot):  # (the adjoint's masked weights, for the same reason)
+        return np.sum(b * np.exp(np.where(b == 0, level, full) - level) * a_dot, axis=axis, keepdims=keepdims)
     if is_constant(a_dot):
-        return np.sum(weights * b_dot, axis=axis, keepdims=keepdims)
-    return np.sum(weights * (b * a_dot + b_dot), axis=axis, keepdims=keepdims)
+        return np.sum(np.exp(full - level) * b_dot, axis=axis, keepdims=keepdims)
+    return np.sum(b * np.exp(np.where(b == 0, level, full) - level) * a_dot + np.exp(full - level) * b_dot,
+                  axis=axis, keepdims=keepdims)
 
 
 @defadjoint(special.softmax, ndim=_ndim.same_as("x"))

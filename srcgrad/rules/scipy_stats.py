@@ -13,6 +13,9 @@ has no closed-form derivative in a shape (the parameter of an incomplete gamma o
 function): refused given a value being differentiated.  Poisson's ``cdf`` in ``mu`` is
 ``-pmf(floor(k - loc))`` (the sum of the pmf's derivatives telescopes); ``k`` and ``loc``
 are integers (zero derivative, ``loc`` refused).  SciPy computes all of these in float64.
+Where a ``pdf`` is 0 (outside its support, or underflowed) its derivatives are 0 (a density
+is smallest there), but its score or ``log z`` is infinite or NaN, and ``0 * inf`` is NaN: ``z``
+is 0.5 there (inside every support) before they are formed.
 """
 from __future__ import annotations
 
@@ -98,7 +101,7 @@ def gamma_logpdf(ans_bar, ans, x, a, loc=0, scale=1):
 
 @defadjoint(methods=_method(stats.gamma, "pdf"), diff=("x", "a", "loc", "scale"), elementwise=True)
 def gamma_pdf(ans_bar, ans, x, a, loc=0, scale=1):
-    z = (x - loc) / scale
+    z = np.where(ans == 0, 0.5, (x - loc) / scale)  # (0.5: see the module's docstring)
     s = (a - 1) / z - 1
     g = ans_bar * ans
     return (unbroadcast(g * s / scale, x), unbroadcast(g * (np.log(z) - special.digamma(a)), a),
@@ -119,7 +122,7 @@ def chi2_logpdf(ans_bar, ans, x, df, loc=0, scale=1):
 
 @defadjoint(methods=_method(stats.chi2, "pdf"), diff=("x", "df", "loc", "scale"), elementwise=True)
 def chi2_pdf(ans_bar, ans, x, df, loc=0, scale=1):
-    z = (x - loc) / scale
+    z = np.where(ans == 0, 0.5, (x - loc) / scale)  # (0.5: see the module's docstring)
     s = (df / 2 - 1) / z - 0.5
     d_df = 0.5 * (np.log(z) - 0.6931471805599453 - special.digamma(df / 2))
     g = ans_bar * ans
@@ -143,7 +146,7 @@ def beta_logpdf(ans_bar, ans, x, a, b, loc=0, scale=1):
 
 @defadjoint(methods=_method(stats.beta, "pdf"), diff=("x", "a", "b", "loc", "scale"), elementwise=True)
 def beta_pdf(ans_bar, ans, x, a, b, loc=0, scale=1):
-    z = (x - loc) / scale
+    z = np.where(ans == 0, 0.5, (x - loc) / scale)  # (0.5: see the module's docstring)
     s = (a - 1) / z - (b - 1) / (1 - z)
     both = special.digamma(a + b)
     g = ans_bar * ans

@@ -60,13 +60,15 @@ _METHODS = {
     "clip": np.clip, "copy": np.copy, "argmax": np.argmax, "argmin": np.argmin,
     "any": np.any, "all": np.all, "round": np.round, "item": runtime.item,
     "cumsum": np.cumsum, "swapaxes": np.swapaxes, "trace": np.trace, "cumprod": np.cumprod,
-    "take": np.take, "repeat": np.repeat, "diagonal": np.diagonal,
-}
+    "take": np.take, "repeat": np.repeat, "diagonal": np.diagonal, "argsort": np.argsort,
+    "nonzero": np.nonzero,
+}  # (not `sort`, `partition`, `resize`, `put`: the method changes the array, the function copies)
 if hasattr(np, "astype"):  # NumPy >= 2.1
     _METHODS["astype"] = np.astype
 # x.reshape(2, 3) means np.reshape(x, (2, 3)); x.transpose(1, 0) means np.transpose(x, (1, 0)).
 _VARARG_METHODS = {"reshape", "transpose"}
 _ARRAY_ATTRIBUTES = {"shape", "ndim", "size", "dtype", "itemsize", "nbytes"}
+_SHAPE_ATTRIBUTES = {"shape", "ndim", "size", "dtype"}  # never differentiated, whatever holds them
 
 # operator.floordiv / not / invert have no derivative: integer-valued or boolean.
 registry.nondifferentiable(operator.floordiv, operator.not_, operator.invert)
@@ -1421,11 +1423,22 @@ class _Lowering:
             raise errors.at(node, f"srcgrad has no derivative rule for the array attribute `.{node.attr}`",
                             "use the NumPy function (`np.real(x)`) or register a rule with "
                             "srcgrad.defadjoint")
+        if node.attr in _SHAPE_ATTRIBUTES and not self._holds_field(base):
+            # A value whose kind is known only when the code runs: an array's have no derivative
+            # (a float held under such a name by another object is refused when it runs).
+            where = anno.get(node, "origin").where if anno.get(node, "origin") else "?"
+            call = nodes.call("rt.array_attribute", [nodes.copy(base), nodes.const(node.attr), nodes.const(where)])
+            return self._emit(call, kind="nondiff", rule=None, **emit)
         # A field of a structure (a model's parameter, a sub-layer).
         atom = self._apply(getattr, value, [nodes.copy(base), nodes.const(node.attr)], {}, node, **emit)
         if isinstance(base, gast.Name) and isinstance(atom, gast.Name):
             self._field_rank(atom, base, node.attr)
         return atom
+
+    def _holds_field(self, base) -> bool:
+        """Whether ``base`` is a structure passed in (or read from one): its attributes are its
+        fields, whatever their names (a model's ``size``, a named tuple's ``shape``)."""
+        return isinstance(base, gast.Name) and (base.id in self.structures or base.id in self.field_structures)
 
     def _field_rank(self, atom, base, key):
         """``atom`` holds the field or item ``key`` of the structure ``base``: an array
