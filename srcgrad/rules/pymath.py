@@ -89,10 +89,12 @@ def expm1(ans_bar, ans, x):
     return ans_bar * (ans + 1)
 
 
-@defadjoint(math.log, **_FLOAT)
-def log(ans_bar, ans, x):
-    """One argument only (``math.log(x, base)`` is refused: write ``math.log(x) / math.log(b)``)."""
-    return ans_bar / x
+@defadjoint(math.log, diff=("x", "base"), **_FLOAT)
+def log(ans_bar, ans, x, base=None):
+    """``log(x) / log(base)``: ``x`` gets ``1 / (x log base)``, ``base`` ``-ans / (base log base)``."""
+    if is_constant(base) and base is None:
+        return ans_bar / x, None
+    return ans_bar / (x * math.log(base)), -ans_bar * ans / (base * math.log(base))
 
 
 @defadjoint(math.log1p, **_FLOAT)
