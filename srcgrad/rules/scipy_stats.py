@@ -255,20 +255,21 @@ def _squeezed(ndims, statics):
 def multivariate_normal_logpdf(ans_bar, ans, x, mean=None, cov=1, allow_singular=False):
     """``x``: points along the last axis (SciPy's reading); ``mean`` ``(d,)`` or None; ``cov``
     ``(d, d)``, ``(d,)`` (a diagonal) or a number.  Float64 adjoints (SciPy's precision)."""
-    if np.ndim(cov) == 2:
-        sigma = np.tril(cov) + np.transpose(np.tril(cov, -1))
-    else:
+    if np.ndim(cov) < 2:
         sigma = np.diag(np.broadcast_to(cov, (np.size(mean),)))
+    else:  # (also where cov's rank is not known when compiling: a matrix, else NumPy raises)
+        sigma = np.reshape(cov, (np.shape(cov)[0], -1))
+        sigma = np.tril(sigma) + np.transpose(np.tril(sigma, -1))
     r = np.reshape(x, (-1, np.shape(sigma)[0]))
     if not (is_constant(mean) and mean is None):
         r = r - mean
     g = np.reshape(ans_bar, (-1, 1))
     s = np.transpose(np.linalg.solve(sigma, np.transpose(r)))
     spread = 0.5 * (np.transpose(s) @ (g * s) - np.sum(g) * np.linalg.inv(sigma))
-    if np.ndim(cov) == 2:
-        cov_bar = np.tril(spread) + np.tril(np.transpose(spread), -1)
-    else:
+    if np.ndim(cov) < 2:
         cov_bar = unbroadcast(np.diagonal(spread), cov)
+    else:
+        cov_bar = np.tril(spread) + np.tril(np.transpose(spread), -1)
     if is_constant(mean) and mean is None:
         return np.reshape(-g * s, np.shape(x)), None, cov_bar
     return np.reshape(-g * s, np.shape(x)), unbroadcast(np.sum(g * s, axis=0), mean), cov_bar
@@ -277,20 +278,21 @@ def multivariate_normal_logpdf(ans_bar, ans, x, mean=None, cov=1, allow_singular
 @defadjoint(**_gaussian("pdf"))
 def multivariate_normal_pdf(ans_bar, ans, x, mean=None, cov=1, allow_singular=False):
     """``logpdf``'s adjoints, given ``ans_bar * pdf``."""
-    if np.ndim(cov) == 2:
-        sigma = np.tril(cov) + np.transpose(np.tril(cov, -1))
-    else:
+    if np.ndim(cov) < 2:
         sigma = np.diag(np.broadcast_to(cov, (np.size(mean),)))
+    else:  # (also where cov's rank is not known when compiling: a matrix, else NumPy raises)
+        sigma = np.reshape(cov, (np.shape(cov)[0], -1))
+        sigma = np.tril(sigma) + np.transpose(np.tril(sigma, -1))
     r = np.reshape(x, (-1, np.shape(sigma)[0]))
     if not (is_constant(mean) and mean is None):
         r = r - mean
     g = np.reshape(ans_bar * ans, (-1, 1))
     s = np.transpose(np.linalg.solve(sigma, np.transpose(r)))
     spread = 0.5 * (np.transpose(s) @ (g * s) - np.sum(g) * np.linalg.inv(sigma))
-    if np.ndim(cov) == 2:
-        cov_bar = np.tril(spread) + np.tril(np.transpose(spread), -1)
-    else:
+    if np.ndim(cov) < 2:
         cov_bar = unbroadcast(np.diagonal(spread), cov)
+    else:
+        cov_bar = np.tril(spread) + np.tril(np.transpose(spread), -1)
     if is_constant(mean) and mean is None:
         return np.reshape(-g * s, np.shape(x)), None, cov_bar
     return np.reshape(-g * s, np.shape(x)), unbroadcast(np.sum(g * s, axis=0), mean), cov_bar
@@ -300,10 +302,11 @@ def multivariate_normal_pdf(ans_bar, ans, x, mean=None, cov=1, allow_singular=Fa
 def multivariate_normal_logpdf_tangent(ans, x, mean=None, cov=1, allow_singular=False, x_dot=None,
                                        mean_dot=None, cov_dot=None):
     """``-s.x_dot + s.mean_dot + (s^T S_dot s - tr(S^-1 S_dot)) / 2`` per point, ``s = S^-1 r``."""
-    if np.ndim(cov) == 2:
-        sigma = np.tril(cov) + np.transpose(np.tril(cov, -1))
-    else:
+    if np.ndim(cov) < 2:
         sigma = np.diag(np.broadcast_to(cov, (np.size(mean),)))
+    else:  # (also where cov's rank is not known when compiling: a matrix, else NumPy raises)
+        sigma = np.reshape(cov, (np.shape(cov)[0], -1))
+        sigma = np.tril(sigma) + np.transpose(np.tril(sigma, -1))
     r = np.reshape(x, (-1, np.shape(sigma)[0]))
     if not (is_constant(mean) and mean is None):
         r = r - mean
@@ -314,10 +317,11 @@ def multivariate_normal_logpdf_tangent(ans, x, mean=None, cov=1, allow_singular=
     if not is_constant(mean_dot):
         t = t + np.sum(s * mean_dot, axis=1)
     if not is_constant(cov_dot):
-        if np.ndim(cov) == 2:
-            sigma_dot = np.tril(cov_dot) + np.transpose(np.tril(cov_dot, -1))
-        else:
+        if np.ndim(cov) < 2:
             sigma_dot = np.diag(np.broadcast_to(cov_dot, np.shape(sigma)[:1]))
+        else:
+            sigma_dot = np.reshape(cov_dot, np.shape(sigma))
+            sigma_dot = np.tril(sigma_dot) + np.transpose(np.tril(sigma_dot, -1))
         t = t + 0.5 * (np.sum((s @ sigma_dot) * s, axis=1) - np.trace(np.linalg.solve(sigma, sigma_dot)))
     return np.reshape(t, np.shape(ans))
 
@@ -326,10 +330,11 @@ def multivariate_normal_logpdf_tangent(ans, x, mean=None, cov=1, allow_singular=
 def multivariate_normal_pdf_tangent(ans, x, mean=None, cov=1, allow_singular=False, x_dot=None,
                                     mean_dot=None, cov_dot=None):
     """``pdf`` times ``logpdf``'s tangent."""
-    if np.ndim(cov) == 2:
-        sigma = np.tril(cov) + np.transpose(np.tril(cov, -1))
-    else:
+    if np.ndim(cov) < 2:
         sigma = np.diag(np.broadcast_to(cov, (np.size(mean),)))
+    else:  # (also where cov's rank is not known when compiling: a matrix, else NumPy raises)
+        sigma = np.reshape(cov, (np.shape(cov)[0], -1))
+        sigma = np.tril(sigma) + np.transpose(np.tril(sigma, -1))
     r = np.reshape(x, (-1, np.shape(sigma)[0]))
     if not (is_constant(mean) and mean is None):
         r = r - mean
@@ -340,10 +345,11 @@ def multivariate_normal_pdf_tangent(ans, x, mean=None, cov=1, allow_singular=Fal
     if not is_constant(mean_dot):
         t = t + np.sum(s * mean_dot, axis=1)
     if not is_constant(cov_dot):
-        if np.ndim(cov) == 2:
-            sigma_dot = np.tril(cov_dot) + np.transpose(np.tril(cov_dot, -1))
-        else:
+        if np.ndim(cov) < 2:
             sigma_dot = np.diag(np.broadcast_to(cov_dot, np.shape(sigma)[:1]))
+        else:
+            sigma_dot = np.reshape(cov_dot, np.shape(sigma))
+            sigma_dot = np.tril(sigma_dot) + np.transpose(np.tril(sigma_dot, -1))
         t = t + 0.5 * (np.sum((s @ sigma_dot) * s, axis=1) - np.trace(np.linalg.solve(sigma, sigma_dot)))
     return ans * np.reshape(t, np.shape(ans))
 
