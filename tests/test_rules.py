@@ -570,8 +570,8 @@ if special is not None:
     for m in ("pdf", "logpdf"):
         method = getattr(stats.multivariate_normal, m)
         ROWS += [
-            Row(method, {f"stats.multivariate_normal.{m}(x, y, z)": [((5, 3), (3,), (3, 3)), ((3,), (3,), (3, 3)),
-                                                                     ((2, 4, 3), (3,), (3, 3))],
+            Row(method, {f"stats.multivariate_normal.{m}(x, y, z)": [
+                             ((5, 3), (3,), (3, 3)), ((3,), (3,), (3, 3)), ((2, 4, 3), (3,), (3, 3))],
                          f"stats.multivariate_normal.{m}(x, mean=y, cov=z, allow_singular=False)": [
                              ((1, 3), (3,), (3, 3))]},
                 prepare=(None, None, spd), float32=False),
@@ -591,7 +591,8 @@ if special is not None:
             Row(method, {f"stats.dirichlet.{m}(x, y)": [((2,), (3,)), ((3, 4), (4,)), ((1, 1), (2,))]},
                 ((0.05, 0.3), POSITIVE), float32=False),
             Row(method, {f"stats.dirichlet.{m}(np.array([0.2, 0.3, 0.5]), x)": [((3,),)],
-                         f"stats.dirichlet.{m}(np.array([[0.2, 0.6], [0.3, 0.1], [0.5, 0.3]]), x)": [((3,),)]},
+                         f"stats.dirichlet.{m}(np.array([[0.2, 0.6], [0.3, 0.1], [0.5, 0.3]]), x)":
+                             [((3,),)]},
                 POSITIVE, float32=False),
         ]
 

@@ -14,15 +14,17 @@ import srcgrad
 from srcgrad.rules import registry
 from test_rules import ROWS, special, stats
 
-NUMPY = ("log2 log10 exp2 arcsinh arccosh arctanh deg2rad rad2deg degrees radians arctan2 hypot fmax fmin sinc "
-         "logaddexp2 cbrt true_divide floor_divide mod fmod abs "
+NUMPY = ("log2 log10 exp2 arcsinh arccosh arctanh deg2rad rad2deg degrees radians arctan2 hypot fmax fmin "
+         "sinc logaddexp2 cbrt true_divide floor_divide mod fmod abs "
          "cumsum cumprod nansum nanmean nanmax nanmin amax amin average ptp sum max "
-         "flip fliplr flipud roll rot90 tile repeat pad diag diagonal trace tril triu swapaxes moveaxis atleast_1d "
-         "atleast_2d atleast_3d vstack hstack dstack column_stack split array_split hsplit vsplit take "
-         "take_along_axis where sort partition append insert delete squeeze kron cross outer inner vdot").split()
+         "flip fliplr flipud roll rot90 tile repeat pad diag diagonal trace tril triu swapaxes moveaxis "
+         "atleast_1d atleast_2d atleast_3d vstack hstack dstack column_stack split array_split hsplit vsplit "
+         "take "
+         "take_along_axis where sort partition append insert delete squeeze kron cross outer inner "
+         "vdot").split()
 LINALG = "inv solve det slogdet cholesky eigh svd qr pinv matrix_power norm".split()
-SPECIAL = ("expit logit erf erfc erfinv gammaln digamma polygamma psi multigammaln beta betaln logsumexp softmax "
-           "log_softmax xlogy i0 i1 ive jn yn").split()
+SPECIAL = ("expit logit erf erfc erfinv gammaln digamma polygamma psi multigammaln beta betaln logsumexp "
+           "softmax log_softmax xlogy i0 i1 ive jn yn").split()
 DISTRIBUTIONS = "norm t gamma beta poisson chi2 multivariate_normal dirichlet".split()
 BUILTINS = "sum max min abs pow round divmod".split()
 
@@ -51,14 +53,16 @@ def named() -> dict:
         from scipy import signal
         out.update({"signal.convolve": signal.convolve, "signal.correlate": signal.correlate})
         for d in DISTRIBUTIONS:
-            for m in ("pmf", "logpmf", "cdf", "logcdf") if d == "poisson" else ("pdf", "logpdf", "cdf", "logcdf"):
+            methods = ("pmf", "logpmf") if d == "poisson" else ("pdf", "logpdf")
+            for m in methods + ("cdf", "logcdf"):
                 if f"stats.{d}.{m}" not in ABSENT:
                     out[f"stats.{d}.{m}"] = getattr(getattr(stats, d), m)
     return out
 
 
 def status(obj) -> str:
-    """``row`` (a rule with a row), ``zero`` (zero derivative), ``refused`` or ``missing`` (a rule, no row)."""
+    """``row`` (a rule with a row), ``zero`` (zero derivative), ``refused``, or ``missing`` (a rule
+    without a row)."""
     tested = {registry.lookup(row.primitive).adjoint for row in ROWS}
     tested.add(registry.lookup(srcgrad.runtime.index_concat).adjoint)  # tests/test_trust_rules.py
     rule = registry.lookup(obj)

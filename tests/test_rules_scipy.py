@@ -258,7 +258,8 @@ def test_multivariate_distributions_in_loops_and_helpers(f, args, optimize):
 def test_gaussian_log_density_gradient_in_the_mean_is_the_whitened_residual():
     """Exact values: d/dmean log N(x; mean, S) = S^-1 (x - mean)."""
     def f(mean):
-        return stats.multivariate_normal.logpdf(np.array([1.0, 2.0]), mean, np.array([[2.0, 0.5], [0.5, 1.0]]))
+        return stats.multivariate_normal.logpdf(np.array([1.0, 2.0]), mean,
+                                                np.array([[2.0, 0.5], [0.5, 1.0]]))
 
     mean = np.array([0.5, -1.0])
     np.testing.assert_allclose(srcgrad.grad(f)(mean),

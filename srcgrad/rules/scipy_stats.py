@@ -402,7 +402,8 @@ def dirichlet_logpdf_tangent(ans, x, alpha, x_dot=None, alpha_dot=None):
     t = np.zeros(np.shape(points)[1:])
     if not is_constant(x_dot):
         full_dot = np.concatenate([x_dot, -np.sum(x_dot, axis=0, keepdims=True)[:np.size(alpha) - given]])
-        t = t + np.sum(np.reshape(alpha - 1, (-1, 1)) * np.reshape(full_dot, np.shape(points)) / points, axis=0)
+        t = t + np.sum(np.reshape(alpha - 1, (-1, 1)) * np.reshape(full_dot, np.shape(points)) / points,
+                       axis=0)
     if not is_constant(alpha_dot):
         score = np.log(points) + np.reshape(special.digamma(np.sum(alpha)) - special.digamma(alpha), (-1, 1))
         t = t + alpha_dot @ score
@@ -418,7 +419,8 @@ def dirichlet_pdf_tangent(ans, x, alpha, x_dot=None, alpha_dot=None):
     t = np.zeros(np.shape(points)[1:])
     if not is_constant(x_dot):
         full_dot = np.concatenate([x_dot, -np.sum(x_dot, axis=0, keepdims=True)[:np.size(alpha) - given]])
-        t = t + np.sum(np.reshape(alpha - 1, (-1, 1)) * np.reshape(full_dot, np.shape(points)) / points, axis=0)
+        t = t + np.sum(np.reshape(alpha - 1, (-1, 1)) * np.reshape(full_dot, np.shape(points)) / points,
+                       axis=0)
     if not is_constant(alpha_dot):
         score = np.log(points) + np.reshape(special.digamma(np.sum(alpha)) - special.digamma(alpha), (-1, 1))
         t = t + alpha_dot @ score
