@@ -64,7 +64,8 @@ class Row:
             shapes per try).  Each expression applies ``primitive`` once to the
             inputs and constants, so the rule alone accounts for its Jacobian.
         domain: ``(low, high)`` for every input, or one pair per input.
-        prepare: applied to each input drawn (``spd``: a positive definite matrix).
+        prepare: applied to each input drawn (``spd``: a positive definite matrix), or a
+            tuple of one per input (None: as drawn).
         float32: whether float32 inputs give float32 adjoints (False where the primitive
             itself computes in float64, as SciPy's distributions do: the gradient is still
             float32, cast back at the end).
@@ -238,8 +239,12 @@ ROWS = [
         ("sin", REAL), ("cos", REAL), ("tan", (-1.2, 1.2)), ("asin", UNIT), ("acos", UNIT), ("atan", REAL),
         ("sinh", REAL), ("cosh", REAL), ("tanh", REAL), ("exp", REAL), ("expm1", REAL), ("log", POSITIVE),
         ("log1p", (-0.5, 2.0)), ("log2", POSITIVE), ("log10", POSITIVE), ("sqrt", POSITIVE), ("fabs", REAL),
-        ("erf", REAL), ("erfc", REAL), ("lgamma", (0.2, 4.0)), ("gamma", (0.2, 4.0)))],
+        ("erf", REAL), ("erfc", REAL), ("lgamma", (0.2, 4.0)), ("gamma", (0.2, 4.0)), ("asinh", REAL),
+        ("acosh", (1.2, 3.0)), ("atanh", UNIT), ("exp2", REAL), ("cbrt", POSITIVE), ("degrees", REAL),
+        ("radians", REAL))],
     Row(math.lgamma, {"math.lgamma(x)": [((),)]}, (-2.9, -2.1)),
+    Row(math.log, {"math.log(x, y)": [((), ())], "math.log(x, 2.0)": [((),)]}, (POSITIVE, (1.5, 4.0))),
+    Row(math.log, {"math.log(3.0, x)": [((),)], "math.log(0.5, x)": [((),)]}, (1.5, 4.0)),
     Row(math.atan2, {"math.atan2(x, y)": [((), ())]}, (REAL, POSITIVE)),
     Row(math.hypot, {"math.hypot(x, y)": [((), ())]}),
     Row(math.pow, {"math.pow(x, y)": [((), ())], "math.pow(x, 3)": [((),)], "math.pow(x, 0.5)": [((),)]},
@@ -560,6 +565,36 @@ if special is not None:
                                              f"stats.poisson.{m}(np.arange(4), x)": [((4,),), ((3, 1),)],
                                              f"stats.poisson.{m}(4, x, 1)": UNARY}, POSITIVE, float32=False)
              for m in ("pmf", "logpmf", "cdf", "logcdf")]
+    # multivariate_normal: points along x's last axis; cov a matrix (its lower triangle read), a
+    # diagonal or a number; mean None, a vector or (one dimension) a number.
+    for m in ("pdf", "logpdf"):
+        method = getattr(stats.multivariate_normal, m)
+        ROWS += [
+            Row(method, {f"stats.multivariate_normal.{m}(x, y, z)": [
+                             ((5, 3), (3,), (3, 3)), ((3,), (3,), (3, 3)), ((2, 4, 3), (3,), (3, 3))],
+                         f"stats.multivariate_normal.{m}(x, mean=y, cov=z, allow_singular=False)": [
+                             ((1, 3), (3,), (3, 3))]},
+                prepare=(None, None, spd), float32=False),
+            Row(method, {f"stats.multivariate_normal.{m}(x, cov=y)": [((4, 2), (2, 2))]},
+                prepare=(None, spd), float32=False),
+            Row(method, {f"stats.multivariate_normal.{m}(x, y, z)": [((4, 3), (3,), (3,)), ((4, 3), (3,), ()),
+                                                                     ((4,), (), ()), ((), (), ())],
+                         f"stats.multivariate_normal.{m}(x, 0.5, y)": [((4,), ())],
+                         f"stats.multivariate_normal.{m}(x)": [((5,),), ((),)]},
+                (REAL, REAL, POSITIVE), float32=False),
+        ]
+        # dirichlet: components along x's first axis, the last one left out (it is one minus the
+        # others: x free to vary); given all of them, x must stay on the simplex
+        # (test_rules_scipy.py differentiates it through a softmax).
+        method = getattr(stats.dirichlet, m)
+        ROWS += [
+            Row(method, {f"stats.dirichlet.{m}(x, y)": [((2,), (3,)), ((3, 4), (4,)), ((1, 1), (2,))]},
+                ((0.05, 0.3), POSITIVE), float32=False),
+            Row(method, {f"stats.dirichlet.{m}(np.array([0.2, 0.3, 0.5]), x)": [((3,),)],
+                         f"stats.dirichlet.{m}(np.array([[0.2, 0.6], [0.3, 0.1], [0.5, 0.3]]), x)":
+                             [((3,),)]},
+                POSITIVE, float32=False),
+        ]
 
 @dataclasses.dataclass(frozen=True)
 class Case:
@@ -584,10 +619,11 @@ class Case:
         rng = np.random.default_rng(zlib.crc32(self.id.encode()))
         domains = self.domain if isinstance(self.domain[0], tuple) else (self.domain,) * len(self.shapes)
         out = []
-        for shape, (low, high) in zip(self.shapes, domains):
+        prepares = self.prepare if isinstance(self.prepare, tuple) else (self.prepare,) * len(self.shapes)
+        for shape, (low, high), prepare in zip(self.shapes, domains, prepares):
             value = rng.uniform(low, high, shape).astype(dtype)
-            if self.prepare is not None:
-                value = self.prepare(value)
+            if prepare is not None:
+                value = prepare(value)
             out.append(scalar(value) if shape == () else value)
         return out
 

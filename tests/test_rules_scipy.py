@@ -6,6 +6,8 @@ finite differences, float32) and ``test_forward_rules.py`` (tangents).  Skipped 
 SciPy, an optional dependency (``test_imports.py`` checks srcgrad works without it)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from conftest import numerical_grad
@@ -303,3 +305,76 @@ def test_a_density_is_flat_where_it_is_zero(density, shapes):
         grads = srcgrad.grad(f, wrt=tuple(range(1 + len(shapes))))(x, *shapes)
     for i, g in enumerate(grads):
         np.testing.assert_allclose(g, numerical_grad(f, (x, *shapes), i, eps=1e-7), rtol=1e-5, atol=1e-7)
+def _gaussian_fit(x, mean, scale):
+    total = 0.0
+    for i in range(2):
+        cov = scale @ scale.T + (i + 1.0) * np.eye(3)
+        total = total + np.sum(stats.multivariate_normal.logpdf(x, mean, cov))
+    return total + np.sum(stats.multivariate_normal.pdf(x[:, :2], cov=np.diag(mean[:2] ** 2 + 1.0)))
+
+
+def _dirichlet_of_softmax(z, alpha):
+    """All K components given, kept on the simplex by the softmax: only directions along it vary."""
+    return np.sum(stats.dirichlet.logpdf(special.softmax(z, axis=0), alpha)) + stats.dirichlet.pdf(
+        special.softmax(z[:, 0]), alpha + 1.0)
+
+
+@OPTIMIZE
+@pytest.mark.parametrize("f, args", [
+    (_gaussian_fit, (rng.standard_normal((4, 3)), rng.standard_normal(3), rng.standard_normal((3, 3)))),
+    (_dirichlet_of_softmax, (rng.standard_normal((3, 2)), rng.uniform(0.5, 2.0, 3)))],
+    ids=["multivariate_normal", "dirichlet"])
+def test_multivariate_distributions_in_loops_and_helpers(f, args, optimize):
+    grads = srcgrad.grad(f, wrt=(0, 1, 2)[:len(args)], optimize=optimize)(*args)
+    for i, g in enumerate(grads):
+        np.testing.assert_allclose(g, numerical_grad(f, args, i), rtol=1e-6, atol=1e-7)
+    v = np.random.default_rng(1).standard_normal(args[0].shape)
+    g0 = srcgrad.grad(f, wrt=0)
+    eps = 1e-5
+    expected = (g0(args[0] + eps * v, *args[1:]) - g0(args[0] - eps * v, *args[1:])) / (2 * eps)
+    np.testing.assert_allclose(srcgrad.hvp(f, wrt=0)(*args, v), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_gaussian_log_density_gradient_in_the_mean_is_the_whitened_residual():
+    """Exact values: d/dmean log N(x; mean, S) = S^-1 (x - mean)."""
+    def f(mean):
+        return stats.multivariate_normal.logpdf(np.array([1.0, 2.0]), mean,
+                                                np.array([[2.0, 0.5], [0.5, 1.0]]))
+
+    mean = np.array([0.5, -1.0])
+    np.testing.assert_allclose(srcgrad.grad(f)(mean),
+                               np.linalg.solve([[2.0, 0.5], [0.5, 1.0]], [0.5, 3.0]), rtol=1e-14)
+
+
+def test_multivariate_normal_cdf_and_allow_singular_are_refused():
+    def cdf(x):
+        return stats.multivariate_normal.cdf(x, np.zeros(2), np.eye(2))
+
+    def logcdf(x):
+        return stats.multivariate_normal.logcdf(x, cov=np.eye(2))
+
+    def singular(x):
+        return stats.multivariate_normal.logpdf(x, np.zeros(2), np.eye(2), allow_singular=True)
+
+    for f in (cdf, logcdf):
+        with pytest.raises(srcgrad.NoDerivativeRuleError, match="no closed form") as info:
+            srcgrad.grad(f)(np.ones(2))
+        assert "test_rules_scipy.py" in str(info.value)
+    with pytest.raises(srcgrad.NoDerivativeRuleError, match="allow_singular=False"):
+        srcgrad.grad(singular)(np.ones(2))
+
+    def constant_cdf(x):  # not given a value being differentiated: computed, no refusal
+        return x[0] * stats.multivariate_normal.cdf(np.ones(2), np.zeros(2), np.eye(2))
+
+    np.testing.assert_allclose(srcgrad.grad(constant_cdf)(np.ones(2))[0],
+                               stats.multivariate_normal.cdf(np.ones(2), np.zeros(2), np.eye(2)), rtol=1e-3)
+
+
+def test_math_log_with_a_base():
+    def f(x, b):
+        return math.log(x, b) + math.log(x, 10)
+
+    x, b = 3.0, 2.5
+    gx, gb = srcgrad.grad(f, wrt=(0, 1))(x, b)
+    assert gx == pytest.approx(1 / (x * math.log(b)) + 1 / (x * math.log(10)), rel=1e-14)
+    assert gb == pytest.approx(-math.log(x) / (b * math.log(b) ** 2), rel=1e-14)

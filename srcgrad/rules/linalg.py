@@ -118,7 +118,8 @@ def trace(ans_bar, ans, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     return trace_adjoint(ans_bar, a, offset, axis1, axis2)
 
 
-@defadjoint(np.diag, diff=("v",), tangent="linear")
+@defadjoint(np.diag, diff=("v",), tangent="linear",
+            ndim=lambda ndims, statics: {1: 2, 2: 1}.get(ndims.get("v")))
 def diag(ans_bar, ans, v, k=0):
     """A vector's matrix: its diagonal read back; a matrix's diagonal: scattered onto it."""
     return diag_adjoint(ans_bar, v, k)

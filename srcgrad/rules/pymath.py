@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from ..runtime import digamma, is_constant
-from .registry import defadjoint
+from .registry import defadjoint, nondifferentiable
 
 
 def _scalar(ndims, statics):
@@ -89,10 +89,12 @@ def expm1(ans_bar, ans, x):
     return ans_bar * (ans + 1)
 
 
-@defadjoint(math.log, **_FLOAT)
-def log(ans_bar, ans, x):
-    """One argument only (``math.log(x, base)`` is refused: write ``math.log(x) / math.log(b)``)."""
-    return ans_bar / x
+@defadjoint(math.log, diff=("x", "base"), **_FLOAT)
+def log(ans_bar, ans, x, base=None):
+    """``log(x) / log(base)``: ``x`` gets ``1 / (x log base)``, ``base`` ``-ans / (base log base)``."""
+    if is_constant(base) and base is None:
+        return ans_bar / x, None
+    return ans_bar / (x * math.log(base)), -ans_bar * ans / (base * math.log(base))
 
 
 @defadjoint(math.log1p, **_FLOAT)
@@ -158,3 +160,44 @@ def lgamma(ans_bar, ans, x):
 def gamma(ans_bar, ans, x):
     """``Gamma'(x) = Gamma(x) psi(x)`` (A&S 6.3.1)."""
     return ans_bar * ans * digamma(x)
+
+
+@defadjoint(math.asinh, **_FLOAT)
+def asinh(ans_bar, ans, x):
+    return ans_bar / math.sqrt(x * x + 1)
+
+
+@defadjoint(math.acosh, **_FLOAT)
+def acosh(ans_bar, ans, x):
+    return ans_bar / math.sqrt(x * x - 1)
+
+
+@defadjoint(math.atanh, **_FLOAT)
+def atanh(ans_bar, ans, x):
+    return ans_bar / (1 - x * x)
+
+
+@defadjoint(math.exp2, **_FLOAT)
+def exp2(ans_bar, ans, x):
+    return ans_bar * ans * 0.6931471805599453  # log(2)
+
+
+@defadjoint(math.cbrt, **_FLOAT)
+def cbrt(ans_bar, ans, x):
+    """``inf`` at 0 (``np.divide``), as ``np.cbrt``'s."""
+    return np.divide(ans_bar, 3 * ans * ans)
+
+
+@defadjoint(math.degrees, **_FLOAT)
+def degrees(ans_bar, ans, x):
+    return ans_bar * 57.29577951308232  # 180 / pi
+
+
+@defadjoint(math.radians, **_FLOAT)
+def radians(ans_bar, ans, x):
+    return ans_bar * 0.017453292519943295  # pi / 180
+
+
+# Integer-valued (or boolean) on floats: piecewise constant, derivative 0 wherever defined.
+nondifferentiable(math.floor, math.ceil, math.trunc, math.isnan, math.isinf, math.isfinite, math.isclose,
+                  math.factorial, math.comb, math.perm, math.gcd, math.lcm, math.isqrt)

@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import special, stats
 
-from ..runtime import unbroadcast
-from .registry import defadjoint
+from ..runtime import is_constant, unbroadcast
+from .registry import defadjoint, deftangent, underived
 
 _LOCATION_SCALE = ("x", "loc", "scale")
 
@@ -227,3 +227,204 @@ def poisson_cdf(ans_bar, ans, k, mu, loc=0):
 @defadjoint(methods=_method(stats.poisson, "logcdf"), diff=("mu",), elementwise=True)
 def poisson_logcdf(ans_bar, ans, k, mu, loc=0):
     return unbroadcast(-ans_bar * np.exp(stats.poisson.logpmf(np.floor(k - loc), mu) - ans), mu)
+
+
+# ---- multivariate_normal: log N(x; m, S) = -(d log 2 pi + log|S| + r^T S^-1 r) / 2, r = x - m ----
+# SciPy reads ``x`` as points along its last axis, ``cov`` as a matrix (its lower triangle:
+# ``scipy.linalg.eigh(cov, lower=True)``), a vector (the diagonal) or a number (times I).  With
+# s = S^-1 r: x gets -s, mean s, S -(S^-1 - s s^T) / 2 (The Matrix Cookbook, 2012, eqs. 57
+# and 61), which the triangle SciPy reads collects as tril(G) + tril(G^T, -1).
+
+
+def _singular_refuse(statics):
+    if statics.get("allow_singular", False) is not False:
+        return ("srcgrad differentiates `multivariate_normal` with `allow_singular=False` only (a "
+                "singular covariance's pseudo-inverse and pseudo-determinant jump where its rank changes)",
+                "keep the covariance positive definite (`cov + 1e-9 * np.eye(d)`) and leave "
+                "`allow_singular` out")
+    return None
+
+
+def _gaussian(cls_method):
+    return {"methods": _method(stats.multivariate_normal, cls_method), "diff": ("x", "mean", "cov"),
+            "refuse": _singular_refuse, "ndim": _squeezed}
+
+
+def _squeezed(ndims, statics):
+    return None  # SciPy squeezes every axis of length 1 out of the output: known when it runs
+
+
+@defadjoint(**_gaussian("logpdf"))
+def multivariate_normal_logpdf(ans_bar, ans, x, mean=None, cov=1, allow_singular=False):
+    """``x``: points along the last axis (SciPy's reading); ``mean`` ``(d,)`` or None; ``cov``
+    ``(d, d)``, ``(d,)`` (a diagonal) or a number.  Float64 adjoints (SciPy's precision)."""
+    if np.ndim(cov) < 2:
+        sigma = np.diag(np.broadcast_to(cov, (np.size(mean),)))
+    else:  # (also where cov's rank is not known when compiling: a matrix, else NumPy raises)
+        sigma = np.reshape(cov, (np.shape(cov)[0], -1))
+        sigma = np.tril(sigma) + np.transpose(np.tril(sigma, -1))
+    r = np.reshape(x, (-1, np.shape(sigma)[0]))
+    if not (is_constant(mean) and mean is None):
+        r = r - mean
+    g = np.reshape(ans_bar, (-1, 1))
+    s = np.transpose(np.linalg.solve(sigma, np.transpose(r)))
+    spread = 0.5 * (np.transpose(s) @ (g * s) - np.sum(g) * np.linalg.inv(sigma))
+    if np.ndim(cov) < 2:
+        cov_bar = unbroadcast(np.diagonal(spread), cov)
+    else:
+        cov_bar = np.tril(spread) + np.tril(np.transpose(spread), -1)
+    if is_constant(mean) and mean is None:
+        return np.reshape(-g * s, np.shape(x)), None, cov_bar
+    return np.reshape(-g * s, np.shape(x)), unbroadcast(np.sum(g * s, axis=0), mean), cov_bar
+
+
+@defadjoint(**_gaussian("pdf"))
+def multivariate_normal_pdf(ans_bar, ans, x, mean=None, cov=1, allow_singular=False):
+    """``logpdf``'s adjoints, given ``ans_bar * pdf``."""
+    if np.ndim(cov) < 2:
+        sigma = np.diag(np.broadcast_to(cov, (np.size(mean),)))
+    else:  # (also where cov's rank is not known when compiling: a matrix, else NumPy raises)
+        sigma = np.reshape(cov, (np.shape(cov)[0], -1))
+        sigma = np.tril(sigma) + np.transpose(np.tril(sigma, -1))
+    r = np.reshape(x, (-1, np.shape(sigma)[0]))
+    if not (is_constant(mean) and mean is None):
+        r = r - mean
+    g = np.reshape(ans_bar * ans, (-1, 1))
+    s = np.transpose(np.linalg.solve(sigma, np.transpose(r)))
+    spread = 0.5 * (np.transpose(s) @ (g * s) - np.sum(g) * np.linalg.inv(sigma))
+    if np.ndim(cov) < 2:
+        cov_bar = unbroadcast(np.diagonal(spread), cov)
+    else:
+        cov_bar = np.tril(spread) + np.tril(np.transpose(spread), -1)
+    if is_constant(mean) and mean is None:
+        return np.reshape(-g * s, np.shape(x)), None, cov_bar
+    return np.reshape(-g * s, np.shape(x)), unbroadcast(np.sum(g * s, axis=0), mean), cov_bar
+
+
+@deftangent(stats.multivariate_normal.logpdf)
+def multivariate_normal_logpdf_tangent(ans, x, mean=None, cov=1, allow_singular=False, x_dot=None,
+                                       mean_dot=None, cov_dot=None):
+    """``-s.x_dot + s.mean_dot + (s^T S_dot s - tr(S^-1 S_dot)) / 2`` per point, ``s = S^-1 r``."""
+    if np.ndim(cov) < 2:
+        sigma = np.diag(np.broadcast_to(cov, (np.size(mean),)))
+    else:  # (also where cov's rank is not known when compiling: a matrix, else NumPy raises)
+        sigma = np.reshape(cov, (np.shape(cov)[0], -1))
+        sigma = np.tril(sigma) + np.transpose(np.tril(sigma, -1))
+    r = np.reshape(x, (-1, np.shape(sigma)[0]))
+    if not (is_constant(mean) and mean is None):
+        r = r - mean
+    s = np.transpose(np.linalg.solve(sigma, np.transpose(r)))
+    t = np.zeros(np.shape(s)[:1])
+    if not is_constant(x_dot):
+        t = t - np.sum(s * np.reshape(x_dot, np.shape(s)), axis=1)
+    if not is_constant(mean_dot):
+        t = t + np.sum(s * mean_dot, axis=1)
+    if not is_constant(cov_dot):
+        if np.ndim(cov) < 2:
+            sigma_dot = np.diag(np.broadcast_to(cov_dot, np.shape(sigma)[:1]))
+        else:
+            sigma_dot = np.reshape(cov_dot, np.shape(sigma))
+            sigma_dot = np.tril(sigma_dot) + np.transpose(np.tril(sigma_dot, -1))
+        t = t + 0.5 * (np.sum((s @ sigma_dot) * s, axis=1) - np.trace(np.linalg.solve(sigma, sigma_dot)))
+    return np.reshape(t, np.shape(ans))
+
+
+@deftangent(stats.multivariate_normal.pdf)
+def multivariate_normal_pdf_tangent(ans, x, mean=None, cov=1, allow_singular=False, x_dot=None,
+                                    mean_dot=None, cov_dot=None):
+    """``pdf`` times ``logpdf``'s tangent."""
+    if np.ndim(cov) < 2:
+        sigma = np.diag(np.broadcast_to(cov, (np.size(mean),)))
+    else:  # (also where cov's rank is not known when compiling: a matrix, else NumPy raises)
+        sigma = np.reshape(cov, (np.shape(cov)[0], -1))
+        sigma = np.tril(sigma) + np.transpose(np.tril(sigma, -1))
+    r = np.reshape(x, (-1, np.shape(sigma)[0]))
+    if not (is_constant(mean) and mean is None):
+        r = r - mean
+    s = np.transpose(np.linalg.solve(sigma, np.transpose(r)))
+    t = np.zeros(np.shape(s)[:1])
+    if not is_constant(x_dot):
+        t = t - np.sum(s * np.reshape(x_dot, np.shape(s)), axis=1)
+    if not is_constant(mean_dot):
+        t = t + np.sum(s * mean_dot, axis=1)
+    if not is_constant(cov_dot):
+        if np.ndim(cov) < 2:
+            sigma_dot = np.diag(np.broadcast_to(cov_dot, np.shape(sigma)[:1]))
+        else:
+            sigma_dot = np.reshape(cov_dot, np.shape(sigma))
+            sigma_dot = np.tril(sigma_dot) + np.transpose(np.tril(sigma_dot, -1))
+        t = t + 0.5 * (np.sum((s @ sigma_dot) * s, axis=1) - np.trace(np.linalg.solve(sigma, sigma_dot)))
+    return ans * np.reshape(t, np.shape(ans))
+
+
+underived(methods=_method(stats.multivariate_normal, "cdf") + _method(stats.multivariate_normal, "logcdf"),
+          why="srcgrad does not differentiate `multivariate_normal.cdf`/`logcdf`: SciPy integrates "
+              "the density numerically (Genz's algorithm, random to `abseps`), and its derivative "
+              "has no closed form",
+          advice="for one dimension use `stats.norm.cdf`; else differentiate a Monte Carlo "
+                 "estimate written with `np.random.normal` (reparameterised, see docs/rules.md)")
+
+
+# ---- dirichlet(alpha): log f = sum((alpha - 1) log x) - sum(gammaln(alpha)) + gammaln(sum(alpha)) ----
+# SciPy reads the components along ``x``'s first axis, all K of them on the simplex or the first
+# K - 1 (the last is one minus their sum).  d/d alpha_i = log x_i - psi(alpha_i) + psi(sum alpha)
+# (psi = gammaln', DLMF 5.2.2); d/d x_i = (alpha_i - 1) / x_i, less the last component's where
+# it is computed.  Given all K, SciPy refuses a point off the simplex: the partials are the
+# density formula's (as JAX's), right along every direction that stays on it.
+
+
+@defadjoint(methods=_method(stats.dirichlet, "logpdf"), diff=("x", "alpha"), ndim=_squeezed)
+def dirichlet_logpdf(ans_bar, ans, x, alpha):
+    """``x``: ``(K,)``, ``(K, n)``, or ``(K - 1,)``, ``(K - 1, n)``; ``alpha``: ``(K,)``."""
+    given = np.shape(x)[0]
+    full = np.concatenate([x, (1 - np.sum(x, axis=0, keepdims=True))[:np.size(alpha) - given]])
+    points = np.reshape(full, (np.size(alpha), -1))
+    g = np.reshape(ans_bar, (-1,))
+    full_bar = np.reshape(np.reshape(alpha - 1, (-1, 1)) / points * g, np.shape(full))
+    x_bar = full_bar[:given] - np.sum(full_bar[given:], axis=0, keepdims=True)
+    return x_bar, np.log(points) @ g + np.sum(g) * (special.digamma(np.sum(alpha)) - special.digamma(alpha))
+
+
+@defadjoint(methods=_method(stats.dirichlet, "pdf"), diff=("x", "alpha"), ndim=_squeezed)
+def dirichlet_pdf(ans_bar, ans, x, alpha):
+    """``logpdf``'s adjoints, given ``ans_bar * pdf``."""
+    given = np.shape(x)[0]
+    full = np.concatenate([x, (1 - np.sum(x, axis=0, keepdims=True))[:np.size(alpha) - given]])
+    points = np.reshape(full, (np.size(alpha), -1))
+    g = np.reshape(ans_bar * ans, (-1,))
+    full_bar = np.reshape(np.reshape(alpha - 1, (-1, 1)) / points * g, np.shape(full))
+    x_bar = full_bar[:given] - np.sum(full_bar[given:], axis=0, keepdims=True)
+    return x_bar, np.log(points) @ g + np.sum(g) * (special.digamma(np.sum(alpha)) - special.digamma(alpha))
+
+
+@deftangent(stats.dirichlet.logpdf)
+def dirichlet_logpdf_tangent(ans, x, alpha, x_dot=None, alpha_dot=None):
+    given = np.shape(x)[0]
+    full = np.concatenate([x, (1 - np.sum(x, axis=0, keepdims=True))[:np.size(alpha) - given]])
+    points = np.reshape(full, (np.size(alpha), -1))
+    t = np.zeros(np.shape(points)[1:])
+    if not is_constant(x_dot):
+        full_dot = np.concatenate([x_dot, -np.sum(x_dot, axis=0, keepdims=True)[:np.size(alpha) - given]])
+        t = t + np.sum(np.reshape(alpha - 1, (-1, 1)) * np.reshape(full_dot, np.shape(points)) / points,
+                       axis=0)
+    if not is_constant(alpha_dot):
+        score = np.log(points) + np.reshape(special.digamma(np.sum(alpha)) - special.digamma(alpha), (-1, 1))
+        t = t + alpha_dot @ score
+    return np.reshape(t, np.shape(ans))
+
+
+@deftangent(stats.dirichlet.pdf)
+def dirichlet_pdf_tangent(ans, x, alpha, x_dot=None, alpha_dot=None):
+    """``pdf`` times ``logpdf``'s tangent."""
+    given = np.shape(x)[0]
+    full = np.concatenate([x, (1 - np.sum(x, axis=0, keepdims=True))[:np.size(alpha) - given]])
+    points = np.reshape(full, (np.size(alpha), -1))
+    t = np.zeros(np.shape(points)[1:])
+    if not is_constant(x_dot):
+        full_dot = np.concatenate([x_dot, -np.sum(x_dot, axis=0, keepdims=True)[:np.size(alpha) - given]])
+        t = t + np.sum(np.reshape(alpha - 1, (-1, 1)) * np.reshape(full_dot, np.shape(points)) / points,
+                       axis=0)
+    if not is_constant(alpha_dot):
+        score = np.log(points) + np.reshape(special.digamma(np.sum(alpha)) - special.digamma(alpha), (-1, 1))
+        t = t + alpha_dot @ score
+    return ans * np.reshape(t, np.shape(ans))

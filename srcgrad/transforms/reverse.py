@@ -910,6 +910,8 @@ class _Reverse:
         if kind == "nondiff" and rule is not None and not rule.zero_derivative \
                 and rule.name not in _CONTAINERS:
             varied = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
+            if varied and rule.refuse is not None:  # no derivative, for a reason it gives
+                raise errors.at(stmt.value, *rule.refuse({}), kind=errors.NoDerivativeRuleError)
             if varied:
                 given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
                 random = " (a random draw: srcgrad differentiates `normal`, `uniform` and " \
@@ -1421,7 +1423,8 @@ def _written_arguments(call, fn=None, rule=None) -> list:
     if call.args and (_writes_into_first(fn) or rule is not None and rule.name in _WRITING_RULES
                       or method in _ARGUMENT_WRITERS and (fn is None or _writes_into_first(fn))):
         written.append(call.args[0])
-    ufunc = fn if isinstance(fn, np.ufunc) else getattr(np, method, None) if method else None
+    # (by name only where the callee is not resolved: `math.log(x, 2.0)` is not `np.log`'s `out`)
+    ufunc = fn if isinstance(fn, np.ufunc) else getattr(np, method, None) if method and fn is None else None
     if isinstance(ufunc, np.ufunc) and len(call.args) > ufunc.nin:
         written += call.args[ufunc.nin:]  # np.negative(a, a)
     return written
