@@ -147,12 +147,41 @@ class GradientFunction:
                                "wrt=<index or name> or a tuple of them")
 
     # ---- calling ----------------------------------------------------------
-    def _arguments(self, args, kwargs):
+    def _arguments(self, args, kwargs, then: str = "", taken=None, caller: str = ""):
+        """Every parameter's value in order, from a call's arguments.  ``then``: what the
+        caller takes after them (``"the tangent of w"``), ``taken``: the last argument it
+        took for that, for the message when the arguments come one short; ``caller``:
+        the function called, for messages (``"hvp(loss)"``; default: this one).
+
+        Raises:
+            TypeError: the arguments do not fit ``fn``'s parameters (naming ``fn``).
+        """
         if not kwargs and not self._variadic and len(args) == len(self._params):
             return args
-        bound = self._signature.bind(*args, **kwargs)
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as error:
+            name, params = self.fn.__name__, ", ".join(self._params)
+            caller = caller or f"the {self.options.mode} of {name}"
+            if then:
+                try:
+                    self._signature.bind(*args, taken, **kwargs)
+                except TypeError:
+                    pass
+                else:  # the last argument passed was one of f's: what comes after is missing
+                    raise TypeError(f"{then} is missing: {caller} takes {name}'s arguments ({params}), "
+                                    f"then {then}") from None
+            raise TypeError(f"{name}() {error} ({caller} takes {name}'s "
+                            f"arguments ({params}){', then ' + then if then else ''})") from None
         bound.apply_defaults()
         return tuple(bound.arguments[p] for p in self._params)
+
+    def _after(self, what: str) -> str:
+        """``"the tangent of w"``, ``"the tangents of (w, b) as a tuple"``: what forward
+        mode and hvp take after ``fn``'s arguments."""
+        if self._as_tuple:
+            return f"the {what}s of ({', '.join(self.options.wrt)}) as a tuple"
+        return f"the {what} of {self.options.wrt[0]}"
 
     def compiled(self, args) -> Compiled:
         """The compiled program for these (positional) arguments, from the cache if there."""
@@ -251,6 +280,10 @@ class GradientFunction:
                 raise  # the outermost call shows it
             # Located at the user's line, without srcgrad's frames (SRCGRAD_TRACEBACK=1 keeps them).
             raise errors.shown_to_user(error, _origin_of(self.fn)) from None
+        except Exception as error:
+            if not self._internal:  # (NumPy's error for a wrong shape: which line of the user's it was)
+                errors.note_user_lines(error)
+            raise
 
     def _jvp_call(self, args, kwargs):
         """``(*primals, tangents)`` -> ``(value, tangent)``: forward mode's call."""
@@ -259,7 +292,7 @@ class GradientFunction:
             raise TypeError(f"the jvp of {name} takes {name}'s arguments, then the tangents of the "
                             "wrt ones (a tuple when wrt is a tuple)")
         *primals, tangents = args
-        args = self._arguments(tuple(primals), kwargs)
+        args = self._arguments(tuple(primals), kwargs, self._after("tangent"), tangents)
         if self._as_tuple:
             if not isinstance(tangents, (tuple, list)) or len(tangents) != len(self._entries):
                 raise TypeError(f"the jvp of {name} with respect to {self.options.wrt} takes a tuple of "
@@ -396,6 +429,9 @@ class GradientFunction:
                 return self._finalize(pullback(_zeros_for_none(ans_bar, value)), args)
             except errors.UserCodeError as error:
                 raise errors.shown_to_user(error, _origin_of(self.fn)) from None
+            except Exception as error:
+                errors.note_user_lines(error)
+                raise
         return checked_pullback
 
     def _finalize(self, grads, args):

@@ -113,7 +113,6 @@ class GradientCheckWarning(UserWarning):
 # ---- errors as the user sees them -------------------------------------------------
 
 _GENERATED: dict[str, str] = {}  # generated code's file name -> the user's file it was compiled from
-_GROUP_COMMENT = re.compile(r"^\s*# (\S+):(\d+)  ")
 
 
 def register_generated(filename: str, user_file: str) -> None:
@@ -141,25 +140,73 @@ def is_library_file(filename: str) -> bool:
     return os.path.abspath(filename).startswith(_library_roots())
 
 
+def group_comment(filename: str, line: int):
+    """``(file, line, source)`` from the ``# file:line  source`` comment heading the
+    group of generated code ``filename`` that holds ``line`` (``file``: the base name
+    the comment gives); ``(None, 0, "")`` if none."""
+    for text in reversed(linecache.getlines(filename)[:line]):
+        comment = text.strip()
+        head = comment[2:].split("  ", 1) if comment.startswith("# ") else []
+        where, _, number = head[0].rpartition(":") if head else ("", "", "")
+        if len(head) == 2 and number.isdigit() and where:
+            return where, int(number), head[1]
+    return None, 0, ""
+
+
+def _user_origin(filename: str, line: int):
+    """The user's line (an ``Origin``) that line ``line`` of the generated code
+    ``filename`` came from, following forward-over-reverse code (whose comments name
+    the gradient code's lines) up to the user's; None where no comment says."""
+    for _ in range(3):
+        user_file = _GENERATED.get(filename)
+        where, number, text = group_comment(filename, line)
+        if user_file is None or where is None:
+            return None
+        generated = next((g for g in _GENERATED if g.rsplit("/", 1)[-1] == where and g.startswith("<")), None)
+        if generated is None:
+            # The user's file, or (an inlined helper from another module) only its base name.
+            path = user_file if os.path.basename(user_file) == where else where
+            full = linecache.getline(path, number).rstrip("\n") or text
+            return anno.Origin(path, number, len(full) - len(full.lstrip()), full)
+        filename, line = generated, number
+    return None
+
+
 def user_lines(tb) -> list:
     """The user's lines a traceback passed through, outermost first: for each frame of
     generated code, the user statement it was running (from the ``# file:line``
     comments that head each group of generated lines)."""
     found = []
     while tb is not None:
-        filename = tb.tb_frame.f_code.co_filename
-        user_file = _GENERATED.get(filename)
-        if user_file is not None:
-            lines = linecache.getlines(filename)
-            for i in range(min(tb.tb_lineno, len(lines)) - 1, -1, -1):
-                match = _GROUP_COMMENT.match(lines[i])
-                if match:
-                    line = int(match.group(2))
-                    text = linecache.getline(user_file, line).rstrip("\n")
-                    found.append(anno.Origin(user_file, line, len(text) - len(text.lstrip()), text))
-                    break
+        origin = _user_origin(tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+        if origin is not None:
+            found.append(origin)
         tb = tb.tb_next
     return found
+
+
+def note_user_lines(error: BaseException) -> None:
+    """Add to an exception raised inside generated code (NumPy's ValueError for a wrong
+    shape) a note naming the user's line each generated frame was running, innermost
+    first, with the part of the code (forward or backward sweep) it was in; its type,
+    message and traceback stay.  Called on the exception path only; a frame already
+    noted (by a call nested inside another) is not noted twice."""
+    notes = getattr(error, "__notes__", [])
+    added, tb = [], error.__traceback__
+    while tb is not None:
+        filename, line = tb.tb_frame.f_code.co_filename, tb.tb_lineno
+        origin = _user_origin(filename, line)
+        if origin is not None:
+            part = next((text.strip()[7:-5] for text in reversed(linecache.getlines(filename)[:line])
+                         if text.strip().startswith("# ---- ") and text.strip().endswith(" ----")),
+                        "forward-mode code" if " jvp" in filename else "code")
+            added.append(f"srcgrad: in the {part} srcgrad generated for {origin.filename}:{origin.line}"
+                         f"\n    {origin.text.strip()}")
+        tb = tb.tb_next
+    seen = {n.partition(" generated for ")[2] for n in notes}
+    for i, note in enumerate(reversed(added)):
+        if note.partition(" generated for ")[2] not in seen:
+            error.add_note(note if i == 0 else note.replace("srcgrad: in the", "srcgrad: reached from the", 1))
 
 
 def _call_in(text: str, name: str):

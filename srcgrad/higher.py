@@ -109,7 +109,7 @@ class ForwardOverReverse:
         code = self.gradient.fn.__code__.co_filename
         for filename, line in reversed([p for p in places if p[0].startswith("<srcgrad")][-1:]):
             for _ in range(3):  # user <- gradient code <- its forward mode
-                filename, line, text = _group_comment(filename, line)
+                filename, line, text = errors.group_comment(filename, line)
                 if filename is None or not filename.startswith("<srcgrad"):
                     break
             if filename == os.path.basename(code):
@@ -137,18 +137,6 @@ class ForwardOverReverse:
                 "does not follow a pullback closure yet", _origin_of(self.gradient.fn),
                 "call plain functions srcgrad inlines (defined with `def`, known when compiling), "
                 "or take the derivative by finite differences of srcgrad.grad")
-
-
-def _group_comment(filename, line):
-    """``(file, line, source)`` from the ``# file:line  source`` comment heading the
-    group of generated code ``filename`` that holds ``line``; ``(None, 0, "")`` if none."""
-    for text in reversed(linecache.getlines(filename)[:line]):
-        comment = text.strip()
-        head = comment[2:].split("  ", 1) if comment.startswith("# ") else []
-        where, _, number = head[0].rpartition(":") if head else ("", "", "")
-        if len(head) == 2 and number.isdigit() and where:
-            return where, int(number), head[1]
-    return None, 0, ""
 
 
 def _refuse_fixed(gradient: GradientFunction, what: str):
@@ -189,6 +177,9 @@ def _shown(function, composed=None, gradient=None):
             return function(*args, **kwargs)
         except errors.UserCodeError as error:
             raise errors.shown_to_user(error) from None
+        except Exception as error:
+            errors.note_user_lines(error)
+            raise
     call.__srcgrad_gradient__ = True  # (differentiated code calls it through dispatch, which refuses it)
     call.__name__ = call.__qualname__ = function.__name__
     if composed is not None:
@@ -202,11 +193,14 @@ def jvp_of_gradient(gradient: GradientFunction, wrt):
     """``srcgrad.jvp(srcgrad.grad(f), wrt)``: ``(*args, tangents) -> (gradient, tangent)``."""
     composed = ForwardOverReverse(gradient, _names(gradient, wrt))
     several = isinstance(wrt, (tuple, list))
+    names = _names(gradient, wrt)
+    then = f"the tangents of ({', '.join(names)}) as a tuple" if several else f"the tangent of {names[0]}"
 
     @functools.partial(_shown, composed=composed, gradient=gradient)
     def jvp_gradient(*args, **kwargs):
         *primals, tangents = args
-        primals = gradient._arguments(tuple(primals), kwargs)
+        primals = gradient._arguments(tuple(primals), kwargs, then, tangents,
+                                      f"jvp(grad({gradient.fn.__name__}))")
         dots = tuple(tangents) if several else (tangents,)
         value, tangent = composed(primals, dots)
         return _matched(value, gradient, primals), _matched(tangent, gradient, primals)
@@ -284,7 +278,8 @@ def hvp(f, wrt=0, backend=None, optimize=True):
         if not args:
             raise TypeError(f"hvp({f.__name__}) takes {f.__name__}'s arguments, then the vector(s)")
         *primals, vectors = args
-        primals = gradient._arguments(tuple(primals), kwargs)
+        primals = gradient._arguments(tuple(primals), kwargs, gradient._after("vector"), vectors,
+                                      f"hvp({f.__name__})")
         gradient._check_wrt(primals)
         dots = tuple(vectors) if several else (vectors,)
         for name, i, v in zip(gradient.options.wrt, gradient._wrt_index, dots):
