@@ -7,9 +7,10 @@ parameter.  ``srcgrad.value_and_grad(loss)(model, x, y)`` differentiates with
 respect to the model itself: the gradient is a model of the same structure,
 so ``grads.named_parameters()`` pairs with ``model.named_parameters()``.
 
-The generated code differentiates the loss, and calls each layer through a
-pullback that srcgrad generates for that layer's ``forward`` in the same way;
-the script prints the loss's code and ``nn.Linear.forward``'s.
+The generated code differentiates the loss with each layer's ``forward``
+inlined (one function, no pullback calls: each layer's operations and their
+adjoints appear in place); the script prints it, and for comparison the vjp
+srcgrad generates for ``nn.Linear.forward`` on its own.
 
 Sizes are the tutorial's (N=64, D_in=1000, H=100, D_out=10, 500 steps).  The
 tutorial sums the squared errors (``size_average=False``) with learning rate
@@ -90,7 +91,7 @@ def main(argv=None) -> None:
     loss_and_grads = srcgrad.value_and_grad(loss)  # wrt=0: the model
     print("---- the gradient code srcgrad generated for loss() ----")
     srcgrad.show(loss_and_grads, model, x, y)
-    print("---- and for nn.Linear.forward, which it calls for each Linear layer ----")
+    print("---- and nn.Linear.forward's own vjp (the code above inlines it instead) ----")
     srcgrad.show(srcgrad.vjp(nn.Linear.forward, wrt=("self", "x")), model[0], x)
 
     losses = []

@@ -72,7 +72,7 @@ def main(argv=None) -> None:
     print(optimizer)
 
     loss_and_grads = srcgrad.value_and_grad(loss)  # wrt=0: the model
-    print("---- the gradient code srcgrad generated for loss() (nn.Linear.forward's: see 06_nn.py) ----")
+    print("---- the gradient code srcgrad generated for loss() (nn.Linear.forward inlined) ----")
     srcgrad.show(loss_and_grads, model, x, y)
 
     losses = []

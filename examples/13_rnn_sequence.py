@@ -10,8 +10,8 @@ with ``append`` and stacking them.  The task: read a sine wave of random
 phase and frequency one value at a time and predict the next value.
 
 srcgrad writes the backward sweep of that loop (backpropagation through
-time): the forward loop pushes each step's pullbacks onto ``loop1_stack``,
-the backward loop pops them in reverse, carrying ``h_bar`` from step to step
+time): the forward loop pushes the values each step's adjoint reads onto
+``loop1_stack``, the backward loop pops them in reverse, carrying ``h_bar`` from step to step
 and adding each step's adjoint of the shared cell into one gradient.  The
 script prints that code and saves it.
 

@@ -14,6 +14,7 @@ import types
 import numpy as np
 
 from . import anno, backends, checking, errors, runtime, tree
+from .rules import registry
 from .pipeline import Compiled, Options, compile_function, rank_of_argument, rank_of_layout
 
 
@@ -25,7 +26,31 @@ def _origin_of(fn):
     return anno.Origin(code.co_filename, code.co_firstlineno, len(line) - len(line.lstrip()), line)
 
 
+_OWNERS = {"numpy": ("NumPy", "np."), "scipy": ("SciPy", "scipy."), "builtins": ("Python", ""),
+           "math": ("Python", "math."), "cupy": ("CuPy", "cp.")}
+
+
+def _library_function(fn):
+    """A NumPy, SciPy or Python function compiled in C (``np.sum``, ``np.sin``, ``math.exp``):
+    not the user's code, so there is nothing of theirs to differentiate."""
+    if isinstance(fn, types.FunctionType) or isinstance(fn, type):
+        return None
+    name = registry.label(fn)
+    package, _, rest = name.partition(".")
+    if package not in _OWNERS or not rest:
+        return None
+    owner, prefix = _OWNERS[package]
+    spelled = prefix + rest if package != "scipy" else name
+    return errors.NoSourceError(
+        f"{spelled} is {owner}'s function, not yours: srcgrad differentiates the Python source of your "
+        "own functions", None,
+        f"differentiate your own def that calls it: def f(x): return {spelled}(x), then srcgrad.grad(f)")
+
+
 def _no_source(fn):
+    library = _library_function(fn)
+    if library is not None:
+        return library
     wrapped = getattr(fn, "__wrapped__", None)
     label = getattr(wrapped or fn, "__qualname__", repr(fn))
     advice = (f"`{label}` is wrapped by `{type(fn).__module__}.{type(fn).__qualname__}`, which is not "
@@ -59,6 +84,8 @@ class GradientFunction:
                 "use srcgrad.hvp, srcgrad.hessian, srcgrad.jacfwd or srcgrad.jacrev of the original function")
         if not callable(fn):
             raise TypeError(f"srcgrad.{mode} expects a function, got {type(fn).__name__}")
+        if _library_function(fn) is not None:
+            raise _library_function(fn)
         # A bound method, a functools.partial or a callable object: the function underneath,
         # called with the bound object / the fixed arguments first (constants: never in wrt).
         self._fixed_args, self._fixed_kwargs = (), {}

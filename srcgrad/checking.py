@@ -52,6 +52,7 @@ import warnings
 import numpy as np
 
 from . import errors, tree
+from .rules import registry
 
 _CALLS = [0]
 
@@ -139,7 +140,7 @@ class _Check:
             if np.shape(g) != np.shape(e) or not np.allclose(g, e, rtol=rtol, atol=rtol * 1e-3,
                                                              equal_nan=True):
                 raise self.error(f"srcgrad's generated code computes a different value of {self.name} "
-                                 "than the function itself", g, e)
+                                 f"than the function itself (srcgrad: {g!r}, the function: {e!r})", g, e)
 
     def compare_direction(self, grads, project, what="gradient"):
         """``project(f's output)`` is the scalar whose derivative ``grads`` are."""
@@ -211,12 +212,72 @@ class _Check:
                 f"(f(x + h v) - f(x - h v)) / 2h with h = {h:.3g}", predicted, difference)
 
     def error(self, problem, got, expected):
+        rules = _user_rules(self.gf._last)
+        wrong = next(((primal, rule, why) for primal, rule in rules
+                      for why in [_disagreement(primal, rule)] if why), None)
+        if wrong is not None:  # the user's own rule fails the same check on its own
+            primal, rule, why = wrong
+            return errors.GradientCheckError(
+                f"{problem}: the derivative rule you wrote for `{primal.__name__}`, used here, disagrees "
+                f"with central differences of `{primal.__name__}` itself ({why})",
+                _origin(rule.adjoint), got, expected,
+                f"fix the rule (it takes (ans_bar, ans, *{primal.__name__}'s parameters) and returns "
+                f"ans_bar times the derivative); srcgrad.testing.check_grads checks it")
+        if rules:
+            names = ", ".join(f"`{primal.__name__}` ({_where(rule.adjoint)})" for primal, rule in rules)
+            advice = (f"this gradient uses derivative rules you wrote, for {names}: check them first with "
+                      "srcgrad.testing.check_grads; otherwise ")
+        else:
+            advice = ""
         return errors.GradientCheckError(
-            problem + f" ({self.name} at {self.where}; srcgrad: {got!r}, expected: {expected!r})",
-            _origin(self.gf.fn), got, expected,
-            "this is a defect in srcgrad unless the function is not smooth at this point (a kink of "
-            "abs/maximum/ReLU): please report it with the function and its arguments; meanwhile "
+            problem, _origin(self.gf.fn), got, expected,
+            advice + "this is a defect in srcgrad unless the function is not smooth at this point (a kink "
+            "of abs/maximum/ReLU): please report it with the function and its arguments; meanwhile "
             "grad(..., optimize=False) may avoid it")
+
+
+def _user_rules(program) -> list:
+    """``(primal, rule)`` for each derivative rule of the user's (``@custom_adjoint``,
+    ``srcgrad.defadjoint``) the code of ``program`` was compiled with."""
+    found, pending = {}, [getattr(program, "free", None)]
+    while pending:
+        free = pending.pop()
+        if free is None:
+            continue
+        pending.extend(part for part, _ in getattr(free, "parts", ()))
+        for _, _, value in free.guards:
+            rule = registry.lookup(value)
+            module = getattr(getattr(rule, "adjoint", None), "__module__", None) or ""
+            if rule is not None and rule.adjoint is not None and not module.startswith("srcgrad."):
+                found.setdefault(id(value), (value, rule))
+    return list(found.values())
+
+
+def _disagreement(primal, rule, h=1e-6) -> str:
+    """Where ``rule`` disagrees with central differences of ``primal`` at a few scalar
+    points ("" where it agrees, or where it cannot be run on scalars)."""
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        args = {name: float(rng.uniform(0.3, 1.2)) for name in rule.signature.parameters
+                if rule.signature.parameters[name].default is inspect.Parameter.empty}
+        try:
+            adjoints = rule.adjoint(1.0, primal(**args), **args)
+            adjoints = adjoints if isinstance(adjoints, tuple) else (adjoints,)
+            for name, adjoint in zip(rule.diff_params, adjoints):
+                plus, minus = dict(args, **{name: args[name] + h}), dict(args, **{name: args[name] - h})
+                difference = (float(primal(**plus)) - float(primal(**minus))) / (2 * h)
+                given = 0.0 if adjoint is None else float(np.asarray(adjoint))
+                if abs(given - difference) > 1e-4 * max(1.0, abs(difference)):
+                    shown = ", ".join(f"{k}={v:.3g}" for k, v in args.items())
+                    return f"at {shown} its adjoint of {name} for ans_bar=1 is {given!r}, the difference {difference!r}"
+        except Exception:  # noqa: BLE001 - a rule for arrays of given shapes: not judged here
+            return ""
+    return ""
+
+
+def _where(fn) -> str:
+    code = getattr(fn, "__code__", None)
+    return f"{code.co_filename}:{code.co_firstlineno}" if code else repr(fn)
 
 
 def _checked_pullback(gf, saved, state, value, pullback):
