@@ -218,9 +218,9 @@ class _Check:
         if wrong is not None:  # the user's own rule fails the same check on its own
             primal, rule, why = wrong
             return errors.GradientCheckError(
-                f"{problem}: the derivative rule you wrote for `{primal.__name__}`, used here, disagrees "
-                f"with central differences of `{primal.__name__}` itself ({why})",
-                _origin(rule.adjoint), got, expected,
+                f"{problem}: the derivative rule you wrote for `{primal.__name__}` ({_where(rule.adjoint)}), "
+                f"used here, disagrees with central differences of `{primal.__name__}` itself ({why})",
+                _origin(self.gf.fn), got, expected,
                 f"fix the rule (it takes (ans_bar, ans, *{primal.__name__}'s parameters) and returns "
                 f"ans_bar times the derivative); srcgrad.testing.check_grads checks it")
         if rules:

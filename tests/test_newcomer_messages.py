@@ -108,9 +108,10 @@ def test_check_blames_the_users_own_rule_at_its_line():
         srcgrad.grad(uses_tripled, check=True)(w, x)
     text = str(info.value)
     first = tripled_relu_adjoint.__code__.co_firstlineno
-    assert text.startswith(f"{HERE}:{first}:1: error: srcgrad's gradient of uses_tripled disagrees")
-    assert "the derivative rule you wrote for `tripled_relu`, used here, disagrees with central " \
-           "differences of `tripled_relu` itself" in text
+    assert text.startswith(f"{HERE}:{uses_tripled.__code__.co_firstlineno}:1: error: srcgrad's gradient of "
+                           "uses_tripled disagrees")
+    assert f"the derivative rule you wrote for `tripled_relu` ({HERE}:{first}), used here, disagrees with " \
+           "central differences of `tripled_relu` itself" in text
     assert "its adjoint of x for ans_bar=1 is 3.0" in text
     assert "defect in srcgrad" not in text
     assert text.count(repr(info.value.srcgrad_value)) == 1  # each number once
