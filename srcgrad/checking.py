@@ -269,7 +269,8 @@ def _disagreement(primal, rule, h=1e-6) -> str:
                 given = 0.0 if adjoint is None else float(np.asarray(adjoint))
                 if abs(given - difference) > 1e-4 * max(1.0, abs(difference)):
                     shown = ", ".join(f"{k}={v:.3g}" for k, v in args.items())
-                    return f"at {shown} its adjoint of {name} for ans_bar=1 is {given!r}, the difference {difference!r}"
+                    return (f"at {shown} its adjoint of {name} for ans_bar=1 is {given!r}, "
+                            f"the difference {difference!r}")
         except Exception:  # noqa: BLE001 - a rule for arrays of given shapes: not judged here
             return ""
     return ""

@@ -206,7 +206,8 @@ def note_user_lines(error: BaseException) -> None:
     seen = {n.partition(" generated for ")[2] for n in notes}
     for i, note in enumerate(reversed(added)):
         if note.partition(" generated for ")[2] not in seen:
-            error.add_note(note if i == 0 else note.replace("srcgrad: in the", "srcgrad: reached from the", 1))
+            outer = note.replace("srcgrad: in the", "srcgrad: reached from the", 1)
+            error.add_note(note if i == 0 else outer)
 
 
 def _call_in(text: str, name: str):
