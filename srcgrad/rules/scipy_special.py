@@ -18,8 +18,6 @@ Sources: DLMF (dlmf.nist.gov) 5.2.2 (psi), 5.12.1 (beta), 5.15.1-2 (polygamma),
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from scipy import special
 
@@ -72,9 +70,10 @@ def digamma(ans_bar, ans, x):
 
 @defadjoint(special.polygamma, elementwise=True, diff=("x",))
 def polygamma(ans_bar, ans, n, x):
-    """``psi^(n)' = psi^(n+1) = (-1)^n (n+1)! zeta(n+2, x)`` (DLMF 5.15.1-2); ``n``: an integer,
-    not differentiated."""
-    return ans_bar * ((-1) ** n * math.factorial(n + 1) * special.zeta(n + 2, x))
+    """``psi^(n)' = psi^(n+1) = (-1)^n (n+1)! zeta(n+2, x)`` (DLMF 5.15.1-2); ``n``: integers
+    (an int, an integer-valued float, or an array of them, broadcast as SciPy does), not
+    differentiated; like SciPy's own, NaN for other ``n`` (``np.power(-1.0, 1.5)``, not a complex)."""
+    return ans_bar * (np.power(-1.0, n) * special.factorial(n + 1) * special.zeta(n + 2, x))
 
 
 @defadjoint(special.zeta, elementwise=True, diff=("q",))
