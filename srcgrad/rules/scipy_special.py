@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from ..runtime import broadcast_reduced, is_constant, unbroadcast
+from ..runtime import broadcast_reduced, is_constant, polygamma_scale, unbroadcast
 from . import _ndim
 from .registry import defadjoint, deftangent
 
@@ -72,8 +72,8 @@ def digamma(ans_bar, ans, x):
 def polygamma(ans_bar, ans, n, x):
     """``psi^(n)' = psi^(n+1) = (-1)^n (n+1)! zeta(n+2, x)`` (DLMF 5.15.1-2); ``n``: integers
     (an int, an integer-valued float, or an array of them, broadcast as SciPy does), not
-    differentiated; like SciPy's own, NaN for other ``n`` (``np.power(-1.0, 1.5)``, not a complex)."""
-    return ans_bar * (np.power(-1.0, n) * special.factorial(n + 1) * special.zeta(n + 2, x))
+    differentiated; NaN for other ``n``, as SciPy's own value."""
+    return ans_bar * (polygamma_scale(n) * special.zeta(n + 2, x))
 
 
 @defadjoint(special.zeta, elementwise=True, diff=("q",))
