@@ -3,7 +3,9 @@
 Requires: a validated, resolved ``FunctionDef``.
 Guarantees: a :class:`Core` program — a flat list of statements, each
 ``target = <one primitive applied to atoms>`` (atoms: names and constants),
-with ``rule``/``bound``/``kind``/``group`` annotations; ``z += y`` written as
+with ``rule``/``bound``/``kind``/``group`` annotations (a statement of kind ``op`` is
+always an assignment: a primitive alone on a line is bound to an ``unused`` name,
+which dead-code removal drops); ``z += y`` written as
 ``z = z + y``; method and attribute spellings (``x.sum()``, ``x.dot(w)``)
 turned into their NumPy functions; NumPy called under the generated module's
 own name (``from numpy import exp`` → ``np.exp``); each name assigned once
@@ -18,7 +20,8 @@ of a name meet in a merge copy (``y_3 = y_2`` / ``y_3 = y``); a loop's
 the loop) keep one name, updated by a copy at the end of the body
 (``h = h_2``, annotated ``carry``; the loop lists them all in ``carried``, also
 those that only a nested loop updates, which need no copy at this level).  Loops over sequences, ``enumerate``,
-``zip`` and ``reversed`` become index loops over ``range``.
+``zip`` and ``reversed`` become index loops over ``range`` (``reversed(xs)`` under
+``enumerate`` or ``zip``: ``xs[::-1]``).
 
 Before/after::
 
