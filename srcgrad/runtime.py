@@ -380,6 +380,20 @@ def digamma(x):
         1 / 240 - inv2 / 132))))
 
 
+def polygamma_scale(n):
+    """``(-1)^n (n+1)!``, the factor in ``psi^(n+1)(x) = (-1)^n (n+1)! zeta(n+2, x)`` (DLMF
+    5.15.2), for SciPy's orders: an int or integer-valued float (a Python number, so that
+    float32 stays float32 under NumPy's promotion), or an array of them (float64); NaN for
+    any other order, as ``special.polygamma`` itself gives."""
+    if isinstance(n, (int, float)):
+        return (-1) ** int(n) * math.factorial(int(n) + 1) if float(n).is_integer() and n >= 0 else math.nan
+    from scipy import special  # (only polygamma's own rule calls this)
+
+    n = np.asarray(n)
+    return np.where((n == np.floor(n)) & (n >= 0), np.where(n % 2 == 1, -1.0, 1.0) * special.factorial(n + 1),
+                    np.nan)
+
+
 def _first_extremum_by_offset(ans_bar, ans, x, axes, window, keepdims, dtype):
     """:func:`max_adjoint` one window offset at a time (each a slice of ``x``), later ties
     masked by the earlier ones: a pooling layer's 4 or 9 offsets over a batch of images.

@@ -18,12 +18,10 @@ Sources: DLMF (dlmf.nist.gov) 5.2.2 (psi), 5.12.1 (beta), 5.15.1-2 (polygamma),
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from scipy import special
 
-from ..runtime import broadcast_reduced, is_constant, unbroadcast
+from ..runtime import broadcast_reduced, is_constant, polygamma_scale, unbroadcast
 from . import _ndim
 from .registry import defadjoint, deftangent
 
@@ -72,9 +70,10 @@ def digamma(ans_bar, ans, x):
 
 @defadjoint(special.polygamma, elementwise=True, diff=("x",))
 def polygamma(ans_bar, ans, n, x):
-    """``psi^(n)' = psi^(n+1) = (-1)^n (n+1)! zeta(n+2, x)`` (DLMF 5.15.1-2); ``n``: an integer,
-    not differentiated."""
-    return ans_bar * ((-1) ** n * math.factorial(n + 1) * special.zeta(n + 2, x))
+    """``psi^(n)' = psi^(n+1) = (-1)^n (n+1)! zeta(n+2, x)`` (DLMF 5.15.1-2); ``n``: integers
+    (an int, an integer-valued float, or an array of them, broadcast as SciPy does), not
+    differentiated; NaN for other ``n``, as SciPy's own value."""
+    return ans_bar * (polygamma_scale(n) * special.zeta(n + 2, x))
 
 
 @defadjoint(special.zeta, elementwise=True, diff=("q",))

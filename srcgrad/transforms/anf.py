@@ -3,7 +3,9 @@
 Requires: a validated, resolved ``FunctionDef``.
 Guarantees: a :class:`Core` program — a flat list of statements, each
 ``target = <one primitive applied to atoms>`` (atoms: names and constants),
-with ``rule``/``bound``/``kind``/``group`` annotations; ``z += y`` written as
+with ``rule``/``bound``/``kind``/``group`` annotations (a statement of kind ``op`` is
+always an assignment: a primitive alone on a line is bound to an ``unused`` name,
+which dead-code removal drops); ``z += y`` written as
 ``z = z + y``; method and attribute spellings (``x.sum()``, ``x.dot(w)``)
 turned into their NumPy functions; NumPy called under the generated module's
 own name (``from numpy import exp`` → ``np.exp``); each name assigned once
@@ -18,7 +20,8 @@ of a name meet in a merge copy (``y_3 = y_2`` / ``y_3 = y``); a loop's
 the loop) keep one name, updated by a copy at the end of the body
 (``h = h_2``, annotated ``carry``; the loop lists them all in ``carried``, also
 those that only a nested loop updates, which need no copy at this level).  Loops over sequences, ``enumerate``,
-``zip`` and ``reversed`` become index loops over ``range``.
+``zip`` and ``reversed`` become index loops over ``range`` (``reversed(xs)`` under
+``enumerate`` or ``zip``: ``xs[::-1]``).
 
 Before/after::
 
@@ -152,6 +155,8 @@ class _Lowering:
                           if isinstance(r, tuple) and r and all(isinstance(k, int) for k, _ in r)}
         # Names known to hold arrays (or numbers): their .sum() is np.sum.
         self.arrays = {p for p, r in zip(self.params, param_ranks) if isinstance(r, int)}
+        self.ranks = {p: r for p, r in zip(self.params, param_ranks) if isinstance(r, int)}
+        self.integers = set()  # indices of `range` loops
         # Tuples, lists and dicts passed in: what they hold is part of the specialisation,
         # so `f(*xs)` can pass each element on its own.
         self.structures = {p: r for p, r in zip(self.params, param_ranks) if isinstance(r, TreeRank)}
@@ -211,11 +216,14 @@ class _Lowering:
             anno.inherit(value, stmt)
             value.left.ctx = gast.Load()
             before = self.current.get(stmt.target.id, stmt.target.id)
-            self._lower(value, target=stmt.target.id)
-            if self.block and before not in self.scalars:
+            after = self._lower(value, target=stmt.target.id)
+            if self.block and before not in self.scalars and isinstance(after, gast.Name):
                 # NumPy changes the array in place: analysis/sharing.py refuses it where a
                 # view or alias of it is read afterwards (they would see the change).
                 anno.set(self.block[-1], "augments", before)
+                # The same array as before (`_check_augmented`: one no other name holds), or
+                # a new number: `m &= a; m |= b` writes into it again.
+                self.made_by[after.id] = (True, self.made_by.get(before, (True, None))[1])
         elif isinstance(stmt, gast.Return):
             if isinstance(stmt.value, gast.Tuple):  # several outputs (or a loss and its aux)
                 atom = nodes.tuple_([self._lower(e, target_hint="result" if not isinstance(e, gast.Name)
@@ -635,6 +643,7 @@ class _Lowering:
                 self._same_kind(new, old)
                 self.current[user] = new
             entry[user] = self.current[user]
+            self.ranks.pop(entry[user], None)  # (the body may give it a value of another rank)
             # Later iterations give the name new contents: its elements are no longer
             # the ones it was built from (`pair = (pair[1], pair[0])` in the body).
             self.aggregates.pop(self.current[user], None)
@@ -709,24 +718,28 @@ class _Lowering:
             index = self._store(target.id) if isinstance(target, gast.Name) else None
             if index is None:
                 raise errors.at(target, "a `range` loop has one target", "write `for i in range(n):`")
+            self.integers.add(index)
             return {"iter": nodes.call("range", args), "index": index}, None
         if callee is reversed and isinstance(it.args[0], gast.Call) \
                 and anno.get(it.args[0].func, "resolved") is range:
             args = [self._lower(a) for a in it.args[0].args]
-            return {"iter": nodes.call("reversed", [nodes.call("range", args)]),
-                    "index": self._store(target.id)}, None
+            index = self._store(target.id)
+            self.integers.add(index)
+            return {"iter": nodes.call("reversed", [nodes.call("range", args)]), "index": index}, None
         if callee is enumerate:
             if len(targets) != 2 or len(it.args) != 1 or it.keywords:
                 raise errors.at(stmt, "srcgrad reads `enumerate` loops with two targets and no start",
                                 "write `for i, x in enumerate(xs):` (and add a start to `i` inside the loop)")
-            seqs, index_user, item_targets = [self._lower(it.args[0])], targets[0].id, [targets[1]]
+            seqs, index_user, item_targets = [self._lower(_reversed_as_slice(it.args[0]))], targets[0].id, \
+                [targets[1]]
         elif callee is zip:
             if len(targets) != len(it.args):
                 raise errors.at(stmt, "unpack one target per zipped sequence",
                                 "write `for a, b in zip(xs, ys):`")
-            seqs, index_user, item_targets = [self._lower(a) for a in it.args], None, targets
-        elif callee is reversed:
-            seqs, index_user, item_targets = [self._lower(it.args[0])], None, targets
+            seqs, index_user = [self._lower(_reversed_as_slice(a)) for a in it.args], None
+            item_targets = targets
+        elif callee is reversed:  # (a tuple of targets unpacks each item, as below)
+            seqs, index_user, item_targets = [self._lower(it.args[0])], None, [target]
         elif len(targets) == 2 and self._dict_method_call(it) == "items":
             # `for k, v in d.items()` on a dict whose keys are known: `zip(keys, values)`.
             held = self._held(it.func.value)
@@ -807,6 +820,11 @@ class _Lowering:
     def _emit(self, value, origin_node, target, target_hint, effect, **annotations):
         """Emit ``target = value`` (or ``value`` for effect) and return the target atom."""
         anno.set(value, "origin", anno.get(origin_node, "origin"))
+        if effect and (annotations.get("kind") == "op" or isinstance(value, gast.Compare)):
+            # A primitive or a comparison alone on a line (`np.sin(x)`, `x > 0`) changes
+            # nothing: bound to a name like any other value, dead-code removal drops it
+            # (an impure one, a random draw, is kept and runs).
+            effect, target_hint = False, target_hint or "unused"
         if effect:
             self._emit_stmt(gast.Expr(value=value), origin_node, **annotations)
             return None
@@ -1291,6 +1309,10 @@ class _Lowering:
             if isinstance(base, gast.Name) and isinstance(index, gast.Constant) and isinstance(atom, gast.Name):
                 # An item of a structure passed in (a model's list of layers): its ranks are known.
                 self._field_rank(atom, base, index.value)
+            if isinstance(atom, gast.Name) and isinstance(base, gast.Name) and self._integers(node.slice) \
+                    == self.ranks.get(base.id):
+                # One integer per axis: a NumPy scalar (a new value), not a view of `base`.
+                self.scalars.add(atom.id)
             return atom
         if isinstance(node, gast.IfExp):
             return self._ifexp(node, target, target_hint)
@@ -1388,6 +1410,18 @@ class _Lowering:
             elts = [self._argument(e) for e in node.elts]
             return (gast.Tuple if isinstance(node, gast.Tuple) else gast.List)(elts=elts, ctx=gast.Load())
         return self._lower(node)
+
+    def _integers(self, index):
+        """How many integers the user's ``index`` is (``0``, ``-1``, ``i`` of a ``range``
+        loop, or a tuple of them); None for anything else."""
+        elts = index.elts if isinstance(index, gast.Tuple) else [index]
+        for e in elts:
+            if isinstance(e, gast.UnaryOp) and isinstance(e.op, gast.USub):
+                e = e.operand
+            if not (isinstance(e, gast.Constant) and type(e.value) is int
+                    or isinstance(e, gast.Name) and self.current.get(e.id) in self.integers):
+                return None
+        return len(elts)
 
     def _index(self, node):
         if isinstance(node, gast.Slice):
@@ -1700,6 +1734,16 @@ _VIEWS = (operator.getitem, np.reshape, np.ravel, np.transpose, np.expand_dims, 
           np.broadcast_to, np.asarray)
 
 
+def _reversed_as_slice(node):
+    """``reversed(xs)`` as ``xs[::-1]``: indexable, with a length, as the loop lowering needs
+    (a ``list_reverseiterator`` has neither); any other node as it is."""
+    if not (isinstance(node, gast.Call) and anno.get(node.func, "resolved", None) is reversed
+            and len(node.args) == 1 and not node.keywords):
+        return node
+    step = gast.Slice(lower=None, upper=None, step=nodes.const(-1))
+    return anno.inherit(gast.Subscript(value=node.args[0], slice=step, ctx=gast.Load()), node)
+
+
 def _makes_new_array(annotations, value) -> bool:
     """Whether a statement's value is a new array, shared with no other name."""
     kind = annotations.get("kind")
@@ -1711,7 +1755,8 @@ def _makes_new_array(annotations, value) -> bool:
 
 def _op_symbol(op) -> str:
     return {gast.Add: "+", gast.Sub: "-", gast.Mult: "*", gast.Div: "/", gast.Pow: "**",
-            gast.MatMult: "@", gast.FloorDiv: "//", gast.Mod: "%"}.get(type(op), "?")
+            gast.MatMult: "@", gast.FloorDiv: "//", gast.Mod: "%", gast.BitAnd: "&", gast.BitOr: "|",
+            gast.BitXor: "^", gast.LShift: "<<", gast.RShift: ">>"}.get(type(op), "?")
 
 
 def _clip_arguments(args, kwargs):
