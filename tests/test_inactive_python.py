@@ -125,3 +125,31 @@ def test_forward_mode_of_dict_methods_on_a_dict_known_when_the_code_runs():
     assert value == pytest.approx(dict_methods(w))
     assert tangent == pytest.approx(expected, rel=1e-6)
     assert tangent == pytest.approx(srcgrad.grad(dict_methods)(w) @ w_dot, rel=1e-10)
+
+
+class _Counting:
+    def __init__(self):
+        self.n = 0
+
+    def __mul__(self, k):
+        self.n += 1
+        return self
+
+    def __gt__(self, k):
+        self.n += 10
+        return True
+
+
+def unused_operators_of_an_object(x, c):
+    c * 2
+    c > 0
+    return np.sum(x ** 2) + c.n
+
+
+def test_an_unused_operator_of_an_object_still_runs():
+    # A primitive alone on a line is dropped as dead code; an object's `__mul__`/`__gt__`
+    # may do something, so it runs.
+    c = _Counting()
+    g = srcgrad.grad(unused_operators_of_an_object)(np.ones(2), c)
+    np.testing.assert_allclose(g, [2.0, 2.0])
+    assert c.n == 11

@@ -175,8 +175,10 @@ def _rank(stmt, env):
         statics = {p: v for p, v in statics.items() if v is not UNKNOWN}
         return rule.ndim(ndims, statics)
     if isinstance(value, gast.Compare):
-        operands = [value.left] + value.comparators
-        return elementwise_ndim({i: rank_of(a, env) for i, a in enumerate(operands)}, {})
+        operands = [rank_of(a, env) for a in [value.left] + value.comparators]
+        if any(isinstance(r, TreeRank) for r in operands):
+            return None  # an object's own `__gt__`: whatever it returns
+        return elementwise_ndim(dict(enumerate(operands)), {})
     return None
 
 

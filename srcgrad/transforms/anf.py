@@ -823,8 +823,13 @@ class _Lowering:
         if effect and (annotations.get("kind") == "op" or isinstance(value, gast.Compare)):
             # A primitive or a comparison alone on a line (`np.sin(x)`, `x > 0`) changes
             # nothing: bound to a name like any other value, dead-code removal drops it
-            # (an impure one, a random draw, is kept and runs).
+            # (an impure one, a random draw or an operator of an object of unknown class,
+            # is kept and runs).
             effect, target_hint = False, target_hint or "unused"
+            operands = [value.left, *value.comparators] if isinstance(value, gast.Compare) else []
+            if annotations.get("maybe_object") or any(isinstance(a, gast.Name) and not self._known_number(a)
+                                                      for a in operands):
+                annotations["impure"] = True  # a user's class's `__mul__`/`__gt__` may do something: it runs
         if effect:
             self._emit_stmt(gast.Expr(value=value), origin_node, **annotations)
             return None
