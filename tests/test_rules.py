@@ -247,6 +247,11 @@ ROWS = [
     Row(math.log, {"math.log(3.0, x)": [((),)], "math.log(0.5, x)": [((),)]}, (1.5, 4.0)),
     Row(math.atan2, {"math.atan2(x, y)": [((), ())]}, (REAL, POSITIVE)),
     Row(math.hypot, {"math.hypot(x, y)": [((), ())]}),
+    Row(math.copysign, {"math.copysign(x, y)": [((), ())], "math.copysign(x, -2.0)": [((),)]},
+        ((0.5, 2.0), (-2.0, -0.5))),
+    Row(math.fmod, {"math.fmod(x, y)": [((), ())], "math.fmod(x, 0.7)": [((),)]}, ((1.1, 1.3), (0.5, 0.6))),
+    Row(math.remainder, {"math.remainder(x, y)": [((), ())]}, ((1.1, 1.3), (0.5, 0.6))),
+    Row(math.ldexp, {"math.ldexp(x, 3)": [((),)], "math.ldexp(x, -2)": [((),)]}),
     Row(math.pow, {"math.pow(x, y)": [((), ())], "math.pow(x, 3)": [((),)], "math.pow(x, 0.5)": [((),)]},
         (POSITIVE, REAL)),
     # ---- linear algebra ----------------------------------------------------

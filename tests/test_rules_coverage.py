@@ -32,10 +32,9 @@ BUILTINS = "sum max min abs pow round divmod".split()
 REFUSED = {
     "stats.multivariate_normal.cdf": "no closed form (SciPy integrates numerically)",
     "stats.multivariate_normal.logcdf": "no closed form (SciPy integrates numerically)",
-    "math.copysign": "no rule yet", "math.dist": "no rule yet", "math.fmod": "no rule yet",
-    "math.frexp": "a pair of a float and an int", "math.fsum": "no rule yet", "math.ldexp": "no rule yet",
-    "math.modf": "no rule yet", "math.nextafter": "next float: no derivative defined",
-    "math.prod": "no rule yet", "math.remainder": "no rule yet", "math.ulp": "no derivative defined",
+    "math.dist": "no rule yet (two sequences)", "math.fsum": "no rule yet (a sequence)",
+    "math.prod": "no rule yet (a sequence)", "math.frexp": "a pair of a float and an int",
+    "math.modf": "no rule yet (a pair)", "math.nextafter": "the next float: no derivative defined",
 }
 ABSENT = {"stats.dirichlet.cdf", "stats.dirichlet.logcdf"}  # SciPy has no such method
 

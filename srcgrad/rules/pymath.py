@@ -133,6 +133,34 @@ def pow(ans_bar, ans, x, y):  # noqa: A001 - math's name
     return ans_bar * (y * math.pow(x, y - 1)), (ans_bar * ans * math.log(x) if x != 0 else 0.0 * ans_bar)
 
 
+@defadjoint(math.copysign, **_FLOAT)
+def copysign(ans_bar, ans, x1, x2):
+    """``|x1|`` with ``x2``'s sign: ``sign(x1) sign(x2)``; 0 at ``x1 == 0`` (as ``fabs``);
+    piecewise constant in ``x2``: 0."""
+    return ans_bar * (ans / x1 if x1 != 0 else 0.0), 0.0 * ans_bar
+
+
+@defadjoint(math.fmod, **_FLOAT)
+def fmod(ans_bar, ans, x1, x2):
+    """``x1 - x2 trunc(x1 / x2)``: 1 and ``-trunc(x1 / x2)`` (the quotient piecewise constant)."""
+    return ans_bar, -ans_bar * math.trunc(float(x1 / x2))
+
+
+@defadjoint(math.remainder, **_FLOAT)
+def remainder(ans_bar, ans, x1, x2):
+    """``x1 - x2 n``, ``n`` the nearest integer to ``x1 / x2`` (IEEE 754): 1 and ``-n``."""
+    return ans_bar, -ans_bar * round((x1 - ans) / x2)
+
+
+@defadjoint(math.ldexp, diff=("x",), **_FLOAT)
+def ldexp(ans_bar, ans, x, i):
+    """``x 2^i`` for an integer ``i``: ``2^i``."""
+    return ans_bar * math.ldexp(1.0, i)
+
+
+nondifferentiable(math.ulp)  # the gap to the next float: piecewise constant
+
+
 @defadjoint(math.fabs, **_FLOAT)
 def fabs(ans_bar, ans, x):
     """Convention: derivative 0 at 0, as ``np.abs``'s (``sign(0) == 0``)."""
