@@ -295,6 +295,18 @@ def _float_dtype(x):
     return x.dtype if isinstance(x, np.ndarray) and x.dtype.kind == "f" else np.float64
 
 
+def _differentiable(leaf) -> bool:
+    """A float leaf; an integer, boolean or string leaf of a structure has no gradient
+    (None in ``grad``'s, ``tree.materialize``), so no columns and no block."""
+    return leaf.dtype.kind == "f"
+
+
+def _dtype(leaves):
+    """The result dtype of derivatives with respect to ``leaves`` (float64 for none)."""
+    return np.result_type(*[leaf.dtype for leaf in leaves if _differentiable(leaf)]) \
+        if any(_differentiable(leaf) for leaf in leaves) else np.float64
+
+
 def _leaves(x):
     """``x``'s leaves (itself for an array or a float) and the function that puts
     values in their places."""
@@ -327,15 +339,29 @@ def _batched_leaves(t, x, count):
         return [t]
     # A structure's gradient is sparse (its tangent too), each leaf with its own column
     # axis: put in x's leaves column by column (no arithmetic: indexing).
-    columns = [_leaves(_match(runtime.batch_column(t, r), x))[0] for r in range(count)]
+    columns = [_adjoint_leaves(runtime.batch_column(t, r), x) for r in range(count)]
     return [np.stack([c[a] for c in columns]) for a in range(len(columns[0]))]
+
+
+def _adjoint_leaves(g, x):
+    """An adjoint (or tangent) ``g`` of the argument ``x`` as one array per leaf of ``x``
+    (:func:`_leaves`): zeros for a leaf without gradient."""
+    g = _match(g, x)
+    if not tree.is_structure(x):
+        return [np.asarray(g)]
+    leaves, got = _leaves(x)[0], iter(_leaves(g)[0])  # (None, a leaf without gradient, flattens to nothing)
+    if len(_leaves(g)[0]) != sum(map(_differentiable, leaves)):
+        raise errors.SrcgradError(
+            f"srcgrad computed an adjoint of the {type(x).__name__} argument whose leaves are not its float "
+            "leaves (a defect in srcgrad: please report it); pass the float arrays as arguments meanwhile")
+    return [next(got) if _differentiable(leaf) else np.zeros(leaf.shape) for leaf in leaves]
 
 
 def _chunks(leaves, chunk_size):
     """The unit vectors over all of ``leaves`` (their elements in order), ``chunk_size``
     at a time (None: all): per chunk, one array per leaf of shape ``(c,) + leaf.shape``
     in the leaf's float dtype, whose row ``r`` is the unit vector of column ``start + r``."""
-    sizes = [leaf.size for leaf in leaves]
+    sizes = [leaf.size if _differentiable(leaf) else 0 for leaf in leaves]
     total = sum(sizes)
     step = total if chunk_size is None else int(chunk_size)
     if step < 1 and total:
@@ -344,7 +370,7 @@ def _chunks(leaves, chunk_size):
         stop = min(total, start + step)
         dots, offset = [], 0
         for leaf, size in zip(leaves, sizes):
-            d = np.zeros((stop - start, size), _float_dtype(leaf))
+            d = np.zeros((stop - start, leaf.size), _float_dtype(leaf))
             lo, hi = max(start, offset), min(stop, offset + size)
             if lo < hi:
                 d[np.arange(lo - start, hi - start), np.arange(lo - offset, hi - offset)] = 1
@@ -382,10 +408,13 @@ def _stacked(chunks, outputs, dtype):
 
 
 def _blocks(stacked, y, leaves):
-    """``J[a]`` of shape ``y.shape + leaf_a.shape`` for each input leaf, from the
-    tangents of ``y`` over all columns, ``(N,) + y.shape``."""
+    """``J[a]`` of shape ``y.shape + leaf_a.shape`` for each input leaf (None for one
+    without gradient), from the tangents of ``y`` over all columns, ``(N,) + y.shape``."""
     out, offset = [], 0
     for leaf in leaves:
+        if not _differentiable(leaf):
+            out.append(None)
+            continue
         part = stacked[offset:offset + leaf.size].reshape((leaf.size,) + np.shape(y))
         out.append(np.moveaxis(part, 0, -1).reshape(np.shape(y) + leaf.shape))
         offset += leaf.size
@@ -437,7 +466,7 @@ def hessian(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         leaves, tangents_of = _split(xs)
         split = [_leaves(x) for x in xs]
         counts = [len(ls) for ls, _ in split]
-        dtype = np.result_type(*[_float_dtype(leaf) for leaf in leaves]) if leaves else np.float64
+        dtype = _dtype(leaves)
 
         def run(dots):
             _, tangent = batched(args, tangents_of(dots))
@@ -450,16 +479,16 @@ def hessian(f, wrt=0, backend=None, optimize=True, chunk_size=None):
             columns = []
             for r in range(len(dots[0]) if dots else 0):
                 _, tangent = composed(args, tangents_of(_column(dots, r)))
-                tangent = _matched(tangent, gradient, args)
-                columns.append([leaf for t in (tangent if several else (tangent,)) for leaf in _leaves(t)[0]])
+                columns.append([leaf for t, x in zip(tangent if several else (tangent,), xs)
+                                for leaf in _adjoint_leaves(t, x)])
             return [np.stack([c[o] for c in columns]) for o in range(len(leaves))]
 
         chunks = _columns(run, loop, leaves, chunk_size, state, tuple(map(rank_of_argument, args)))
         rows = _stacked(chunks, leaves, dtype)  # row a: the gradient's leaf a along every column
         block = [_blocks(rows[a], leaves[a], leaves) for a in range(len(leaves))]  # block[a][b]
         starts = np.cumsum([0] + counts)
-        result = [[split[i][1]([split[j][1](block[a][starts[j]:starts[j + 1]])
-                                for a in range(starts[i], starts[i + 1])]) for j in range(len(xs))]
+        result = [[split[i][1]([split[j][1](block[a][starts[j]:starts[j + 1]]) if _differentiable(leaves[a])
+                                else None for a in range(starts[i], starts[i + 1])]) for j in range(len(xs))]
                   for i in range(len(xs))]
         if not several:
             return result[0][0]
@@ -544,7 +573,7 @@ def jacfwd(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         forward._check_wrt(args)
         xs = [args[i] for i in forward._wrt_index]
         leaves, tangents_of = _split(xs)
-        dtype = np.result_type(*[_float_dtype(leaf) for leaf in leaves]) if leaves else np.float64
+        dtype = _dtype(leaves)
         value = []
 
         def run(dots):
@@ -611,10 +640,10 @@ def jacrev(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         return [leaf for a, x in zip(adjoints if several else (adjoints,), xs)
                 for leaf in _batched_leaves(a, x, len(ys_bar))]
 
-    def pulled_back(pullback, ys_bar):
+    def pulled_back(pullback, xs, ys_bar):
         """The leaves of the adjoints along each row, one at a time: per leaf, stacked."""
-        rows = [[leaf for a in (adjoints if several else (adjoints,)) for leaf in _leaves(a)[0]]
-                for adjoints in map(pullback, ys_bar)]
+        rows = [[leaf for a, x in zip(adjoints if several else (adjoints,), xs)
+                 for leaf in _adjoint_leaves(a, x)] for adjoints in map(pullback, ys_bar)]
         return [np.stack([r[a] for r in rows]) for a in range(len(rows[0]))]
 
     @_shown
@@ -622,23 +651,25 @@ def jacrev(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         args = reverse._arguments(args, kwargs)
         xs = [args[i] for i in reverse._wrt_index]
         leaves, put = _split(xs)
-        dtype = np.result_type(*[_float_dtype(leaf) for leaf in leaves]) if leaves else np.float64
+        dtype = _dtype(leaves)
         value, pullback = reverse(*args)
         if isinstance(value, tuple):  # (the pullback code takes one output's cotangent)
             blocks = []
             for o, y in enumerate(value):
                 basis = [tuple(e if k == o else None for k in range(len(value))) for e in _basis(y)]
-                rows = pulled_back(pullback, basis) if basis else [np.zeros((0,) + x.shape) for x in leaves]
+                rows = pulled_back(pullback, xs, basis) if basis else [np.zeros((0,) + x.shape)
+                                                                       for x in leaves]
                 blocks.append(put([r.astype(dtype, copy=False).reshape(np.shape(y) + x.shape)
-                                   for r, x in zip(rows, leaves)]))
+                                   if _differentiable(x) else None for r, x in zip(rows, leaves)]))
             return _shaped(blocks, several, True)
         y = np.asarray(value)
         y_bar = np.zeros(y.shape, _float_dtype(y))
         chunks = _columns(lambda dots: batched_pullback(args, xs, y_bar, dots[0]),
-                          lambda dots: pulled_back(pullback, dots[0]), [y], chunk_size, state,
+                          lambda dots: pulled_back(pullback, xs, dots[0]), [y_bar], chunk_size, state,
                           tuple(map(rank_of_argument, args)))
         rows = _stacked(chunks, leaves, dtype)  # per leaf, its adjoint along each row: (y.size,) + leaf.shape
-        return _shaped([put([r.reshape(y.shape + x.shape) for r, x in zip(rows, leaves)])], several, False)
+        return _shaped([put([r.reshape(y.shape + x.shape) if _differentiable(x) else None
+                             for r, x in zip(rows, leaves)])], several, False)
     jacobian_by_rows.columns = state
     return jacobian_by_rows
 

@@ -362,3 +362,22 @@ def test_jacobians_of_a_tuple_output_with_respect_to_a_structure():
             assert forward[o][k].shape == np.shape(y) + params[k].shape
             np.testing.assert_allclose(forward[o][k], reverse[o][k], rtol=1e-10, atol=1e-12)
             np.testing.assert_allclose(forward[o][k], expected[k], rtol=1e-6, atol=1e-8)
+
+
+def test_an_integer_leaf_has_no_jacobian_block_as_it_has_no_gradient():
+    """As grad gives None for it: no columns, None in its place (float32 kept)."""
+    params = {"w": np.array([1.0, 2.0], np.float32), "n": np.array([2, 3])}
+
+    def scaled(params):
+        return params["w"] * params["n"]
+
+    def loss(params):
+        return np.sum(scaled(params) ** 2)
+    assert srcgrad.grad(loss)(params)["n"] is None
+    for J in (srcgrad.jacfwd(scaled, chunk_size=1), srcgrad.jacrev(scaled)):
+        value = J(params)
+        assert value["n"] is None and value["w"].dtype == np.float32
+        np.testing.assert_allclose(value["w"], np.diag([2.0, 3.0]))
+    H = srcgrad.hessian(loss)(params)
+    assert H["n"] is None and H["w"]["n"] is None
+    np.testing.assert_allclose(H["w"]["w"], np.diag([8.0, 18.0]))
