@@ -339,26 +339,29 @@ def _batched_leaves(t, x, count):
         return [t]
     # A structure's gradient is sparse (its tangent too), each leaf with its own column
     # axis: put in x's leaves column by column (no arithmetic: indexing).
-    columns = [_adjoint_leaves(runtime.batch_column(t, r), x) for r in range(count)]
+    leaves = _leaves(x)[0]
+    columns = [_adjoint_leaves(runtime.batch_column(t, r), x, leaves) for r in range(count)]
     return [np.stack([c[a] for c in columns]) for a in range(len(columns[0]))]
 
 
-def _adjoint_leaves(g, x):
+def _adjoint_leaves(g, x, leaves=None):
     """An adjoint (or tangent) ``g`` of the argument ``x`` as one array per leaf of ``x``
-    (:func:`_leaves`): zeros for a leaf without gradient."""
+    (:func:`_leaves`; ``leaves`` when given): zeros for a leaf without gradient."""
     g = _match(g, x)
     if not tree.is_structure(x):
         return [np.asarray(g)]
-    leaves, got = _leaves(x)[0], iter(_leaves(g)[0])  # (None, a leaf without gradient, flattens to nothing)
-    if len(_leaves(g)[0]) != sum(map(_differentiable, leaves)):
+    leaves = _leaves(x)[0] if leaves is None else leaves
+    got = _leaves(g)[0]  # (None, the gradient of a leaf without one, flattens to nothing)
+    if len(got) != sum(map(_differentiable, leaves)):
         raise errors.SrcgradError(
             f"srcgrad computed an adjoint of the {type(x).__name__} argument whose leaves are not its float "
             "leaves (a defect in srcgrad: please report it); pass the float arrays as arguments meanwhile")
+    got = iter(got)
     return [next(got) if _differentiable(leaf) else np.zeros(leaf.shape) for leaf in leaves]
 
 
 def _chunks(leaves, chunk_size):
-    """The unit vectors over all of ``leaves`` (their elements in order), ``chunk_size``
+    """The unit vectors over all of ``leaves`` (their float elements in order), ``chunk_size``
     at a time (None: all): per chunk, one array per leaf of shape ``(c,) + leaf.shape``
     in the leaf's float dtype, whose row ``r`` is the unit vector of column ``start + r``."""
     sizes = [leaf.size if _differentiable(leaf) else 0 for leaf in leaves]
@@ -548,7 +551,8 @@ def jacfwd(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         ``y.shape + x.shape`` (``J[o, a] = ∂y[o]/∂x[a]``) in the inputs' float
         dtype; for a structure ``x``, as ``jax.jacfwd`` on a pytree: ``x``'s
         structure (an object like ``x``'s gradient for a model) whose leaf ``a``
-        is the block of shape ``y.shape + a.shape``.  A tuple over the ``wrt``
+        is the block of shape ``y.shape + a.shape`` (None for an integer leaf,
+        which has no gradient).  A tuple over the ``wrt``
         arguments when ``wrt`` is a tuple, and a tuple over the outputs
         (outermost) when ``f`` returns a tuple.  The same values as
         :func:`jacrev`; cheaper when the inputs have fewer elements than the
