@@ -295,6 +295,18 @@ def _float_dtype(x):
     return x.dtype if isinstance(x, np.ndarray) and x.dtype.kind == "f" else np.float64
 
 
+def _differentiable(leaf) -> bool:
+    """A float leaf; an integer, boolean or string leaf of a structure has no gradient
+    (None in ``grad``'s, ``tree.materialize``), so no columns and no block."""
+    return leaf.dtype.kind == "f"
+
+
+def _dtype(leaves):
+    """The result dtype of derivatives with respect to ``leaves`` (float64 for none)."""
+    return np.result_type(*[leaf.dtype for leaf in leaves if _differentiable(leaf)]) \
+        if any(_differentiable(leaf) for leaf in leaves) else np.float64
+
+
 def _leaves(x):
     """``x``'s leaves (itself for an array or a float) and the function that puts
     values in their places."""
@@ -304,11 +316,55 @@ def _leaves(x):
     return [np.asarray(x)], lambda values: values[0]
 
 
+def _split(xs):
+    """The leaves of the arguments ``xs`` (arrays, floats or structures), in order, and
+    the function putting one value per leaf back in their places: a tuple with one
+    value (a structure of them) per argument."""
+    split = [_leaves(x) for x in xs]
+
+    def put(values):
+        out, at = [], 0
+        for ls, place in split:
+            out.append(place(list(values[at:at + len(ls)])))
+            at += len(ls)
+        return tuple(out)
+    return [leaf for ls, _ in split for leaf in ls], put
+
+
+def _batched_leaves(t, x, count):
+    """A batched adjoint or tangent ``t`` of the argument ``x`` as one array per leaf of
+    ``x``, ``(count,) + leaf.shape`` (or one row, which broadcasts, where ``t`` is an
+    array that does not vary along the columns)."""
+    if not tree.is_structure(x):
+        return [t]
+    # A structure's gradient is sparse (its tangent too), each leaf with its own column
+    # axis: put in x's leaves column by column (no arithmetic: indexing).
+    leaves = _leaves(x)[0]
+    columns = [_adjoint_leaves(runtime.batch_column(t, r), x, leaves) for r in range(count)]
+    return [np.stack([c[a] for c in columns]) for a in range(len(columns[0]))]
+
+
+def _adjoint_leaves(g, x, leaves=None):
+    """An adjoint (or tangent) ``g`` of the argument ``x`` as one array per leaf of ``x``
+    (:func:`_leaves`; ``leaves`` when given): zeros for a leaf without gradient."""
+    g = _match(g, x)
+    if not tree.is_structure(x):
+        return [np.asarray(g)]
+    leaves = _leaves(x)[0] if leaves is None else leaves
+    got = _leaves(g)[0]  # (None, the gradient of a leaf without one, flattens to nothing)
+    if len(got) != sum(map(_differentiable, leaves)):
+        raise errors.SrcgradError(
+            f"srcgrad computed an adjoint of the {type(x).__name__} argument whose leaves are not its float "
+            "leaves (a defect in srcgrad: please report it); pass the float arrays as arguments meanwhile")
+    got = iter(got)
+    return [next(got) if _differentiable(leaf) else np.zeros(leaf.shape) for leaf in leaves]
+
+
 def _chunks(leaves, chunk_size):
-    """The unit vectors over all of ``leaves`` (their elements in order), ``chunk_size``
+    """The unit vectors over all of ``leaves`` (their float elements in order), ``chunk_size``
     at a time (None: all): per chunk, one array per leaf of shape ``(c,) + leaf.shape``
     in the leaf's float dtype, whose row ``r`` is the unit vector of column ``start + r``."""
-    sizes = [leaf.size for leaf in leaves]
+    sizes = [leaf.size if _differentiable(leaf) else 0 for leaf in leaves]
     total = sum(sizes)
     step = total if chunk_size is None else int(chunk_size)
     if step < 1 and total:
@@ -317,7 +373,7 @@ def _chunks(leaves, chunk_size):
         stop = min(total, start + step)
         dots, offset = [], 0
         for leaf, size in zip(leaves, sizes):
-            d = np.zeros((stop - start, size), _float_dtype(leaf))
+            d = np.zeros((stop - start, leaf.size), _float_dtype(leaf))
             lo, hi = max(start, offset), min(stop, offset + size)
             if lo < hi:
                 d[np.arange(lo - start, hi - start), np.arange(lo - offset, hi - offset)] = 1
@@ -355,10 +411,13 @@ def _stacked(chunks, outputs, dtype):
 
 
 def _blocks(stacked, y, leaves):
-    """``J[a]`` of shape ``y.shape + leaf_a.shape`` for each input leaf, from the
-    tangents of ``y`` over all columns, ``(N,) + y.shape``."""
+    """``J[a]`` of shape ``y.shape + leaf_a.shape`` for each input leaf (None for one
+    without gradient), from the tangents of ``y`` over all columns, ``(N,) + y.shape``."""
     out, offset = [], 0
     for leaf in leaves:
+        if not _differentiable(leaf):
+            out.append(None)
+            continue
         part = stacked[offset:offset + leaf.size].reshape((leaf.size,) + np.shape(y))
         out.append(np.moveaxis(part, 0, -1).reshape(np.shape(y) + leaf.shape))
         offset += leaf.size
@@ -407,45 +466,32 @@ def hessian(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         args = gradient._arguments(args, kwargs)
         gradient._check_wrt(args)
         xs = [args[i] for i in gradient._wrt_index]
+        leaves, tangents_of = _split(xs)
         split = [_leaves(x) for x in xs]
-        leaves = [leaf for ls, _ in split for leaf in ls]
         counts = [len(ls) for ls, _ in split]
-        dtype = np.result_type(*[_float_dtype(leaf) for leaf in leaves]) if leaves else np.float64
-
-        def tangents_of(dots):  # one tangent (a structure of them) per wrt argument
-            out, at = [], 0
-            for (_, put), n in zip(split, counts):
-                out.append(put(list(dots[at:at + n])))
-                at += n
-            return tuple(out)
+        dtype = _dtype(leaves)
 
         def run(dots):
             _, tangent = batched(args, tangents_of(dots))
             out = []
             for t, x in zip(tangent if several else (tangent,), xs):
-                if tree.is_structure(x):
-                    # A structure's gradient is sparse (its tangent too), each leaf with its own
-                    # column axis: put in x's leaves column by column (no arithmetic: indexing).
-                    columns = [_leaves(_match(runtime.batch_column(t, r), x))[0] for r in range(len(dots[0]))]
-                    out += [np.stack([c[a] for c in columns]) for a in range(len(columns[0]))]
-                else:
-                    out.append(t)
+                out += _batched_leaves(t, x, len(dots[0]))
             return out
 
         def loop(dots):
             columns = []
             for r in range(len(dots[0]) if dots else 0):
                 _, tangent = composed(args, tangents_of(_column(dots, r)))
-                tangent = _matched(tangent, gradient, args)
-                columns.append([leaf for t in (tangent if several else (tangent,)) for leaf in _leaves(t)[0]])
+                columns.append([leaf for t, x in zip(tangent if several else (tangent,), xs)
+                                for leaf in _adjoint_leaves(t, x)])
             return [np.stack([c[o] for c in columns]) for o in range(len(leaves))]
 
         chunks = _columns(run, loop, leaves, chunk_size, state, tuple(map(rank_of_argument, args)))
         rows = _stacked(chunks, leaves, dtype)  # row a: the gradient's leaf a along every column
         block = [_blocks(rows[a], leaves[a], leaves) for a in range(len(leaves))]  # block[a][b]
         starts = np.cumsum([0] + counts)
-        result = [[split[i][1]([split[j][1](block[a][starts[j]:starts[j + 1]])
-                                for a in range(starts[i], starts[i + 1])]) for j in range(len(xs))]
+        result = [[split[i][1]([split[j][1](block[a][starts[j]:starts[j + 1]]) if _differentiable(leaves[a])
+                                else None for a in range(starts[i], starts[i + 1])]) for j in range(len(xs))]
                   for i in range(len(xs))]
         if not several:
             return result[0][0]
@@ -454,31 +500,9 @@ def hessian(f, wrt=0, backend=None, optimize=True, chunk_size=None):
     return hessian_of
 
 
-def _jacobian_blocks(columns, outputs, inputs):
-    """``J[o][i]`` of shape ``outputs[o].shape + inputs[i].shape`` from the rows (one
-    list per output, of the inputs' adjoints)."""
-    blocks = []
-    for o, y in enumerate(outputs):
-        row = []
-        for i, x in enumerate(inputs):
-            parts = [np.asarray(r[i]) for r in columns[o]]
-            stacked = np.stack(parts, axis=0) if parts else np.zeros((0,) + np.shape(x))
-            row.append(stacked.reshape(np.shape(y) + np.shape(x)))
-        blocks.append(row)
-    return blocks
-
-
 def _shaped(blocks, several_in, several_out):
     rows = [tuple(row) if several_in else row[0] for row in blocks]
     return tuple(rows) if several_out else rows[0]
-
-
-def _arrays_only(args, index, fn, what):
-    for i in index:
-        if tree.is_structure(args[i]):
-            raise TypeError(f"srcgrad.{what} takes arrays and floats; {fn.__name__}'s argument {i} is a "
-                            f"{type(args[i]).__name__} (use srcgrad.hessian, srcgrad.hvp or srcgrad.vjp "
-                            "for structures)")
 
 
 def _basis(x):
@@ -514,8 +538,9 @@ def jacfwd(f, wrt=0, backend=None, optimize=True, chunk_size=None):
 
     Args:
         f: a Python function whose output is an array (or a tuple of them).
-        wrt: an index or a name, or a tuple of them; those arguments are arrays
-            or floats.
+        wrt: an index or a name, or a tuple of them; those arguments are arrays,
+            floats or structures of them (a dict, list, tuple or object of
+            parameters: a model).
         backend, optimize: as for :func:`srcgrad.grad`.
         chunk_size: how many columns one run of the batched forward program
             computes (its tangents have a leading axis of that length: memory
@@ -524,14 +549,17 @@ def jacfwd(f, wrt=0, backend=None, optimize=True, chunk_size=None):
     Returns:
         A function with ``f``'s parameters returning ``J`` of shape
         ``y.shape + x.shape`` (``J[o, a] = ∂y[o]/∂x[a]``) in the inputs' float
-        dtype; a tuple over the ``wrt`` arguments when ``wrt`` is a tuple, and a
-        tuple over the outputs (outermost) when ``f`` returns a tuple.  The same
-        values as :func:`jacrev`; cheaper when the inputs have fewer elements
-        than the output.  Where ``f`` has a step that does not batch (see
+        dtype; for a structure ``x``, as ``jax.jacfwd`` on a pytree: ``x``'s
+        structure (an object like ``x``'s gradient for a model) whose leaf ``a``
+        is the block of shape ``y.shape + a.shape`` (None for an integer leaf,
+        which has no gradient).  A tuple over the ``wrt``
+        arguments when ``wrt`` is a tuple, and a tuple over the outputs
+        (outermost) when ``f`` returns a tuple.  The same values as
+        :func:`jacrev`; cheaper when the inputs have fewer elements than the
+        output.  Where ``f`` has a step that does not batch (see
         :mod:`srcgrad.higher`), one column per run.
 
     Raises:
-        TypeError: a ``wrt`` argument is a structure.
         ValueError: ``chunk_size`` not a positive integer or None.
         And as :func:`srcgrad.jvp`.
     """
@@ -547,28 +575,30 @@ def jacfwd(f, wrt=0, backend=None, optimize=True, chunk_size=None):
     def jacobian_by_columns(*args, **kwargs):
         args = forward._arguments(args, kwargs)
         forward._check_wrt(args)
-        _arrays_only(args, forward._wrt_index, f, "jacfwd")
-        xs = [np.asarray(args[i]) for i in forward._wrt_index]
-        dtype = np.result_type(*[_float_dtype(x) for x in xs])
+        xs = [args[i] for i in forward._wrt_index]
+        leaves, tangents_of = _split(xs)
+        dtype = _dtype(leaves)
         value = []
 
         def run(dots):
-            y, tangent = batched.compiled(args)(*args, *dots)
+            y, tangent = batched.compiled(args)(*args, *tangents_of(dots))
             value[:] = [y]
             return list(tangent) if isinstance(y, tuple) else [tangent]
 
         def loop(dots):
             columns = []
             for r in range(len(dots[0])):
-                y, tangent = forward(*args, _column(dots, r) if several else dots[0][r])
+                tangents = tangents_of(_column(dots, r))
+                y, tangent = forward(*args, tangents if several else tangents[0])
                 value[:] = [y]
                 columns.append(tangent if isinstance(y, tuple) else (tangent,))
             return [np.stack([np.asarray(c[o]) for c in columns]) for o in range(len(columns[0]))]
 
-        chunks = _columns(run, loop, xs, chunk_size, state, tuple(map(rank_of_argument, args)))
+        chunks = _columns(run, loop, leaves, chunk_size, state, tuple(map(rank_of_argument, args)))
         y = value[0] if value else f(*args)  # (no input elements: evaluated for the output's shape)
         outputs = y if isinstance(y, tuple) else (y,)
-        blocks = [_blocks(t, out, xs) for t, out in zip(_stacked(chunks, outputs, dtype), outputs)]
+        blocks = [tangents_of(_blocks(t, out, leaves))
+                  for t, out in zip(_stacked(chunks, outputs, dtype), outputs)]
         return _shaped(blocks, several, isinstance(y, tuple))
     jacobian_by_columns.columns = state
     return jacobian_by_columns
@@ -597,8 +627,9 @@ def jacrev(f, wrt=0, backend=None, optimize=True, chunk_size=None):
     transformed: dict = {}  # pullback program -> its batched forward mode over the cotangent
     state: dict = {}
 
-    def batched_pullback(args, y_bar, ys_bar):
-        """The adjoints of the ``wrt`` arguments along each row of ``ys_bar``, batched."""
+    def batched_pullback(args, xs, y_bar, ys_bar):
+        """The adjoints of the leaves of the ``wrt`` arguments ``xs`` along each row of
+        ``ys_bar``, batched."""
         try:
             program = pullback_code.compiled(args + (y_bar,)).current(args + (y_bar,))
             jvp = transformed.get(program.function)
@@ -610,38 +641,39 @@ def jacrev(f, wrt=0, backend=None, optimize=True, chunk_size=None):
             _, adjoints = jvp(*args, y_bar, ys_bar)
         except errors.UserCodeError:
             raise NotBatchable from None  # (the rows one at a time meet it again, at its place)
-        return list(adjoints) if several else [adjoints]
+        return [leaf for a, x in zip(adjoints if several else (adjoints,), xs)
+                for leaf in _batched_leaves(a, x, len(ys_bar))]
+
+    def pulled_back(pullback, xs, ys_bar):
+        """The leaves of the adjoints along each row, one at a time: per leaf, stacked."""
+        rows = [[leaf for a, x in zip(adjoints if several else (adjoints,), xs)
+                 for leaf in _adjoint_leaves(a, x)] for adjoints in map(pullback, ys_bar)]
+        return [np.stack([r[a] for r in rows]) for a in range(len(rows[0]))]
 
     @_shown
     def jacobian_by_rows(*args, **kwargs):
         args = reverse._arguments(args, kwargs)
-        _arrays_only(args, reverse._wrt_index, f, "jacrev")
-        xs = [np.asarray(args[i]) for i in reverse._wrt_index]
+        xs = [args[i] for i in reverse._wrt_index]
+        leaves, put = _split(xs)
+        dtype = _dtype(leaves)
         value, pullback = reverse(*args)
         if isinstance(value, tuple):  # (the pullback code takes one output's cotangent)
-            rows = []
+            blocks = []
             for o, y in enumerate(value):
-                rows.append([])
-                for e in _basis(y):
-                    adjoints = pullback(tuple(e if k == o else None for k in range(len(value))))
-                    rows[o].append(adjoints if several else (adjoints,))
-            return _shaped(_jacobian_blocks(rows, value, xs), several, True)
+                basis = [tuple(e if k == o else None for k in range(len(value))) for e in _basis(y)]
+                rows = pulled_back(pullback, xs, basis) if basis else [np.zeros((0,) + x.shape)
+                                                                       for x in leaves]
+                blocks.append(put([r.astype(dtype, copy=False).reshape(np.shape(y) + x.shape)
+                                   if _differentiable(x) else None for r, x in zip(rows, leaves)]))
+            return _shaped(blocks, several, True)
         y = np.asarray(value)
         y_bar = np.zeros(y.shape, _float_dtype(y))
-
-        def loop(dots):
-            rows = []
-            for e in dots[0]:
-                adjoints = pullback(e)
-                rows.append(adjoints if several else (adjoints,))
-            return [np.stack([np.asarray(r[i]) for r in rows]) for i in range(len(xs))]
-
-        chunks = _columns(lambda dots: batched_pullback(args, y_bar, dots[0]), loop, [y], chunk_size, state,
+        chunks = _columns(lambda dots: batched_pullback(args, xs, y_bar, dots[0]),
+                          lambda dots: pulled_back(pullback, xs, dots[0]), [y_bar], chunk_size, state,
                           tuple(map(rank_of_argument, args)))
-        dtype = np.result_type(*[_float_dtype(x) for x in xs])
-        rows = _stacked(chunks, xs, dtype)  # per input, its adjoint along each row: (y.size,) + x.shape
-        blocks = [[r.reshape(y.shape + x.shape) for r, x in zip(rows, xs)]]
-        return _shaped(blocks, several, False)
+        rows = _stacked(chunks, leaves, dtype)  # per leaf, its adjoint along each row: (y.size,) + leaf.shape
+        return _shaped([put([r.reshape(y.shape + x.shape) if _differentiable(x) else None
+                             for r, x in zip(rows, leaves)])], several, False)
     jacobian_by_rows.columns = state
     return jacobian_by_rows
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import srcgrad
-from srcgrad import nn
+from srcgrad import nn, tree
 from test_higher import CASES, IDS, gradient_difference, loop_branch
 
 
@@ -262,3 +262,122 @@ def test_hessian_of_a_model_runs_batched_and_equals_hvp_column_by_column(case):
         for b, leaf in enumerate(leaves):
             row = blocks[a * len(leaves) + b].reshape(sizes[a], leaf.size)[p]
             np.testing.assert_allclose(row, column[b].ravel(), rtol=1e-10, atol=1e-12)
+
+
+# ---- jacfwd / jacrev with respect to a structure: blocks in its structure (as jax on a pytree) ----
+
+def dict_layer(params, x):
+    """A dict of arrays, broadcasting the bias."""
+    return np.tanh(x @ params["w"] + params["b"])
+
+
+def stacked_layers(layers, x):
+    """A list of (w, b) tuples, in a loop."""
+    for w, b in layers:
+        x = np.tanh(x @ w + b)
+    return x
+
+
+def model_output(model, x):
+    """An srcgrad.nn model's output with respect to its parameters (an object of them)."""
+    return np.sin(model(x))
+
+
+def _structure_cases(dtype):
+    r = np.random.default_rng(8)
+    nn.init.manual_seed(1)
+
+    def a(*shape):
+        return r.standard_normal(shape).astype(dtype)
+    model = nn.Sequential(nn.Linear(3, 4, dtype=dtype), nn.Tanh(), nn.Linear(4, 2, dtype=dtype))
+    return [
+        (dict_layer, ({"w": a(3, 2), "b": a(2)}, a(4, 3)), 0),
+        (dict_layer, ({"w": a(3, 2), "b": a(2)}, a(4, 3)), (0, 1)),  # a structure and an array
+        (stacked_layers, ([(a(3, 4), a(4)), (a(4, 2), a(2))], a(2, 3)), 0),
+        (model_output, (model, a(2, 3)), 0),
+    ]
+
+
+STRUCTURE_IDS = ["dict", "dict-and-array", "list-of-tuples", "nn-sequential"]
+
+
+def structure_difference(f, args, i, eps=1e-6):
+    """Central differences of ``f`` in each leaf of ``args[i]``: that argument's structure
+    (its leaves' blocks, ``y.shape + leaf.shape``), in float64."""
+    leaves, spec = tree.flatten(args[i])[1:]
+    blocks = []
+    for a, leaf in enumerate(leaves):
+        def moved(value, a=a):
+            new = tree.unflatten(spec, [value if b == a else x for b, x in enumerate(leaves)])
+            return f(*args[:i], new, *args[i + 1:])
+        blocks.append(difference_jacobian(moved, np.asarray(leaf, float), eps))
+    return tree.unflatten(spec, blocks)
+
+
+@pytest.mark.parametrize("chunk_size", [None, 1, 5])
+@pytest.mark.parametrize("case", range(4), ids=STRUCTURE_IDS)
+def test_jacobians_with_respect_to_a_structure_are_blocks_in_it(case, chunk_size):
+    f, args, wrt = _structure_cases(np.float64)[case]
+    JF = srcgrad.jacfwd(f, wrt=wrt, chunk_size=chunk_size)
+    JR = srcgrad.jacrev(f, wrt=wrt, chunk_size=chunk_size)
+    forward, reverse = JF(*args), JR(*args)
+    assert batched(JF) and batched(JR)
+    several = isinstance(wrt, tuple)
+    y = np.asarray(f(*args))
+    for got_f, got_r, i in zip(forward if several else (forward,), reverse if several else (reverse,),
+                               wrt if several else (wrt,)):
+        assert type(got_f) is type(got_r)
+        expected = structure_difference(f, args, i) if tree.is_structure(args[i]) \
+            else difference_jacobian(lambda xi, i=i: f(*args[:i], xi, *args[i + 1:]), args[i])
+        for a, b, e, x in zip(*(tree.flatten(t)[1] if tree.is_structure(args[i]) else [t]
+                                for t in (got_f, got_r, expected, args[i]))):
+            assert a.shape == y.shape + np.shape(x)
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("case", range(4), ids=STRUCTURE_IDS)
+def test_jacobians_with_respect_to_a_float32_structure_stay_float32(case):
+    f, args, wrt = _structure_cases(np.float32)[case]
+    f64, args64, _ = _structure_cases(np.float64)[case]
+    expected = srcgrad.jacrev(f64, wrt=wrt)(*args64)
+    for J in (srcgrad.jacfwd(f, wrt=wrt, chunk_size=3), srcgrad.jacrev(f, wrt=wrt, chunk_size=3)):
+        value = J(*args)
+        assert batched(J)
+        for got, want in zip(tree.flatten(value)[1], tree.flatten(expected)[1]):
+            assert got.dtype == np.float32
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_jacobians_of_a_tuple_output_with_respect_to_a_structure():
+    """One structure of blocks per output (outermost), the rows pulled back one at a time."""
+    def two(params, x):
+        y = np.tanh(x @ params["w"] + params["b"])
+        return y, np.sum(y * params["b"])
+    f, (params, x), _ = _structure_cases(np.float64)[0]
+    forward, reverse = srcgrad.jacfwd(two)(params, x), srcgrad.jacrev(two)(params, x)
+    for o, y in enumerate(two(params, x)):
+        expected = structure_difference(lambda p, x: two(p, x)[o], (params, x), 0)
+        for k in ("w", "b"):
+            assert forward[o][k].shape == np.shape(y) + params[k].shape
+            np.testing.assert_allclose(forward[o][k], reverse[o][k], rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(forward[o][k], expected[k], rtol=1e-6, atol=1e-8)
+
+
+def test_an_integer_leaf_has_no_jacobian_block_as_it_has_no_gradient():
+    """As grad gives None for it: no columns, None in its place (float32 kept)."""
+    params = {"w": np.array([1.0, 2.0], np.float32), "n": np.array([2, 3])}
+
+    def scaled(params):
+        return params["w"] * params["n"]
+
+    def loss(params):
+        return np.sum(scaled(params) ** 2)
+    assert srcgrad.grad(loss)(params)["n"] is None
+    for J in (srcgrad.jacfwd(scaled, chunk_size=1), srcgrad.jacrev(scaled)):
+        value = J(params)
+        assert value["n"] is None and value["w"].dtype == np.float32
+        np.testing.assert_allclose(value["w"], np.diag([2.0, 3.0]))
+    H = srcgrad.hessian(loss)(params)
+    assert H["n"] is None and H["w"]["n"] is None
+    np.testing.assert_allclose(H["w"]["w"], np.diag([8.0, 18.0]))
