@@ -252,6 +252,7 @@ ROWS = [
     Row(math.fmod, {"math.fmod(x, y)": [((), ())], "math.fmod(x, 0.7)": [((),)]}, ((1.1, 1.3), (0.5, 0.6))),
     Row(math.remainder, {"math.remainder(x, y)": [((), ())]}, ((1.1, 1.3), (0.5, 0.6))),
     Row(math.ldexp, {"math.ldexp(x, 3)": [((),)], "math.ldexp(x, -2)": [((),)]}),
+    Row(math.fsum, {"math.fsum([x, y, x])": [((), ())], "math.fsum((x, 0.5))": [((),)]}),
     Row(math.pow, {"math.pow(x, y)": [((), ())], "math.pow(x, 3)": [((),)], "math.pow(x, 0.5)": [((),)]},
         (POSITIVE, REAL)),
     # ---- linear algebra ----------------------------------------------------

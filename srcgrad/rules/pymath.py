@@ -17,8 +17,8 @@ import math
 
 import numpy as np
 
-from ..runtime import digamma, is_constant
-from .registry import defadjoint, nondifferentiable
+from ..runtime import digamma, is_constant, items_sum_adjoint, items_sum_tangent
+from .registry import defadjoint, deftangent, nondifferentiable
 
 
 def _scalar(ndims, statics):
@@ -156,6 +156,17 @@ def remainder(ans_bar, ans, x1, x2):
 def ldexp(ans_bar, ans, x, i):
     """``x 2^i`` for an integer ``i``: ``2^i``."""
     return ans_bar * math.ldexp(1.0, i)
+
+
+@defadjoint(math.fsum, sequence=("seq",), diff=("seq",), ndim=_scalar)
+def fsum(ans_bar, ans, seq):
+    """The exactly rounded sum of floats: each item gets ``ans_bar``, as the builtin ``sum``."""
+    return items_sum_adjoint(ans_bar, seq)
+
+
+@deftangent(math.fsum)
+def fsum_tangent(ans, seq, seq_dot=None):
+    return items_sum_tangent(ans, seq_dot)
 
 
 nondifferentiable(math.ulp)  # the gap to the next float: piecewise constant
