@@ -174,6 +174,38 @@ def walk(node):
         yield node
 
 
+class Transformer(gast.NodeTransformer):
+    """``gast.NodeTransformer`` whose ``generic_visit`` reads ``_fields`` itself: the same
+    result without ``ast.iter_fields``'s generator per node (a rule's template is
+    transformed once per statement it differentiates)."""
+
+    def generic_visit(self, node):
+        for field in node._fields:
+            try:
+                old_value = getattr(node, field)
+            except AttributeError:
+                continue
+            if isinstance(old_value, list):
+                new_values = []
+                for value in old_value:
+                    if isinstance(value, _AST):
+                        value = self.visit(value)
+                        if value is None:
+                            continue
+                        if not isinstance(value, _AST):
+                            new_values.extend(value)
+                            continue
+                    new_values.append(value)
+                old_value[:] = new_values
+            elif isinstance(old_value, _AST):
+                new_node = self.visit(old_value)
+                if new_node is None:
+                    delattr(node, field)
+                else:
+                    setattr(node, field, new_node)
+        return node
+
+
 def own_nodes(fdef):
     """The nodes of ``fdef``'s body, not those of functions defined inside it."""
     stack = list(fdef.body)

@@ -248,7 +248,7 @@ def _read_data_live(fdef, fn, free, guards, locals_, kinds) -> list:
                                else _module_of(fn))
         return scopes[closure][0]
 
-    class Live(gast.NodeTransformer):
+    class Live(nodes.Transformer):
         def visit_Name(self, node):
             if node.id not in data or not isinstance(node.ctx, gast.Load) or id(node) in stored:
                 if node.id in data:
