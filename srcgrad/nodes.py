@@ -268,8 +268,13 @@ def statements(body):
     """Every statement in ``body``, nested ones included, in program order."""
     for stmt in body:
         yield stmt
-        for field in ("body", "orelse"):
-            yield from statements(getattr(stmt, field, None) or [])
+        # (no generator for the empty blocks of a simple statement: most of them)
+        inner = getattr(stmt, "body", None)
+        if inner:
+            yield from statements(inner)
+        inner = getattr(stmt, "orelse", None)
+        if inner:
+            yield from statements(inner)
 
 
 def assigned_names(stmt) -> list[str]:
