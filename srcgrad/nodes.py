@@ -115,22 +115,47 @@ def with_store_ctx(node):
     return node
 
 
-class _SignedLiterals(ast.NodeTransformer):
+def _signed(node):
     """``-3.0`` as ``-(3.0)``: ``ast.unparse`` parenthesises a unary minus where
     precedence needs it (``(-3.0) ** 2``) but never a negative constant."""
-
-    def visit_Constant(self, node):
+    if type(node) is ast.Constant:
         value = node.value
         if type(value) in (int, float) and (value < 0 or (value == 0 and str(value).startswith("-"))):
             return ast.UnaryOp(op=ast.USub(), operand=ast.Constant(value=-value))
-        return node
+    return node
+
+
+def _ready_to_unparse(tree):
+    """``tree`` (a stdlib ``ast`` tree) with signed literals (``_signed``) and a line on
+    every node that has one (``ast.unparse`` looks type comments up by line), as
+    ``ast.fix_missing_locations`` gives: one walk rather than a NodeTransformer and
+    that, which the whole program's rendering paid twice per node."""
+    tree = _signed(tree)
+    todo = [(tree, 1)]
+    for node, line in todo:
+        if "lineno" in node._attributes:
+            if hasattr(node, "lineno"):
+                line = node.lineno
+            else:
+                node.lineno = line
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if type(value) is list:
+                for i, item in enumerate(value):
+                    if isinstance(item, _AST):
+                        value[i] = item = _signed(item)
+                        todo.append((item, line))
+            elif isinstance(value, _AST):
+                signed = _signed(value)
+                if signed is not value:
+                    setattr(node, field, signed)
+                todo.append((signed, line))
+    return tree
 
 
 def to_source(node) -> str:
     """Python source of a gast node (via the stdlib's ``ast.unparse``)."""
-    tree = _SignedLiterals().visit(gast.gast_to_ast(node))
-    ast.fix_missing_locations(tree)
-    return ast.unparse(tree)
+    return ast.unparse(_ready_to_unparse(gast.gast_to_ast(node)))
 
 
 def walk(node):
@@ -147,6 +172,38 @@ def walk(node):
             elif isinstance(value, _AST):
                 todo.append(value)
         yield node
+
+
+class Transformer(gast.NodeTransformer):
+    """``gast.NodeTransformer`` whose ``generic_visit`` reads ``_fields`` itself: the same
+    result without ``ast.iter_fields``'s generator per node (a rule's template is
+    transformed once per statement it differentiates)."""
+
+    def generic_visit(self, node):
+        for field in node._fields:
+            try:
+                old_value = getattr(node, field)
+            except AttributeError:
+                continue
+            if isinstance(old_value, list):
+                new_values = []
+                for value in old_value:
+                    if isinstance(value, _AST):
+                        value = self.visit(value)
+                        if value is None:
+                            continue
+                        if not isinstance(value, _AST):
+                            new_values.extend(value)
+                            continue
+                    new_values.append(value)
+                old_value[:] = new_values
+            elif isinstance(old_value, _AST):
+                new_node = self.visit(old_value)
+                if new_node is None:
+                    delattr(node, field)
+                else:
+                    setattr(node, field, new_node)
+        return node
 
 
 def own_nodes(fdef):
@@ -211,8 +268,13 @@ def statements(body):
     """Every statement in ``body``, nested ones included, in program order."""
     for stmt in body:
         yield stmt
-        for field in ("body", "orelse"):
-            yield from statements(getattr(stmt, field, None) or [])
+        # (no generator for the empty blocks of a simple statement: most of them)
+        inner = getattr(stmt, "body", None)
+        if inner:
+            yield from statements(inner)
+        inner = getattr(stmt, "orelse", None)
+        if inner:
+            yield from statements(inner)
 
 
 def assigned_names(stmt) -> list[str]:

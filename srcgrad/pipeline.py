@@ -480,8 +480,8 @@ def _imports(body, backend) -> list:
     """The generated module's imports: the backend's, and the modules its code reads besides
     (``dispatch`` for calls compiled when they run, ``math`` for the rules of ``math.*`` on
     floats, ``scipy.special`` and its kin for the SciPy rules)."""
-    read = {n.id for s in body for n in gast.walk(s) if isinstance(n, gast.Name)}
-    scipy = sorted({f"scipy.{n.attr}" for s in body for n in gast.walk(s) if isinstance(n, gast.Attribute)
+    read = {n.id for s in body for n in nodes.walk(s) if isinstance(n, gast.Name)}
+    scipy = sorted({f"scipy.{n.attr}" for s in body for n in nodes.walk(s) if isinstance(n, gast.Attribute)
                     and isinstance(n.value, gast.Name) and n.value.id == "scipy"} if "scipy" in read else ())
     lines = ["import math"] * ("math" in read) + [f"import {m}" for m in scipy] + list(backend.IMPORTS)
     lines += ["from srcgrad import dispatch"] * ("dispatch" in read)

@@ -330,7 +330,7 @@ class _Instantiator:
         return _Substitute(self).visit(nodes.copy(node))
 
 
-class _Substitute(gast.NodeTransformer):
+class _Substitute(nodes.Transformer):
     """Replace template names by the call site's, and fold what is known."""
 
     def __init__(self, inst: _Instantiator):

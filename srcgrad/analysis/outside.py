@@ -37,7 +37,7 @@ import types
 import gast
 import numpy as np
 
-from .. import runtime
+from .. import nodes, runtime
 
 _STOP = object()  # a path element known only at run time (`G[i]`)
 _NUMBERS = (bool, int, float, complex, str, bytes, type(None), np.number)
@@ -141,7 +141,7 @@ def _parsed(fn):
     return _SOURCES[code]
 
 
-class _Spelled(gast.NodeTransformer):
+class _Spelled(nodes.Transformer):
     """The attributes a function reaches through builtins, as attributes: ``getattr(X, "v")``
     is ``X.v``, ``type(X)`` is ``X.__class__``, ``vars(X)`` is ``X.__dict__`` (a write
     through them is one into what they name)."""
@@ -212,23 +212,23 @@ class _Visit:
         fdef = _parsed(self.fn)
         if fdef is None:
             return [], []
-        self.local = {n.id for n in gast.walk(fdef) if isinstance(n, gast.Name)
+        self.local = {n.id for n in nodes.walk(fdef) if isinstance(n, gast.Name)
                       and isinstance(n.ctx, gast.Store)} | self.params
-        self.declared = {name for n in gast.walk(fdef) if isinstance(n, gast.Global) for name in n.names}
+        self.declared = {name for n in nodes.walk(fdef) if isinstance(n, gast.Global) for name in n.names}
         self.local -= self.declared
         for _ in range(2):  # twice: a loop's second iteration sees what the first aliased
-            for node in gast.walk(fdef):
+            for node in nodes.walk(fdef):
                 bound = _binding(node)
                 if bound is None:
                     continue
                 target, value, inside = bound
                 places = self.places(value, inside)
-                for name in {n.id for n in gast.walk(target) if isinstance(n, gast.Name)} - self.declared:
+                for name in {n.id for n in nodes.walk(target) if isinstance(n, gast.Name)} - self.declared:
                     whole = places if isinstance(target, gast.Name) else [_inside(p) for p in places]
                     if whole:
                         self.alias[name] = whole[0] if len(whole) == 1 else (_SEVERAL, tuple(whole), whole[0][2])
         returned = []
-        for node in gast.walk(fdef):
+        for node in nodes.walk(fdef):
             self.visit(node)
             if isinstance(node, gast.Return) and node.value is not None:
                 returned += self.places(node.value)
@@ -514,7 +514,7 @@ class _Stores:
         self.local, self.fresh, self.declared = set(), set(), set()
         other = set()  # names bound to something not made here (at least once)
         uses = {}  # local name -> the names its values are computed from
-        for node in gast.walk(fdef):
+        for node in nodes.walk(fdef):
             if isinstance(node, (gast.Global, gast.Nonlocal)):
                 self.declared.update(node.names)
             binding = _binding(node) or ((node.target, node.value, False)
@@ -527,7 +527,7 @@ class _Stores:
             for name in _bound_names(target):
                 self.local.add(name)
                 uses.setdefault(name, set()).update(
-                    n.id for n in gast.walk(value) if isinstance(n, gast.Name))
+                    n.id for n in nodes.walk(value) if isinstance(n, gast.Name))
                 (self.fresh if made else other).add(name)
         self.local -= self.declared
         self.fresh -= other | self.declared | self.params
@@ -557,7 +557,7 @@ class _Stores:
             and value.func.id in ("dict", "list", "set") and value.func.id not in self.fn.__globals__
 
     def carries(self, node) -> bool:
-        return node is not None and any(isinstance(n, gast.Name) and n.id in self.tainted for n in gast.walk(node))
+        return node is not None and any(isinstance(n, gast.Name) and n.id in self.tainted for n in nodes.walk(node))
 
     def outside(self, target) -> bool:
         """Whether writing into ``target`` (``X.a``, ``X[k]``) changes something the call did not make."""
@@ -572,10 +572,10 @@ class _Stores:
         return f"{self.fn.__code__.co_filename.rsplit('/', 1)[-1]}:{lines}: `{text}`"
 
     def first(self):
-        for node in gast.walk(self.fdef):
+        for node in nodes.walk(self.fdef):
             if isinstance(node, (gast.Assign, gast.AugAssign, gast.AnnAssign)) and self.carries(node.value):
                 for target in node.targets if isinstance(node, gast.Assign) else [node.target]:
-                    for t in gast.walk(target):
+                    for t in nodes.walk(target):
                         if isinstance(t, (gast.Attribute, gast.Subscript)) and isinstance(t.ctx, gast.Store) \
                                 and self.outside(t) or isinstance(t, gast.Name) and t.id in self.declared:
                             return self.where(node)

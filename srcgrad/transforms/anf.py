@@ -498,7 +498,7 @@ class _Lowering:
                                           comparators=[nodes.const(count)]),
                         body=[gast.Raise(exc=builtin("ValueError", [nodes.const(message)]), cause=None)],
                         orelse=[])
-        for node in gast.walk(check):
+        for node in nodes.walk(check):
             anno.inherit(node, stmt)
         self._if(check)
 

@@ -240,8 +240,7 @@ class _Facts:
 
     def movable(self, stmt) -> bool:
         if id(stmt) not in self._movable:
-            self._movable[id(stmt)] = isinstance(stmt, (gast.Assign, gast.AugAssign)) \
-                and _only_library_calls(stmt) and not _unmodelled([stmt])
+            self._movable[id(stmt)] = _movable(stmt)
         return self._movable[id(stmt)]
 
 
@@ -259,8 +258,13 @@ def _crossable(stmt, moved, a, facts) -> bool:
 _NOT_PURE = {"vjp_call", "vjp_method", "bind_vjp", "check_scalar_output", "unpop", "to_device", "to_host"}
 
 
-def _only_library_calls(stmt) -> bool:
-    """Calls only pure ``np.``/``rt.`` functions (not ``np.random``)."""
+def _movable(stmt) -> bool:
+    """An assignment that calls only pure ``np.``/``rt.`` functions (not ``np.random``)
+    and that ``_unmodelled`` leaves to this pass: one walk, as the sinking asks it of
+    every statement."""
+    if not isinstance(stmt, (gast.Assign, gast.AugAssign)):
+        return False
+    targets = _defs(stmt)
     for node in nodes.walk(stmt):
         if isinstance(node, gast.Call):
             parts, func = [], node.func
@@ -270,6 +274,11 @@ def _only_library_calls(stmt) -> bool:
             if not (isinstance(func, gast.Name) and func.id in ("np", "rt") and parts) \
                     or "random" in parts or (func.id == "rt" and parts[-1] in _NOT_PURE):
                 return False
+        elif isinstance(node, (gast.Lambda, gast.FunctionDef)):
+            if nodes.names_in(node):
+                return False
+        elif isinstance(node, gast.Name) and not isinstance(node.ctx, gast.Load) and node.id not in targets:
+            return False
     return True
 
 

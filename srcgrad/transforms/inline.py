@@ -154,7 +154,7 @@ class _Inliner:
         self.own = resolve.local_names(fdef)
         params = [a.id for a in fdef.args.posonlyargs + fdef.args.args + [fdef.args.vararg]
                   + fdef.args.kwonlyargs + [fdef.args.kwarg] if a is not None]
-        stored = {n.id for n in gast.walk(fdef) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
+        stored = {n.id for n in nodes.walk(fdef) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
         # name -> (object, (parameter index, attributes)): objects known when compiling.
         self.known = {} if _changes_objects(fdef) else {
             p: (v, (params.index(p), ())) for p, v in objects.items() if p not in stored and is_object(v)}
@@ -188,7 +188,7 @@ class _Inliner:
             else stmt.value
         if root is None or len(stack) > _DEPTH:
             return []
-        if isinstance(stmt, gast.AugAssign) and any(isinstance(n, gast.Call) for n in gast.walk(stmt.target)):
+        if isinstance(stmt, gast.AugAssign) and any(isinstance(n, gast.Call) for n in nodes.walk(stmt.target)):
             return []
         items, parents = _calls_in_order(root, stmt)
         targets = [self._target(c) if isinstance(c, gast.Call) else None for c in items]
@@ -235,7 +235,7 @@ class _Inliner:
         if type(items) not in (list, tuple) or not 0 < len(items) <= _UNROLL \
                 or not all(is_object(v) for v in items) or _descriptor(type(obj), it.attr):
             return None
-        inside = [n for s in loop.body for n in gast.walk(s)]
+        inside = [n for s in loop.body for n in nodes.walk(s)]
         if any(isinstance(n, (gast.Break, gast.Continue, gast.Return, gast.FunctionDef, gast.Lambda))
                or isinstance(n, gast.Name) and n.id == name and not isinstance(n.ctx, gast.Load)
                for n in inside) or not any(isinstance(n, gast.Call) and _root(n.func) == name for n in inside):
@@ -303,7 +303,7 @@ class _Inliner:
         checked = self._parsed(target.fn)
         if checked is None or any(isinstance(a, (gast.List, gast.Tuple, gast.Dict, gast.Set)) and any(
                 isinstance(n, (gast.List, gast.Tuple, gast.Dict, gast.Set)) for e in gast.iter_child_nodes(a)
-                for n in gast.walk(e)) for a in call.args + [k.value for k in call.keywords]):
+                for n in nodes.walk(e)) for a in call.args + [k.value for k in call.keywords]):
             # (a display in a display: the callee, compiled on its own, takes it as a
             # structure of arguments, which normalize does not follow in one function)
             return None, None
@@ -323,7 +323,7 @@ class _Inliner:
         self.inlined.count += 1
         self.inlined.classes.update(dict.fromkeys(target.classes))
         self.inlined.methods.update(dict.fromkeys(target.methods))
-        stored = {n.id for n in gast.walk(fdef) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
+        stored = {n.id for n in nodes.walk(fdef) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
         mapping, lines, known = {}, [], {}
         # Parameters, in order: the caller's name itself where the callee never assigns
         # it, else a local of the callee's bound to the argument.
@@ -425,10 +425,10 @@ class _Inliner:
             validate.transform(fdef)
         except errors.SrcgradError:
             return None  # compiled on its own at run time, as before, where the error shows
-        inside = [n for s in fdef.body for n in gast.walk(s)]
+        inside = [n for s in fdef.body for n in nodes.walk(s)]
         local = resolve.local_names(fdef)
         if any(isinstance(n, _NOT_INLINED) for n in inside) \
-                or any(isinstance(n, gast.Return) for s in fdef.body[:-1] for n in gast.walk(s)) \
+                or any(isinstance(n, gast.Return) for s in fdef.body[:-1] for n in nodes.walk(s)) \
                 or any(isinstance(n, (gast.Attribute, gast.Subscript)) and isinstance(n.ctx, gast.Store)
                        and _root(n) not in local for n in inside) \
                 or any(isinstance(n, gast.Attribute) and isinstance(n.ctx, gast.Store) for n in inside) \
@@ -438,7 +438,7 @@ class _Inliner:
         # namespace would answer for it).
         # A builtin (`range`) is the same one there unless the caller binds that name.
         if any(isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load) and n.id not in local
-               and n.id not in callee_free.names and not self._builtin_there(n) for n in gast.walk(fdef)):
+               and n.id not in callee_free.names and not self._builtin_there(n) for n in nodes.walk(fdef)):
             return None
         from .reverse import _changed_in_place  # (the reverse pass's reading of a callee's writes)
         params = set(inspect.signature(fn).parameters)
@@ -479,7 +479,7 @@ def _calls_in_order(root, stmt):
     def walk(node, parent=None, field=None):
         if isinstance(node, _OPAQUE) or isinstance(parent, gast.Call) and field == "func" \
                 and isinstance(node, gast.Call) or _is_super(node):
-            if any(isinstance(n, gast.Call) for n in gast.walk(node)):
+            if any(isinstance(n, gast.Call) for n in nodes.walk(node)):
                 items.append(node)
             return
         visit(node)
@@ -509,7 +509,7 @@ def _replace(parents, node, value):
 
 def _located(stmt, call):
     """A statement the inliner writes (a binding): at the call's line."""
-    for node in gast.walk(stmt):
+    for node in nodes.walk(stmt):
         anno.inherit(node, call)
     return stmt
 
@@ -570,14 +570,14 @@ def _leaks(body, known) -> bool:
                 if found is None and holds_object(stmt.value):  # `pair = (model.conv, x)`
                     found = _MISSING
                 if found is not None:
-                    for n in (n for t in stmt.targets for n in gast.walk(t)):
+                    for n in (n for t in stmt.targets for n in nodes.walk(t)):
                         if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
                             values[n.id] = found if isinstance(stmt.targets[0], gast.Name) else _MISSING
             elif isinstance(stmt, gast.For) and holds_object(stmt.iter):
-                for n in gast.walk(stmt.target):
+                for n in nodes.walk(stmt.target):
                     if isinstance(n, gast.Name):
                         values[n.id] = _MISSING
-    for call in (n for s in body for n in gast.walk(s) if isinstance(n, gast.Call)):
+    for call in (n for s in body for n in nodes.walk(s) if isinstance(n, gast.Call)):
         if registry.lookup(anno.get(call.func, "resolved", None)) is not None:
             continue
         if any(holds_object(part) for part in call.args + [k.value for k in call.keywords] + [call.func]):
@@ -616,7 +616,7 @@ def _chain_value(node, values):
 def _changes_objects(fdef) -> bool:
     """Whether the function may change which objects its objects hold (``m.conv = c``,
     ``setattr``): then none of their methods is taken as known."""
-    for node in gast.walk(fdef):
+    for node in nodes.walk(fdef):
         if isinstance(node, gast.Attribute) and isinstance(node.ctx, (gast.Store, gast.Del)):
             return True
         if isinstance(node, gast.Call) and anno.get(node.func, "resolved", None) in (setattr, delattr):

@@ -490,8 +490,9 @@ def prune_saves(forward, backward, live_out=()) -> tuple[list, list, bool]:
     """
     pushes = {anno.get(s, "save_id"): s for s in nodes.statements(forward)
               if isinstance(s, gast.Expr) and anno.has(s, "save_id")}
-    changed = _prune_block(backward, (), pushes)
-    changed |= _prune_unread(backward, pushes, set(live_out))
+    read = set()  # what the backward sweep reads once its blocks are pruned
+    changed = _prune_block(backward, (), pushes, read)
+    changed |= _prune_unread(backward, pushes, read | set(live_out))
     if changed:
         doomed = {id(s) for s in pushes.values() if s.value is None}
         forward = _remove(forward, doomed)
@@ -502,9 +503,8 @@ def prune_saves(forward, backward, live_out=()) -> tuple[list, list, bool]:
     return forward, backward, changed
 
 
-def _prune_unread(backward, pushes, live_out) -> bool:
-    """Drop from each pop the names nothing in ``backward`` reads (nor ``live_out``)."""
-    read = set(nodes.loaded_names(nodes.module(backward))) | live_out
+def _prune_unread(backward, pushes, read) -> bool:
+    """Drop from each pop the names not in ``read`` (what ``backward`` and the code after it read)."""
     changed = False
     for block in _blocks(backward):
         for field_owner in block:
@@ -546,14 +546,16 @@ def _read(name, after) -> bool:
     return any(name in names for names in after)
 
 
-def _prune_block(block, after, pushes) -> bool:
+def _prune_block(block, after, pushes, later=None) -> bool:
     """``after``: sets of names read by backward code that runs once ``block`` is done.
 
     The block is walked from its end, gathering what its later statements read
     as it goes (each statement's reads are added once, after it is pruned), so
-    every pop sees the reads of code already pruned, in one pass."""
+    every pop sees the reads of code already pruned, in one pass.  ``later``, if
+    given, gets them: what the pruned block reads (pruning a pop changes no read
+    of code already gathered)."""
     changed = False
-    later = set()
+    later = set() if later is None else later
     for i in reversed(range(len(block))):
         stmt = block[i]
         chain = (later, *after)

@@ -146,9 +146,14 @@ def local_names(fdef: gast.FunctionDef) -> set[str]:
     args = fdef.args
     params = [a.id for a in args.args + args.posonlyargs + args.kwonlyargs]
     params += [a.id for a in (args.vararg, args.kwarg) if a is not None]
-    stored = {n.id for n in nodes.walk(fdef) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
-    nested = {n.name for n in nodes.walk(fdef) if isinstance(n, gast.FunctionDef) and n is not fdef}
-    return set(params) | stored | nested
+    found = set(params)
+    for n in nodes.walk(fdef):
+        if isinstance(n, gast.Name):
+            if isinstance(n.ctx, gast.Store):
+                found.add(n.id)
+        elif isinstance(n, gast.FunctionDef) and n is not fdef:
+            found.add(n.name)
+    return found
 
 
 def lookup(fn, key):
@@ -167,8 +172,13 @@ def transform(fdef: gast.FunctionDef, fn) -> FreeNames:
     locals_ = local_names(fdef)
     cells = _closure(fn)
     free, guards, kinds = {}, [], []
+    # Attribute chains after names, so that each base is resolved first; walk
+    # is breadth-first, so collect and sort by depth (innermost first).
+    attrs = []
     for node in nodes.walk(fdef):
-        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id not in locals_:
+        if isinstance(node, gast.Attribute):
+            attrs.append(node)
+        elif isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id not in locals_:
             value = lookup(fn, node.id)
             if value is not _MISSING:
                 anno.set(node, "resolved", value)
@@ -182,9 +192,6 @@ def transform(fdef: gast.FunctionDef, fn) -> FreeNames:
             free["__class__"] = cells["__class__"].cell_contents
         except ValueError:
             pass
-    # Attribute chains after names, so that each base is resolved first; walk
-    # is breadth-first, so collect and sort by depth (innermost first).
-    attrs = [n for n in nodes.walk(fdef) if isinstance(n, gast.Attribute)]
     for node in sorted(attrs, key=_depth):
         if anno.has(node.value, "resolved"):
             owner = anno.get(node.value, "resolved")
@@ -241,7 +248,7 @@ def _read_data_live(fdef, fn, free, guards, locals_, kinds) -> list:
                                else _module_of(fn))
         return scopes[closure][0]
 
-    class Live(gast.NodeTransformer):
+    class Live(nodes.Transformer):
         def visit_Name(self, node):
             if node.id not in data or not isinstance(node.ctx, gast.Load) or id(node) in stored:
                 if node.id in data:

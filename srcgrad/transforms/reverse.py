@@ -749,6 +749,8 @@ class _Reverse:
         # adjoint would be lost.
         given_in = [n for a in value.args + [k.value for k in value.keywords] for n in nodes.loaded_names(a)
                     if n in self.activity.varied] if written else []
+        if not given_in and not varied:
+            return
         callee = nodes.to_source(value.func)
         if isinstance(value.func, gast.Attribute) and nodes.to_source(value.func.value).startswith("_"):
             callee = f".{value.func.attr}"  # (`np.random.default_rng(0).shuffle`: a temporary)
@@ -1388,7 +1390,9 @@ def _builtin_rule(rule) -> bool:
 
 def _unbroadcasts(expr, name) -> bool:
     """Whether ``expr`` is ``rt.unbroadcast(..., name)`` (a built-in rule's own)."""
-    return isinstance(expr, gast.Call) and nodes.to_source(expr.func).strip() == "rt.unbroadcast" \
+    func = getattr(expr, "func", None)
+    return isinstance(expr, gast.Call) and isinstance(func, gast.Attribute) and func.attr == "unbroadcast" \
+        and isinstance(func.value, gast.Name) and func.value.id == "rt" \
         and len(expr.args) == 2 and isinstance(expr.args[1], gast.Name) and expr.args[1].id == name
 
 
