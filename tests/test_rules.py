@@ -253,6 +253,11 @@ ROWS = [
     Row(math.remainder, {"math.remainder(x, y)": [((), ())]}, ((1.1, 1.3), (0.5, 0.6))),
     Row(math.ldexp, {"math.ldexp(x, 3)": [((),)], "math.ldexp(x, -2)": [((),)]}),
     Row(math.fsum, {"math.fsum([x, y, x])": [((), ())], "math.fsum((x, 0.5))": [((),)]}),
+    Row(math.prod, {"math.prod([x, y, x])": [((), ())], "math.prod((x, 0.5))": [((),)],
+                    "math.prod([x], start=y)": [((), ())]}),
+    Row(math.dist, {"math.dist([x, y], [0.5, x])": [((), ())], "math.dist((x,), (y,))": [((), ())]}),
+    Row(math.modf, {"math.modf(x)": [((),)]}, (0.1, 0.9)),
+    Row(math.frexp, {"math.frexp(x)": [((),)]}, (0.6, 0.9)),
     Row(math.pow, {"math.pow(x, y)": [((), ())], "math.pow(x, 3)": [((),)], "math.pow(x, 0.5)": [((),)]},
         (POSITIVE, REAL)),
     # ---- linear algebra ----------------------------------------------------

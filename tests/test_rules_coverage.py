@@ -32,8 +32,7 @@ BUILTINS = "sum max min abs pow round divmod".split()
 REFUSED = {
     "stats.multivariate_normal.cdf": "no closed form (SciPy integrates numerically)",
     "stats.multivariate_normal.logcdf": "no closed form (SciPy integrates numerically)",
-    "math.dist": "no rule yet (two sequences)", "math.prod": "no rule yet (a sequence)", "math.frexp": "a pair of a float and an int",
-    "math.modf": "no rule yet (a pair)", "math.nextafter": "the next float: no derivative defined",
+    "math.nextafter": "the next float toward y: a step away from x, no derivative defined",
 }
 ABSENT = {"stats.dirichlet.cdf", "stats.dirichlet.logcdf"}  # SciPy has no such method
 

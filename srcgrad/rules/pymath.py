@@ -17,7 +17,8 @@ import math
 
 import numpy as np
 
-from ..runtime import digamma, is_constant, items_sum_adjoint, items_sum_tangent
+from ..runtime import (digamma, is_constant, item_of, items_dist_adjoint, items_dist_tangent, items_prod_adjoint,
+                       items_prod_tangent, items_sum_adjoint, items_sum_tangent)
 from .registry import defadjoint, deftangent, nondifferentiable
 
 
@@ -167,6 +168,54 @@ def fsum(ans_bar, ans, seq):
 @deftangent(math.fsum)
 def fsum_tangent(ans, seq, seq_dot=None):
     return items_sum_tangent(ans, seq_dot)
+
+
+@defadjoint(math.prod, sequence=("iterable",), diff=("iterable", "start"), ndim=_scalar)
+def prod(ans_bar, ans, iterable, *, start=1):
+    """Each item: the product of the others and ``start`` (``rt.items_prod_adjoint``)."""
+    items_bar, start_bar = items_prod_adjoint(ans_bar, iterable, start)
+    return items_bar, start_bar
+
+
+@deftangent(math.prod)
+def prod_tangent(ans, iterable, *, start=1, iterable_dot=None, start_dot=None):
+    return items_prod_tangent(ans, iterable, start, iterable_dot, start_dot)
+
+
+@defadjoint(math.dist, sequence=("p", "q"), diff=("p", "q"), ndim=_scalar)
+def dist(ans_bar, ans, p, q):
+    """``sqrt(sum((p_i - q_i)^2))``: ``(p_i - q_i) / ans`` and its negative."""
+    p_bar, q_bar = items_dist_adjoint(ans_bar, ans, p, q)
+    return p_bar, q_bar
+
+
+@deftangent(math.dist)
+def dist_tangent(ans, p, q, p_dot=None, q_dot=None):
+    return items_dist_tangent(ans, p, q, p_dot, q_dot)
+
+
+@defadjoint(math.modf, ndim=lambda ndims, statics: None)
+def modf(ans_bar, ans, x):
+    """``(x - trunc(x), trunc(x))``: the fraction's derivative is 1, the integer part's 0."""
+    g = item_of(ans_bar, 0)
+    return 0.0 * x if g is None else g
+
+
+@deftangent(math.modf)
+def modf_tangent(ans, x, x_dot=None):
+    return x_dot, 0.0 * x_dot
+
+
+@defadjoint(math.frexp, ndim=lambda ndims, statics: None)
+def frexp(ans_bar, ans, x):
+    """``(m, e)`` with ``x = m 2^e``, ``e`` an integer: ``dm/dx = 2^-e``."""
+    g = item_of(ans_bar, 0)
+    return 0.0 * x if g is None else g * math.ldexp(1.0, -ans[1])
+
+
+@deftangent(math.frexp)
+def frexp_tangent(ans, x, x_dot=None):
+    return x_dot * math.ldexp(1.0, -ans[1]), 0.0
 
 
 nondifferentiable(math.ulp)  # the gap to the next float: piecewise constant
