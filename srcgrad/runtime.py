@@ -251,6 +251,8 @@ def _axes_as_given(axis, ndim):
 
 def broadcast_reduced(g, x, axis=None, keepdims=False):
     """Broadcast the adjoint ``g`` of a reduction of ``x`` over ``axis`` back to ``x``'s shape."""
+    if keepdims and type(x) is np.ndarray:  # (a softmax's sum: the common case, without NumPy's shape calls)
+        return np.broadcast_to(g, x.shape)
     ndim = np.ndim(x)
     if not keepdims:
         g = np.expand_dims(g, _axes(axis, ndim)) if ndim else g
@@ -461,7 +463,15 @@ def _first_extremum_by_offset(ans_bar, ans, x, axes, window, keepdims, dtype):
             xp.greater(here, taken, out=here)  # equal, and no earlier offset was: `here & ~taken`
             if k + 1 < len(offsets):
                 taken |= here
-    return xp.multiply(hit, ans_bar, dtype=dtype)
+    return _masked(hit, ans_bar, dtype)
+
+
+def _masked(hit, ans_bar, dtype):
+    """``hit * ans_bar`` in ``dtype``: the mask cast, then multiplied in place (a product of
+    booleans with floats goes through NumPy's casting buffers: 2x slower, measured)."""
+    x_bar = hit.astype(dtype)
+    x_bar *= ans_bar
+    return x_bar
 
 
 def _first_extremum_by_row(ans_bar, ans, x, axes, size, dtype):
@@ -475,7 +485,7 @@ def _first_extremum_by_row(ans_bar, ans, x, axes, size, dtype):
     hit &= xp.arange(size) == xp.argmax(hit, axis=1)[:, None]
     if np.shape(ans_bar) != np.shape(ans):
         ans_bar = xp.broadcast_to(ans_bar, np.shape(ans))
-    x_bar = xp.multiply(hit, xp.reshape(ans_bar, (-1, 1)), dtype=dtype)
+    x_bar = _masked(hit, xp.reshape(ans_bar, (-1, 1)), dtype)
     if moved is x:
         return xp.reshape(x_bar, x.shape)
     return xp.transpose(xp.reshape(x_bar, moved.shape), np.argsort(order))
