@@ -154,6 +154,13 @@ def arctan2(ans_bar, ans, x1, x2):
             unbroadcast(-ans_bar * x1 / (x1**2 + x2**2), x2))
 
 
+@defadjoint(np.nextafter, elementwise=True)
+def nextafter(ans_bar, ans, x1, x2):
+    """``x1`` moved one unit in the last place toward ``x2`` (``math.nextafter``'s rule):
+    1 in ``x1``, 0 in ``x2``."""
+    return unbroadcast(ans_bar, x1), unbroadcast(0 * ans_bar, x2)
+
+
 @defadjoint(np.hypot, elementwise=True)
 def hypot(ans_bar, ans, x1, x2):
     """``x1 / ans``, ``x2 / ans``; 0 where both are 0 (as ``linalg.norm``)."""

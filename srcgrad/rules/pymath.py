@@ -221,6 +221,15 @@ def frexp_tangent(ans, x, x_dot=None):
 nondifferentiable(math.ulp)  # the gap to the next float: piecewise constant
 
 
+@defadjoint(math.nextafter, **_FLOAT)
+def nextafter(ans_bar, ans, x, y):
+    """The float next to ``x`` toward ``y``: ``x`` plus a step of one unit in the last place,
+    which is constant between powers of two (derivative 1 in ``x``, almost everywhere), and
+    whose direction is ``y``'s side of ``x`` (derivative 0 in ``y``).  Central differences
+    over more than a few units in the last place agree."""
+    return ans_bar, 0.0 * ans_bar
+
+
 @defadjoint(math.fabs, **_FLOAT)
 def fabs(ans_bar, ans, x):
     """Convention: derivative 0 at 0, as ``np.abs``'s (``sign(0) == 0``)."""
