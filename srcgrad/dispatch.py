@@ -301,7 +301,7 @@ def _rule_jvp(rule, fn, wrt, dots, args, kwargs, where):
     names = list(rule.signature.parameters)
     param = {(names[w] if isinstance(w, int) else w): (w, d) for w, d in zip(wrt, dots)}
     for p in [p for p in param if p not in rule.diff_params]:
-        if p not in registry.DISCRETE:  # (`ord=p` with a tangent: a derivative the rule lacks)
+        if p not in rule.discrete_params:  # (`ord=p` with a tangent: a derivative the rule lacks)
             raise errors.NoDerivativeRuleError(
                 f"`{rule.name}` is given a value with a tangent as `{p}` at {where}, and its rule has no "
                 f"derivative with respect to `{p}`", None, f"pass a constant `{p}`")
@@ -432,6 +432,13 @@ def vjp_method(obj, name, wrt, /, *args, **kwargs):
     attr = getattr(obj, name)
     if "self" not in wrt:
         return vjp_call(attr, wrt, *args, **kwargs)
+    if getattr(attr, "__self__", None) is not obj and _reaches(attr, obj):
+        raise errors.UnsupportedSyntaxError(
+            f"`.{name}` of the {type(obj).__name__} being differentiated is a function stored in it that "
+            f"reaches the {type(obj).__name__} itself (a functools.partial of it, a closure or global "
+            "naming it): srcgrad does not follow the values it reads that way, and its gradient would be "
+            "zero", None, f"define `{name}` as a method of {type(obj).__name__} (`def {name}(self, ...)`), "
+            "or bind it as one (`types.MethodType(fn, obj)`)")
     value, pullback = vjp_call(attr, wrt, *args, **kwargs)
     if getattr(attr, "__self__", None) is obj:
         return value, pullback  # a method: its own receiver is obj
@@ -443,6 +450,30 @@ def vjp_method(obj, name, wrt, /, *args, **kwargs):
             return {name: adjoints}
         return tuple({name: a} if i == position else a for i, a in enumerate(adjoints))
     return value, pull
+
+
+def _reaches(fn, obj) -> bool:
+    """Whether the plain function or ``functools.partial`` ``fn`` holds ``obj`` or one of its
+    fields: among a partial's arguments, a function's closure cells, defaults, or the
+    globals it names."""
+    parts = {id(obj)} | {id(v) for v in getattr(obj, "__dict__", {}).values()
+                         if isinstance(v, np.ndarray) or hasattr(v, "__dict__") and not callable(v)}
+    held = []
+    while isinstance(fn, functools.partial):
+        held += list(fn.args) + list(fn.keywords.values())
+        fn = fn.func
+    if isinstance(fn, types.FunctionType):
+        held += [_contents(c) for c in fn.__closure__ or ()]
+        held += list(fn.__defaults__ or ()) + list((fn.__kwdefaults__ or {}).values())
+        held += [fn.__globals__[n] for n in fn.__code__.co_names if n in fn.__globals__]
+    return any(id(v) in parts for v in held)
+
+
+def _contents(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # (a cell not yet bound)
+        return None
 
 
 _REFLECTED = {"add": "radd", "sub": "rsub", "mul": "rmul", "truediv": "rtruediv", "matmul": "rmatmul",
@@ -588,7 +619,7 @@ def _rule_vjp(rule, fn, wrt, args, kwargs):
         return params[w].name, None
     wanted = [where(w) for w in wrt if w != "self"]  # the receiver: a generator, no derivative
     for name, _ in wanted:
-        if name not in rule.diff_params and name not in registry.DISCRETE and name not in rule.zero_params:
+        if name not in rule.diff_params and name not in rule.discrete_params and name not in rule.zero_params:
             raise errors.NoDerivativeRuleError(
                 f"`{name}` of `{rule.name}` is given a value being differentiated, but srcgrad's rule "
                 f"has no derivative with respect to `{name}`", None,

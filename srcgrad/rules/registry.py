@@ -68,7 +68,7 @@ class Rule:
             derived from the primitive or from ``adjoint``.  None: forward mode
             refuses the primitive given a value with a tangent.
 
-    A parameter outside ``diff_params`` has no adjoint.  Those named in
+    A parameter outside ``diff_params`` has no adjoint.  Those of srcgrad's own rules named in
     :data:`DISCRETE` take integers, booleans, strings or dtypes only (an axis, a
     shape, an index, ``np.where``'s condition), so their derivative is zero
     whatever is passed, and so do those in ``zero_params`` (``np.full_like``'s
@@ -94,6 +94,12 @@ class Rule:
     @property
     def differentiable(self) -> bool:
         return self.adjoint is not None
+
+    @property
+    def discrete_params(self) -> frozenset:
+        """:data:`DISCRETE` for srcgrad's own rules, whose parameters of those names are
+        NumPy's and SciPy's; none for a user's (``custom_adjoint``'s ``k=2.0`` is a float)."""
+        return DISCRETE if getattr(self.adjoint, "__module__", "").startswith("srcgrad.") else frozenset()
 
 
 # Parameters that take only discrete values (integers, booleans, strings, dtypes, index

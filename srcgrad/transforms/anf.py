@@ -1108,9 +1108,13 @@ class _Lowering:
             where = self._shared_at(name) or (f" (made at {origin.where}: `{origin.text.strip()}`)" if origin
                                                else " (it is an argument: the caller's array)"
                                                if name in self.params else "")
-            raise errors.at(stmt, f"`{user} {_op_symbol(stmt.op)}= ...` changes `{user}` in place if it "
-                            f"is an array, and `{user}` may share memory with another name{where}",
-                            f"write `{user} = {user} {_op_symbol(stmt.op)} ...` (a new array)")
+            op = _op_symbol(stmt.op)
+            advice = f"write `{user} = {user} {op} ...` (a new array)"
+            viewed = origin.text.split("=", 1)[1].strip() if origin and "=" in origin.text else ""
+            if "[" in viewed and not viewed.startswith(("[", "(")):  # `v = a[1:]`: maybe meant to change `a`
+                advice += f", or, to change the array it views too, write into that by index (`{viewed} {op}= ...`)"
+            raise errors.at(stmt, f"`{user} {op}= ...` changes `{user}` in place if it "
+                            f"is an array, and `{user}` may share memory with another name{where}", advice)
 
     def _known_number(self, atom) -> bool:
         """Whether ``atom`` is known to hold an array or a number (a literal, a NumPy
@@ -1314,8 +1318,9 @@ class _Lowering:
             if isinstance(base, gast.Name) and isinstance(index, gast.Constant) and isinstance(atom, gast.Name):
                 # An item of a structure passed in (a model's list of layers): its ranks are known.
                 self._field_rank(atom, base, index.value)
-            if isinstance(atom, gast.Name) and isinstance(base, gast.Name) and self._integers(node.slice) \
-                    == self.ranks.get(base.id):
+            integers = self._integers(node.slice)
+            if isinstance(atom, gast.Name) and isinstance(base, gast.Name) and integers is not None \
+                    and integers == self.ranks.get(base.id):
                 # One integer per axis: a NumPy scalar (a new value), not a view of `base`.
                 self.scalars.add(atom.id)
             return atom

@@ -28,7 +28,6 @@ import numpy as np
 from .. import anno, errors, nodes, runtime, templates
 from ..analysis import outside, sharing
 from ..analysis.activity import derivative_inputs as activity_inputs
-from ..rules.registry import DISCRETE as registry_discrete
 from ..rules.registry import diff_params
 from ..rules.registry import label as registry_label
 from ..rules.registry import lookup as registry_lookup
@@ -939,7 +938,7 @@ class _Reverse:
                                     "arrays there, not to the items of a list",
                                     "make it an array first: `np.array([...])` (or np.stack)",
                                     kind=errors.NoDerivativeRuleError)
-            if param in rule.diff_params or param in registry_discrete or param in rule.zero_params:
+            if param in rule.diff_params or param in rule.discrete_params or param in rule.zero_params:
                 continue
             varied = [n for n in nodes.loaded_names(atom) if n in self.activity.varied]
             if varied:
@@ -948,7 +947,10 @@ class _Reverse:
                                 f"differentiated, but srcgrad's rule has no derivative with respect "
                                 f"to `{param}`",
                                 f"pass a constant as `{param}` (one that does not depend on the inputs "
-                                "being differentiated), or compute it another way",
+                                "being differentiated), or compute it another way" + (
+                                    "" if _builtin_rule(rule) else f"; or have the adjoint return `{param}`'s "
+                                    "adjoint too (a parameter without a default value gets one, or name it "
+                                    "in `defadjoint(..., diff=(...))`)"),
                                 kind=errors.NoDerivativeRuleError)
 
     def _read_by_backward(self, names, call) -> list:

@@ -1,0 +1,279 @@
+"""Defects found by a sixth outside tester (views and in-place operators, functions stored
+on a model, custom adjoints' parameters with defaults), each gradient checked against
+central finite differences in float64.  Each asserts the right value, or a refusal at the
+user's line."""
+import functools
+import types
+
+import numpy as np
+import pytest
+
+import srcgrad
+from test_found_by_breaker3 import numerical_grad  # central differences, float64
+from srcgrad import errors
+
+X3 = np.array([0.5, -1.0, 2.0])
+X4 = np.array([0.5, -1.0, 2.0, 1.5])
+
+
+# ---- silently wrong: `v = a[1:]; v *= 2` dropped ---------------------------------------
+# A basic-slice view of a local array, then an augmented assignment on the view: NumPy
+# changes `a` through it; srcgrad took the view for a NumPy scalar (a slice index compared
+# equal to an unknown rank: None == None) and compiled `v = v * 2`, a new array, so the
+# write into `a` was lost from the value and the gradient.  Now refused, as `v = a[0]` was.
+
+def slice_then_multiplied(x):
+    a = x * 1.0
+    v = a[1:]
+    v *= 2
+    return np.sum(a ** 2)
+
+
+def slice_then_added_a_differentiated_value(x):
+    a = x * 1.0
+    v = a[::2]
+    v += x[:2]
+    return np.sum(a ** 2)
+
+
+def buffer_filled_through_views(x):
+    out = np.zeros(4)
+    o = out[0:2]
+    o += x[:2]
+    o = out[2:4]
+    o += x[2:] ** 2
+    return np.sum(out * np.arange(4))
+
+
+def column_of_a_matrix(x):
+    m = x.reshape(2, 2) * 1.0
+    col = m[:, 0]
+    col *= 3
+    return np.sum(m ** 2)
+
+
+def new_axis_view(x):
+    a = x * 1.0
+    v = a[None]
+    v **= 2
+    return np.sum(a)
+
+
+def ellipsis_view(x):
+    a = x * 1.0
+    v = a[..., 1:]
+    v -= 1.0
+    return np.sum(a ** 2)
+
+
+def view_of_a_view(x):
+    a = x * 1.0
+    v = a[1:]
+    w = v[1:]
+    w /= 2.0
+    return np.sum(a ** 2)
+
+
+def _tail(a):
+    return a[1:]
+
+
+def view_from_a_helper(x):
+    a = x * 1.0
+    v = _tail(a)
+    v *= 2
+    return np.sum(a ** 2)
+
+
+def view_in_a_loop(x):
+    a = x * 1.0
+    for i in range(2):
+        v = a[i:]
+        v *= 2
+    return np.sum(a ** 2)
+
+
+def view_in_a_branch(x):
+    a = x * 1.0
+    if x[0] > 0:
+        v = a[1:]
+        v *= 2
+    return np.sum(a ** 2)
+
+
+class Scaler:
+    def __init__(self):
+        self.w = np.array([0.5, 2.0, -1.0, 1.5])
+
+    def loss(self, x):
+        a = x * self.w
+        v = a[2:]
+        v *= 2
+        return np.sum(a ** 2)
+
+
+def method_call(x):
+    return Scaler().loss(x)
+
+
+VIEWS = [slice_then_multiplied, slice_then_added_a_differentiated_value, new_axis_view, ellipsis_view,
+         view_of_a_view, view_from_a_helper, view_in_a_loop, view_in_a_branch]
+
+
+@pytest.mark.parametrize("f", VIEWS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_in_place_operator_on_a_view_is_right_or_refused(f, dtype):
+    x = X3.astype(dtype)
+    try:
+        g = srcgrad.grad(f)(x)
+    except errors.UserCodeError as e:
+        assert "test_found_by_breaker6.py" in str(e) and "share memory" in str(e), str(e)
+        return
+    np.testing.assert_allclose(g, numerical_grad(f, X3), rtol=1e-4 if dtype == np.float32 else 1e-7)
+
+
+@pytest.mark.parametrize("f", [buffer_filled_through_views, column_of_a_matrix, method_call],
+                         ids=lambda f: f.__name__)
+def test_in_place_operator_on_a_view_of_four(f):
+    with pytest.raises(errors.UserCodeError, match="share memory"):
+        srcgrad.grad(f)(X4)
+
+
+def test_the_refusal_says_how_to_write_into_the_viewed_array():
+    with pytest.raises(errors.UserCodeError, match=r"`a\[1:\] \*= \.\.\.`"):
+        srcgrad.grad(slice_then_multiplied)(X3)
+
+
+def written_by_index(x):  # what the advice says: the same values, differentiated
+    a = x * 1.0
+    a[1:] *= 2
+    return np.sum(a ** 2)
+
+
+def test_written_by_index_instead():
+    np.testing.assert_allclose(srcgrad.grad(written_by_index)(X3), [2 * 0.5, 8 * -1.0, 8 * 2.0])
+    np.testing.assert_allclose(srcgrad.grad(written_by_index)(X3), numerical_grad(slice_then_multiplied, X3),
+                               rtol=1e-7)
+
+
+def element_of_a_parameter_added_to(x):  # x[0] of a rank-1 argument: a NumPy scalar, a new value
+    s = x[0]
+    s += x[1] * x[2]
+    return s
+
+
+def test_an_element_is_still_a_new_value():
+    np.testing.assert_allclose(srcgrad.grad(element_of_a_parameter_added_to)(X3), [1.0, 2.0, -1.0])
+
+
+# ---- silently wrong: a function stored on the model that reaches the model -------------
+# `model.act = functools.partial(act, model)` (or a lambda, a closure naming `model`, one
+# holding `model.w`): `m.act(x)` read the model's arrays through the partial, not through
+# `m`, so the gradient with respect to `m` was zero.
+
+class Model:
+    def __init__(self):
+        self.w = np.array([0.3, -1.2, 0.8])
+
+
+def act(self, x):
+    return np.sin(self.w * x)
+
+
+def model_loss(m, x):
+    return np.sum(m.act(x))
+
+
+def _closure_over(model):
+    def a(x):
+        return np.sin(model.w * x)
+    return a
+
+
+def _closure_over_field(w):
+    return lambda x: np.sin(w * x)
+
+
+STORED = {
+    "partial": lambda model: functools.partial(act, model),
+    "keyword partial": lambda model: functools.partial(act, self=model),
+    "closure": _closure_over,
+    "closure over a field": lambda model: _closure_over_field(model.w),
+    "partial of a partial": lambda model: functools.partial(functools.partial(act, model)),
+}
+
+
+@pytest.mark.parametrize("how", list(STORED))
+def test_a_function_stored_on_the_model_reaching_it_is_refused(how):
+    model = Model()
+    model.act = STORED[how](model)
+    with pytest.raises(errors.UserCodeError, match="reaches the Model itself"):
+        srcgrad.grad(model_loss)(model, X3)
+
+
+def test_a_method_bound_on_the_instance_is_differentiated():
+    model = Model()
+    model.act = types.MethodType(act, model)
+    np.testing.assert_allclose(srcgrad.grad(model_loss)(model, X3).w, X3 * np.cos(model.w * X3), rtol=1e-12)
+
+
+def test_a_stored_function_holding_nothing_of_the_model_is_differentiated():
+    model = Model()
+    model.act = np.tanh
+    g = srcgrad.grad(model_loss, wrt=(0, 1))(model, X3)
+    np.testing.assert_allclose(g[1], 1 - np.tanh(X3) ** 2, rtol=1e-12)
+
+
+# ---- silently wrong: a custom adjoint's parameter with a default, given a differentiated value
+# `k`, `shift`, `n`, ... are NumPy's discrete parameters by name (an axis, a shift); a user's
+# custom adjoint's `k=2.0` is a float: it was taken for one and treated as a constant.
+
+@srcgrad.custom_adjoint
+def scaled(x, k=2.0):
+    return x * k
+
+
+@scaled.defadjoint
+def _scaled_adjoint(ans_bar, ans, x, k=2.0):
+    return ans_bar * k
+
+
+@srcgrad.custom_adjoint
+def shifted(x, shift=0.0):
+    return x + shift
+
+
+@shifted.defadjoint(diff=("x", "shift"))
+def _shifted_adjoint(ans_bar, ans, x, shift=0.0):
+    return ans_bar, np.sum(ans_bar) if np.ndim(shift) == 0 else ans_bar
+
+
+def scaled_by_a_differentiated_value(x):
+    return np.sum(scaled(x, np.sum(x)) ** 2)
+
+
+def scaled_by_a_constant(x):
+    return np.sum(scaled(x, 3.0) ** 2)
+
+
+def shifted_by_a_differentiated_value(x):
+    return np.sum(shifted(x, shift=np.sum(x)) ** 2)
+
+
+def test_a_default_parameter_given_a_differentiated_value_is_refused():
+    with pytest.raises(errors.NoDerivativeRuleError, match="`k` of .*scaled.* has no derivative"):
+        srcgrad.grad(scaled_by_a_differentiated_value)(X3)
+    with pytest.raises(errors.NoDerivativeRuleError, match="diff="):
+        srcgrad.grad(scaled_by_a_differentiated_value)(X3)
+    with pytest.raises(errors.NoDerivativeRuleError, match="`k`"):
+        srcgrad.grad(scaled_by_an_argument, wrt=1)(X3, 1.7)
+
+
+def scaled_by_an_argument(x, k):
+    return np.sum(scaled(x, k) ** 2)
+
+
+def test_a_default_parameter_named_in_diff_is_differentiated():
+    np.testing.assert_allclose(srcgrad.grad(shifted_by_a_differentiated_value)(X3),
+                               numerical_grad(shifted_by_a_differentiated_value, X3), rtol=1e-7)
+    np.testing.assert_allclose(srcgrad.grad(scaled_by_a_constant)(X3), 18 * X3, rtol=1e-12)
