@@ -54,6 +54,8 @@ def self_contained(fn) -> bool:
     a runtime helper or a builtin (the generated module binds those: ``import math``,
     ``import scipy.special`` where its code reads them).  A rule of yours that
     calls your own helpers runs as a function instead (``dispatch.vjp_call``)."""
+    if not getattr(fn, "__module__", "").startswith("srcgrad.") and _branches(fn):
+        return False  # (its tests may be known only when it runs: see `_block`)
     reads = _global_reads(fn)
     return all(
         (value := fn.__globals__.get(name, getattr(builtins, name, UNKNOWN))) is np or value is math
@@ -66,6 +68,13 @@ def _scipy_module(value) -> bool:
     """``scipy.special`` and its kin: the SciPy rules (``rules/special.py``) call them by
     their full name, so a user's own ``special`` does not shadow them."""
     return isinstance(value, types.ModuleType) and value.__name__.startswith("scipy.")
+
+
+@functools.cache
+def _branches(fn) -> bool:
+    """Whether a rule function has control flow (``if``, a loop, ``try``, ``with``, ``match``)."""
+    return any(isinstance(n, (gast.If, gast.For, gast.While, gast.Try, gast.With, gast.Match))
+               for n in nodes.walk(_parse(fn)))
 
 
 @functools.cache
@@ -197,6 +206,9 @@ class _Instantiator:
                 continue  # docstring
             if isinstance(stmt, gast.If):
                 taken = self._static(stmt.test)
+                # srcgrad's rules put a special case under a test and the general form after
+                # it, so a test not known when compiling takes the general form; a rule of
+                # yours with a test is not inlined (`self_contained`): it runs as written.
                 found = self._block(stmt.body if taken is True else stmt.orelse)
                 if found is not None:
                     return found

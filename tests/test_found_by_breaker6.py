@@ -277,3 +277,96 @@ def test_a_default_parameter_named_in_diff_is_differentiated():
     np.testing.assert_allclose(srcgrad.grad(shifted_by_a_differentiated_value)(X3),
                                numerical_grad(shifted_by_a_differentiated_value, X3), rtol=1e-7)
     np.testing.assert_allclose(srcgrad.grad(scaled_by_a_constant)(X3), 18 * X3, rtol=1e-12)
+
+
+# ---- silently wrong: a rule of yours with a test known only when it runs ----------------
+# Rules are inlined as templates; a test not known when compiling took the `else` (srcgrad's
+# own rules put the general form there).  A rule of yours with a test now runs as written.
+
+@srcgrad.custom_adjoint
+def signed_square(x):
+    if np.sum(x) > 0:
+        return x ** 2
+    return -x ** 2
+
+
+@signed_square.defadjoint
+def _signed_square_adjoint(ans_bar, ans, x):
+    if np.sum(x) > 0:
+        return ans_bar * 2 * x
+    return -ans_bar * 2 * x
+
+
+@signed_square.defjvp
+def _signed_square_tangent(ans, x, x_dot=None):
+    if np.sum(x) > 0:
+        return 2 * x * x_dot
+    return -2 * x * x_dot
+
+
+@srcgrad.custom_adjoint
+def product(a, b):
+    return a * b
+
+
+@product.defadjoint
+def _product_adjoint(ans_bar, ans, a, b):
+    return ans_bar * b, ans_bar * a
+
+
+@product.defjvp
+def _product_tangent(ans, a, b, a_dot=None, b_dot=None):
+    if a_dot is not None and b_dot is not None:
+        return a_dot * b + a * b_dot
+    if a_dot is not None:
+        return a_dot * b
+    return a * b_dot
+
+
+def signed_square_sum(x):
+    return np.sum(signed_square(x))
+
+
+def signed_square_in_a_loop(x):
+    t = 0.0
+    for k in range(2):
+        t = t + np.sum(signed_square(x * (k + 1))) * 0.5
+    return t
+
+
+def _helper_calling_the_rule(x):
+    return signed_square(x) * 2.0
+
+
+def signed_square_in_a_helper(x):
+    return np.sum(_helper_calling_the_rule(x))
+
+
+def product_squared(x):
+    return np.sum(product(x, 2.0) ** 2)
+
+
+@pytest.mark.parametrize("f", [signed_square_sum, signed_square_in_a_loop, signed_square_in_a_helper],
+                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_rule_with_a_test_known_when_it_runs(f, sign, dtype):
+    x = (sign * np.abs(X3)).astype(dtype)
+    g = srcgrad.grad(f)(x)
+    assert g.dtype == dtype
+    tol = 1e-4 if dtype == np.float32 else 1e-7
+    np.testing.assert_allclose(g, numerical_grad(f, sign * np.abs(X3)), rtol=tol)
+    _, t = srcgrad.jvp(f)(x, np.ones(3, dtype))
+    np.testing.assert_allclose(t, np.sum(numerical_grad(f, sign * np.abs(X3))), rtol=tol)
+
+
+def test_a_tangent_rule_testing_for_a_constant():
+    _, t = srcgrad.jvp(product)(1.5, 2.0, 1.0)  # a = 1.5, b = 2.0 (a constant), a_dot = 1
+    assert t == 2.0
+    _, t = srcgrad.jvp(lambda_free_product)(1.5, 1.0)
+    assert t == 2.0
+    np.testing.assert_allclose(srcgrad.hvp(product_squared)(X3[:2], np.ones(2)), [8.0, 8.0])
+
+
+def lambda_free_product(x):
+    return product(x, 2.0)
