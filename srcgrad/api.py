@@ -5,10 +5,12 @@ gradient function costs one dictionary lookup on top of the generated code.
 """
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import linecache
 import os
+import textwrap
 import types
 
 import numpy as np
@@ -16,6 +18,41 @@ import numpy as np
 from . import anno, backends, checking, errors, runtime, tree
 from .rules import registry
 from .pipeline import Compiled, Options, compile_function, rank_of_argument, rank_of_layout
+
+
+def _parts_of(value, path, held, depth=0):
+    """``held``: id -> the path in the argument, for ``value`` and the objects, lists,
+    dicts and arrays inside it (models are shallow: a few levels)."""
+    if id(value) in held or depth > 8:
+        return
+    if tree._has_params(value) and not isinstance(value, (tuple, float, np.floating)):
+        held[id(value)] = f"`{path}`"
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    elif tree._is_object(value):
+        items = vars(value).items()
+    else:
+        return
+    for k, v in items:
+        if isinstance(v, np.ndarray) or tree.is_structure(v) and not callable(v):
+            _parts_of(v, f"{path}[{k!r}]" if not tree._is_object(value) else f"{path}.{k}", held, depth + 1)
+
+
+def _read_origin(fn, name):
+    """Where ``fn`` first reads ``name`` (its first line if not found)."""
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+        lines = [n.lineno for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name) and n.id == name]
+    except (OSError, TypeError, SyntaxError):
+        lines = []
+    origin = _origin_of(fn)
+    if not lines or origin is None:
+        return origin
+    number = fn.__code__.co_firstlineno + min(lines) - 1
+    text = linecache.getline(fn.__code__.co_filename, number).rstrip("\n")
+    return anno.Origin(fn.__code__.co_filename, number, len(text) - len(text.lstrip()), text)
 
 
 def _origin_of(fn):
@@ -222,11 +259,41 @@ class GradientFunction:
             backends.get(self.options.backend).check_device()
             try:
                 program = self._cache[key] = compile_function(self.fn, self.options, key, bind_vjp, args)
+                if args is not None:
+                    self._check_free_names(program, args)
             except errors.UserCodeError as error:
                 error.compiling.append(self.fn)  # which function's code the error sits in
                 raise
         self._last = program
         return program
+
+    def _check_free_names(self, program, args):
+        """Refuse a global or closure variable that holds an object being differentiated, or
+        an object or array inside it (``loss(m, x)`` reading the global ``model`` that is
+        ``m``): the code reads it there, not through the argument, so its adjoint is lost."""
+        held = {}
+        for (param, key), i in zip(self._entries, self._wrt_index):
+            value = args[i] if key is None else args[i][key]
+            if tree.is_structure(value):
+                _parts_of(value, param, held)
+        if not held:
+            return
+        parts = [program.free] + [free for free, _ in (program.inlined.free if program.inlined else ())]
+        for free in parts:
+            read = list(free.names.items())
+            for key, attrs, _ in free.kinds:  # data read through a module or object (`model.w`)
+                value = free.names.get(key)
+                for attr in attrs:
+                    value = getattr(value, attr, None)
+                    read.append((attr, value))
+            for name, value in read:
+                if id(value) in held:
+                    raise errors.UserCodeError(
+                        f"`{free.fn.__name__}` reads `{name}`, a global or closure variable that holds "
+                        f"{held[id(value)]}, which is being differentiated: srcgrad follows it through "
+                        "the argument, not through the variable, and its gradient would be lost",
+                        _read_origin(free.fn, name), f"read it through the argument instead of `{name}`, "
+                        f"or pass `{name}` as an argument")
 
     def _wrt_value(self, args, name, key):
         value = args[self._params.index(name)]

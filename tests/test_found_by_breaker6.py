@@ -370,3 +370,51 @@ def test_a_tangent_rule_testing_for_a_constant():
 
 def lambda_free_product(x):
     return product(x, 2.0)
+
+
+# ---- silently wrong: the model being differentiated read through a global ---------------
+# `loss(m, x)` whose helper reads the global `model`, the very object passed as `m` (or `W =
+# model.w`, or a closure over it): the values read there were constants, the gradient lost
+# that path.  Refused when compiling, at the line that reads the global.
+
+GLOBAL_MODEL = Model()
+GLOBAL_W = GLOBAL_MODEL.w
+GLOBAL_PARAMS = {"w": np.array([0.3, -1.2, 0.8])}
+
+
+def _helper_reading_the_global_model(x):
+    return np.sin(GLOBAL_MODEL.w * x)
+
+
+def loss_through_a_global_model(m, x):
+    return np.sum(_helper_reading_the_global_model(x)) + np.sum(m.w * x)
+
+
+def loss_through_a_global_array(m, x):
+    return np.sum(GLOBAL_W * x * m.w)
+
+
+def loss_through_global_params(p, x):
+    return np.sum(GLOBAL_PARAMS["w"] * x) + np.sum(p["w"] * x)
+
+
+def _closure_loss(model):
+    def loss(m, x):
+        return np.sum(model.w * x * m.w)
+    return loss
+
+
+@pytest.mark.parametrize("f, arg", [(loss_through_a_global_model, GLOBAL_MODEL),
+                                    (loss_through_a_global_array, GLOBAL_MODEL),
+                                    (loss_through_global_params, GLOBAL_PARAMS),
+                                    (_closure_loss(GLOBAL_MODEL), GLOBAL_MODEL)],
+                         ids=["helper reads the model", "a field of it", "a dict of params", "a closure"])
+def test_the_differentiated_object_read_through_a_global_is_refused(f, arg):
+    with pytest.raises(errors.UserCodeError, match="being differentiated: srcgrad follows it through"):
+        srcgrad.grad(f)(arg, X3)
+
+
+def test_another_object_than_the_global_is_differentiated():
+    other = Model()
+    g = srcgrad.grad(loss_through_a_global_array)(other, X3)
+    np.testing.assert_allclose(g.w, GLOBAL_W * X3, rtol=1e-12)
