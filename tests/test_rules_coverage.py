@@ -30,8 +30,6 @@ BUILTINS = "sum max min abs pow round divmod".split()
 
 # Named in the issue, and not differentiated: the reason, which docs/rules.md gives too.
 REFUSED = {
-    "stats.multivariate_normal.cdf": "no closed form (SciPy integrates numerically)",
-    "stats.multivariate_normal.logcdf": "no closed form (SciPy integrates numerically)",
     "math.nextafter": "the next float toward y: a step away from x, no derivative defined",
 }
 ABSENT = {"stats.dirichlet.cdf", "stats.dirichlet.logcdf"}  # SciPy has no such method
