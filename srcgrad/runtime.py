@@ -435,6 +435,82 @@ def polygamma_scale(n):
                     np.nan)
 
 
+def gaussian_cdf_partials(r, sigma, maxpts=None, abseps=1e-5, releps=1e-5, rng=None, second=True,
+                          log_cdf=None):
+    """First and second partials of ``Phi_d(r; 0, sigma)`` in its upper limits, at n points.
+
+    ``Phi_d`` is the normal probability of the box below ``r``.  Its gradient is a density
+    times a conditional probability (Genz & Bretz, *Computation of Multivariate Normal and t
+    Probabilities*, Springer 2009, §2.1; Plackett, Biometrika 41, 1954, for the mixed
+    partials)::
+
+        dPhi/dr_i         = phi_1(r_i; s_ii) Phi_{d-1}(r_-i - S_-i,i r_i / s_ii; S_-i,-i - S_-i,i S_i,-i / s_ii)
+        d2Phi/dr_i dr_j   = phi_2(r_ij; S_ij,ij) Phi_{d-2}(conditional on both), i != j
+        d2Phi/dr_i^2      = -(r_i / s_ii) dPhi/dr_i - sum_{j != i} (s_ij / s_ii) d2Phi/dr_i dr_j
+
+    (the last from ``S grad phi = -r phi`` integrated over the other coordinates).  Plackett's
+    identity makes the covariance's derivative ``dPhi/ds_ij = d2Phi/dr_i dr_j`` (i != j, one
+    parameter per pair) and ``dPhi/ds_ii = d2Phi/dr_i^2 / 2``.  ``Phi_1`` is ``ndtr``,
+    ``Phi_0`` is 1, and the others SciPy's ``multivariate_normal.cdf`` given ``maxpts``,
+    ``abseps``, ``releps`` and ``rng`` (for d >= 4 they are random to ``abseps``).
+
+    Args:
+        r: ``(n, d)`` float64, the points less the mean.
+        sigma: ``(d, d)`` float64, symmetric positive definite.
+        maxpts, abseps, releps, rng: passed on to SciPy's ``multivariate_normal.cdf``.
+        second: whether to compute the second partials.
+        log_cdf: ``(n,)``, ``log Phi_d`` at the points, or None.  Given, each partial is
+            divided by ``Phi_d``, through logs (``exp(log phi + log Phi_k - log_cdf)``), so
+            that a tiny probability gives a ratio, not ``0 / 0``.
+
+    Returns:
+        ``(gradient, hessian)``: ``(n, d)`` and ``(n, d, d)`` float64 (None unless ``second``).
+    """
+    from scipy import special, stats  # (only multivariate_normal.cdf's rules call this)
+
+    n, d = np.shape(r)
+    log = log_cdf is not None
+
+    def scaled(log_density, points, cov):
+        """``exp(log_density) Phi_k(points; 0, cov)``, over ``Phi_d`` where ``log``."""
+        k = np.shape(cov)[0]
+        if k == 0:
+            inner = np.zeros(n) if log else np.ones(n)
+        elif k == 1:
+            z = points[:, 0] / math.sqrt(cov[0, 0])
+            inner = special.log_ndtr(z) if log else special.ndtr(z)
+        else:
+            method = stats.multivariate_normal.logcdf if log else stats.multivariate_normal.cdf
+            inner = np.reshape(method(points, cov=cov, maxpts=maxpts, abseps=abseps, releps=releps, rng=rng),
+                               (n,))
+        return np.exp(log_density + inner - log_cdf) if log else np.exp(log_density) * inner
+
+    gradient = np.empty((n, d))
+    for i in range(d):
+        rest = [j for j in range(d) if j != i]
+        slope = sigma[rest, i] / sigma[i, i]
+        log_density = -0.5 * (r[:, i] ** 2 / sigma[i, i] + math.log(2 * math.pi * sigma[i, i]))
+        gradient[:, i] = scaled(log_density, r[:, rest] - np.outer(r[:, i], slope),
+                                sigma[np.ix_(rest, rest)] - np.outer(slope, sigma[i, rest]))
+    if not second:
+        return gradient, None
+    hessian = np.zeros((n, d, d))
+    for i in range(d):
+        for j in range(i):
+            pair, rest = [i, j], [k for k in range(d) if k not in (i, j)]
+            block = sigma[np.ix_(pair, pair)]
+            whitened = np.linalg.solve(block, np.transpose(r[:, pair]))
+            log_density = -0.5 * (np.sum(r[:, pair] * np.transpose(whitened), axis=1)
+                                  + math.log(4 * math.pi ** 2 * np.linalg.det(block)))
+            slopes = np.linalg.solve(block, sigma[np.ix_(pair, rest)])  # (2, d - 2)
+            hessian[:, i, j] = hessian[:, j, i] = scaled(
+                log_density, r[:, rest] - r[:, pair] @ slopes,
+                sigma[np.ix_(rest, rest)] - sigma[np.ix_(rest, pair)] @ slopes)
+    for i in range(d):
+        hessian[:, i, i] = -(r[:, i] * gradient[:, i] + hessian[:, i] @ sigma[i]) / sigma[i, i]
+    return gradient, hessian
+
+
 def _first_extremum_by_offset(ans_bar, ans, x, axes, window, keepdims, dtype):
     """:func:`max_adjoint` one window offset at a time (each a slice of ``x``), later ties
     masked by the earlier ones: a pooling layer's 4 or 9 offsets over a batch of images.

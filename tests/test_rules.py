@@ -596,6 +596,22 @@ if special is not None:
                          f"stats.multivariate_normal.{m}(x)": [((5,),), ((),)]},
                 (REAL, REAL, POSITIVE), float32=False),
         ]
+        # cdf/logcdf, in d <= 2 where SciPy's cdf is exact (d = 3, a matrix cov, its triangle and
+        # random draws: test_rules_scipy.py): the inner probabilities are Phi_1 and Phi_0 = 1.
+        method = getattr(stats.multivariate_normal, m.replace("pdf", "cdf"))
+        name = f"stats.multivariate_normal.{m.replace('pdf', 'cdf')}"
+        ROWS += [
+            Row(method, {f"{name}(x, y, np.array([[2.0, 0.5], [0.5, 1.0]]))": [
+                             ((5, 2), (2,)), ((2,), (2,)), ((2, 3, 2), (2,))],
+                         f"{name}(x, mean=y, cov=np.array([[1.0, -0.7], [-0.7, 1.5]]), maxpts=1000)": [
+                             ((1, 2), (2,))]},
+                float32=False),
+            Row(method, {f"{name}(x, y, z)": [((4, 2), (2,), (2,)), ((4, 2), (2,), ()), ((4,), (), ()),
+                                              ((), (), ())],
+                         f"{name}(x, 0.5, y)": [((4,), ())],
+                         f"{name}(x)": [((5,),), ((),)]},
+                (REAL, REAL, POSITIVE), float32=False),
+        ]
         # dirichlet: components along x's first axis, the last one left out (it is one minus the
         # others: x free to vary); given all of them, x must stay on the simplex
         # (test_rules_scipy.py differentiates it through a softmax).

@@ -29,10 +29,7 @@ DISTRIBUTIONS = "norm t gamma beta poisson chi2 multivariate_normal dirichlet".s
 BUILTINS = "sum max min abs pow round divmod".split()
 
 # Named in the issue, and not differentiated: the reason, which docs/rules.md gives too.
-REFUSED = {
-    "stats.multivariate_normal.cdf": "no closed form (SciPy integrates numerically)",
-    "stats.multivariate_normal.logcdf": "no closed form (SciPy integrates numerically)",
-}
+REFUSED = {}  # (none left)
 ABSENT = {"stats.dirichlet.cdf", "stats.dirichlet.logcdf"}  # SciPy has no such method
 
 

@@ -279,21 +279,6 @@ def nondifferentiable(*primals, ndim=None) -> None:
                                            impure=is_random(primal)))
 
 
-def underived(*, methods: tuple, why: str, advice: str) -> None:
-    """Declare methods srcgrad has no derivative for, and why (``multivariate_normal.cdf``:
-    no closed form): given a value being differentiated, each is refused at the user's line
-    with ``why`` and ``advice``, rather than descended into as the library's own source.
-
-    Args:
-        methods: ``(class, name)`` pairs, as :func:`defadjoint`'s.
-        why: the sentence saying what is not differentiated and why.
-        advice: what to write instead.
-    """
-    for cls, name in methods:
-        _METHOD_RULES[cls, name] = Rule(f"{cls.__module__}.{cls.__name__}.{name}", None, None,
-                                        refuse=lambda statics: (why, advice))
-
-
 def is_random(obj) -> bool:
     """Random draws: no derivative, and never dropped or repeated by the optimizer."""
     mod = getattr(obj, "__module__", "") or ""

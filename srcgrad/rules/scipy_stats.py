@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import special, stats
 
-from ..runtime import is_constant, unbroadcast
-from .registry import defadjoint, deftangent, underived
+from ..runtime import gaussian_cdf_partials, is_constant, unbroadcast
+from .registry import defadjoint, deftangent
 
 _LOCATION_SCALE = ("x", "loc", "scale")
 
@@ -357,12 +357,150 @@ def multivariate_normal_pdf_tangent(ans, x, mean=None, cov=1, allow_singular=Fal
     return ans * np.reshape(t, np.shape(ans))
 
 
-underived(methods=_method(stats.multivariate_normal, "cdf") + _method(stats.multivariate_normal, "logcdf"),
-          why="srcgrad does not differentiate `multivariate_normal.cdf`/`logcdf`: SciPy integrates "
-              "the density numerically (Genz's algorithm, random to `abseps`), and its derivative "
-              "has no closed form",
-          advice="for one dimension use `stats.norm.cdf`; else differentiate a Monte Carlo "
-                 "estimate written with `np.random.normal` (reparameterised, see docs/rules.md)")
+# ---- multivariate_normal.cdf: Phi_d(x; m, S), the probability of the box below x ----
+# ``rt.gaussian_cdf_partials`` gives the gradient in x (a density times a conditional
+# probability, Genz & Bretz 2009, §2.1) and the second partials H; mean gets minus the
+# gradient, and S (Plackett 1954) H / 2, which the triangle of a matrix collects as for
+# ``pdf`` (a symmetric covariance's derivative: SciPy reads a triangle that depends on the
+# points where d >= 3, the other one where d = 2).  ``logcdf``: each divided by ``cdf``.
+# SciPy's cdf is exact for d <= 2 and random to ``abseps`` above, so the gradient is exact
+# for d <= 3 (its inner probabilities have d - 1 and d - 2 dimensions).
+
+
+def _cdf_refuse(statics):
+    if statics.get("lower_limit", None) is not None:
+        return ("srcgrad differentiates `multivariate_normal.cdf`/`logcdf` below `x` only (the "
+                "probability of a box with a `lower_limit` has a derivative at each corner)",
+                "leave `lower_limit` out, or write the box's probability as a sum over its corners "
+                "(inclusion-exclusion) of cdfs below each")
+    return _singular_refuse(statics)
+
+
+def _gaussian_cdf(cls_method):
+    return {**_gaussian(cls_method), "refuse": _cdf_refuse}
+
+
+@defadjoint(**_gaussian_cdf("cdf"))
+def multivariate_normal_cdf(ans_bar, ans, x, mean=None, cov=1, allow_singular=False, maxpts=None, abseps=1e-5,
+                            releps=1e-5, *, lower_limit=None, rng=None):
+    """``x``: points along the last axis; ``mean`` ``(d,)``, a number or None; ``cov`` ``(d, d)``,
+    ``(d,)`` (a diagonal) or a number.  Float64 adjoints (SciPy's precision)."""
+    if np.ndim(cov) < 2:
+        sigma = np.diag(np.broadcast_to(cov, (np.size(mean),)))
+    else:  # (also where cov's rank is not known when compiling: a matrix, else NumPy raises)
+        sigma = np.reshape(cov, (np.shape(cov)[0], -1)) * 1.0
+        sigma = np.tril(sigma) + np.transpose(np.tril(sigma, -1))
+    r = np.reshape(x, (-1, np.shape(sigma)[0]))
+    if not (is_constant(mean) and mean is None):
+        r = r - mean
+    g = np.reshape(ans_bar, (-1, 1))
+    if is_constant(cov):
+        x_bar = g * gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng, False)[0]
+        cov_bar = None
+    else:
+        gradient, second = gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng)
+        x_bar = g * gradient
+        spread = 0.5 * np.tensordot(np.reshape(ans_bar, (-1,)), second, 1)
+        if np.ndim(cov) < 2:
+            cov_bar = unbroadcast(np.diagonal(spread), cov)
+        else:
+            cov_bar = np.tril(spread) + np.tril(np.transpose(spread), -1)
+    if is_constant(mean) and mean is None:
+        return np.reshape(x_bar, np.shape(x)), None, cov_bar
+    return np.reshape(x_bar, np.shape(x)), unbroadcast(-np.sum(x_bar, axis=0), mean), cov_bar
+
+
+@defadjoint(**_gaussian_cdf("logcdf"))
+def multivariate_normal_logcdf(ans_bar, ans, x, mean=None, cov=1, allow_singular=False, maxpts=None,
+                               abseps=1e-5, releps=1e-5, *, lower_limit=None, rng=None):
+    """``cdf``'s adjoints over ``cdf``, through logs (``rt.gaussian_cdf_partials``)."""
+    if np.ndim(cov) < 2:
+        sigma = np.diag(np.broadcast_to(cov, (np.size(mean),)))
+    else:
+        sigma = np.reshape(cov, (np.shape(cov)[0], -1)) * 1.0
+        sigma = np.tril(sigma) + np.transpose(np.tril(sigma, -1))
+    r = np.reshape(x, (-1, np.shape(sigma)[0]))
+    if not (is_constant(mean) and mean is None):
+        r = r - mean
+    g = np.reshape(ans_bar, (-1, 1))
+    log_cdf = np.reshape(ans, (-1,))
+    if is_constant(cov):
+        x_bar = g * gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng, False, log_cdf)[0]
+        cov_bar = None
+    else:
+        gradient, second = gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng, True, log_cdf)
+        x_bar = g * gradient
+        spread = 0.5 * np.tensordot(np.reshape(ans_bar, (-1,)), second, 1)
+        if np.ndim(cov) < 2:
+            cov_bar = unbroadcast(np.diagonal(spread), cov)
+        else:
+            cov_bar = np.tril(spread) + np.tril(np.transpose(spread), -1)
+    if is_constant(mean) and mean is None:
+        return np.reshape(x_bar, np.shape(x)), None, cov_bar
+    return np.reshape(x_bar, np.shape(x)), unbroadcast(-np.sum(x_bar, axis=0), mean), cov_bar
+
+
+@deftangent(stats.multivariate_normal.cdf)
+def multivariate_normal_cdf_tangent(ans, x, mean=None, cov=1, allow_singular=False, maxpts=None, abseps=1e-5,
+                                    releps=1e-5, *, lower_limit=None, rng=None, x_dot=None, mean_dot=None,
+                                    cov_dot=None):
+    """``grad . (x_dot - mean_dot) + sum(H * S_dot) / 2`` per point (``rt.gaussian_cdf_partials``)."""
+    if np.ndim(cov) < 2:
+        sigma = np.diag(np.broadcast_to(cov, (np.size(mean),)))
+    else:
+        sigma = np.reshape(cov, (np.shape(cov)[0], -1)) * 1.0
+        sigma = np.tril(sigma) + np.transpose(np.tril(sigma, -1))
+    r = np.reshape(x, (-1, np.shape(sigma)[0]))
+    if not (is_constant(mean) and mean is None):
+        r = r - mean
+    t = np.zeros(np.shape(r)[:1])
+    if is_constant(cov_dot):
+        gradient = gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng, False)[0]
+    else:
+        gradient, second = gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng)
+        if np.ndim(cov) < 2:
+            sigma_dot = np.diag(np.broadcast_to(cov_dot, np.shape(sigma)[:1]))
+        else:
+            sigma_dot = np.reshape(cov_dot, np.shape(sigma))
+            sigma_dot = np.tril(sigma_dot) + np.transpose(np.tril(sigma_dot, -1))
+        t = t + 0.5 * np.sum(second * sigma_dot, axis=(1, 2))
+    if not is_constant(x_dot):
+        t = t + np.sum(gradient * np.reshape(x_dot, np.shape(r)), axis=1)
+    if not is_constant(mean_dot):
+        t = t - np.sum(gradient * mean_dot, axis=1)
+    return np.reshape(t, np.shape(ans))
+
+
+@deftangent(stats.multivariate_normal.logcdf)
+def multivariate_normal_logcdf_tangent(ans, x, mean=None, cov=1, allow_singular=False, maxpts=None,
+                                       abseps=1e-5, releps=1e-5, *, lower_limit=None, rng=None, x_dot=None,
+                                       mean_dot=None, cov_dot=None):
+    """``cdf``'s tangent over ``cdf``, through logs."""
+    if np.ndim(cov) < 2:
+        sigma = np.diag(np.broadcast_to(cov, (np.size(mean),)))
+    else:
+        sigma = np.reshape(cov, (np.shape(cov)[0], -1)) * 1.0
+        sigma = np.tril(sigma) + np.transpose(np.tril(sigma, -1))
+    r = np.reshape(x, (-1, np.shape(sigma)[0]))
+    if not (is_constant(mean) and mean is None):
+        r = r - mean
+    t = np.zeros(np.shape(r)[:1])
+    log_cdf = np.reshape(ans, (-1,))
+    if is_constant(cov_dot):
+        gradient = gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng, False, log_cdf)[0]
+    else:
+        gradient, second = gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng, True, log_cdf)
+        if np.ndim(cov) < 2:
+            sigma_dot = np.diag(np.broadcast_to(cov_dot, np.shape(sigma)[:1]))
+        else:
+            sigma_dot = np.reshape(cov_dot, np.shape(sigma))
+            sigma_dot = np.tril(sigma_dot) + np.transpose(np.tril(sigma_dot, -1))
+        t = t + 0.5 * np.sum(second * sigma_dot, axis=(1, 2))
+    if not is_constant(x_dot):
+        t = t + np.sum(gradient * np.reshape(x_dot, np.shape(r)), axis=1)
+    if not is_constant(mean_dot):
+        t = t - np.sum(gradient * mean_dot, axis=1)
+    return np.reshape(t, np.shape(ans))
 
 
 # ---- dirichlet(alpha): log f = sum((alpha - 1) log x) - sum(gammaln(alpha)) + gammaln(sum(alpha)) ----

@@ -911,8 +911,6 @@ class _Reverse:
         if kind == "nondiff" and rule is not None and not rule.zero_derivative \
                 and rule.name not in _CONTAINERS:
             varied = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
-            if varied and rule.refuse is not None:  # no derivative, for a reason it gives
-                raise errors.at(stmt.value, *rule.refuse({}), kind=errors.NoDerivativeRuleError)
             if varied:
                 given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
                 random = " (a random draw: srcgrad differentiates `normal`, `uniform` and " \
