@@ -418,3 +418,114 @@ def test_another_object_than_the_global_is_differentiated():
     other = Model()
     g = srcgrad.grad(loss_through_a_global_array)(other, X3)
     np.testing.assert_allclose(g.w, GLOBAL_W * X3, rtol=1e-12)
+
+
+# ---- silently wrong: unpacking a part of an unpacked argument ---------------------------
+# `a, b = p; u, v = a` (and JAX's `(w1, b1), (w2, b2) = params`): `a`'s adjoint, gathered
+# from `u` and `v`, was put together only after the sweep, too late for `p`: zeros.
+
+W1, B1, W2, B2 = np.array([[0.5, -1.0], [2.0, 0.3]]), np.array([0.1, -0.2]), np.array([[1.5], [-0.7]]), \
+    np.array([0.4])
+XS = np.array([[0.2, -0.4], [1.0, 0.5], [-0.3, 0.8]])
+
+
+def unpacked_twice(p):
+    a, b = p
+    u, v = a
+    return np.sum(u * v) + np.sum(b[0] ** 2)
+
+
+def jax_style_mlp(params, x):
+    (w1, b1), (w2, b2) = params
+    h = np.tanh(x @ w1 + b1)
+    return np.sum((h @ w2 + b2) ** 2)
+
+
+def three_levels(p):
+    ((a, b), c), d = p
+    return np.sum(a * b * c) + np.sum(d)
+
+
+def _mlp_in_a_helper(params, x):
+    (w1, b1), (w2, b2) = params
+    return np.tanh(x @ w1 + b1) @ w2 + b2
+
+
+def mlp_through_a_helper(params, x):
+    return np.sum(_mlp_in_a_helper(params, x) ** 2)
+
+
+def unpacked_in_a_loop(params, x):
+    h = x
+    for layer in params:
+        (w, b), scale = layer
+        h = np.tanh(h @ w + b) * scale
+    return np.sum(h ** 2)
+
+
+class TupleModel:
+    def __init__(self, params):
+        self.params = params
+
+    def loss(self, x):
+        (w1, b1), (w2, b2) = self.params
+        return np.sum((np.tanh(x @ w1 + b1) @ w2 + b2) ** 2)
+
+
+def method_unpacking_a_field(m, x):
+    return m.loss(x)
+
+
+def _flat(tree):
+    if isinstance(tree, np.ndarray):
+        return [tree]
+    if isinstance(tree, (list, tuple)):
+        return [leaf for t in tree for leaf in _flat(t)]
+    return _flat(vars(tree)["params"])
+
+
+def _numerical_leaves(f, tree, *rest, eps=1e-6):
+    out = []
+    for leaf in _flat(tree):
+        g = np.zeros(leaf.shape)
+        for i in np.ndindex(leaf.shape):
+            old = leaf[i]
+            leaf[i] = old + eps
+            up = f(tree, *rest)
+            leaf[i] = old - eps
+            down = f(tree, *rest)
+            leaf[i] = old
+            g[i] = (up - down) / (2 * eps)
+        out.append(g)
+    return out
+
+
+CASES = [
+    (unpacked_twice, lambda: ((np.array([1.0, 2.0]), np.array([3.0, 4.0])), (np.array([5.0]),)), ()),
+    (jax_style_mlp, lambda: ((W1.copy(), B1.copy()), (W2.copy(), B2.copy())), (XS,)),
+    (jax_style_mlp, lambda: [[W1.copy(), B1.copy()], [W2.copy(), B2.copy()]], (XS,)),
+    (three_levels, lambda: (((np.array([1.0, 2.0]), np.array([3.0, 4.0])), np.array([0.5, 2.0])),
+                            np.array([1.0])), ()),
+    (mlp_through_a_helper, lambda: ((W1.copy(), B1.copy()), (W2.copy(), B2.copy())), (XS,)),
+    (unpacked_in_a_loop, lambda: [((W1.copy(), B1.copy()), np.array(0.5)), ((W1.T.copy(), B1.copy()),
+                                                                             np.array(2.0))], (XS,)),
+    (method_unpacking_a_field, lambda: TupleModel(((W1.copy(), B1.copy()), (W2.copy(), B2.copy()))), (XS,)),
+]
+
+
+@pytest.mark.parametrize("f, make, rest", CASES, ids=lambda v: getattr(v, "__name__", ""))
+def test_an_unpacked_part_unpacked_again(f, make, rest):
+    tree = make()
+    g = srcgrad.grad(f)(tree, *rest)
+    got = _flat(g)
+    for a, b in zip(got, _numerical_leaves(f, tree, *rest)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-9)
+
+
+def test_an_unpacked_part_unpacked_again_in_float32():
+    params = ((W1.astype(np.float32), B1.astype(np.float32)), (W2.astype(np.float32), B2.astype(np.float32)))
+    g = srcgrad.grad(jax_style_mlp)(params, XS.astype(np.float32))
+    assert all(leaf.dtype == np.float32 for leaf in _flat(g))
+    expected = _numerical_leaves(jax_style_mlp, ((W1.copy(), B1.copy()), (W2.copy(), B2.copy())), XS)
+    for a, b in zip(_flat(g), expected):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)

@@ -146,13 +146,8 @@ class _Reverse:
         forward = [s for s in self.core.body if not isinstance(s, gast.Return)]
         self._reverse_block(forward)
         self.group = None
-        for source, parts in sorted(self.unpacked.items()):  # `a, b = param`
-            if self.activity.active(source):
-                adjoint = gast.Dict(keys=[nodes.const(i) for i in parts],
-                                    values=[nodes.name(b) for b in parts.values()])
-                if not isinstance(rank_of(nodes.name(source), self.ranks), TreeRank):  # rows of an array?
-                    adjoint = nodes.call("rt.unpacked_adjoint", [adjoint, nodes.name(source)])
-                self._accumulate(source, adjoint)
+        for source in sorted(self.unpacked):  # `a, b = param`
+            self._gather_unpacked(source)
         adjoints = {}
         for param in wrt:
             if param not in self.defined:
@@ -171,6 +166,16 @@ class _Reverse:
             nodes.rename(prebind + self.saves + self.core.body + self.out, self.taken)
         return Sweeps(prebind + self.saves + forward, self.out, adjoints, seed,
                       {b: v for v, b in self.bar.items()}, self.notes, callees=self.callees)
+
+    def _gather_unpacked(self, source):
+        """The adjoints of the names ``a, b = source`` bound, put together as ``source``'s."""
+        parts = self.unpacked.pop(source, None)
+        if parts is None or not self.activity.active(source):
+            return
+        adjoint = gast.Dict(keys=[nodes.const(i) for i in parts], values=[nodes.name(b) for b in parts.values()])
+        if not isinstance(rank_of(nodes.name(source), self.ranks), TreeRank):  # rows of an array?
+            adjoint = nodes.call("rt.unpacked_adjoint", [adjoint, nodes.name(source)])
+        self._accumulate(source, adjoint)
 
     def _bar_name(self, var):
         if var not in self.bar:
@@ -562,6 +567,8 @@ class _Reverse:
         if kind == "unpack":
             # a, b = t: t's adjoint is the tuple of a's and b's, built where t is defined;
             # in a loop, where `t` is another value each iteration, each part goes in at once.
+            if target in self.unpacked:
+                self._gather_unpacked(target)  # `a, b = p; u, v = a`: a's own parts, first
             if target in self.defined and self.loop_depth:
                 source = anno.get(stmt, "source")
                 part = gast.Dict(keys=[nodes.const(anno.get(stmt, "index"))],
