@@ -1111,7 +1111,9 @@ class _Lowering:
             op = _op_symbol(stmt.op)
             advice = f"write `{user} = {user} {op} ...` (a new array)"
             viewed = origin.text.split("=", 1)[1].strip() if origin and "=" in origin.text else ""
-            if "[" in viewed and not viewed.startswith(("[", "(")):  # `v = a[1:]`: maybe meant to change `a`
+            index = viewed[viewed.find("[") + 1:]
+            if "[" in viewed and not viewed.startswith(("[", "(")) and any(c in index for c in (":", "None", "...")):
+                # `v = a[1:]`, a view: maybe meant to change `a` (not `a[[0, 2]]`, a copy)
                 advice += f", or, to change the array it views too, write into that by index (`{viewed} {op}= ...`)"
             raise errors.at(stmt, f"`{user} {op}= ...` changes `{user}` in place if it "
                             f"is an array, and `{user}` may share memory with another name{where}", advice)
