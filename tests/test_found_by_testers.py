@@ -260,3 +260,27 @@ def test_hvp_refusal_names_what_the_gradient_code_runs():
     with pytest.raises(errors.UnsupportedSyntaxError, match="the method `forward`") as info:
         srcgrad.hvp(scaled_global)(X, X)
     assert "specialised" not in str(info.value)
+
+
+# ---- a list's methods named as such --------------------------------------------------------
+
+def reversed_list(x):
+    vals = list(x)
+    vals.reverse()
+    return vals[0] * vals[1]
+
+
+def sorted_list(x):
+    vals = list(x)
+    vals.sort()
+    return vals[0] * vals[1]
+
+
+@pytest.mark.parametrize("f, method", [(reversed_list, "reverse"), (sorted_list, "sort")])
+def test_a_list_method_is_not_called_the_array_method(f, method):
+    with pytest.raises(errors.UnsupportedSyntaxError, match=f"`.{method}\\(\\)` of `vals`, which holds an "
+                       "array's values") as info:
+        srcgrad.grad(f)(X)
+    assert "the array method" not in str(info.value)
+    assert info.value.origin.line == _line(f, f"vals.{method}()")
+    assert "x[::-1]" in info.value.advice
