@@ -284,3 +284,24 @@ def test_a_list_method_is_not_called_the_array_method(f, method):
     assert "the array method" not in str(info.value)
     assert info.value.origin.line == _line(f, f"vals.{method}()")
     assert "x[::-1]" in info.value.advice
+
+
+# ---- a functools.partial named by its function ---------------------------------------------
+
+def powf(x, p):
+    return x ** p
+
+
+CUBED = __import__("functools").partial(powf, p=3)
+
+
+def calls_partial(x):
+    return np.sum(CUBED(x))
+
+
+def test_a_partial_is_named_by_its_function():
+    with pytest.raises(errors.NoDerivativeRuleError, match=r"functools.partial \(of `powf`\)") as info:
+        srcgrad.grad(calls_partial)(X)
+    assert "0x" not in str(info.value) and "functools.functools" not in str(info.value)
+    assert "`powf(<your arguments>, p=3)`" in info.value.advice
+    assert info.value.origin.line == _line(calls_partial, "CUBED(x)")
