@@ -133,6 +133,10 @@ def vjp_call(fn, wrt, /, *args, **kwargs):
     if receiver and fn in _PARAMETER_LISTS:  # model.parameters(): the model's own arrays
         return _parameters_vjp(fn, receiver[0], wrt, args, kwargs)
     rule = registry.lookup(fn)
+    if rule is not None and rule.differentiable and receiver:  # a method that is a custom_adjoint:
+        # its rule takes the receiver as its first parameter (`self`), as the method does
+        wrt = tuple(0 if w == "self" else w + 1 if isinstance(w, int) else w for w in wrt)
+        return _rule_vjp(rule, fn, wrt, receiver + args, kwargs)
     if rule is not None and rule.differentiable:
         return _rule_vjp(rule, fn, wrt, args, kwargs)
     if rule is not None:  # no derivative (a random draw, a constructor): zero adjoints
@@ -266,6 +270,9 @@ def jvp_call(fn, wrt, dots, /, *args, _where="?", **kwargs):
     elif "self" in wrt and not receiver:
         return _selfless_jvp(fn, wrt, dots, args, kwargs, _where)
     rule = registry.lookup(fn)
+    if rule is not None and receiver:  # a method that is a custom_adjoint: the receiver is its `self`
+        wrt = tuple(0 if w == "self" else w + 1 if isinstance(w, int) else w for w in wrt)
+        return _rule_jvp(rule, fn, wrt, dots, receiver + args, kwargs, _where)
     if rule is not None:
         return _rule_jvp(rule, fn, wrt, dots, args, kwargs, _where)
     if "self" in wrt and not receiver:
@@ -627,7 +634,11 @@ def _rule_vjp(rule, fn, wrt, args, kwargs):
 
     def pullback(value_bar):
         adjoints = rule.adjoint(value_bar, value, *bound.args, **bound.kwargs)
-        adjoints = adjoints if len(rule.diff_params) > 1 else (adjoints,)
+        if len(rule.diff_params) == 1:
+            adjoints = (adjoints,)
+        elif not isinstance(adjoints, (tuple, list)) or len(adjoints) != len(rule.diff_params):
+            raise TypeError(registry.adjoint_count_problem(
+                rule, len(adjoints) if isinstance(adjoints, (tuple, list)) else 1)[0])
         by_name = dict(zip(rule.diff_params, adjoints))
         if rule.elementwise:  # adjoints of the broadcast shape: summed back to each input's
             by_name = {name: g if g is None or name in rule.sequence_params

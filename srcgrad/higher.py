@@ -125,18 +125,46 @@ class ForwardOverReverse:
     def _refuse_calls(self, program):
         """The gradient code calls another function's compiled vjp (a callee that was not
         inlined) or a hook: its pullback is a closure, which forward mode cannot follow."""
-        read = {n.id for n in ast.walk(ast.parse(program.source)) if isinstance(n, ast.Name)}
+        tree = ast.parse(program.source)
+        read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         called = sorted(n for n in read & set(program.namespace) - {"rt"}
                         if not isinstance(program.namespace[n], type(np))
                         and registry.lookup(program.namespace[n]) is None)  # (a primitive: its rule)
         if called or "dispatch." in program.source:
-            what = f"`{called[0]}`" if called else "a function known only when it runs"
+            # Named as the user wrote them (the names the code binds, `specialised`, are srcgrad's).
+            named = [what for call in ast.walk(tree) if (what := _dispatched(call)) is not None]
+            named += [f"`{getattr(program.namespace[n], '__name__', n)}`" for n in called
+                      if callable(program.namespace[n])]
+            what = named[0] if named else "a function known only when it runs"
             raise errors.UnsupportedSyntaxError(
                 f"this second derivative needs forward mode over the gradient code of "
-                f"{self.gradient.fn.__name__}, which calls {what} through its compiled vjp: forward mode "
-                "does not follow a pullback closure yet", _origin_of(self.gradient.fn),
+                f"{self.gradient.fn.__name__}, which differentiates {what} when it runs, through a pullback "
+                "closure that forward mode does not follow yet", _origin_of(self.gradient.fn),
                 "call plain functions srcgrad inlines (defined with `def`, known when compiling), "
                 "or take the derivative by finite differences of srcgrad.grad")
+
+
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "matmul": "@", "pow": "**"}
+
+
+def _dispatched(call):
+    """What a call of generated code into ``dispatch`` (``dispatch.vjp_method(m, 'forward', ...)``)
+    runs, in the user's terms; None for any other call."""
+    func = getattr(call, "func", None)
+    if not (isinstance(call, ast.Call) and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "dispatch"
+            and call.args):
+        return None
+    first = call.args[0]
+    if func.attr == "vjp_call":
+        return f"`{ast.unparse(first).rpartition('.')[2]}`"
+    if func.attr == "vjp_method" and len(call.args) > 1 and isinstance(call.args[1], ast.Constant):
+        return f"the method `{call.args[1].value}`"
+    if func.attr == "vjp_operator" and isinstance(first, ast.Constant):
+        return (f"`{_SYMBOLS.get(first.value, first.value)}` on a value whose kind (number, array or object "
+                "with its own operator) is known only when it runs")
+    if func.attr == "vjp_field" and len(call.args) > 1 and isinstance(call.args[1], ast.Constant):
+        return f"the field `{call.args[1].value}` of an object known only when it runs"
+    return None
 
 
 def _refuse_fixed(gradient: GradientFunction, what: str):
@@ -168,10 +196,11 @@ def _names(gradient, wrt) -> tuple:
     return tuple(name for name, _ in entries)
 
 
-def _shown(function, composed=None, gradient=None):
+def _shown(function, composed=None, gradient=None, label="{}"):
     """Call ``function`` with user errors located at the user's call (as ``grad``'s are).
     With ``composed`` (a :class:`ForwardOverReverse` of ``gradient``), ``srcgrad.source``
-    of the result, given ``f``'s arguments, is the forward-over-reverse code."""
+    of the result, given ``f``'s arguments, is the forward-over-reverse code; ``label``
+    (``"grad(grad({}))"``, given ``f``'s name) is its name in messages."""
     def call(*args, **kwargs):
         try:
             return function(*args, **kwargs)
@@ -181,7 +210,11 @@ def _shown(function, composed=None, gradient=None):
             errors.note_user_lines(error)
             raise
     call.__srcgrad_gradient__ = True  # (differentiated code calls it through dispatch, which refuses it)
-    call.__name__ = call.__qualname__ = function.__name__
+    if gradient is not None:  # named as the user wrote it (`grad(grad(f))`), not as srcgrad's function is
+        call.__name__ = call.__qualname__ = label.format(getattr(gradient.fn, "__name__", "f"))
+        call.fn = gradient.fn  # (an error about it is located at the function's `def`)
+    else:
+        call.__name__ = call.__qualname__ = function.__name__
     if composed is not None:
         n = len(gradient._params)
         call.__srcgrad_source__ = lambda *args, **kwargs: composed.source(
@@ -196,7 +229,7 @@ def jvp_of_gradient(gradient: GradientFunction, wrt):
     names = _names(gradient, wrt)
     then = f"the tangents of ({', '.join(names)}) as a tuple" if several else f"the tangent of {names[0]}"
 
-    @functools.partial(_shown, composed=composed, gradient=gradient)
+    @functools.partial(_shown, composed=composed, gradient=gradient, label="jvp(grad({}))")
     def jvp_gradient(*args, **kwargs):
         *primals, tangents = args
         primals = gradient._arguments(tuple(primals), kwargs, then, tangents,
@@ -229,8 +262,8 @@ def grad_of_gradient(gradient: GradientFunction, wrt):
     outer = GradientFunction(gradient.fn, "grad", wrt, gradient.options.backend, gradient.options.optimize)
     composed = ForwardOverReverse(outer, inner)
 
-    @functools.partial(_shown, composed=composed, gradient=outer)
-    def second_derivative(*args, **kwargs):
+    @functools.partial(_shown, composed=composed, gradient=outer, label="grad(grad({}))")
+    def grad_gradient(*args, **kwargs):
         args = gradient._arguments(args, kwargs)
         a = args[gradient._wrt_index[0]]
         if np.ndim(a) != 0 or tree.is_structure(a):
@@ -241,7 +274,7 @@ def grad_of_gradient(gradient: GradientFunction, wrt):
         outer._check_wrt(args)
         _, tangent = composed(args, (np.ones_like(a) if isinstance(a, np.ndarray) else type(a)(1.0),))
         return _matched(tangent, outer, args)
-    return second_derivative
+    return grad_gradient
 
 
 def hvp(f, wrt=0, backend=None, optimize=True):
@@ -273,7 +306,7 @@ def hvp(f, wrt=0, backend=None, optimize=True):
     several = isinstance(wrt, (tuple, list))
     composed = ForwardOverReverse(gradient, _names(gradient, wrt))
 
-    @functools.partial(_shown, composed=composed, gradient=gradient)
+    @functools.partial(_shown, composed=composed, gradient=gradient, label="hvp({})")
     def hessian_vector_product(*args, **kwargs):
         if not args:
             raise TypeError(f"hvp({f.__name__}) takes {f.__name__}'s arguments, then the vector(s)")
@@ -461,7 +494,7 @@ def hessian(f, wrt=0, backend=None, optimize=True, chunk_size=None):
     batched = ForwardOverReverse(gradient, names, batched=True)
     state: dict = {}
 
-    @functools.partial(_shown, composed=composed, gradient=gradient)
+    @functools.partial(_shown, composed=composed, gradient=gradient, label="hessian({})")
     def hessian_of(*args, **kwargs):
         args = gradient._arguments(args, kwargs)
         gradient._check_wrt(args)

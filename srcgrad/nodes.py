@@ -78,6 +78,13 @@ def function(fn_name: str, params, body, defaults=()) -> gast.FunctionDef:
                             returns=None, type_comment=None, type_params=[])
 
 
+def function_of_lambda(lam: gast.Lambda, fn_name: str) -> gast.FunctionDef:
+    """The ``def`` a lambda stands for: its parameters, returning its body."""
+    returned = gast.copy_location(gast.Return(value=lam.body), lam.body)
+    return gast.copy_location(gast.FunctionDef(name=fn_name, args=lam.args, body=[returned], decorator_list=[],
+                                               returns=None, type_comment=None, type_params=[]), lam)
+
+
 def module(body) -> gast.Module:
     return gast.Module(body=list(body), type_ignores=[])
 

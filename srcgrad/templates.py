@@ -22,6 +22,7 @@ import builtins
 import dataclasses
 import functools
 import inspect
+import linecache
 import math
 import operator
 import textwrap
@@ -30,7 +31,8 @@ import types
 import gast
 import numpy as np
 
-from . import anno, nodes, runtime
+from . import anno, errors, nodes, runtime
+from .rules import registry
 
 UNKNOWN = object()
 
@@ -45,7 +47,53 @@ _LITERALS = (int, float, str, bool, type(None))
 
 @functools.cache
 def _parse(fn) -> gast.FunctionDef:
-    return gast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
+    """A rule function's ``def``; a ``lambda`` (``defadjoint(f)(lambda ans_bar, ans, x: ...)``)
+    as the ``def`` returning its body, found in its whole file (a lambda's own lines may be a
+    fragment of a longer expression).  A ``def``'s line numbers count from 1 at its first line,
+    a lambda's are its file's (see :func:`_origin`).
+
+    Raises:
+        UserCodeError: a lambda not told apart from another on its line.
+    """
+    if fn.__name__ != "<lambda>":
+        return gast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
+    code = fn.__code__
+    names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    spots = {(line, col) for line, _, col, end in code.co_positions()  # ((0, 0): the frame's own setup)
+             if line is not None and col is not None and (col, end) != (0, 0)}
+    try:
+        tree = gast.parse("".join(linecache.getlines(code.co_filename)))
+    except SyntaxError:
+        tree = None
+    found = [lam for lam in nodes.walk(tree) if isinstance(lam, gast.Lambda) and lam.lineno == code.co_firstlineno
+             and tuple(a.id for a in lam.args.posonlyargs + lam.args.args + lam.args.kwonlyargs) == names
+             and all(_within(spot, lam) for spot in spots)] if tree is not None else []
+    if len(found) != 1:
+        raise errors.UserCodeError(
+            "srcgrad cannot find this rule's lambda in its source apart from the code around it",
+            _origin(fn, None), "write the rule as a `def`")
+    return nodes.function_of_lambda(found[0], "_lambda")
+
+
+def _within(spot, lam) -> bool:
+    """Whether a (line, column) of a lambda's code lies in ``lam`` (its instructions' positions
+    lie in its own text: they tell apart two lambdas with the same parameters on one line)."""
+    line, col = spot
+    return (lam.lineno, lam.col_offset) <= (line, col) <= (lam.end_lineno, lam.end_col_offset)
+
+
+def _origin(fn, node) -> anno.Origin:
+    """The origin of ``node`` of a rule function parsed by :func:`_parse` (its first line
+    where ``node`` is None), for an error about the rule."""
+    if node is None:
+        number, col = fn.__code__.co_firstlineno, None
+    elif fn.__name__ == "<lambda>":
+        number, col = node.lineno, node.col_offset
+    else:
+        number, col = fn.__code__.co_firstlineno + node.lineno - 1, None
+    text = linecache.getline(fn.__code__.co_filename, number).rstrip("\n")
+    return anno.Origin(fn.__code__.co_filename, number, len(text) - len(text.lstrip()) if col is None else col,
+                       text)
 
 
 def self_contained(fn) -> bool:
@@ -189,10 +237,10 @@ class _Instantiator:
             return self.out, {}
         value = returned.value
         params = self.rule.diff_params
-        elements = value.elts if len(params) > 1 else [value]
+        elements = value.elts if len(params) > 1 and isinstance(value, (gast.Tuple, gast.List)) else [value]
         if len(elements) != len(params):
-            raise TypeError(f"rule for {self.rule.name} returned {len(elements)} adjoints, "
-                            f"expected {len(params)}")
+            problem, advice = registry.adjoint_count_problem(self.rule, len(elements))
+            raise errors.UserCodeError(problem, _origin(self.fn, returned), advice)
         adjoints = {}
         for param, element in zip(params, elements):
             if param in self.site.wanted and not (isinstance(element, gast.Constant) and element.value is None):

@@ -259,6 +259,19 @@ def deftangent(*primals):
     return register
 
 
+def adjoint_count_problem(rule: Rule, returned: int) -> tuple[str, str]:
+    """``(problem, advice)`` for a rule of yours that returned ``returned`` adjoints where it
+    must return one per differentiable parameter (those without a default value)."""
+    fn = rule.adjoint
+    which = "the lambda given as the adjoint rule" if fn.__name__ == "<lambda>" else \
+        f"`{fn.__qualname__}`, the adjoint rule"
+    wanted = ", ".join(f"{name}_bar" for name in rule.diff_params)
+    return (f"{which} of `{rule.name}` returns {returned} value{'s' * (returned != 1)}, but must return "
+            f"one adjoint per parameter without a default value ({len(rule.diff_params)} here): `{wanted}`",
+            "return them as a tuple in that order, None for one without a derivative; "
+            "a parameter given a default value (`*, p=1.0`) takes no adjoint")
+
+
 def diff_params(adjoint) -> tuple:
     """The differentiable parameters of a registered rule function."""
     for rule in itertools.chain((rule for _, rule in _RULES.values()), _METHOD_RULES.values()):

@@ -1541,6 +1541,13 @@ class _Lowering:
         if isinstance(func, gast.Attribute) and func.attr not in _METHODS and self._is_array(func.value) \
                 and (isinstance(func.value, gast.Name) or self._surely_array(func.value)
                      and hasattr(np.ndarray, func.attr)):
+            if hasattr(list, func.attr) and isinstance(func.value, gast.Name):
+                # (`vals = list(x)`: NumPy reads the list as the array, and so does srcgrad)
+                raise errors.at(node, f"srcgrad cannot differentiate `.{func.attr}()` of `{func.value.id}`, "
+                                "which holds an array's values (an array, or a list made from one): srcgrad "
+                                "follows neither the list method nor an array method of that name",
+                                "reverse or sort with NumPy before making the list (`x[::-1]`, `np.sort(x)`), "
+                                "or index the items in the order you need (`[x[2], x[1], x[0]]`)")
             instead = f"call the NumPy function instead (`np.{func.attr}(x, ...)`)" if hasattr(np, func.attr) \
                 else "write it as an assignment or with NumPy functions"
             raise errors.at(node, f"srcgrad has no derivative rule for the array method `.{func.attr}()`",

@@ -1359,6 +1359,14 @@ class _Reverse:
                              "srcgrad does not know what this attribute is",
                              "use array attributes (.T, .shape) or NumPy functions",
                              kind=errors.NoDerivativeRuleError)
+        if isinstance(callee, functools.partial):  # named by its function, not by its repr
+            name = getattr(callee.func, "__qualname__", None) or repr(callee.func)
+            shown = [repr(a) if templates.is_literal(a) else "..." for a in callee.args] + ["<your arguments>"] \
+                + [f"{k}={v!r}" if templates.is_literal(v) else f"{k}=..." for k, v in callee.keywords.items()]
+            return errors.at(stmt.value, f"srcgrad does not differentiate a call of a functools.partial "
+                             f"(of `{name}`)", f"call `{name}` itself with the bound arguments "
+                             f"(`{name}({', '.join(shown)})`), or define a function that does",
+                             kind=errors.NoDerivativeRuleError)
         label = getattr(callee, "__qualname__", None) or getattr(callee, "__name__", None) or repr(callee)
         module = getattr(callee, "__module__", None)
         full = f"{module}.{label}" if module else (registry_label(callee) if isinstance(callee, np.ufunc)

@@ -30,6 +30,8 @@ _ADVICE = {
     gast.Global: "pass the value in as an argument",
     gast.Nonlocal: "pass the value in as an argument",
     gast.Delete: "drop the `del` statement",
+    gast.Import: "import at the top of the module",
+    gast.ImportFrom: "import at the top of the module",
 }
 
 _STATEMENTS = (gast.FunctionDef, gast.Assign, gast.AugAssign, gast.Return, gast.Expr, gast.Pass, gast.If,
@@ -43,9 +45,16 @@ _CONTEXTS = (gast.Load, gast.Store, gast.Param, gast.Del)
 _OPERATORS = (gast.operator, gast.unaryop, gast.cmpop, gast.boolop)
 
 
+_DESCRIBED = {gast.Import: "an import inside the function", gast.ImportFrom: "an import inside the function",
+              gast.AsyncFunctionDef: "a nested `async def`", gast.ClassDef: "a class defined inside the function",
+              gast.Try: "`try` statements", gast.AnnAssign: "an annotated assignment (`x: float = ...`)"}
+
+
 def _describe(node) -> str:
     if isinstance(node, gast.FunctionDef):
         return "a nested `def`"
+    if type(node) in _DESCRIBED:
+        return _DESCRIBED[type(node)]
     if isinstance(node, gast.stmt):
         return f"`{type(node).__name__.lower()}` statements"
     return f"`{type(node).__name__}` expressions"
