@@ -227,6 +227,12 @@ class _Instantiator:
         self.rule, self.site = rule, site
         self.fn = fn or rule.adjoint
         self.env = dict(site.bindings)
+        # A rule's leading parameters are positional, whatever it names them: an adjoint
+        # rule's (ans_bar, ans), a tangent rule's (ans); `(g, y, x)` reads them as `g`, `y`.
+        given = [a.id for a in _parse(self.fn).args.args]
+        for name, own in zip(("ans_bar", "ans") if fn is None else ("ans",), given):
+            if own != name and name in self.env:
+                self.env[own] = self.env.pop(name)
         self.locals = {}  # template local -> generated Name
         self.out = []
 

@@ -529,3 +529,65 @@ def test_an_unpacked_part_unpacked_again_in_float32():
     expected = _numerical_leaves(jax_style_mlp, ((W1.copy(), B1.copy()), (W2.copy(), B2.copy())), XS)
     for a, b in zip(_flat(g), expected):
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+
+
+# ---- silently wrong: a rule's leading parameters named otherwise than ans_bar, ans ---------
+# They were bound by name: `(g, y, x)` read undefined names (NameError in generated code),
+# and `(result_bar, result, x)` read the generated function's own `result_bar` (1.0): the
+# chain rule dropped with no error.  They are positional now, as when a rule runs as a function.
+
+@srcgrad.custom_adjoint
+def soft_clip(x):
+    return np.tanh(x) * 2
+
+
+@soft_clip.defadjoint
+def _soft_clip_adjoint(result_bar, result, x):
+    return result_bar * 2 * (1 - np.tanh(x) ** 2)
+
+
+@soft_clip.defjvp
+def _soft_clip_tangent(y, x, x_dot=None):
+    return x_dot * (2 - y * y / 2)
+
+
+@srcgrad.custom_adjoint
+def cube(x):
+    return x ** 3
+
+
+@cube.defadjoint
+def _cube_adjoint(g, y, x):
+    return g * 3 * np.cbrt(y) ** 2  # (reads y: the output, by position)
+
+
+def soft_clip_squared(x):
+    return np.sum(soft_clip(x) ** 2)
+
+
+def cube_in_a_loop(x):
+    t = 0.0
+    for k in range(2):
+        t = t + np.sum(cube(x + k) * 0.5)
+    return t
+
+
+def _through_a_helper(x):
+    return soft_clip(x) * cube(x)
+
+
+def rules_in_a_helper(x):
+    return np.sum(_through_a_helper(x))
+
+
+@pytest.mark.parametrize("f", [soft_clip_squared, cube_in_a_loop, rules_in_a_helper], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_rule_parameters_named_otherwise(f, dtype):
+    g = srcgrad.grad(f)(X3.astype(dtype))
+    assert g.dtype == dtype
+    np.testing.assert_allclose(g, numerical_grad(f, X3), rtol=1e-4 if dtype == np.float32 else 1e-7)
+
+
+def test_tangent_rule_parameters_named_otherwise():
+    _, t = srcgrad.jvp(soft_clip_squared)(X3, np.ones(3))
+    np.testing.assert_allclose(t, np.sum(numerical_grad(soft_clip_squared, X3)), rtol=1e-7)
