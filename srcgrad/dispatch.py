@@ -595,7 +595,7 @@ def _array_attribute(obj, name, where):
         return value, lambda value_bar: value_bar
     raise errors.UnsupportedSyntaxError(
         f"srcgrad has no derivative rule for the array attribute `.{name}` (at {where})", None,
-        "use the NumPy function (`np.real(x)`) or register a rule with srcgrad.defadjoint")
+        "compute it with NumPy functions, or register a rule with srcgrad.defadjoint")
 
 
 def _python_number(a) -> bool:

@@ -1022,6 +1022,21 @@ def fill_like(a, value):
     return array_module(a).full_like(a, value, dtype=np.result_type(kind, 1.0))
 
 
+def real_input(g, val):
+    """``g``, the adjoint of ``np.real(val)`` (or of ``np.imag``, times 0) for a real ``val``.
+
+    Raises:
+        UnsupportedSyntaxError: ``val`` is complex (srcgrad does not differentiate complex
+            numbers yet).
+    """
+    if np.iscomplexobj(val):
+        raise errors.UnsupportedSyntaxError(
+            "the real or imaginary part of a complex value that is being differentiated: srcgrad does "
+            "not differentiate complex numbers yet", None, "compute with real arrays (the real and "
+            "imaginary parts as two arrays)")
+    return g
+
+
 def dtype_adjoint(g, dtype):
     """``g``, or zeros where a reduction computes in an integer or boolean ``dtype``
     (``np.sum(x, dtype=int)`` rounds each element: derivative zero)."""

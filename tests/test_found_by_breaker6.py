@@ -591,3 +591,12 @@ def test_rule_parameters_named_otherwise(f, dtype):
 def test_tangent_rule_parameters_named_otherwise():
     _, t = srcgrad.jvp(soft_clip_squared)(X3, np.ones(3))
     np.testing.assert_allclose(t, np.sum(numerical_grad(soft_clip_squared, X3)), rtol=1e-7)
+
+
+def real_part_of_a_complex_value(x):
+    return np.sum(np.real(x * 1j) + x)
+
+
+def test_the_real_part_of_a_complex_value_is_refused():
+    with pytest.raises(errors.UserCodeError, match="complex"):
+        srcgrad.grad(real_part_of_a_complex_value)(X3)

@@ -337,6 +337,8 @@ ROWS = [
         "np.linalg.norm(x, ord=np.inf, axis=(-1, 0))": CUBE,
         "np.linalg.norm(x, ord=-2, axis=(0, 1))": CUBE,
     }),
+    Row(np.real, {"np.real(x)": UNARY, "x.real": UNARY}),
+    Row(np.imag, {"np.imag(x)": UNARY, "x.imag": UNARY}),
     Row(np.transpose, {"np.transpose(x)": MATRIX + CUBE, "np.transpose(x, (1, 0, 2))": CUBE,
                        "np.transpose(x, (2, 0, 1))": CUBE, "x.T": MATRIX + CUBE + [((4,),)],
                        "x.transpose(1, 2, 0)": CUBE, "np.transpose(x, axes=(1, 0))": MATRIX}),

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..runtime import (add, broadcast_reduced, broadcast_tangent, cast_adjoint, count_reduced, diag_adjoint,
                        dtype_adjoint, einsum_adjoints, einsum_adjoints_tangent, einsum_adjoints_transposed,
-                       fill_like, gather_adjoint, gathered, getitem_adjoint, is_constant, item_of,
+                       fill_like, gather_adjoint, real_input, gathered, getitem_adjoint, is_constant, item_of,
                        item_of_transposed, items_extremum_adjoint, items_extremum_transposed, matmul_lhs,
                        matmul_rhs, max_adjoint, positions, reshape_back, sort_adjoint, sorted_like,
                        unbroadcast, unbroadcast_to, window_adjoint, written_adjoint, zeros_like,
@@ -50,6 +50,11 @@ def add_tangent(ans, a, b, a_dot=None, b_dot=None):
 def cast_adjoint_transposed(ans_bar, ans, g, like):
     """The identity or zero (by ``like``'s dtype): its own transpose."""
     return cast_adjoint(ans_bar, like)
+
+
+@defadjoint(real_input, diff=("g",), zero=("val",), tangent="linear")
+def real_input_transposed(ans_bar, ans, g, val):
+    return real_input(ans_bar, val)
 
 
 @defadjoint(dtype_adjoint, diff=("g",), tangent="linear")

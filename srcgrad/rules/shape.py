@@ -23,7 +23,7 @@ from .. import runtime
 from ..runtime import (gather_adjoint, permuted_adjoint, permuted_tangent, positions,
                        split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
-                       is_basic_index, is_constant, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
+                       is_basic_index, is_constant, real_input, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
                        unbroadcast, unconcatenate, window_adjoint)
 from . import _ndim
 from .registry import defadjoint, deftangent
@@ -73,6 +73,18 @@ def transpose(ans_bar, ans, a, axes=None):
     if axes is None:
         return ans_bar.T
     return np.transpose(ans_bar, inverse_permutation(axes, np.ndim(a)))
+
+
+@defadjoint(np.real, ndim=_ndim.same_as("val"), tangent="linear")
+def real(ans_bar, ans, val):
+    """The real part of a real array is the array (complex values are refused: ``rt.real_input``)."""
+    return real_input(ans_bar, val)
+
+
+@defadjoint(np.imag, ndim=_ndim.same_as("val"), tangent="linear")
+def imag(ans_bar, ans, val):
+    """The imaginary part of a real array is zeros."""
+    return 0 * real_input(ans_bar, val)
 
 
 if hasattr(np, "astype"):  # NumPy >= 2.1; also x.astype(dtype)

@@ -1463,12 +1463,14 @@ class _Lowering:
         known = self._is_array(node.value) or self._array_field(base)
         if node.attr == "T" and known:
             return self._apply(np.transpose, value, [nodes.copy(base)], {}, node, **emit)
+        if node.attr in ("real", "imag") and known:
+            call = nodes.call(f"np.{node.attr}", [nodes.copy(base)])
+            return self._apply(getattr(np, node.attr), call, [nodes.copy(base)], {}, node, **emit)
         if node.attr in _ARRAY_ATTRIBUTES and known:
             return self._emit(value, kind="nondiff", rule=None, **emit)
         if self._is_array(node.value):
             raise errors.at(node, f"srcgrad has no derivative rule for the array attribute `.{node.attr}`",
-                            "use the NumPy function (`np.real(x)`) or register a rule with "
-                            "srcgrad.defadjoint")
+                            "compute it with NumPy functions, or register a rule with srcgrad.defadjoint")
         if node.attr in _SHAPE_ATTRIBUTES and not self._holds_field(base):
             # A value whose kind is known only when the code runs: an array's have no derivative
             # (a float held under such a name by another object is refused when it runs).
