@@ -96,16 +96,24 @@ def copy(node):
     The nodes are new; their annotations are facts about the user's code
     (origins, resolved objects such as modules) and are shared, not copied.
     """
-    if isinstance(node, list):
+    cls = type(node)
+    if cls is list:
         return [copy(n) for n in node]
-    if not isinstance(node, gast.AST):
+    if not isinstance(node, _AST):
         return node
-    new = type(node)(**{field: copy(getattr(node, field, None)) for field in node._fields})
+    # (gast's constructor only fills the instance dict: filled here directly, as it
+    # would, without its call per node; a rule's template is copied per statement)
+    old = node.__dict__
+    state = {field: copy(old[field]) if field in old else getattr(node, field, None) for field in cls._fields}
     for attr in _POSITIONS:
-        if hasattr(node, attr):
-            setattr(new, attr, getattr(node, attr))
-    if anno.KEY in node.__dict__:
-        new.__dict__[anno.KEY] = dict(node.__dict__[anno.KEY])
+        if attr in old:
+            state[attr] = old[attr]
+        elif hasattr(cls, attr):
+            state[attr] = getattr(cls, attr)
+    if anno.KEY in old:
+        state[anno.KEY] = dict(old[anno.KEY])
+    new = _AST.__new__(cls)
+    new.__dict__.update(state)
     return new
 
 

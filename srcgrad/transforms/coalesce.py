@@ -174,7 +174,11 @@ def _sink_rebindings(stmts, facts):
         done, j = set(), 0
         while j < len(block):
             moved = block[j]
-            if id(moved) in done or not facts.movable(moved):
+            # (a statement that mentions no copy's target has no link: neither walked
+            # again; one not movable is in `done` too, which only stops crossing it,
+            # as `_crossable` does)
+            if id(moved) in done or facts.names(moved).isdisjoint(sources) or not facts.movable(moved):
+                done.add(id(moved))
                 j += 1
                 continue
             done.add(id(moved))
