@@ -221,7 +221,12 @@ def own_nodes(fdef):
         node = stack.pop()
         yield node
         if not isinstance(node, (gast.FunctionDef, gast.Lambda)):
-            stack.extend(gast.iter_child_nodes(node))
+            for field in node._fields:  # (gast.iter_child_nodes' order, without its two generators)
+                value = getattr(node, field, None)
+                if type(value) is list:
+                    stack.extend([v for v in value if isinstance(v, _AST)])
+                elif isinstance(value, _AST):
+                    stack.append(value)
 
 
 def fresh_name(base: str, taken: set) -> str:
