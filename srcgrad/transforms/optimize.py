@@ -98,6 +98,7 @@ class _DeadCode:
 
     def __init__(self):
         self.touched = {}  # id(statement), field -> names its block may bind or write into
+        self.reads = {}  # id(statement) -> its loaded names (a loop's body is passed more than once)
 
     def block(self, stmts, live) -> list:
         """The statements of ``stmts`` kept; ``live`` (after them) becomes the names live before."""
@@ -133,7 +134,10 @@ class _DeadCode:
                 live.discard(target)
             elif mutated is not None and mutated not in live and not _shared.get(mutated, set()) & live:
                 continue  # (a write into `c` is seen through an alias `a = c` that is read later)
-            live.update(nodes.loaded_names(stmt))
+            reads = self.reads.get(id(stmt))
+            if reads is None:
+                reads = self.reads[id(stmt)] = nodes.loaded_names(stmt)
+            live.update(reads)
             kept.append(stmt)
         kept.reverse()
         return kept
