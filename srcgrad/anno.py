@@ -44,8 +44,11 @@ class Origin:
         return f"{self.filename.rsplit('/', 1)[-1]}:{self.line}"
 
 
+_NONE: dict = {}  # (read only: what a node without annotations has)
+
+
 def get(node, key, default=None):
-    return getattr(node, _KEY, {}).get(key, default)
+    return getattr(node, _KEY, _NONE).get(key, default)
 
 
 def set(node, key, value):  # noqa: A001 - mirrors get()
@@ -55,7 +58,7 @@ def set(node, key, value):  # noqa: A001 - mirrors get()
 
 
 def has(node, key) -> bool:
-    return key in getattr(node, _KEY, {})
+    return key in getattr(node, _KEY, _NONE)
 
 
 def inherit(target, source):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 
 import gast
+from gast.ast3 import Ast3ToGAst, GAstToAst3
 
 from . import anno
 
@@ -91,7 +92,74 @@ def module(body) -> gast.Module:
 
 def expr(source: str) -> gast.expr:
     """Parse one expression (a template); Load contexts throughout."""
-    return gast.parse(source, mode="eval").body
+    return parse(source, mode="eval").body
+
+
+def parse(source: str, mode: str = "exec"):
+    """``gast.parse``: the stdlib's tree, converted as gast converts it (``_Converter``)."""
+    return _ToGast().visit(ast.parse(source, mode=mode))
+
+
+_UNSET = object()
+
+
+class _Converter:
+    """gast's conversion between its trees and the stdlib's (``gast.ast3``, whose special
+    cases are kept), with its step for every other node done as gast does it, without
+    a ``hasattr`` per field nor a method looked up by name per node: the whole program
+    is converted each time it is printed, and each source when it is parsed."""
+
+    target = None  # the module of the new nodes' classes (ast or gast)
+
+    def __init_subclass__(cls):
+        cls.classes, cls.methods = {}, {}  # (one pair per direction)
+
+    def visit(self, node):
+        kind = type(node)
+        method = self.methods.get(kind)
+        if method is None:
+            method = getattr(type(self), "visit_" + kind.__name__, None)
+            if method is None or method is ast.NodeVisitor.visit_Constant and not any(
+                    hasattr(self, f"visit_{n}") for n in ("Num", "Str", "Bytes", "NameConstant", "Ellipsis")):
+                method = type(self).generic_visit
+            self.methods[kind] = method
+        return method(self, node)
+
+    def _visit(self, node):
+        if isinstance(node, _AST):
+            return self.visit(node)
+        if isinstance(node, list):
+            return [self._visit(n) for n in node]
+        return node
+
+    def generic_visit(self, node):
+        kind = type(node)
+        new_kind = self.classes.get(kind, _UNSET)
+        if new_kind is _UNSET:
+            new_kind = self.classes[kind] = getattr(self.target, kind.__name__, None)
+        if new_kind is None:
+            return None  # (no such node in the other tree: gast drops it too)
+        fields = {}
+        for field in node._fields:
+            value = getattr(node, field, _UNSET)
+            if value is not _UNSET:
+                fields[field] = self.visit(value) if isinstance(value, _AST) else \
+                    [self._visit(v) for v in value] if isinstance(value, list) else value
+        new = new_kind(**fields)
+        for attr in node._attributes:
+            value = getattr(node, attr, _UNSET)
+            if value is not _UNSET:
+                setattr(new, attr, value)
+        return new
+
+
+class _ToAst(_Converter, GAstToAst3):
+    target = ast
+
+
+class _ToGast(_Converter, Ast3ToGAst):
+    target = gast
+
 
 
 _POSITIONS = ("lineno", "col_offset", "end_lineno", "end_col_offset")
@@ -103,16 +171,24 @@ def copy(node):
     The nodes are new; their annotations are facts about the user's code
     (origins, resolved objects such as modules) and are shared, not copied.
     """
-    if isinstance(node, list):
+    cls = type(node)
+    if cls is list:
         return [copy(n) for n in node]
-    if not isinstance(node, gast.AST):
+    if not isinstance(node, _AST):
         return node
-    new = type(node)(**{field: copy(getattr(node, field, None)) for field in node._fields})
+    # (gast's constructor only fills the instance dict: filled here directly, as it
+    # would, without its call per node; a rule's template is copied per statement)
+    old = node.__dict__
+    state = {field: copy(old[field]) if field in old else getattr(node, field, None) for field in cls._fields}
     for attr in _POSITIONS:
-        if hasattr(node, attr):
-            setattr(new, attr, getattr(node, attr))
-    if anno.KEY in node.__dict__:
-        new.__dict__[anno.KEY] = dict(node.__dict__[anno.KEY])
+        if attr in old:
+            state[attr] = old[attr]
+        elif hasattr(cls, attr):
+            state[attr] = getattr(cls, attr)
+    if anno.KEY in old:
+        state[anno.KEY] = dict(old[anno.KEY])
+    new = _AST.__new__(cls)
+    new.__dict__.update(state)
     return new
 
 
@@ -162,7 +238,7 @@ def _ready_to_unparse(tree):
 
 def to_source(node) -> str:
     """Python source of a gast node (via the stdlib's ``ast.unparse``)."""
-    return ast.unparse(_ready_to_unparse(gast.gast_to_ast(node)))
+    return ast.unparse(_ready_to_unparse(_ToAst().visit(node)))
 
 
 def walk(node):
@@ -220,7 +296,12 @@ def own_nodes(fdef):
         node = stack.pop()
         yield node
         if not isinstance(node, (gast.FunctionDef, gast.Lambda)):
-            stack.extend(gast.iter_child_nodes(node))
+            for field in node._fields:  # (gast.iter_child_nodes' order, without its two generators)
+                value = getattr(node, field, None)
+                if type(value) is list:
+                    stack.extend([v for v in value if isinstance(v, _AST)])
+                elif isinstance(value, _AST):
+                    stack.append(value)
 
 
 def fresh_name(base: str, taken: set) -> str:

@@ -107,12 +107,19 @@ class Core:
                 if candidate not in self.names:
                     break
         else:
-            candidate, k = base, 1
+            # (from the last one given: ``names`` only grows, so base ... base_k are still
+            # taken, and a name reused on every line does not try them all each time)
+            k = self._given.get(base, 1)
+            candidate = base if k == 1 else f"{base}_{k}"
             while candidate in self.names:
                 k += 1
                 candidate = f"{base}_{k}"
+            self._given[base] = k
         self.names.add(candidate)
         return candidate
+
+    def __post_init__(self):
+        self._given = {}  # base -> k of the last name fresh(base) gave (a copy starts afresh)
 
 
 def transform(fdef: gast.FunctionDef, free_names, backend, reserved=(), param_ranks=(), scope_ranks=None) -> Core:

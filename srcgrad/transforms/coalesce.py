@@ -67,7 +67,7 @@ def transform(stmts, live_out, fixed=(), kept=(), entry=()) -> tuple[list, dict]
     copies = [s for s in nodes.statements(stmts) if (c := _copy(s)) and c[0] != c[1]]
     if not copies:
         return stmts, {}
-    banned = set(kept) | _unmodelled(stmts) | _global(stmts, entry, facts)
+    banned = set(kept) | _unmodelled(stmts, facts) | _global(stmts, entry, facts)
     joined = {}
 
     def find(n):
@@ -174,7 +174,11 @@ def _sink_rebindings(stmts, facts):
         done, j = set(), 0
         while j < len(block):
             moved = block[j]
-            if id(moved) in done or not facts.movable(moved):
+            # (a statement that mentions no copy's target has no link: neither walked
+            # again; one not movable is in `done` too, which only stops crossing it,
+            # as `_crossable` does)
+            if id(moved) in done or facts.names(moved).isdisjoint(sources) or not facts.movable(moved):
+                done.add(id(moved))
                 j += 1
                 continue
             done.add(id(moved))
@@ -211,10 +215,11 @@ def _blocks(stmts):
 
 class _Facts:
     """What each statement mentions, found once (statements are moved, not changed,
-    until the renaming at the end): names, reads, and whether it may be moved."""
+    until the renaming at the end): names, reads, whether it may be moved, and the
+    names it binds where this pass does not look; one walk of a simple statement."""
 
     def __init__(self):
-        self._names, self._uses, self._movable = {}, {}, {}
+        self._names, self._uses, self._movable, self._unmodelled = {}, {}, {}, {}
 
     def names(self, stmt) -> set:
         found = self._names.get(id(stmt))
@@ -228,20 +233,64 @@ class _Facts:
                             found |= self.names(inner)
                     elif isinstance(value, gast.AST):
                         found |= nodes.names_in(value)
+                self._names[id(stmt)] = found
             else:
-                found = nodes.names_in(stmt)
-            self._names[id(stmt)] = found
+                found = self._scan(stmt)
         return found
 
     def uses(self, stmt) -> set:
         if id(stmt) not in self._uses:
-            self._uses[id(stmt)] = _uses(stmt)
+            self._scan(stmt)
         return self._uses[id(stmt)]
 
     def movable(self, stmt) -> bool:
+        """An assignment that calls only pure ``np.``/``rt.`` functions (not ``np.random``)
+        and that ``_unmodelled`` leaves to this pass."""
+        if not isinstance(stmt, (gast.Assign, gast.AugAssign)):
+            return False
         if id(stmt) not in self._movable:
-            self._movable[id(stmt)] = _movable(stmt)
+            self._scan(stmt)
         return self._movable[id(stmt)]
+
+    def unmodelled(self, stmt) -> set:
+        """``_unmodelled`` of a statement that is not a branch or a loop."""
+        if id(stmt) not in self._unmodelled:
+            self._scan(stmt)
+        return self._unmodelled[id(stmt)]
+
+    def _scan(self, stmt) -> set:
+        """The facts of a statement that is not a branch or a loop; returns its names."""
+        targets = _defs(stmt)
+        names, loads, odd = set(), set(), set()
+        movable = isinstance(stmt, (gast.Assign, gast.AugAssign))
+        for node in nodes.walk(stmt):
+            if isinstance(node, gast.Name):
+                names.add(node.id)
+                if isinstance(node.ctx, gast.Load):
+                    loads.add(node.id)
+                elif node.id not in targets:
+                    odd.add(node.id)
+                    movable = False
+            elif isinstance(node, gast.Call):
+                if movable:
+                    parts, func = [], node.func
+                    while isinstance(func, gast.Attribute):
+                        parts.append(func.attr)
+                        func = func.value
+                    if not (isinstance(func, gast.Name) and func.id in ("np", "rt") and parts) \
+                            or "random" in parts or (func.id == "rt" and parts[-1] in _NOT_PURE):
+                        movable = False
+            elif isinstance(node, (gast.Lambda, gast.FunctionDef)):
+                inner = nodes.names_in(node)
+                if inner:
+                    odd |= inner
+                    movable = False
+        if isinstance(stmt, gast.AugAssign) and isinstance(stmt.target, gast.Name):
+            loads.add(stmt.target.id)
+        key = id(stmt)
+        self._names[key], self._uses[key], self._movable[key] = names, loads, movable
+        self._unmodelled[key] = odd if isinstance(stmt, _SIMPLE) else names
+        return names
 
 
 def _crossable(stmt, moved, a, facts) -> bool:
@@ -256,30 +305,6 @@ def _crossable(stmt, moved, a, facts) -> bool:
 
 # ``rt.`` functions that run user code (a callee's pullback) or check and raise.
 _NOT_PURE = {"vjp_call", "vjp_method", "bind_vjp", "check_scalar_output", "unpop", "to_device", "to_host"}
-
-
-def _movable(stmt) -> bool:
-    """An assignment that calls only pure ``np.``/``rt.`` functions (not ``np.random``)
-    and that ``_unmodelled`` leaves to this pass: one walk, as the sinking asks it of
-    every statement."""
-    if not isinstance(stmt, (gast.Assign, gast.AugAssign)):
-        return False
-    targets = _defs(stmt)
-    for node in nodes.walk(stmt):
-        if isinstance(node, gast.Call):
-            parts, func = [], node.func
-            while isinstance(func, gast.Attribute):
-                parts.append(func.attr)
-                func = func.value
-            if not (isinstance(func, gast.Name) and func.id in ("np", "rt") and parts) \
-                    or "random" in parts or (func.id == "rt" and parts[-1] in _NOT_PURE):
-                return False
-        elif isinstance(node, (gast.Lambda, gast.FunctionDef)):
-            if nodes.names_in(node):
-                return False
-        elif isinstance(node, gast.Name) and not isinstance(node.ctx, gast.Load) and node.id not in targets:
-            return False
-    return True
 
 
 def _mutated(stmt) -> set:
@@ -305,22 +330,19 @@ def _version(name):
     return (name.startswith("_t"), name.startswith("_"), number, len(name), name)
 
 
-def _unmodelled(stmts) -> set:
+def _unmodelled(stmts, facts) -> set:
     """Names this pass leaves alone: read in a nested function, bound where it does
     not look (a comprehension's or walrus's target, ``a, *b = ...``), or in a
     statement it does not model (``with``, ``del``, ``global``)."""
     names = set()
     for stmt in stmts:
-        if isinstance(stmt, (gast.If, gast.For, gast.While)):
-            names |= _unmodelled(stmt.body) | _unmodelled(stmt.orelse)
-            header = [stmt.test] if not isinstance(stmt, gast.For) else [stmt.iter, stmt.target]
-            targets = {stmt.target.id} if isinstance(stmt, gast.For) and isinstance(stmt.target, gast.Name) \
-                else set()
-        elif not isinstance(stmt, _SIMPLE):
-            names |= nodes.names_in(stmt)
+        if not isinstance(stmt, (gast.If, gast.For, gast.While)):
+            names |= facts.unmodelled(stmt)
             continue
-        else:
-            header, targets = [stmt], _defs(stmt)
+        names |= _unmodelled(stmt.body, facts) | _unmodelled(stmt.orelse, facts)
+        header = [stmt.test] if not isinstance(stmt, gast.For) else [stmt.iter, stmt.target]
+        targets = {stmt.target.id} if isinstance(stmt, gast.For) and isinstance(stmt.target, gast.Name) \
+            else set()
         for root in header:
             for node in nodes.walk(root):
                 if isinstance(node, (gast.Lambda, gast.FunctionDef)):
@@ -343,13 +365,6 @@ def _defs(stmt) -> set:
     if isinstance(stmt, gast.AugAssign):
         return {stmt.target.id} if isinstance(stmt.target, gast.Name) else set()
     return set(nodes.assigned_names(stmt))
-
-
-def _uses(stmt) -> set:
-    used = set(nodes.loaded_names(stmt))
-    if isinstance(stmt, gast.AugAssign) and isinstance(stmt.target, gast.Name):
-        used.add(stmt.target.id)
-    return used
 
 
 class _Interference:

@@ -98,6 +98,7 @@ class _DeadCode:
 
     def __init__(self):
         self.touched = {}  # id(statement), field -> names its block may bind or write into
+        self.reads = {}  # id(statement) -> its loaded names (a loop's body is passed more than once)
 
     def block(self, stmts, live) -> list:
         """The statements of ``stmts`` kept; ``live`` (after them) becomes the names live before."""
@@ -133,7 +134,10 @@ class _DeadCode:
                 live.discard(target)
             elif mutated is not None and mutated not in live and not _shared.get(mutated, set()) & live:
                 continue  # (a write into `c` is seen through an alias `a = c` that is read later)
-            live.update(nodes.loaded_names(stmt))
+            reads = self.reads.get(id(stmt))
+            if reads is None:
+                reads = self.reads[id(stmt)] = nodes.loaded_names(stmt)
+            live.update(reads)
             kept.append(stmt)
         kept.reverse()
         return kept
@@ -271,10 +275,10 @@ def propagate_copies(stmts, keep=(), outside=()) -> tuple[list, bool]:
     return out, True
 
 
-def _same_shape_map(forward, primal_of) -> dict:
+def _same_shape_map(forward) -> dict:
     """name -> a name known to have the same shape: elementwise results of one array
-    and scalars share that array's shape; an adjoint has its primal's shape."""
-    same = dict(primal_of)
+    and scalars share that array's shape."""
+    same = {}
     multiple = _multiply_assigned(forward)
     last = {}  # name -> where the forward sweep binds it last
     for i, stmt in enumerate(nodes.statements(forward)):
@@ -320,11 +324,10 @@ def _is_full_like(node) -> bool:
         and len(node.args) == 2 and not node.keywords and isinstance(node.args[0], gast.Name)
 
 
-def forward_shapes(forward, backward, primal_of) -> bool:
+def forward_shapes(backward, same) -> bool:
     """``np.full_like(t, v)`` reads only ``t``'s shape and dtype; where ``t`` is an
-    elementwise function of one array ``s`` and scalars, read ``s`` instead, so
-    ``t`` need not be computed."""
-    same = _same_shape_map(forward, {})
+    elementwise function of one array ``s`` and scalars (``same``: ``_same_shape_map``),
+    read ``s`` instead, so ``t`` need not be computed."""
     changed = False
     for stmt in backward:
         for node in nodes.walk(stmt):
@@ -334,14 +337,14 @@ def forward_shapes(forward, backward, primal_of) -> bool:
     return changed
 
 
-def fold_scalar_fills(forward, backward, primal_of) -> bool:
-    """``v = np.full_like(s, c)`` then ``v * e`` with ``e`` of ``s``'s shape: use ``c``.
+def fold_scalar_fills(backward, same) -> bool:
+    """``v = np.full_like(s, c)`` then ``v * e`` with ``e`` of ``s``'s shape: use ``c``
+    (``same``: ``_same_shape_map``'s, and each adjoint has its primal's shape).
 
     The adjoint of a full reduction is a scalar broadcast to the input's shape;
     multiplying by it needs no array of copies: the adjoint of ``np.sum(_t1 ** 2)`` is
     ``_t1_bar = 2.0 * _t1 * result_bar``.
     """
-    same = _same_shape_map(forward, primal_of)
     fills = {}
     multiple = _multiply_assigned(backward)
     for stmt in nodes.statements(backward):
@@ -676,7 +679,7 @@ def method_forms(forward, backward, arrays) -> None:
         return nodes.call(gast.Attribute(value=array, attr=name[1], ctx=gast.Load()), rest,
                           [(k.arg, k.value) for k in node.keywords])
 
-    class Methods(gast.NodeTransformer):
+    class Methods(nodes.Transformer):
         def visit_Call(self, node):
             self.generic_visit(node)  # (the inner call first: np.reshape(g, np.shape(h)))
             return rewrite(node) or node
@@ -714,8 +717,9 @@ def transform(forward, backward, live_out, primal_of, module_name="np", outside=
     #   forward sweep's dead code last (a dropped save leaves its values unread).
     forward_names = {n for s in nodes.statements(forward) for n in nodes.assigned_names(s)}
     backward, _ = propagate_copies(backward, keep=live_out, outside=set(outside) | forward_names)
-    forward_shapes(forward, backward, primal_of)
-    fold_scalar_fills(forward, backward, primal_of)
+    shapes = _same_shape_map(forward)  # (forward_shapes changes the backward sweep only)
+    forward_shapes(backward, shapes)
+    fold_scalar_fills(backward, {**primal_of, **shapes})
     backward, _ = _dce_block(backward, live_out)
     accumulate_in_place(backward)
     add_in_place(backward)

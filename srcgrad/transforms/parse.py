@@ -48,7 +48,7 @@ def transform(fn) -> gast.FunctionDef:
     text = "".join(lines)
     dedented = textwrap.dedent(text)
     indent = len(lines[0]) - len(lines[0].lstrip()) if dedented != text else 0
-    tree = gast.parse(dedented)
+    tree = nodes.parse(dedented)
     fdef = tree.body[0]
     if not isinstance(fdef, gast.FunctionDef):
         raise _no_source(fn, "its source is not a `def` statement")
