@@ -279,11 +279,17 @@ def jvp_call(fn, wrt, dots, /, *args, _where="?", **kwargs):
 def jvp_field(obj, name, obj_dot, where="?"):
     """``obj.name`` and its tangent: a field's tangent is the same field of ``obj_dot``
     (the tangent of an object is an object of its class); a property's getter runs its
-    own forward mode with respect to ``obj``."""
+    own forward mode with respect to ``obj``.  A field without gradient (a count, a
+    flag, integer indices, a container of them: ``grad`` gives it None) has a zero
+    tangent, whatever ``obj_dot`` holds there: a tangent made as a copy of the model,
+    or by ``jacfwd``, holds the primal's ``stride = 2``."""
     found = inspect.getattr_static(type(obj), name, None)
     if isinstance(found, property) and found.fget is not None:
         return jvp_call(found.fget, (0,), (obj_dot,), obj, _where=where)
-    return getattr(obj, name), getattr(obj_dot, name)
+    value = getattr(obj, name)
+    if tree._is_integer(value) or isinstance(value, (list, tuple, dict)) and not tree._has_params(value):
+        return value, rt.zeros_tangent(value)
+    return value, getattr(obj_dot, name)
 
 
 def _rule_jvp(rule, fn, wrt, dots, args, kwargs, where):

@@ -308,27 +308,43 @@ def _dtype(leaves):
 
 
 def _leaves(x):
-    """``x``'s leaves (itself for an array or a float) and the function that puts
-    values in their places."""
-    if tree.is_structure(x):
-        _, leaves, spec = tree.flatten(x)
-        return [np.asarray(leaf) for leaf in leaves], functools.partial(tree.unflatten, spec)
-    return [np.asarray(x)], lambda values: values[0]
+    """``x``'s leaves (itself for an array or a float; an object's float attributes
+    among them, as ``grad`` differentiates them: ``tree.TANGENTS``), the function that
+    puts one tangent per leaf in their places (a value like ``x``), and the one that
+    puts one result per leaf in the places of ``x``'s gradient (an object's integer
+    attributes None there, as in ``grad``'s; a leaf without gradient gets None)."""
+    if not tree.is_structure(x):
+        return [np.asarray(x)], _first, _first
+    _, leaves, spec = tree.flatten(x, tree.TANGENTS)
+    leaves = [np.asarray(leaf) for leaf in leaves]
+    kept = list(map(_differentiable, leaves))
+    gradient_spec = tree.flatten(_match(None, x), tree.TANGENTS)[2]  # (None flattens to nothing)
+
+    def like_gradient(values):
+        return tree.unflatten(gradient_spec, [v for v, k in zip(values, kept) if k])
+    return leaves, functools.partial(tree.unflatten, spec), like_gradient
+
+
+def _first(values):
+    return values[0]
 
 
 def _split(xs):
     """The leaves of the arguments ``xs`` (arrays, floats or structures), in order, and
-    the function putting one value per leaf back in their places: a tuple with one
-    value (a structure of them) per argument."""
+    two functions putting one value per leaf back in their places (a tuple with one value,
+    a structure of them, per argument): tangents in ``xs``' places, results in their
+    gradients' (:func:`_leaves`)."""
     split = [_leaves(x) for x in xs]
 
-    def put(values):
-        out, at = [], 0
-        for ls, place in split:
-            out.append(place(list(values[at:at + len(ls)])))
-            at += len(ls)
-        return tuple(out)
-    return [leaf for ls, _ in split for leaf in ls], put
+    def placing(which):
+        def put(values):
+            out, at = [], 0
+            for ls, *places in split:
+                out.append(places[which](list(values[at:at + len(ls)])))
+                at += len(ls)
+            return tuple(out)
+        return put
+    return [leaf for ls, *_ in split for leaf in ls], placing(0), placing(1)
 
 
 def _batched_leaves(t, x, count):
@@ -345,9 +361,16 @@ def _batched_leaves(t, x, count):
 
 
 def _adjoint_leaves(g, x, leaves=None):
-    """An adjoint (or tangent) ``g`` of the argument ``x`` as one array per leaf of ``x``
-    (:func:`_leaves`; ``leaves`` when given): zeros for a leaf without gradient."""
-    g = _match(g, x)
+    """An adjoint (or tangent) ``g`` of the argument ``x``, sparse as generated code gives
+    it, as one array per leaf of ``x`` (:func:`_leaves`; ``leaves`` when given): zeros for
+    a leaf without gradient."""
+    return _gradient_leaves(_match(g, x), x, leaves)
+
+
+def _gradient_leaves(g, x, leaves=None):
+    """:func:`_adjoint_leaves` of a gradient ``g`` already of ``x``'s structure (as
+    ``grad`` and a pullback give it: matching it again would read an object in it as
+    no adjoint at all)."""
     if not tree.is_structure(x):
         return [np.asarray(g)]
     leaves = _leaves(x)[0] if leaves is None else leaves
@@ -466,9 +489,9 @@ def hessian(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         args = gradient._arguments(args, kwargs)
         gradient._check_wrt(args)
         xs = [args[i] for i in gradient._wrt_index]
-        leaves, tangents_of = _split(xs)
+        leaves, tangents_of, _ = _split(xs)
         split = [_leaves(x) for x in xs]
-        counts = [len(ls) for ls, _ in split]
+        counts = [len(ls) for ls, *_ in split]
         dtype = _dtype(leaves)
 
         def run(dots):
@@ -490,7 +513,7 @@ def hessian(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         rows = _stacked(chunks, leaves, dtype)  # row a: the gradient's leaf a along every column
         block = [_blocks(rows[a], leaves[a], leaves) for a in range(len(leaves))]  # block[a][b]
         starts = np.cumsum([0] + counts)
-        result = [[split[i][1]([split[j][1](block[a][starts[j]:starts[j + 1]]) if _differentiable(leaves[a])
+        result = [[split[i][2]([split[j][2](block[a][starts[j]:starts[j + 1]]) if _differentiable(leaves[a])
                                 else None for a in range(starts[i], starts[i + 1])]) for j in range(len(xs))]
                   for i in range(len(xs))]
         if not several:
@@ -576,7 +599,7 @@ def jacfwd(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         args = forward._arguments(args, kwargs)
         forward._check_wrt(args)
         xs = [args[i] for i in forward._wrt_index]
-        leaves, tangents_of = _split(xs)
+        leaves, tangents_of, results_of = _split(xs)
         dtype = _dtype(leaves)
         value = []
 
@@ -597,7 +620,7 @@ def jacfwd(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         chunks = _columns(run, loop, leaves, chunk_size, state, tuple(map(rank_of_argument, args)))
         y = value[0] if value else f(*args)  # (no input elements: evaluated for the output's shape)
         outputs = y if isinstance(y, tuple) else (y,)
-        blocks = [tangents_of(_blocks(t, out, leaves))
+        blocks = [results_of(_blocks(t, out, leaves))
                   for t, out in zip(_stacked(chunks, outputs, dtype), outputs)]
         return _shaped(blocks, several, isinstance(y, tuple))
     jacobian_by_columns.columns = state
@@ -647,14 +670,14 @@ def jacrev(f, wrt=0, backend=None, optimize=True, chunk_size=None):
     def pulled_back(pullback, xs, ys_bar):
         """The leaves of the adjoints along each row, one at a time: per leaf, stacked."""
         rows = [[leaf for a, x in zip(adjoints if several else (adjoints,), xs)
-                 for leaf in _adjoint_leaves(a, x)] for adjoints in map(pullback, ys_bar)]
+                 for leaf in _gradient_leaves(a, x)] for adjoints in map(pullback, ys_bar)]
         return [np.stack([r[a] for r in rows]) for a in range(len(rows[0]))]
 
     @_shown
     def jacobian_by_rows(*args, **kwargs):
         args = reverse._arguments(args, kwargs)
         xs = [args[i] for i in reverse._wrt_index]
-        leaves, put = _split(xs)
+        leaves, _, put = _split(xs)
         dtype = _dtype(leaves)
         value, pullback = reverse(*args)
         if isinstance(value, tuple):  # (the pullback code takes one output's cotangent)
@@ -724,8 +747,8 @@ def _plus_scaled(a, g, s):
     """``a + s * g`` for adjoints ``a``, ``g`` of one primal (arrays, floats or full
     structures of them, as ``_match`` gives them)."""
     if tree.is_structure(a):
-        _, leaves, spec = tree.flatten(a)
-        return tree.unflatten(spec, [x + s * y for x, y in zip(leaves, tree.flatten(g)[1])])
+        _, leaves, spec = tree.flatten(a, tree.TANGENTS)
+        return tree.unflatten(spec, [x + s * y for x, y in zip(leaves, tree.flatten(g, tree.TANGENTS)[1])])
     return a + s * g
 
 
@@ -770,7 +793,7 @@ def gradient_vjp(gradient, wrt, args, kwargs):
 def _inner_product(a, b):
     """``⟨a, b⟩`` summed over every element (of every leaf of a full structure)."""
     if tree.is_structure(a):
-        return sum((np.sum(x * y) for x, y in zip(tree.flatten(a)[1], tree.flatten(b)[1])), 0.0)
+        return sum((np.sum(x * y) for x, y in zip(tree.flatten(a, tree.TANGENTS)[1], tree.flatten(b, tree.TANGENTS)[1])), 0.0)
     return np.sum(a * b)
 
 
