@@ -28,7 +28,7 @@ import os
 import numpy as np
 
 from . import anno, errors, runtime, tree
-from .api import GradientFunction, _match, _origin_of
+from .api import GradientFunction, _match, _origin_of, _tangent_of_structure
 from .pipeline import rank_of_argument
 from .rules import registry
 from .transforms.forward import NotBatchable
@@ -69,6 +69,8 @@ class ForwardOverReverse:
 
     def __call__(self, args, tangents):
         transformed = self.transformed(args)
+        primals = [args[self.gradient._params.index(name)] for name in self.wrt]
+        tangents = [_tangent_of_structure(t, x) if tree.is_structure(x) else t for t, x in zip(tangents, primals)]
         try:
             return transformed(*args, tangents if len(self.wrt) > 1 else tangents[0])
         except errors.UserCodeError as error:
@@ -301,10 +303,13 @@ def _differentiable(leaf) -> bool:
     return leaf.dtype.kind == "f"
 
 
-def _dtype(leaves):
-    """The result dtype of derivatives with respect to ``leaves`` (float64 for none)."""
-    return np.result_type(*[leaf.dtype for leaf in leaves if _differentiable(leaf)]) \
-        if any(_differentiable(leaf) for leaf in leaves) else np.float64
+def _dtype(xs):
+    """The result dtype of derivatives with respect to the arguments ``xs``: their float
+    arrays' (a Python float among them does not widen float32, as NEP 50 has it), float64
+    for none."""
+    leaves = [leaf for x in xs for leaf in (tree.flatten(x, tree.TANGENTS)[1] if tree.is_structure(x) else [x])]
+    arrays = [leaf.dtype for leaf in leaves if isinstance(leaf, (np.ndarray, np.floating)) and leaf.dtype.kind == "f"]
+    return np.result_type(*arrays) if arrays else np.float64
 
 
 def _leaves(x):
@@ -492,7 +497,7 @@ def hessian(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         leaves, tangents_of, _ = _split(xs)
         split = [_leaves(x) for x in xs]
         counts = [len(ls) for ls, *_ in split]
-        dtype = _dtype(leaves)
+        dtype = _dtype(xs)
 
         def run(dots):
             _, tangent = batched(args, tangents_of(dots))
@@ -523,9 +528,34 @@ def hessian(f, wrt=0, backend=None, optimize=True, chunk_size=None):
     return hessian_of
 
 
-def _shaped(blocks, several_in, several_out):
+def _shaped(blocks, several_in, spec):
+    """The Jacobian from its blocks (per output leaf, one per ``wrt`` argument): as
+    ``jax.jacfwd``, the output's structure (``spec``; None for one array) outermost,
+    then a tuple over the arguments when ``wrt`` is a tuple."""
     rows = [tuple(row) if several_in else row[0] for row in blocks]
-    return tuple(rows) if several_out else rows[0]
+    return rows[0] if spec is None else tree.unflatten(spec, rows)
+
+
+def _outputs(y):
+    """The output's leaves (the arrays and numbers of a tuple, list or dict it returns;
+    itself for one array) and its treespec (None for one array)."""
+    if not tree.is_structure(y):
+        return [y], None
+    _, leaves, spec = tree.flatten(y)
+    return leaves, spec
+
+
+def _output_tangents(tangent, y):
+    """The output tangent's leaves, one per leaf of ``y`` (:func:`_outputs`)."""
+    if not tree.is_structure(y):
+        return [tangent]
+    try:
+        return _outputs(y)[1].flatten_up_to(tangent)
+    except (ValueError, TypeError):
+        raise errors.UnsupportedSyntaxError(
+            f"srcgrad.jacfwd cannot lay out the tangent of this output, a {type(y).__name__}, leaf by "
+            f"leaf (its tangent is a {type(tangent).__name__})", None,
+            "return an array, or a tuple, list or dict of arrays") from None
 
 
 def _basis(x):
@@ -600,13 +630,13 @@ def jacfwd(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         forward._check_wrt(args)
         xs = [args[i] for i in forward._wrt_index]
         leaves, tangents_of, results_of = _split(xs)
-        dtype = _dtype(leaves)
+        dtype = _dtype(xs)
         value = []
 
         def run(dots):
             y, tangent = batched.compiled(args)(*args, *tangents_of(dots))
             value[:] = [y]
-            return list(tangent) if isinstance(y, tuple) else [tangent]
+            return _output_tangents(tangent, y)
 
         def loop(dots):
             columns = []
@@ -614,15 +644,15 @@ def jacfwd(f, wrt=0, backend=None, optimize=True, chunk_size=None):
                 tangents = tangents_of(_column(dots, r))
                 y, tangent = forward(*args, tangents if several else tangents[0])
                 value[:] = [y]
-                columns.append(tangent if isinstance(y, tuple) else (tangent,))
+                columns.append(_output_tangents(tangent, y))
             return [np.stack([np.asarray(c[o]) for c in columns]) for o in range(len(columns[0]))]
 
         chunks = _columns(run, loop, leaves, chunk_size, state, tuple(map(rank_of_argument, args)))
         y = value[0] if value else f(*args)  # (no input elements: evaluated for the output's shape)
-        outputs = y if isinstance(y, tuple) else (y,)
+        outputs, spec = _outputs(y)
         blocks = [results_of(_blocks(t, out, leaves))
                   for t, out in zip(_stacked(chunks, outputs, dtype), outputs)]
-        return _shaped(blocks, several, isinstance(y, tuple))
+        return _shaped(blocks, several, spec)
     jacobian_by_columns.columns = state
     return jacobian_by_columns
 
@@ -678,17 +708,19 @@ def jacrev(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         args = reverse._arguments(args, kwargs)
         xs = [args[i] for i in reverse._wrt_index]
         leaves, _, put = _split(xs)
-        dtype = _dtype(leaves)
+        dtype = _dtype(xs)
         value, pullback = reverse(*args)
-        if isinstance(value, tuple):  # (the pullback code takes one output's cotangent)
+        outputs, spec = _outputs(value)
+        if spec is not None:  # (the pullback code takes one array's cotangent): row by row
             blocks = []
-            for o, y in enumerate(value):
-                basis = [tuple(e if k == o else None for k in range(len(value))) for e in _basis(y)]
+            zeros = [runtime.zeros_like(y) for y in outputs]
+            for o, y in enumerate(outputs):
+                basis = [tree.unflatten(spec, zeros[:o] + [e] + zeros[o + 1:]) for e in _basis(y)]
                 rows = pulled_back(pullback, xs, basis) if basis else [np.zeros((0,) + x.shape)
                                                                        for x in leaves]
                 blocks.append(put([r.astype(dtype, copy=False).reshape(np.shape(y) + x.shape)
                                    if _differentiable(x) else None for r, x in zip(rows, leaves)]))
-            return _shaped(blocks, several, True)
+            return _shaped(blocks, several, spec)
         y = np.asarray(value)
         y_bar = np.zeros(y.shape, _float_dtype(y))
         chunks = _columns(lambda dots: batched_pullback(args, xs, y_bar, dots[0]),
@@ -696,7 +728,7 @@ def jacrev(f, wrt=0, backend=None, optimize=True, chunk_size=None):
                           tuple(map(rank_of_argument, args)))
         rows = _stacked(chunks, leaves, dtype)  # per leaf, its adjoint along each row: (y.size,) + leaf.shape
         return _shaped([put([r.reshape(y.shape + x.shape) if _differentiable(x) else None
-                             for r, x in zip(rows, leaves)])], several, False)
+                             for r, x in zip(rows, leaves)])], several, None)
     jacobian_by_rows.columns = state
     return jacobian_by_rows
 

@@ -470,9 +470,10 @@ def _float_fields(out, like, sparse):
     ``like``) their gradients from ``sparse``: 0.0 where nothing reached them."""
     if out is like:
         return
+    # (``lookup``: a part may be dense, the list an unpacking `first, second = ms` gave back.)
     if _is_object(like):
         for key, value in vars(like).items():
-            g = sparse.get(key) if isinstance(sparse, dict) else None
+            g = lookup(sparse, (key,))
             if _is_float(value):
                 g = 0.0 if g is None or isinstance(g, dict) else g
                 object.__setattr__(out, key, type(value)(g))
@@ -483,11 +484,11 @@ def _float_fields(out, like, sparse):
     elif isinstance(like, (list, tuple)) and isinstance(out, (list, tuple)):
         for i, value in enumerate(like):
             if _is_part(value):
-                _float_fields(out[i], value, sparse.get(i) if isinstance(sparse, dict) else None)
+                _float_fields(out[i], value, lookup(sparse, (i,)))
     elif isinstance(like, dict) and isinstance(out, dict):
         for key, value in like.items():
             if _is_part(value) and key in out:
-                _float_fields(out[key], value, sparse.get(key) if isinstance(sparse, dict) else None)
+                _float_fields(out[key], value, lookup(sparse, (key,)))
 
 
 def is_structure(value) -> bool:
