@@ -878,7 +878,9 @@ def jvp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True):
     Returns:
         A function taking ``f``'s arguments followed by the tangents of the
         ``wrt`` ones (one value, or a tuple when ``wrt`` is a tuple; each of its
-        primal's shape, a structure of the same structure for a structure),
+        primal's shape, a structure of the same structure for a structure:
+        its entries for integer leaves and an object's integer attributes,
+        which have no gradient, are ignored; its float attributes are tangents),
         and returning ``(value, tangent)``: ``f``'s value and its directional
         derivative ``J v`` along the tangents, of the value's shape (a tuple
         for a tuple, zeros for an output that does not depend on them).

@@ -604,10 +604,12 @@ def jacfwd(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         ``y.shape + x.shape`` (``J[o, a] = ∂y[o]/∂x[a]``) in the inputs' float
         dtype; for a structure ``x``, as ``jax.jacfwd`` on a pytree: ``x``'s
         structure (an object like ``x``'s gradient for a model) whose leaf ``a``
-        is the block of shape ``y.shape + a.shape`` (None for an integer leaf,
-        which has no gradient).  A tuple over the ``wrt``
-        arguments when ``wrt`` is a tuple, and a tuple over the outputs
-        (outermost) when ``f`` returns a tuple.  The same values as
+        is the block of shape ``y.shape + a.shape``: the leaves ``grad`` gives
+        gradients, an object's float attributes among them (None for an
+        integer leaf or attribute, which has no gradient).  A tuple over the
+        ``wrt`` arguments when ``wrt`` is a tuple; when ``f`` returns a tuple,
+        list or dict (nested too), its structure outermost holding each leaf's
+        Jacobian (as ``jax.jacfwd``).  The same values as
         :func:`jacrev`; cheaper when the inputs have fewer elements than the
         output.  Where ``f`` has a step that does not batch (see
         :mod:`srcgrad.higher`), one column per run.
@@ -666,7 +668,7 @@ def jacrev(f, wrt=0, backend=None, optimize=True, chunk_size=None):
     ``ȳ``: batched forward mode over it with respect to ``y_bar`` (the tangents' leading
     axis holding the unit vectors) pulls back many rows in one run, as ``vmap`` of the
     pullback would.  Where that program has a step that does not batch, or ``f``
-    returns a tuple, one pullback per row (:func:`srcgrad.vjp`): the same values.
+    returns a tuple, list or dict, one pullback per row (:func:`srcgrad.vjp`): the same values.
 
     Args, returns, raises: as :func:`jacfwd` (and as :func:`srcgrad.vjp`); cheaper
     when the output has fewer elements than the inputs.
