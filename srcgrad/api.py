@@ -397,11 +397,16 @@ class GradientFunction:
             dots = (tangents,)
         if not self._internal:
             self._check_wrt(args)
+            given = []
             for (param, key), i, dot in zip(self._entries, self._wrt_index, dots):
                 primal = args[i] if key is None else args[i][key]
-                if not tree.is_structure(primal) and np.shape(dot) != np.shape(primal):
+                if tree.is_structure(primal):
+                    dot = _tangent_of_structure(dot, primal)
+                elif np.shape(dot) != np.shape(primal):
                     raise ValueError(f"the tangent of `{param}` has shape {np.shape(dot)}, but `{param}` "
                                      f"has shape {np.shape(primal)}: a tangent has its primal's shape")
+                given.append(dot)
+            dots = tuple(given)
         if not self._whole:  # entries of *args/**kwargs: the whole tuple's (dict's) tangent, zeros elsewhere
             given = {}
             for (param, key), dot in zip(self._entries, dots):
@@ -701,6 +706,23 @@ def _check_cotangent(ans_bar, value, name, path="value"):
             if g is not None:
                 _check_cotangent(g, v, name, f"{path}[{i}]")
         return
+    if isinstance(value, list) and not isinstance(ans_bar, (list, tuple)) and np.ndim(ans_bar) \
+            and _shape_or_none(value) == np.shape(ans_bar):
+        return  # (a list of arrays NumPy takes for one array: its adjoint may be one array)
+    if isinstance(value, (list, dict)):
+        # (An array or a list given for a dict would reach no output: zeros, silently.)
+        kind = (list, tuple) if isinstance(value, list) else dict
+        if not isinstance(ans_bar, kind) or isinstance(value, list) and len(ans_bar) != len(value) \
+                or isinstance(value, dict) and not set(ans_bar) <= set(value):
+            what = f"a list of {len(value)}" if isinstance(value, list) else f"a dict with keys among {list(value)}"
+            raise ValueError(f"the pullback of {name} takes an adjoint of its output's structure "
+                             f"{'' if path == 'value' else '(' + path + ') '}{what}, one per entry (a missing "
+                             f"key or None: zero), got {type(ans_bar).__name__}"
+                             + (f" {list(ans_bar)}" if isinstance(ans_bar, (dict, list, tuple)) else ""))
+        for key, g in (ans_bar.items() if isinstance(value, dict) else enumerate(ans_bar)):
+            if g is not None:
+                _check_cotangent(g, value[key], name, f"{path}[{key!r}]")
+        return
     if tree.is_structure(value) or tree.is_structure(ans_bar):
         return
     expected, given = np.shape(value), np.shape(ans_bar)
@@ -711,6 +733,19 @@ def _check_cotangent(ans_bar, value, name, path="value"):
     if isinstance(ans_bar, complex) or getattr(getattr(ans_bar, "dtype", None), "kind", "") == "c":
         raise ValueError(f"the pullback of {name} was given a complex adjoint; srcgrad does not "
                          "differentiate complex numbers yet")
+
+
+def _tangent_of_structure(dot, primal):
+    """A tangent given for a structure, with zeros for its leaves without gradient (an
+    int, a flag: None in ``grad``'s): a tangent made as a copy of the parameters holds
+    their counts, which are no tangents (``dispatch.jvp_field`` does the same for an
+    object's integer attributes)."""
+    _, leaves, spec = tree.flatten(primal, tree.TANGENTS)
+    _, dots, dot_spec = tree.flatten(dot, tree.TANGENTS)
+    kept = [tree._is_float(x) or tree._is_float_array(x) for x in leaves]
+    if dot_spec != spec or all(kept):
+        return dot
+    return tree.unflatten(spec, [d if k else runtime.zeros_tangent(x) for d, k, x in zip(dots, kept, leaves)])
 
 
 def _matches(g, x) -> bool:
@@ -910,7 +945,9 @@ def jvp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True):
     Returns:
         A function taking ``f``'s arguments followed by the tangents of the
         ``wrt`` ones (one value, or a tuple when ``wrt`` is a tuple; each of its
-        primal's shape, a structure of the same structure for a structure),
+        primal's shape, a structure of the same structure for a structure:
+        its entries for integer leaves and an object's integer attributes,
+        which have no gradient, are ignored; its float attributes are tangents),
         and returning ``(value, tangent)``: ``f``'s value and its directional
         derivative ``J v`` along the tangents, of the value's shape (a tuple
         for a tuple, zeros for an output that does not depend on them).

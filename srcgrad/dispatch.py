@@ -283,14 +283,39 @@ def jvp_call(fn, wrt, dots, /, *args, _where="?", **kwargs):
     return transformed(*receiver, *args, dots if len(dots) > 1 else dots[0], **kwargs)
 
 
+def jvp_method(obj, name, wrt, dots, /, *args, _where="?", **kwargs):
+    """``obj.name(*args)`` and its tangent (:func:`jvp_call`), ``"self"`` in ``wrt`` with
+    ``obj``'s tangent: a method's receiver is ``obj``, but a callable stored in ``obj``
+    (a layer of a model) is its own receiver, whose tangent is the same field of ``obj``'s
+    (as :func:`vjp_method` puts the layer's adjoint in ``obj``'s at ``name``)."""
+    attr = getattr(obj, name)
+    if "self" in wrt and getattr(attr, "__self__", None) is not obj:
+        if _reaches(attr, obj):
+            raise errors.UnsupportedSyntaxError(
+                f"`.{name}` of the {type(obj).__name__} being differentiated is a function stored in it that "
+                f"reaches the {type(obj).__name__} itself (a functools.partial of it, a closure or global "
+                "naming it): srcgrad does not follow the values it reads that way, and its derivative "
+                "would be zero", None, f"define `{name}` as a method of {type(obj).__name__} "
+                f"(`def {name}(self, ...)`), or bind it as one (`types.MethodType(fn, obj)`)")
+        at = wrt.index("self")
+        dots = dots[:at] + (jvp_field(obj, name, dots[at], _where)[1],) + dots[at + 1:]
+    return jvp_call(attr, wrt, dots, *args, _where=_where, **kwargs)
+
+
 def jvp_field(obj, name, obj_dot, where="?"):
     """``obj.name`` and its tangent: a field's tangent is the same field of ``obj_dot``
     (the tangent of an object is an object of its class); a property's getter runs its
-    own forward mode with respect to ``obj``."""
+    own forward mode with respect to ``obj``.  A field without gradient (a count, a
+    flag, integer indices, a container of them: ``grad`` gives it None) has a zero
+    tangent, whatever ``obj_dot`` holds there: a tangent made as a copy of the model,
+    or by ``jacfwd``, holds the primal's ``stride = 2``."""
     found = inspect.getattr_static(type(obj), name, None)
     if isinstance(found, property) and found.fget is not None:
         return jvp_call(found.fget, (0,), (obj_dot,), obj, _where=where)
-    return getattr(obj, name), getattr(obj_dot, name)
+    value = getattr(obj, name)
+    if tree._is_integer(value) or isinstance(value, (list, tuple, dict)) and not tree._has_params(value):
+        return value, rt.zeros_tangent(value)
+    return value, getattr(obj_dot, name)
 
 
 def _rule_jvp(rule, fn, wrt, dots, args, kwargs, where):

@@ -28,7 +28,7 @@ import os
 import numpy as np
 
 from . import anno, errors, runtime, tree
-from .api import GradientFunction, _match, _origin_of
+from .api import GradientFunction, _match, _origin_of, _tangent_of_structure
 from .pipeline import rank_of_argument
 from .rules import registry
 from .transforms.forward import NotBatchable
@@ -69,6 +69,8 @@ class ForwardOverReverse:
 
     def __call__(self, args, tangents):
         transformed = self.transformed(args)
+        primals = [args[self.gradient._params.index(name)] for name in self.wrt]
+        tangents = [_tangent_of_structure(t, x) if tree.is_structure(x) else t for t, x in zip(tangents, primals)]
         try:
             return transformed(*args, tangents if len(self.wrt) > 1 else tangents[0])
         except errors.UserCodeError as error:
@@ -334,34 +336,53 @@ def _differentiable(leaf) -> bool:
     return leaf.dtype.kind == "f"
 
 
-def _dtype(leaves):
-    """The result dtype of derivatives with respect to ``leaves`` (float64 for none)."""
-    return np.result_type(*[leaf.dtype for leaf in leaves if _differentiable(leaf)]) \
-        if any(_differentiable(leaf) for leaf in leaves) else np.float64
+def _dtype(xs):
+    """The result dtype of derivatives with respect to the arguments ``xs``: their float
+    arrays' (a Python float among them does not widen float32, as NEP 50 has it), float64
+    for none."""
+    leaves = [leaf for x in xs for leaf in (tree.flatten(x, tree.TANGENTS)[1] if tree.is_structure(x) else [x])]
+    arrays = [leaf.dtype for leaf in leaves if isinstance(leaf, (np.ndarray, np.floating)) and leaf.dtype.kind == "f"]
+    return np.result_type(*arrays) if arrays else np.float64
 
 
 def _leaves(x):
-    """``x``'s leaves (itself for an array or a float) and the function that puts
-    values in their places."""
-    if tree.is_structure(x):
-        _, leaves, spec = tree.flatten(x)
-        return [np.asarray(leaf) for leaf in leaves], functools.partial(tree.unflatten, spec)
-    return [np.asarray(x)], lambda values: values[0]
+    """``x``'s leaves (itself for an array or a float; an object's float attributes
+    among them, as ``grad`` differentiates them: ``tree.TANGENTS``), the function that
+    puts one tangent per leaf in their places (a value like ``x``), and the one that
+    puts one result per leaf in the places of ``x``'s gradient (an object's integer
+    attributes None there, as in ``grad``'s; a leaf without gradient gets None)."""
+    if not tree.is_structure(x):
+        return [np.asarray(x)], _first, _first
+    _, leaves, spec = tree.flatten(x, tree.TANGENTS)
+    leaves = [np.asarray(leaf) for leaf in leaves]
+    kept = list(map(_differentiable, leaves))
+    gradient_spec = tree.flatten(_match(None, x), tree.TANGENTS)[2]  # (None flattens to nothing)
+
+    def like_gradient(values):
+        return tree.unflatten(gradient_spec, [v for v, k in zip(values, kept) if k])
+    return leaves, functools.partial(tree.unflatten, spec), like_gradient
+
+
+def _first(values):
+    return values[0]
 
 
 def _split(xs):
     """The leaves of the arguments ``xs`` (arrays, floats or structures), in order, and
-    the function putting one value per leaf back in their places: a tuple with one
-    value (a structure of them) per argument."""
+    two functions putting one value per leaf back in their places (a tuple with one value,
+    a structure of them, per argument): tangents in ``xs``' places, results in their
+    gradients' (:func:`_leaves`)."""
     split = [_leaves(x) for x in xs]
 
-    def put(values):
-        out, at = [], 0
-        for ls, place in split:
-            out.append(place(list(values[at:at + len(ls)])))
-            at += len(ls)
-        return tuple(out)
-    return [leaf for ls, _ in split for leaf in ls], put
+    def placing(which):
+        def put(values):
+            out, at = [], 0
+            for ls, *places in split:
+                out.append(places[which](list(values[at:at + len(ls)])))
+                at += len(ls)
+            return tuple(out)
+        return put
+    return [leaf for ls, *_ in split for leaf in ls], placing(0), placing(1)
 
 
 def _batched_leaves(t, x, count):
@@ -378,9 +399,16 @@ def _batched_leaves(t, x, count):
 
 
 def _adjoint_leaves(g, x, leaves=None):
-    """An adjoint (or tangent) ``g`` of the argument ``x`` as one array per leaf of ``x``
-    (:func:`_leaves`; ``leaves`` when given): zeros for a leaf without gradient."""
-    g = _match(g, x)
+    """An adjoint (or tangent) ``g`` of the argument ``x``, sparse as generated code gives
+    it, as one array per leaf of ``x`` (:func:`_leaves`; ``leaves`` when given): zeros for
+    a leaf without gradient."""
+    return _gradient_leaves(_match(g, x), x, leaves)
+
+
+def _gradient_leaves(g, x, leaves=None):
+    """:func:`_adjoint_leaves` of a gradient ``g`` already of ``x``'s structure (as
+    ``grad`` and a pullback give it: matching it again would read an object in it as
+    no adjoint at all)."""
     if not tree.is_structure(x):
         return [np.asarray(g)]
     leaves = _leaves(x)[0] if leaves is None else leaves
@@ -499,10 +527,10 @@ def hessian(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         args = gradient._arguments(args, kwargs)
         gradient._check_wrt(args)
         xs = [args[i] for i in gradient._wrt_index]
-        leaves, tangents_of = _split(xs)
+        leaves, tangents_of, _ = _split(xs)
         split = [_leaves(x) for x in xs]
-        counts = [len(ls) for ls, _ in split]
-        dtype = _dtype(leaves)
+        counts = [len(ls) for ls, *_ in split]
+        dtype = _dtype(xs)
 
         def run(dots):
             _, tangent = batched(args, tangents_of(dots))
@@ -523,7 +551,7 @@ def hessian(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         rows = _stacked(chunks, leaves, dtype)  # row a: the gradient's leaf a along every column
         block = [_blocks(rows[a], leaves[a], leaves) for a in range(len(leaves))]  # block[a][b]
         starts = np.cumsum([0] + counts)
-        result = [[split[i][1]([split[j][1](block[a][starts[j]:starts[j + 1]]) if _differentiable(leaves[a])
+        result = [[split[i][2]([split[j][2](block[a][starts[j]:starts[j + 1]]) if _differentiable(leaves[a])
                                 else None for a in range(starts[i], starts[i + 1])]) for j in range(len(xs))]
                   for i in range(len(xs))]
         if not several:
@@ -533,9 +561,34 @@ def hessian(f, wrt=0, backend=None, optimize=True, chunk_size=None):
     return hessian_of
 
 
-def _shaped(blocks, several_in, several_out):
+def _shaped(blocks, several_in, spec):
+    """The Jacobian from its blocks (per output leaf, one per ``wrt`` argument): as
+    ``jax.jacfwd``, the output's structure (``spec``; None for one array) outermost,
+    then a tuple over the arguments when ``wrt`` is a tuple."""
     rows = [tuple(row) if several_in else row[0] for row in blocks]
-    return tuple(rows) if several_out else rows[0]
+    return rows[0] if spec is None else tree.unflatten(spec, rows)
+
+
+def _outputs(y):
+    """The output's leaves (the arrays and numbers of a tuple, list or dict it returns;
+    itself for one array) and its treespec (None for one array)."""
+    if not tree.is_structure(y):
+        return [y], None
+    _, leaves, spec = tree.flatten(y)
+    return leaves, spec
+
+
+def _output_tangents(tangent, y):
+    """The output tangent's leaves, one per leaf of ``y`` (:func:`_outputs`)."""
+    if not tree.is_structure(y):
+        return [tangent]
+    try:
+        return _outputs(y)[1].flatten_up_to(tangent)
+    except (ValueError, TypeError):
+        raise errors.UnsupportedSyntaxError(
+            f"srcgrad.jacfwd cannot lay out the tangent of this output, a {type(y).__name__}, leaf by "
+            f"leaf (its tangent is a {type(tangent).__name__})", None,
+            "return an array, or a tuple, list or dict of arrays") from None
 
 
 def _basis(x):
@@ -584,10 +637,12 @@ def jacfwd(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         ``y.shape + x.shape`` (``J[o, a] = ∂y[o]/∂x[a]``) in the inputs' float
         dtype; for a structure ``x``, as ``jax.jacfwd`` on a pytree: ``x``'s
         structure (an object like ``x``'s gradient for a model) whose leaf ``a``
-        is the block of shape ``y.shape + a.shape`` (None for an integer leaf,
-        which has no gradient).  A tuple over the ``wrt``
-        arguments when ``wrt`` is a tuple, and a tuple over the outputs
-        (outermost) when ``f`` returns a tuple.  The same values as
+        is the block of shape ``y.shape + a.shape``: the leaves ``grad`` gives
+        gradients, an object's float attributes among them (None for an
+        integer leaf or attribute, which has no gradient).  A tuple over the
+        ``wrt`` arguments when ``wrt`` is a tuple; when ``f`` returns a tuple,
+        list or dict (nested too), its structure outermost holding each leaf's
+        Jacobian (as ``jax.jacfwd``).  The same values as
         :func:`jacrev`; cheaper when the inputs have fewer elements than the
         output.  Where ``f`` has a step that does not batch (see
         :mod:`srcgrad.higher`), one column per run.
@@ -609,14 +664,14 @@ def jacfwd(f, wrt=0, backend=None, optimize=True, chunk_size=None):
         args = forward._arguments(args, kwargs)
         forward._check_wrt(args)
         xs = [args[i] for i in forward._wrt_index]
-        leaves, tangents_of = _split(xs)
-        dtype = _dtype(leaves)
+        leaves, tangents_of, results_of = _split(xs)
+        dtype = _dtype(xs)
         value = []
 
         def run(dots):
             y, tangent = batched.compiled(args)(*args, *tangents_of(dots))
             value[:] = [y]
-            return list(tangent) if isinstance(y, tuple) else [tangent]
+            return _output_tangents(tangent, y)
 
         def loop(dots):
             columns = []
@@ -624,15 +679,15 @@ def jacfwd(f, wrt=0, backend=None, optimize=True, chunk_size=None):
                 tangents = tangents_of(_column(dots, r))
                 y, tangent = forward(*args, tangents if several else tangents[0])
                 value[:] = [y]
-                columns.append(tangent if isinstance(y, tuple) else (tangent,))
+                columns.append(_output_tangents(tangent, y))
             return [np.stack([np.asarray(c[o]) for c in columns]) for o in range(len(columns[0]))]
 
         chunks = _columns(run, loop, leaves, chunk_size, state, tuple(map(rank_of_argument, args)))
         y = value[0] if value else f(*args)  # (no input elements: evaluated for the output's shape)
-        outputs = y if isinstance(y, tuple) else (y,)
-        blocks = [tangents_of(_blocks(t, out, leaves))
+        outputs, spec = _outputs(y)
+        blocks = [results_of(_blocks(t, out, leaves))
                   for t, out in zip(_stacked(chunks, outputs, dtype), outputs)]
-        return _shaped(blocks, several, isinstance(y, tuple))
+        return _shaped(blocks, several, spec)
     jacobian_by_columns.columns = state
     return jacobian_by_columns
 
@@ -646,7 +701,7 @@ def jacrev(f, wrt=0, backend=None, optimize=True, chunk_size=None):
     ``ȳ``: batched forward mode over it with respect to ``y_bar`` (the tangents' leading
     axis holding the unit vectors) pulls back many rows in one run, as ``vmap`` of the
     pullback would.  Where that program has a step that does not batch, or ``f``
-    returns a tuple, one pullback per row (:func:`srcgrad.vjp`): the same values.
+    returns a tuple, list or dict, one pullback per row (:func:`srcgrad.vjp`): the same values.
 
     Args, returns, raises: as :func:`jacfwd` (and as :func:`srcgrad.vjp`); cheaper
     when the output has fewer elements than the inputs.
@@ -680,25 +735,27 @@ def jacrev(f, wrt=0, backend=None, optimize=True, chunk_size=None):
     def pulled_back(pullback, xs, ys_bar):
         """The leaves of the adjoints along each row, one at a time: per leaf, stacked."""
         rows = [[leaf for a, x in zip(adjoints if several else (adjoints,), xs)
-                 for leaf in _adjoint_leaves(a, x)] for adjoints in map(pullback, ys_bar)]
+                 for leaf in _gradient_leaves(a, x)] for adjoints in map(pullback, ys_bar)]
         return [np.stack([r[a] for r in rows]) for a in range(len(rows[0]))]
 
     @_shown
     def jacobian_by_rows(*args, **kwargs):
         args = reverse._arguments(args, kwargs)
         xs = [args[i] for i in reverse._wrt_index]
-        leaves, put = _split(xs)
-        dtype = _dtype(leaves)
+        leaves, _, put = _split(xs)
+        dtype = _dtype(xs)
         value, pullback = reverse(*args)
-        if isinstance(value, tuple):  # (the pullback code takes one output's cotangent)
+        outputs, spec = _outputs(value)
+        if spec is not None:  # (the pullback code takes one array's cotangent): row by row
             blocks = []
-            for o, y in enumerate(value):
-                basis = [tuple(e if k == o else None for k in range(len(value))) for e in _basis(y)]
+            zeros = [runtime.zeros_like(y) for y in outputs]
+            for o, y in enumerate(outputs):
+                basis = [tree.unflatten(spec, zeros[:o] + [e] + zeros[o + 1:]) for e in _basis(y)]
                 rows = pulled_back(pullback, xs, basis) if basis else [np.zeros((0,) + x.shape)
                                                                        for x in leaves]
                 blocks.append(put([r.astype(dtype, copy=False).reshape(np.shape(y) + x.shape)
                                    if _differentiable(x) else None for r, x in zip(rows, leaves)]))
-            return _shaped(blocks, several, True)
+            return _shaped(blocks, several, spec)
         y = np.asarray(value)
         y_bar = np.zeros(y.shape, _float_dtype(y))
         chunks = _columns(lambda dots: batched_pullback(args, xs, y_bar, dots[0]),
@@ -706,7 +763,7 @@ def jacrev(f, wrt=0, backend=None, optimize=True, chunk_size=None):
                           tuple(map(rank_of_argument, args)))
         rows = _stacked(chunks, leaves, dtype)  # per leaf, its adjoint along each row: (y.size,) + leaf.shape
         return _shaped([put([r.reshape(y.shape + x.shape) if _differentiable(x) else None
-                             for r, x in zip(rows, leaves)])], several, False)
+                             for r, x in zip(rows, leaves)])], several, None)
     jacobian_by_rows.columns = state
     return jacobian_by_rows
 
@@ -757,8 +814,8 @@ def _plus_scaled(a, g, s):
     """``a + s * g`` for adjoints ``a``, ``g`` of one primal (arrays, floats or full
     structures of them, as ``_match`` gives them)."""
     if tree.is_structure(a):
-        _, leaves, spec = tree.flatten(a)
-        return tree.unflatten(spec, [x + s * y for x, y in zip(leaves, tree.flatten(g)[1])])
+        _, leaves, spec = tree.flatten(a, tree.TANGENTS)
+        return tree.unflatten(spec, [x + s * y for x, y in zip(leaves, tree.flatten(g, tree.TANGENTS)[1])])
     return a + s * g
 
 
@@ -803,7 +860,7 @@ def gradient_vjp(gradient, wrt, args, kwargs):
 def _inner_product(a, b):
     """``⟨a, b⟩`` summed over every element (of every leaf of a full structure)."""
     if tree.is_structure(a):
-        return sum((np.sum(x * y) for x, y in zip(tree.flatten(a)[1], tree.flatten(b)[1])), 0.0)
+        return sum((np.sum(x * y) for x, y in zip(tree.flatten(a, tree.TANGENTS)[1], tree.flatten(b, tree.TANGENTS)[1])), 0.0)
     return np.sum(a * b)
 
 

@@ -1710,8 +1710,8 @@ def zeros_tangent(x):
     if x is None or isinstance(x, (int, float, bool)):
         return 0.0
     if tree.is_structure(x):
-        spec_leaves = tree.flatten(x)
-        return tree.unflatten(spec_leaves[2], [zeros_tangent(leaf) for leaf in spec_leaves[1]])
+        _, leaves, spec = tree.flatten(x, tree.TANGENTS)
+        return tree.unflatten(spec, [zeros_tangent(leaf) for leaf in leaves])
     dtype = getattr(x, "dtype", None)
     if dtype is None:
         return 0.0
@@ -1801,7 +1801,7 @@ def batch_zeros(x):
     """The batched tangent of a value that does not depend on the inputs: zeros of
     shape ``(1,) + shape(x)`` (a structure of them; ``(1,)`` for a number or None)."""
     if tree.is_structure(x):
-        _, leaves, spec = tree.flatten(x)
+        _, leaves, spec = tree.flatten(x, tree.TANGENTS)
         return tree.unflatten(spec, [batch_zeros(leaf) for leaf in leaves])
     if x is None or isinstance(x, (int, float, bool)):
         return np.zeros(1)
@@ -1813,14 +1813,14 @@ def batch_zeros(x):
 def batch_size(t) -> int:
     """How many columns a batched tangent carries (1: the same for all)."""
     if tree.is_structure(t):
-        return max((batch_size(leaf) for leaf in tree.flatten(t)[1]), default=1)
+        return max((batch_size(leaf) for leaf in tree.flatten(t, tree.TANGENTS)[1]), default=1)
     return np.shape(t)[0] if np.ndim(t) else 1
 
 
 def batch_column(t, i):
     """Column ``i`` of a batched tangent: an unbatched tangent."""
     if tree.is_structure(t):
-        _, leaves, spec = tree.flatten(t)
+        _, leaves, spec = tree.flatten(t, tree.TANGENTS)
         return tree.unflatten(spec, [batch_column(leaf, i) for leaf in leaves])
     if np.ndim(t) == 0:
         return t
@@ -1832,7 +1832,7 @@ def batch_column(t, i):
 def batch_stack(columns):
     """The batched tangent of unbatched ones (one per column)."""
     if tree.is_structure(columns[0]):
-        flat = [tree.flatten(c) for c in columns]
+        flat = [tree.flatten(c, tree.TANGENTS) for c in columns]
         return tree.unflatten(flat[0][2], [batch_stack([f[1][j] for f in flat]) for j in range(len(flat[0][1]))])
     module = array_module(columns[0])
     return module.stack([module.asarray(c, dtype=np.result_type(c, 1.0)) for c in columns])

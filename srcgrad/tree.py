@@ -24,7 +24,11 @@ import numpy as np
 import optree
 
 NAMESPACE = "srcgrad"
-_REGISTERED: set = set()
+# Tangents and Jacobians see an object's float attributes as leaves too: ``grad`` gives
+# them gradients (``materialize``), so forward mode gives them tangents and a Jacobian
+# a block; an optimizer, which flattens in NAMESPACE, leaves them alone.
+TANGENTS = "srcgrad.tangents"
+_REGISTERED: dict = {NAMESPACE: set(), TANGENTS: set()}
 _SKIP = (str, bytes, int, bool, type(None), type, types.ModuleType, types.FunctionType,
          types.BuiltinFunctionType, types.MethodType)
 
@@ -82,10 +86,10 @@ def _is_part(value) -> bool:
     return isinstance(value, (list, tuple, dict)) or _is_object(value)
 
 
-def _flatten_object(obj):
+def _flatten_object(obj, floats=False):
     cls = type(obj)
     # (A functools.cached_property's stored value is derived from the parameters, not one.)
-    keys = tuple(k for k, v in vars(obj).items() if _is_attribute_part(v)
+    keys = tuple(k for k, v in vars(obj).items() if (_is_attribute_part(v) or floats and _is_float(v))
                  and not isinstance(getattr(cls, k, None), functools.cached_property))
     return [vars(obj)[k] for k in keys], _Original(obj, keys), keys
 
@@ -104,34 +108,37 @@ def _unflatten_object(meta, children):
     return new
 
 
-def _register(value) -> None:
+def _register(value, namespace) -> None:
     """Register the classes of all objects inside ``value`` with optree."""
     if isinstance(value, (list, tuple)):
         for v in value:
-            _register(v)
+            _register(v, namespace)
     elif isinstance(value, dict):
         for v in value.values():
-            _register(v)
+            _register(v, namespace)
     elif _is_object(value):
         cls = type(value)
-        if cls not in _REGISTERED:
-            optree.register_pytree_node(cls, _flatten_object, _unflatten_object, namespace=NAMESPACE)
-            _REGISTERED.add(cls)
+        if cls not in _REGISTERED[namespace]:
+            flatten_object = functools.partial(_flatten_object, floats=namespace == TANGENTS)
+            optree.register_pytree_node(cls, flatten_object, _unflatten_object, namespace=namespace)
+            _REGISTERED[namespace].add(cls)
         for v in vars(value).values():
             if _is_attribute_part(v):
-                _register(v)
+                _register(v, namespace)
 
 
-def flatten(tree):
-    """``(paths, leaves, treespec)`` of a structure; each path is a tuple of entries."""
+def flatten(tree, namespace=NAMESPACE):
+    """``(paths, leaves, treespec)`` of a structure; each path is a tuple of entries.
+    ``namespace``: ``NAMESPACE`` (an object's parameters) or ``TANGENTS`` (its float
+    attributes too: what has a tangent)."""
     for _ in range(64):  # each round registers at least one new class
-        paths, leaves, spec = optree.tree_flatten_with_path(tree, namespace=NAMESPACE)
+        paths, leaves, spec = optree.tree_flatten_with_path(tree, namespace=namespace)
         # An object optree saw as a leaf is of a class not registered yet.
-        unseen = [leaf for leaf in leaves if _is_object(leaf) and type(leaf) not in _REGISTERED]
+        unseen = [leaf for leaf in leaves if _is_object(leaf) and type(leaf) not in _REGISTERED[namespace]]
         if not unseen:
             break
         for leaf in unseen:
-            _register(leaf)
+            _register(leaf, namespace)
     return paths, leaves, spec
 
 
@@ -463,9 +470,10 @@ def _float_fields(out, like, sparse):
     ``like``) their gradients from ``sparse``: 0.0 where nothing reached them."""
     if out is like:
         return
+    # (``lookup``: a part may be dense, the list an unpacking `first, second = ms` gave back.)
     if _is_object(like):
         for key, value in vars(like).items():
-            g = sparse.get(key) if isinstance(sparse, dict) else None
+            g = lookup(sparse, (key,))
             if _is_float(value):
                 g = 0.0 if g is None or isinstance(g, dict) else g
                 object.__setattr__(out, key, type(value)(g))
@@ -476,11 +484,11 @@ def _float_fields(out, like, sparse):
     elif isinstance(like, (list, tuple)) and isinstance(out, (list, tuple)):
         for i, value in enumerate(like):
             if _is_part(value):
-                _float_fields(out[i], value, sparse.get(i) if isinstance(sparse, dict) else None)
+                _float_fields(out[i], value, lookup(sparse, (i,)))
     elif isinstance(like, dict) and isinstance(out, dict):
         for key, value in like.items():
             if _is_part(value) and key in out:
-                _float_fields(out[key], value, sparse.get(key) if isinstance(sparse, dict) else None)
+                _float_fields(out[key], value, lookup(sparse, (key,)))
 
 
 def is_structure(value) -> bool:

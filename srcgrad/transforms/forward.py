@@ -565,7 +565,12 @@ class _Forward:
         origin = anno.get(stmt, "origin")
         stmt.targets = [nodes.tuple_([nodes.name(target, "store"), nodes.name(self._dot_name(target), "store")],
                                      "store")]
-        stmt.value = nodes.call("dispatch.jvp_call", [call.func, spec, dots] + call.args,
+        if receiver is not None and "self" in [w for w, _ in wrt] and isinstance(call.func, gast.Attribute):
+            # obj.name(...): a method, or a layer stored in obj, whose tangent is obj_dot.name
+            head = ["dispatch.jvp_method", [nodes.copy(call.func.value), nodes.const(call.func.attr)]]
+        else:
+            head = ["dispatch.jvp_call", [call.func]]
+        stmt.value = nodes.call(head[0], head[1] + [spec, dots] + call.args,
                                 [(k.arg, k.value) for k in call.keywords]
                                 + [("_where", nodes.const(origin.where if origin else "?"))])
         return [stmt]
