@@ -155,6 +155,7 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     # 5. analyze: activity (who needs an adjoint) and ranks (which rule form applies).
     body_activity = activity.analyze(core.body, options.wrt)
     rank_env = ranks.infer(core.body, {**scope_ranks, **dict(zip(core.params, param_ranks))})
+    anf.drop_decided_checks(core.body, rank_env)  # (`n, c, h, w = x.shape` of a rank-4 x: no check)
     shared = sharing.check(core.body, rank_env, core.params)  # a write seen through another name is refused
     if options.mode == "jvp":
         return _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backend, free, shared,

@@ -140,6 +140,25 @@ def test_unpacking_the_wrong_number_of_values_raises_as_python_does():
         srcgrad.grad(mlp)(X, triples)
 
 
+def sizes_unpacked(m):
+    rows, cols = m.shape
+    return np.sum(m * rows) / cols
+
+
+def test_unpacking_a_shape_checks_only_what_ranks_leave_open():
+    """`rows, cols = m.shape` of a matrix has two sizes: no length check in the code; of a
+    vector or a cube, Python's ValueError, as the function itself raises."""
+    m = np.arange(6.0).reshape(2, 3)
+    g = srcgrad.grad(sizes_unpacked)
+    np.testing.assert_allclose(g(m), np.full((2, 3), 2 / 3))
+    assert "wrong number of values" not in srcgrad.source(g)
+    for bad in (np.ones(3), np.ones((2, 2, 2))):
+        with pytest.raises(ValueError):
+            sizes_unpacked(bad)
+        with pytest.raises(ValueError, match="unpack"):
+            g(bad)
+
+
 # ---- nested functions reading the values being differentiated ------------------
 
 def closure(x):

@@ -122,6 +122,49 @@ class Core:
         self._given = {}  # base -> k of the last name fresh(base) gave (a copy starts afresh)
 
 
+def drop_decided_checks(body, ranks) -> None:
+    """Remove the length checks of ``n, c, h, w = x.shape`` (``_check_length``) that the
+    ranks decide: ``x`` of rank 4 has four sizes.  Only temporaries bound once are
+    followed (``s = x.shape``, ``n = len(s)``, ``c = n != 4``, ``if c: raise``), so one
+    pass over the function finds them."""
+    once = {}
+    for stmt in nodes.statements(body):
+        for name in nodes.assigned_names(stmt):
+            once[name] = stmt if name not in once else None
+
+    def value(name):
+        stmt = once.get(name)
+        return stmt.value if stmt is not None else None
+
+    def decided(test) -> bool:
+        compare = value(test.id) if isinstance(test, gast.Name) else None
+        if not (isinstance(compare, gast.Compare) and isinstance(compare.ops[0], gast.NotEq)
+                and isinstance(compare.left, gast.Name) and isinstance(compare.comparators[0], gast.Constant)):
+            return False
+        length = value(compare.left.id)
+        if not (isinstance(length, gast.Call) and anno.get(length.func, "resolved", None) is builtins.len
+                and len(length.args) == 1 and isinstance(length.args[0], gast.Name)):
+            return False
+        shape = value(length.args[0].id)
+        return isinstance(shape, gast.Attribute) and shape.attr == "shape" and isinstance(shape.value, gast.Name) \
+            and ranks.get(shape.value.id) == compare.comparators[0].value
+
+    def kept(block):
+        out = []
+        for stmt in block:
+            if isinstance(stmt, gast.If) and not stmt.orelse and isinstance(stmt.body[-1], gast.Raise) \
+                    and decided(stmt.test):
+                continue
+            for field in ("body", "orelse"):
+                inner = getattr(stmt, field, None)
+                if inner and not isinstance(stmt, gast.FunctionDef):
+                    setattr(stmt, field, kept(inner))
+            out.append(stmt)
+        return out
+
+    body[:] = kept(body)
+
+
 def transform(fdef: gast.FunctionDef, free_names, backend, reserved=(), param_ranks=(), scope_ranks=None) -> Core:
     """``param_ranks``: the specialisation's ranks; a parameter with an integer
     rank is an array, so ``p.sum()`` is NumPy's ``sum`` and not a method of yours.
