@@ -1455,7 +1455,11 @@ class _Lowering:
         return atom
 
     def _spell(self, obj, node):
-        """The generated code's name for a NumPy object under this backend (``cp.exp``)."""
+        """The generated code's name for a NumPy object under this backend (``cp.exp``);
+        ``rt.stop_gradient`` for srcgrad's own (the printed code then needs no name of the
+        user's module to run)."""
+        if obj is runtime.stop_gradient:
+            return "rt.stop_gradient"
         if not registry.is_numpy(obj):
             return None
         spelled = self.backend.spelling(obj)
