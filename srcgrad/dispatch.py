@@ -19,10 +19,10 @@ from . import anno, api, errors, higher, tree
 from . import runtime as rt
 from .nn.module import Module
 from .pipeline import rank_of_argument
-from .analysis.outside import Writes, stores
+from .analysis.outside import Writes, stores, stores_refusal
 from .rules import registry
 from .transforms.anf import array_method
-from .transforms.reverse import _MUTATING_METHODS, _mutated_parameters, stores_refusal
+from .transforms.reverse import _MUTATING_METHODS, _mutated_parameters
 
 
 _CHANGED: dict = {}  # code object -> the parameters its function changes in place
@@ -59,7 +59,7 @@ def unchanging(fn, filename: str, line: int, col: int, text: str, outside: bool 
     target = getattr(fn, "__func__", fn)
     kept = outside != "only" and not rt.is_gradient_function(fn) and stores(fn)
     if kept:
-        problem, advice = stores_refusal(getattr(fn, "__qualname__", "the function"), "_", kept)
+        problem, advice = stores_refusal(getattr(fn, "__qualname__", None) or f"{type(fn).__name__}.__call__", "_", kept)
         raise errors.UnsupportedSyntaxError(problem, anno.Origin(filename, line, col, text), advice)
     if isinstance(fn, types.BuiltinMethodType) and not isinstance(fn.__self__, types.ModuleType) \
             and fn.__name__ in _MUTATING_METHODS:  # `self.buf.fill(x)`, `self.items.append(h)`

@@ -600,3 +600,70 @@ def real_part_of_a_complex_value(x):
 def test_the_real_part_of_a_complex_value_is_refused():
     with pytest.raises(errors.UserCodeError, match="complex"):
         srcgrad.grad(real_part_of_a_complex_value)(X3)
+
+
+# ---- silently wrong (forward mode): a value kept in an object ---------------------------
+# Reverse mode refuses a differentiated value kept in an attribute by a call; forward mode
+# dropped its tangent (jvp 0.0).  Refused alike now.
+
+class Accumulator:
+    def __init__(self):
+        self.total = 0.0
+
+    def add(self, v):
+        self.total = self.total + v
+        return self.total
+
+
+class History:
+    def __init__(self):
+        self.xs = []
+
+    def log(self, x):
+        self.xs.append(x)
+
+
+class StatefulCell:
+    def __init__(self):
+        self.h = 0.0
+
+    def __call__(self, x):
+        self.h = np.tanh(0.5 * self.h + x)
+
+
+def kept_by_a_method(a):
+    acc = Accumulator()
+    acc.add(np.sum(a))
+    return acc.total ** 2
+
+
+def appended_by_a_method(a):
+    h = History()
+    h.log(np.sum(a))
+    h.log(np.sum(a ** 2))
+    return h.xs[0] * h.xs[1]
+
+
+def kept_by_a_callable(a, cell):
+    for i in range(2):
+        cell(a[i])
+    return cell.h
+
+
+def stored_in_an_attribute(a, cell):
+    cell.h = np.sum(a)
+    return cell.h * 2.0
+
+
+@pytest.mark.parametrize("f", [kept_by_a_method, appended_by_a_method, kept_by_a_callable, stored_in_an_attribute],
+                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("transform", ["jvp", "jacfwd", "grad"])
+def test_a_value_kept_in_an_object_is_refused_in_every_mode(f, transform):
+    args = (X3,) if f.__code__.co_argcount == 1 else (X3, StatefulCell())
+    with pytest.raises(errors.UserCodeError, match="keeps a value|storing a value"):
+        if transform == "jvp":
+            srcgrad.jvp(f)(*args, np.ones(3))
+        elif transform == "jacfwd":
+            srcgrad.jacfwd(f)(*args)
+        else:
+            srcgrad.grad(f)(*args)

@@ -646,3 +646,15 @@ def _bound_names(target):
     if isinstance(target, gast.Starred):
         return _bound_names(target.value)
     return []
+
+
+def stores_refusal(callee, given, kept) -> tuple:
+    """``(problem, advice)`` for a call given a value being differentiated that keeps a
+    value computed from it outside itself (``outside.stores``): read back later, that
+    value would carry no adjoint."""
+    given = "a value" if given.startswith("_") else f"`{given}`"
+    return (f"`{callee}` is given {given}, which is being differentiated, and keeps a value computed "
+            f"from it outside the call ({kept}): srcgrad does not follow values kept in objects or "
+            "globals, so a later read would carry no gradient",
+            "return the value and assign it here, or, if it is only recorded (a log, a plot), pass "
+            "`srcgrad.stop_gradient(...)` of it")

@@ -41,6 +41,7 @@ import dataclasses
 import gast
 
 from .. import anno, errors, nodes, templates
+from ..analysis import outside
 from ..analysis.ranks import TreeRank, rank_of
 from ..rules.registry import lookup as registry_lookup
 
@@ -181,10 +182,46 @@ class _Forward:
                 out += self._statement(stmt)
         return out
 
+    def _check_kept(self, stmt, kind):
+        """Refuse a differentiated value kept outside the code's names, as reverse mode does:
+        stored in an attribute (``self.h = v``), or by a call whose result is not the
+        value's way on (``acc.add(v)`` doing ``self.total = ...``; a method known only when
+        it runs is checked then, ``dispatch.unchanging``).  Its tangent would be lost."""
+        varied = self.activity.varied
+        if kind == "setattr":
+            value = anno.get(stmt, "value")
+            if isinstance(value, gast.Name) and value.id in varied:
+                raise errors.at(stmt, "storing a value that is being differentiated in the attribute "
+                                f"`{nodes.to_source(stmt.targets[0])}` is not supported: srcgrad cannot "
+                                "follow it from there", "return it (with has_aux=True), or keep it in a local name",
+                                kind=errors.UnsupportedSyntaxError)
+            return
+        if kind != "call" or not isinstance(getattr(stmt, "value", None), gast.Call):
+            return
+        call = stmt.value
+        given = [n for a in call.args + [k.value for k in call.keywords] for n in nodes.loaded_names(a)
+                 if n in varied]
+        target = stmt.targets[0].id if isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name) \
+            else None
+        if not given or target is not None and self.activity.active(target):
+            return
+        fn = anno.get(call.func, "resolved")
+        if fn is not None:
+            kept = outside.stores(fn)
+            if kept:
+                raise errors.at(call, *outside.stores_refusal(nodes.to_source(call.func), given[0], kept),
+                                kind=errors.UnsupportedSyntaxError)
+            return
+        origin = anno.get(stmt, "origin")
+        if origin is not None:
+            call.func = nodes.call("dispatch.unchanging", [call.func] + [
+                nodes.const(v) for v in (origin.filename, origin.line, origin.col, origin.text)])
+
     def _statement(self, stmt) -> list:
         """``stmt`` and the statements computing the tangent of what it assigns."""
         out = [stmt]
         kind = anno.get(stmt, "kind")
+        self._check_kept(stmt, kind)
         if kind == "setitem":
             array, value = anno.get(stmt, "array"), anno.get(stmt, "value")
             if self.activity.active(array):

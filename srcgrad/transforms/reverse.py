@@ -494,7 +494,7 @@ class _Reverse:
                     and (target is None or not self.activity.active(target)):
                 kept = outside.stores(fn)  # (a differentiated result: its own compilation refuses it)
                 if kept:
-                    raise errors.at(stmt.value, *stores_refusal(self._shown(nodes.to_source(stmt.value.func)),
+                    raise errors.at(stmt.value, *outside.stores_refusal(self._shown(nodes.to_source(stmt.value.func)),
                                                                 given_varied[0], kept),
                                     kind=errors.UnsupportedSyntaxError)
             called = isinstance(call.func, gast.Name) and call.func.id in self.activity.varied
@@ -1375,18 +1375,6 @@ class _Reverse:
                   "`def rule(ans_bar, ans, <its parameters>): return <adjoint>`")
         return errors.at(stmt.value, f"no derivative rule for `{full}`", advice,
                          kind=errors.NoDerivativeRuleError)
-
-
-def stores_refusal(callee, given, kept) -> tuple:
-    """``(problem, advice)`` for a call given a value being differentiated that keeps a
-    value computed from it outside itself (``outside.stores``): read back later, that
-    value would carry no adjoint."""
-    given = "a value" if given.startswith("_") else f"`{given}`"
-    return (f"`{callee}` is given {given}, which is being differentiated, and keeps a value computed "
-            f"from it outside the call ({kept}): srcgrad does not follow values kept in objects or "
-            "globals, so a later read would carry no gradient",
-            "return the value and assign it here, or, if it is only recorded (a log, a plot), pass "
-            "`srcgrad.stop_gradient(...)` of it")
 
 
 def _self_keyword(stmt):
