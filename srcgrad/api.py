@@ -422,7 +422,11 @@ class GradientFunction:
                 else:
                     dots.append({k: entries[k] if k in entries else runtime.zeros_tangent(v)
                                  for k, v in value.items()})
-        return self.compiled(args)(*args, *dots)
+        value, tangent = self.compiled(args)(*args, *dots)
+        if self._internal:
+            return value, tangent
+        inputs = (*args, *dots)  # (the tangent of `x * 1.0` is the caller's own tangent array)
+        return _unshared(value, inputs), _unshared(tangent, (*inputs, value))
 
     def _call(self, args):
         """The call, given every parameter's value in order (``_arguments``)."""
@@ -499,13 +503,14 @@ class GradientFunction:
             return tuple(layouts[i].gradient(g, args[i]) if i in layouts else _plain_gradient(g, args[i])
                          for g, i in zip(grads, self._wrt_index))
         if not self._as_tuple:
-            return _plain_gradient(grads, args[self._wrt_index[0]])
+            return _unshared(_plain_gradient(grads, args[self._wrt_index[0]]), args)
         for g, i in zip(grads, self._wrt_index):  # (a loop, not all(...): this runs every step)
             x = args[i]
             if not (type(g) is np.ndarray and type(x) is np.ndarray and g.shape == x.shape
                     and (g.dtype is x.dtype or g.dtype == x.dtype) and g.flags.writeable):
-                return tuple(_plain_gradient(g, args[i]) for g, i in zip(grads, self._wrt_index))
-        return grads
+                return _unshared(tuple(_plain_gradient(g, args[i]) for g, i in zip(grads, self._wrt_index)),
+                                 args)
+        return _unshared(grads, args)
 
     def _finalize_watched(self, grads, args):
         if self.options.intermediates:
@@ -525,7 +530,8 @@ class GradientFunction:
         def checked_pullback(ans_bar):
             _check_cotangent(ans_bar, value, self.fn.__name__)
             try:
-                return self._finalize(pullback(_zeros_for_none(ans_bar, value)), args)
+                return _unshared(self._finalize(pullback(_zeros_for_none(ans_bar, value)), args),
+                                 ans_bar if isinstance(ans_bar, tuple) else (ans_bar,))
             except errors.UserCodeError as error:
                 raise errors.shown_to_user(error, _origin_of(self.fn)) from None
             except Exception as error:
@@ -541,8 +547,8 @@ class GradientFunction:
             if self._internal:
                 return grads
             if not self._as_tuple:
-                return _match(grads, args[self._wrt_index[0]])
-            return tuple(_match(g, args[i]) for g, i in zip(grads, self._wrt_index))
+                return _unshared(_match(grads, args[self._wrt_index[0]]), args)
+            return _unshared(tuple(_match(g, args[i]) for g, i in zip(grads, self._wrt_index)), args)
         by_name = dict(zip(self.options.wrt, grads if self.options.wrt_tuple else (grads,)))
         out = []
         for name, key in self._entries:
@@ -553,7 +559,9 @@ class GradientFunction:
                 out.append(runtime.zeros_like(value) if g is None else g)
             else:
                 out.append(_match(g, value))
-        return tuple(out) if self._as_tuple else out[0]
+        if self._internal:
+            return tuple(out) if self._as_tuple else out[0]
+        return _unshared(tuple(out), args) if self._as_tuple else _unshared(out[0], args)
 
     @property
     def source(self) -> str:
@@ -754,6 +762,27 @@ def _matches(g, x) -> bool:
         and g.flags.writeable
 
 
+def _unshared(out, inputs):
+    """``out`` (an array, or a tuple of arrays) with each array that is one of ``inputs`` or an
+    earlier item of ``out`` copied: a gradient changed in place (``g *= 0.5``) must change no
+    other gradient and no argument (``sum(x + y)``'s two gradients are one adjoint; a vjp of
+    the identity hands back its cotangent)."""
+    if type(out) is tuple:
+        seen = {id(a) for a in inputs if type(a) is np.ndarray}
+        copied = None
+        for k, g in enumerate(out):
+            if type(g) is np.ndarray:
+                if id(g) in seen:
+                    copied = copied or list(out)
+                    copied[k] = g.copy()
+                else:
+                    seen.add(id(g))
+        return out if copied is None else tuple(copied)
+    if type(out) is np.ndarray and any(out is a for a in inputs):
+        return out.copy()
+    return out
+
+
 def _plain_gradient(g, x):
     """:func:`_match` for a float array or a Python float ``x``, the float case first."""
     if type(x) is float and isinstance(g, float):  # (np.float64 is a float: a scalar adjoint)
@@ -864,7 +893,9 @@ def grad(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True,
         hooks: ``{"h": fn}``: in the backward sweep, ``h``'s adjoint becomes
             ``fn(h_bar)`` before it flows further (PyTorch's tensor hooks; e.g.
             guided backpropagation clamps negative adjoints at each ReLU); a
-            hook that returns None leaves it unchanged.
+            hook that returns None leaves it unchanged.  ``fn`` gets the array
+            read-only (it may be another name's adjoint too): changing it in
+            place raises ValueError.
         check: each call also runs ``f`` itself, compares its value with the
             generated code's, and checks the gradient along a random direction
             against a central difference (see ``srcgrad/checking.py`` for what

@@ -1345,8 +1345,14 @@ def hooked(hook):
 
     @functools.wraps(hook)
     def call(g):
-        changed = hook(g)
-        return g if changed is None else changed
+        # Given read-only: the adjoint may be another name's too (`a + b`: one array for
+        # both), which a change in place would change with it (PyTorch: a hook "should not
+        # modify its argument").
+        shown = g.view() if isinstance(g, np.ndarray) else g
+        if shown is not g:
+            shown.flags.writeable = False
+        changed = hook(shown)
+        return g if changed is None or changed is shown else changed
     return call
 
 

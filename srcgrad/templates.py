@@ -102,8 +102,10 @@ def self_contained(fn) -> bool:
     a runtime helper or a builtin (the generated module binds those: ``import math``,
     ``import scipy.special`` where its code reads them).  A rule of yours that
     calls your own helpers runs as a function instead (``dispatch.vjp_call``)."""
-    if not getattr(fn, "__module__", "").startswith("srcgrad.") and _branches(fn):
-        return False  # (its tests may be known only when it runs: see `_block`)
+    if not getattr(fn, "__module__", "").startswith("srcgrad."):
+        _refuse_writes(fn)
+        if _branches(fn):
+            return False  # (its tests may be known only when it runs: see `_block`)
     reads = _global_reads(fn)
     return all(
         (value := fn.__globals__.get(name, getattr(builtins, name, UNKNOWN))) is np or value is math
@@ -116,6 +118,46 @@ def _scipy_module(value) -> bool:
     """``scipy.special`` and its kin: the SciPy rules (``rules/special.py``) call them by
     their full name, so a user's own ``special`` does not shadow them."""
     return isinstance(value, types.ModuleType) and value.__name__.startswith("scipy.")
+
+
+_IN_PLACE_METHODS = {"fill", "sort", "partition", "resize", "put", "itemset", "setfield", "__setitem__",
+                     "__iadd__", "__isub__", "__imul__", "__itruediv__"}
+
+
+@functools.cache
+def _refuse_writes(fn) -> None:
+    """Refuse a rule of the user's that changes one of its arguments in place (``ans_bar *=
+    3``, ``g[0] = 0``, ``out=g``, ``g.fill(0)``): the adjoint it is given may be another
+    value's too (``sum(f(a) + b)``: ``b``'s), which would change with it.
+
+    Raises:
+        UserCodeError: at the rule's line that writes.
+    """
+    fdef = _parse(fn)
+    params = {a.id for a in fdef.args.args + fdef.args.kwonlyargs}
+
+    def base(node):
+        while isinstance(node, (gast.Subscript, gast.Attribute)):
+            node = node.value
+        return node.id if isinstance(node, gast.Name) else None
+
+    for node in nodes.walk(fdef):
+        written = None
+        if isinstance(node, gast.AugAssign):
+            written = base(node.target)
+        elif isinstance(node, gast.Assign):
+            written = next((base(t) for t in node.targets if isinstance(t, gast.Subscript)
+                            and base(t) in params), None)
+        elif isinstance(node, gast.Call):
+            written = next((base(k.value) for k in node.keywords if k.arg == "out" and base(k.value) in params),
+                           None)
+            if written is None and isinstance(node.func, gast.Attribute) and node.func.attr in _IN_PLACE_METHODS:
+                written = base(node.func.value)
+        if written in params:
+            raise errors.UserCodeError(
+                f"the rule `{fn.__name__}` changes its argument `{written}` in place: the adjoint (or value) "
+                "it is given may be another's too, which would change with it", _origin(fn, node),
+                f"make a new array instead (`{written} = {written} * 3`, `np.where(...)`)")
 
 
 @functools.cache
