@@ -576,3 +576,30 @@ def test_plain_list_given_a_model_gradient_says_to_pass_the_model():
     opt = optim.SGD(list(model.parameters()), lr=0.1)
     with pytest.raises(ValueError, match="give the optimizer the model itself"):
         opt.step(srcgrad.grad(_TwoLayer.loss, wrt=0)(model, np.ones((5, 3)), np.zeros((5, 1))))
+
+
+def test_a_parameter_rebound_after_the_optimizer_was_made_is_refused_at_step():
+    """`model.l.weight = model.l.weight.copy()` (a manual step, a load): `step` updated the old
+    array, which the model no longer holds, silently; now a ValueError naming the path."""
+    from srcgrad import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            self.l = nn.Linear(3, 1, rng=np.random.default_rng(0))
+
+        def forward(self, x):
+            return self.l(x)
+
+    for make in (lambda net: optim.SGD(net, lr=0.1), lambda net: optim.Adam(net.parameters(), lr=0.1)):
+        net = Net()
+        opt = make(net)
+        g = {"l": {"weight": np.ones_like(net.l.weight), "bias": np.ones_like(net.l.bias)}}
+        opt.step(g)  # (fine while the arrays are the model's)
+        net.l.weight = net.l.weight.copy()
+        with pytest.raises(ValueError, match="'l.weight' was rebound"):
+            opt.step(g)
+    params = [np.ones(3), np.ones(2)]
+    opt = optim.SGD(params, lr=0.1)
+    params[1] = np.zeros(2)
+    with pytest.raises(ValueError, match=r"'\[1\]' was rebound"):
+        opt.step([np.ones(3), np.ones(2)])

@@ -119,6 +119,7 @@ class Optimizer:
             TypeError: a gradient is not numeric.
         """
         self._check_hyper()
+        self._check_same_arrays()
         slots = self._match(grads)
         self.step_count += 1
         for name, p, g in zip(self._names, self._arrays, slots):
@@ -186,6 +187,20 @@ class Optimizer:
         return f"{type(self).__name__}({arrays}, step={self.step_count}, {hyper})"
 
     # ---- helpers ----------------------------------------------------------------
+    def _check_same_arrays(self) -> None:
+        """The parameters still hold the arrays the optimizer updates in place: one rebound
+        since (``model.w = model.w - lr * g``, a load) would no longer be trained, silently."""
+        paths, arrays, _ = tree.flatten(self.params)
+        if paths == self._paths and all(a is self._arrays[k] for a, k in zip(arrays, self._slot)):
+            return
+        changed = next((tree.path_name(p) for p, a, k in zip(paths, arrays, self._slot)
+                        if a is not self._arrays[k]), None) if paths == self._paths else None
+        what = f"parameter '{changed}' was rebound to another array" if changed else \
+            "the parameters were added, removed or renamed"
+        raise ValueError(f"{what} since the optimizer was made: it updates the arrays it was given in place, "
+                         "and would no longer train the model's; write into the array instead "
+                         "(`model.w[...] = new`), or make a new optimizer after rebinding")
+
     def _match(self, grads: Any) -> list[np.ndarray]:
         """One gradient per unique parameter array, validated, in ``_arrays`` order."""
         if self._positional and isinstance(grads, (list, tuple)) and len(grads) == len(self._paths) \
