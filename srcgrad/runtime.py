@@ -435,6 +435,66 @@ def polygamma_scale(n):
                     np.nan)
 
 
+def _gaussian_cdf_points(x, mean, cov):
+    """``(r, sigma)`` of ``multivariate_normal.cdf(x, mean, cov)``: the points less the mean,
+    ``(n, d)``, and the covariance as the symmetric matrix of the triangle SciPy reads (a
+    vector: its diagonal; a number: times the identity)."""
+    sigma = _covariance_matrix(cov, np.size(mean))
+    r = np.reshape(x, (-1, np.shape(sigma)[0]))
+    return (r if mean is None else r - mean), sigma
+
+
+def _covariance_matrix(cov, d):
+    if np.ndim(cov) < 2:
+        return np.diag(np.broadcast_to(cov, (d,)))
+    sigma = np.reshape(cov, (np.shape(cov)[0], -1)) * 1.0
+    return np.tril(sigma) + np.transpose(np.tril(sigma, -1))
+
+
+def gaussian_cdf_adjoints(ans_bar, ans, x, mean, cov, maxpts, abseps, releps, rng, log=False, wanted_cov=True):
+    """``(x_bar, mean_bar, cov_bar)`` of ``multivariate_normal.cdf`` (``log``: ``logcdf``, whose
+    value ``ans`` is), by :func:`gaussian_cdf_partials`: ``x`` gets the gradient, ``mean`` its
+    negative (None for a mean of None), ``cov`` half the second partials (Plackett 1954),
+    collected by the triangle SciPy reads (a vector's diagonal; a number's sum); None where
+    ``wanted_cov`` is false.  Float64 (SciPy's precision)."""
+    r, sigma = _gaussian_cdf_points(x, mean, cov)
+    log_cdf = np.reshape(ans, (-1,)) if log else None
+    g = np.reshape(ans_bar, (-1, 1))
+    cov_bar = None
+    if not wanted_cov:
+        x_bar = g * gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng, False, log_cdf)[0]
+    else:
+        gradient, second = gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng, True, log_cdf)
+        x_bar = g * gradient
+        spread = 0.5 * np.tensordot(np.reshape(ans_bar, (-1,)), second, 1)
+        if np.ndim(cov) < 2:
+            cov_bar = unbroadcast(np.diagonal(spread), cov)
+        else:
+            cov_bar = np.tril(spread) + np.tril(np.transpose(spread), -1)
+    mean_bar = None if mean is None else unbroadcast(-np.sum(x_bar, axis=0), mean)
+    return np.reshape(x_bar, np.shape(x)), mean_bar, cov_bar
+
+
+def gaussian_cdf_tangent(ans, x, mean, cov, maxpts, abseps, releps, rng, x_dot, mean_dot, cov_dot, log=False):
+    """The tangent of ``multivariate_normal.cdf`` (``log``: ``logcdf``) per point: the gradient
+    times ``x_dot - mean_dot``, plus half the second partials times ``cov_dot`` (each tangent
+    None for a constant)."""
+    r, sigma = _gaussian_cdf_points(x, mean, cov)
+    log_cdf = np.reshape(ans, (-1,)) if log else None
+    t = np.zeros(np.shape(r)[:1])
+    if cov_dot is None:
+        gradient = gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng, False, log_cdf)[0]
+    else:
+        gradient, second = gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng, True, log_cdf)
+        sigma_dot = _covariance_matrix(cov_dot, np.shape(sigma)[0])
+        t = t + 0.5 * np.sum(second * sigma_dot, axis=(1, 2))
+    if x_dot is not None:
+        t = t + np.sum(gradient * np.reshape(x_dot, np.shape(r)), axis=1)
+    if mean_dot is not None:
+        t = t - np.sum(gradient * mean_dot, axis=1)
+    return np.reshape(t, np.shape(ans))
+
+
 def gaussian_cdf_partials(r, sigma, maxpts=None, abseps=1e-5, releps=1e-5, rng=None, second=True,
                           log_cdf=None):
     """First and second partials of ``Phi_d(r; 0, sigma)`` in its upper limits, at n points.

@@ -316,6 +316,18 @@ class _Instantiator:
                 self.out.append(nodes.assign(new, self._subst(stmt.value)))
                 self.locals[local] = new
                 self.env[local] = nodes.name(new)
+            elif isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Tuple) \
+                    and all(isinstance(e, gast.Name) for e in stmt.targets[0].elts):
+                # `p_bar, q_bar = helper(...)`: each a fresh name too (as written, they would be
+                # the user's own `p_bar`, `q_bar` in the generated code).
+                value = self._subst(stmt.value)
+                names = []
+                for element in stmt.targets[0].elts:
+                    new = self.site.fresh()
+                    self.locals[element.id] = new
+                    self.env[element.id] = nodes.name(new)
+                    names.append(nodes.name(new, "store"))
+                self.out.append(nodes.assign(nodes.tuple_(names, "store"), value))
             else:
                 self.out.append(self._subst(stmt))
         return None

@@ -748,3 +748,39 @@ def test_a_hook_gets_its_adjoint_read_only():
     g = srcgrad.grad(clamped_through_a_hook, wrt=(0, 1), hooks={"p": lambda p_bar: 0.0 * p_bar})(X3, X3)
     np.testing.assert_allclose(g[0], 0.0)
     np.testing.assert_allclose(g[1], 4 * X3)
+
+
+# ---- silently wrong (found on the way): a rule's unpacked locals named like the user's --
+# A rule doing `p_bar, q_bar = helper(...)` (math.dist's) was inlined with those names as
+# written: in a function whose own variables are `p` and `q`, it overwrote their adjoints.
+
+import math  # noqa: E402
+
+
+def dist_of_p_and_q(p, q):
+    return math.dist([p, q], [0.5, q]) * p + q * p
+
+
+def prod_of_items(items, start):
+    t = 0.0
+    for k in range(2):
+        t = t + math.prod([items, start, items + k], start=start) * items
+    return t
+
+
+def _named_like_the_rule(p, q):
+    p_bar = p * q  # (a user's own `p_bar`)
+    return math.dist([p, p_bar], [q, 1.0]) + p_bar
+
+
+def dist_in_a_helper(p, q):
+    return _named_like_the_rule(p, q) * q
+
+
+@pytest.mark.parametrize("f", [dist_of_p_and_q, prod_of_items, dist_in_a_helper], ids=lambda f: f.__name__)
+def test_a_rule_unpacking_into_names_like_the_users(f):
+    p, q = 0.3, 1.7
+    got = srcgrad.grad(f, wrt=(0, 1))(p, q)
+    h = 1e-6
+    expected = ((f(p + h, q) - f(p - h, q)) / (2 * h), (f(p, q + h) - f(p, q - h)) / (2 * h))
+    np.testing.assert_allclose(got, expected, rtol=1e-6)

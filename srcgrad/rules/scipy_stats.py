@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special, stats
 
-from ..runtime import gaussian_cdf_partials, is_constant, unbroadcast
+from ..runtime import gaussian_cdf_adjoints, gaussian_cdf_tangent, is_constant, unbroadcast
 from .registry import defadjoint, deftangent
 
 _LOCATION_SCALE = ("x", "loc", "scale")
@@ -385,90 +385,26 @@ def multivariate_normal_cdf(ans_bar, ans, x, mean=None, cov=1, allow_singular=Fa
                             releps=1e-5, *, lower_limit=None, rng=None):
     """``x``: points along the last axis; ``mean`` ``(d,)``, a number or None; ``cov`` ``(d, d)``,
     ``(d,)`` (a diagonal) or a number.  Float64 adjoints (SciPy's precision)."""
-    if np.ndim(cov) < 2:
-        sigma = np.diag(np.broadcast_to(cov, (np.size(mean),)))
-    else:  # (also where cov's rank is not known when compiling: a matrix, else NumPy raises)
-        sigma = np.reshape(cov, (np.shape(cov)[0], -1)) * 1.0
-        sigma = np.tril(sigma) + np.transpose(np.tril(sigma, -1))
-    r = np.reshape(x, (-1, np.shape(sigma)[0]))
-    if not (is_constant(mean) and mean is None):
-        r = r - mean
-    g = np.reshape(ans_bar, (-1, 1))
-    if is_constant(cov):
-        x_bar = g * gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng, False)[0]
-        cov_bar = None
-    else:
-        gradient, second = gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng)
-        x_bar = g * gradient
-        spread = 0.5 * np.tensordot(np.reshape(ans_bar, (-1,)), second, 1)
-        if np.ndim(cov) < 2:
-            cov_bar = unbroadcast(np.diagonal(spread), cov)
-        else:
-            cov_bar = np.tril(spread) + np.tril(np.transpose(spread), -1)
-    if is_constant(mean) and mean is None:
-        return np.reshape(x_bar, np.shape(x)), None, cov_bar
-    return np.reshape(x_bar, np.shape(x)), unbroadcast(-np.sum(x_bar, axis=0), mean), cov_bar
+    x_bar, mean_bar, cov_bar = gaussian_cdf_adjoints(ans_bar, ans, x, mean, cov, maxpts, abseps, releps, rng,
+                                                     False, not is_constant(cov))
+    return x_bar, mean_bar, cov_bar
 
 
 @defadjoint(**_gaussian_cdf("logcdf"))
 def multivariate_normal_logcdf(ans_bar, ans, x, mean=None, cov=1, allow_singular=False, maxpts=None,
                                abseps=1e-5, releps=1e-5, *, lower_limit=None, rng=None):
-    """``cdf``'s adjoints over ``cdf``, through logs (``rt.gaussian_cdf_partials``)."""
-    if np.ndim(cov) < 2:
-        sigma = np.diag(np.broadcast_to(cov, (np.size(mean),)))
-    else:
-        sigma = np.reshape(cov, (np.shape(cov)[0], -1)) * 1.0
-        sigma = np.tril(sigma) + np.transpose(np.tril(sigma, -1))
-    r = np.reshape(x, (-1, np.shape(sigma)[0]))
-    if not (is_constant(mean) and mean is None):
-        r = r - mean
-    g = np.reshape(ans_bar, (-1, 1))
-    log_cdf = np.reshape(ans, (-1,))
-    if is_constant(cov):
-        x_bar = g * gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng, False, log_cdf)[0]
-        cov_bar = None
-    else:
-        gradient, second = gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng, True, log_cdf)
-        x_bar = g * gradient
-        spread = 0.5 * np.tensordot(np.reshape(ans_bar, (-1,)), second, 1)
-        if np.ndim(cov) < 2:
-            cov_bar = unbroadcast(np.diagonal(spread), cov)
-        else:
-            cov_bar = np.tril(spread) + np.tril(np.transpose(spread), -1)
-    if is_constant(mean) and mean is None:
-        return np.reshape(x_bar, np.shape(x)), None, cov_bar
-    return np.reshape(x_bar, np.shape(x)), unbroadcast(-np.sum(x_bar, axis=0), mean), cov_bar
+    """``cdf``'s adjoints over ``cdf``, through logs."""
+    x_bar, mean_bar, cov_bar = gaussian_cdf_adjoints(ans_bar, ans, x, mean, cov, maxpts, abseps, releps, rng,
+                                                     True, not is_constant(cov))
+    return x_bar, mean_bar, cov_bar
 
 
 @deftangent(stats.multivariate_normal.cdf)
 def multivariate_normal_cdf_tangent(ans, x, mean=None, cov=1, allow_singular=False, maxpts=None, abseps=1e-5,
                                     releps=1e-5, *, lower_limit=None, rng=None, x_dot=None, mean_dot=None,
                                     cov_dot=None):
-    """``grad . (x_dot - mean_dot) + sum(H * S_dot) / 2`` per point (``rt.gaussian_cdf_partials``)."""
-    if np.ndim(cov) < 2:
-        sigma = np.diag(np.broadcast_to(cov, (np.size(mean),)))
-    else:
-        sigma = np.reshape(cov, (np.shape(cov)[0], -1)) * 1.0
-        sigma = np.tril(sigma) + np.transpose(np.tril(sigma, -1))
-    r = np.reshape(x, (-1, np.shape(sigma)[0]))
-    if not (is_constant(mean) and mean is None):
-        r = r - mean
-    t = np.zeros(np.shape(r)[:1])
-    if is_constant(cov_dot):
-        gradient = gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng, False)[0]
-    else:
-        gradient, second = gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng)
-        if np.ndim(cov) < 2:
-            sigma_dot = np.diag(np.broadcast_to(cov_dot, np.shape(sigma)[:1]))
-        else:
-            sigma_dot = np.reshape(cov_dot, np.shape(sigma))
-            sigma_dot = np.tril(sigma_dot) + np.transpose(np.tril(sigma_dot, -1))
-        t = t + 0.5 * np.sum(second * sigma_dot, axis=(1, 2))
-    if not is_constant(x_dot):
-        t = t + np.sum(gradient * np.reshape(x_dot, np.shape(r)), axis=1)
-    if not is_constant(mean_dot):
-        t = t - np.sum(gradient * mean_dot, axis=1)
-    return np.reshape(t, np.shape(ans))
+    """``grad . (x_dot - mean_dot) + sum(H * S_dot) / 2`` per point."""
+    return gaussian_cdf_tangent(ans, x, mean, cov, maxpts, abseps, releps, rng, x_dot, mean_dot, cov_dot)
 
 
 @deftangent(stats.multivariate_normal.logcdf)
@@ -476,31 +412,7 @@ def multivariate_normal_logcdf_tangent(ans, x, mean=None, cov=1, allow_singular=
                                        abseps=1e-5, releps=1e-5, *, lower_limit=None, rng=None, x_dot=None,
                                        mean_dot=None, cov_dot=None):
     """``cdf``'s tangent over ``cdf``, through logs."""
-    if np.ndim(cov) < 2:
-        sigma = np.diag(np.broadcast_to(cov, (np.size(mean),)))
-    else:
-        sigma = np.reshape(cov, (np.shape(cov)[0], -1)) * 1.0
-        sigma = np.tril(sigma) + np.transpose(np.tril(sigma, -1))
-    r = np.reshape(x, (-1, np.shape(sigma)[0]))
-    if not (is_constant(mean) and mean is None):
-        r = r - mean
-    t = np.zeros(np.shape(r)[:1])
-    log_cdf = np.reshape(ans, (-1,))
-    if is_constant(cov_dot):
-        gradient = gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng, False, log_cdf)[0]
-    else:
-        gradient, second = gaussian_cdf_partials(r, sigma, maxpts, abseps, releps, rng, True, log_cdf)
-        if np.ndim(cov) < 2:
-            sigma_dot = np.diag(np.broadcast_to(cov_dot, np.shape(sigma)[:1]))
-        else:
-            sigma_dot = np.reshape(cov_dot, np.shape(sigma))
-            sigma_dot = np.tril(sigma_dot) + np.transpose(np.tril(sigma_dot, -1))
-        t = t + 0.5 * np.sum(second * sigma_dot, axis=(1, 2))
-    if not is_constant(x_dot):
-        t = t + np.sum(gradient * np.reshape(x_dot, np.shape(r)), axis=1)
-    if not is_constant(mean_dot):
-        t = t - np.sum(gradient * mean_dot, axis=1)
-    return np.reshape(t, np.shape(ans))
+    return gaussian_cdf_tangent(ans, x, mean, cov, maxpts, abseps, releps, rng, x_dot, mean_dot, cov_dot, True)
 
 
 # ---- dirichlet(alpha): log f = sum((alpha - 1) log x) - sum(gammaln(alpha)) + gammaln(sum(alpha)) ----
