@@ -12,6 +12,7 @@ import functools
 import inspect
 import operator
 import types
+import weakref
 
 import numpy as np
 
@@ -289,16 +290,11 @@ def jvp_method(obj, name, wrt, dots, /, *args, _where="?", **kwargs):
     (a layer of a model) is its own receiver, whose tangent is the same field of ``obj``'s
     (as :func:`vjp_method` puts the layer's adjoint in ``obj``'s at ``name``)."""
     attr = getattr(obj, name)
-    if "self" in wrt and getattr(attr, "__self__", None) is not obj:
-        if _reaches(attr, obj):
-            raise errors.UnsupportedSyntaxError(
-                f"`.{name}` of the {type(obj).__name__} being differentiated is a function stored in it that "
-                f"reaches the {type(obj).__name__} itself (a functools.partial of it, a closure or global "
-                "naming it): srcgrad does not follow the values it reads that way, and its derivative "
-                "would be zero", None, f"define `{name}` as a method of {type(obj).__name__} "
-                f"(`def {name}(self, ...)`), or bind it as one (`types.MethodType(fn, obj)`)")
-        at = wrt.index("self")
-        dots = dots[:at] + (jvp_field(obj, name, dots[at], _where)[1],) + dots[at + 1:]
+    if "self" in wrt:
+        key = _stored_under(obj, name, attr)
+        if key is not None:
+            at = wrt.index("self")
+            dots = dots[:at] + (jvp_field(obj, key, dots[at], _where)[1],) + dots[at + 1:]
     return jvp_call(attr, wrt, dots, *args, _where=_where, **kwargs)
 
 
@@ -398,6 +394,8 @@ def _selfless_vjp(fn, wrt, args, kwargs):
     """``vjp_call`` of a plain function where ``wrt`` asks for ``"self"``: a function has
     no parameters of its own (it was stored in a model, ``self.act = relu``), so its
     adjoint is the empty structure ``{}``; the other entries as usual."""
+    if _holds_params(fn):  # (a lambda in a model's list of hooks reading a layer: its adjoint lost)
+        _refuse_held_callable(fn)
     position, rest = wrt.index("self"), tuple(w for w in wrt if w != "self")
     if not rest:
         return fn(*args, **kwargs), lambda value_bar: {}
@@ -438,6 +436,8 @@ def _dict_method_jvp(d, name, wrt, dots, args, kwargs):
 def _selfless_jvp(fn, wrt, dots, args, kwargs, where):
     """``jvp_call`` of a plain function where ``wrt`` has ``"self"`` (see ``_selfless_vjp``):
     the function's own tangent does not reach its output."""
+    if _holds_params(fn):
+        _refuse_held_callable(fn)
     rest = [(w, d) for w, d in zip(wrt, dots) if w != "self"]
     if not rest:
         value = fn(*args, **kwargs)
@@ -464,41 +464,100 @@ def vjp_method(obj, name, wrt, /, *args, **kwargs):
     attr = getattr(obj, name)
     if "self" not in wrt:
         return vjp_call(attr, wrt, *args, **kwargs)
-    if getattr(attr, "__self__", None) is not obj and _reaches(attr, obj):
-        raise errors.UnsupportedSyntaxError(
-            f"`.{name}` of the {type(obj).__name__} being differentiated is a function stored in it that "
-            f"reaches the {type(obj).__name__} itself (a functools.partial of it, a closure or global "
-            "naming it): srcgrad does not follow the values it reads that way, and its gradient would be "
-            "zero", None, f"define `{name}` as a method of {type(obj).__name__} (`def {name}(self, ...)`), "
-            "or bind it as one (`types.MethodType(fn, obj)`)")
+    key = _stored_under(obj, name, attr)
     value, pullback = vjp_call(attr, wrt, *args, **kwargs)
-    if getattr(attr, "__self__", None) is obj:
+    if key is None:
         return value, pullback  # a method: its own receiver is obj
     position = wrt.index("self")
 
     def pull(value_bar):
         adjoints = pullback(value_bar)
         if len(wrt) == 1:
-            return {name: adjoints}
-        return tuple({name: a} if i == position else a for i, a in enumerate(adjoints))
+            return {key: adjoints}
+        return tuple({key: a} if i == position else a for i, a in enumerate(adjoints))
     return value, pull
 
 
-def _reaches(fn, obj) -> bool:
-    """Whether the plain function or ``functools.partial`` ``fn`` holds ``obj`` or one of its
-    fields: among a partial's arguments, a function's closure cells, defaults, or the
-    globals it names."""
-    parts = {id(obj)} | {id(v) for v in getattr(obj, "__dict__", {}).values()
-                         if isinstance(v, np.ndarray) or hasattr(v, "__dict__") and not callable(v)}
+def _stored_under(obj, name, attr):
+    """The field of ``obj`` whose adjoint ``obj.name(...)``'s receiver gives (None: a method
+    of ``obj`` itself, whose receiver is ``obj``); refused where the callable reads the
+    model's parameters some other way (:func:`_holds_params`)."""
+    if getattr(attr, "__self__", None) is obj:  # (a bound method, C ones too: x.reshape)
+        return None
+    key = _field_key(obj, name, attr)
+    function = _function_like(attr) and not (isinstance(attr, types.MethodType) and key is not None)
+    if key is None and (tree._has_params(attr) or _function_like(attr) and _holds_params(attr)) \
+            or key is not None and function and _holds_params(attr):
+        _refuse_held(obj, name)
+    return name if key is None else key
+
+
+def _held(fn) -> list:
+    """What the function-like ``fn`` reads besides its arguments: a partial's arguments, a
+    bound method's receiver, a function's closure cells, defaults and the globals it names,
+    a weak reference's referent."""
     held = []
     while isinstance(fn, functools.partial):
         held += list(fn.args) + list(fn.keywords.values())
         fn = fn.func
+    if isinstance(fn, types.MethodType):
+        held.append(fn.__self__)
+        fn = fn.__func__
+    if isinstance(fn, weakref.ref):
+        held.append(fn())
     if isinstance(fn, types.FunctionType):
         held += [_contents(c) for c in fn.__closure__ or ()]
         held += list(fn.__defaults__ or ()) + list((fn.__kwdefaults__ or {}).values())
         held += [fn.__globals__[n] for n in fn.__code__.co_names if n in fn.__globals__]
-    return any(id(v) in parts for v in held)
+    return held
+
+
+def _holds_params(fn) -> bool:
+    """Whether ``fn`` (a function, partial, bound method or weak reference, not an object
+    with fields) reads float arrays, or objects or containers holding them, other than
+    through its arguments: a layer it captured, a model a global names."""
+    def param_like(v):
+        if isinstance(v, np.ndarray):
+            return v.dtype.kind == "f"
+        if isinstance(v, (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType, float, int, str)):
+            return False
+        return tree._has_params(v)
+    return any(param_like(v) for v in _held(fn))
+
+
+def _function_like(fn) -> bool:
+    return isinstance(fn, (types.FunctionType, functools.partial, types.MethodType, weakref.ref))
+
+
+def _field_key(obj, name, attr):
+    """Under which of ``obj``'s fields the adjoint of ``obj.name``'s receiver goes: ``name``
+    for a layer (or function) stored there; for a bound method of a layer (``self.step =
+    self.lin.forward``) or a layer a property returns, the field holding that layer; None
+    where no field holds it."""
+    fields = vars(obj) if hasattr(obj, "__dict__") else {}
+    target = attr.__self__ if isinstance(attr, types.MethodType) else attr
+    if target is attr and fields.get(name) is attr:
+        return name
+    return next((k for k, v in fields.items() if v is target), None)
+
+
+def _refuse_held_callable(fn):
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    raise errors.UnsupportedSyntaxError(
+        f"`{name}`, held by a model being differentiated, reads parameters other than through its "
+        "arguments (a closure, a global, a partial's or bound method's receiver): srcgrad does not "
+        "follow the values it reads that way, and their gradient would be lost", None,
+        "pass what it reads as arguments, or make it a method of the model")
+
+
+def _refuse_held(obj, name):
+    raise errors.UnsupportedSyntaxError(
+        f"`.{name}` of the {type(obj).__name__} being differentiated is reached other than as a layer "
+        "stored in it (a function, partial, bound method, property or weak reference that reads "
+        "parameters through a closure, a global or its own receiver): srcgrad does not follow the "
+        "values it reads that way, and their gradient would be lost", None,
+        f"store the layer itself in an attribute and call it (`self.{name} = layer`, `self.{name}(x)`), "
+        "or define a method that calls it (`def step(self, h): return self.lin(h)`)")
 
 
 def _contents(cell):

@@ -207,7 +207,7 @@ STORED = {
 def test_a_function_stored_on_the_model_reaching_it_is_refused(how):
     model = Model()
     model.act = STORED[how](model)
-    with pytest.raises(errors.UserCodeError, match="reaches the Model itself"):
+    with pytest.raises(errors.UserCodeError, match="reached other than as a layer stored in it"):
         srcgrad.grad(model_loss)(model, X3)
 
 
@@ -784,3 +784,139 @@ def test_a_rule_unpacking_into_names_like_the_users(f):
     h = 1e-6
     expected = ((f(p + h, q) - f(p - h, q)) / (2 * h), (f(p, q + h) - f(p, q - h)) / (2 * h))
     np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+# ---- silently wrong: a layer reached other than as a field ------------------------------
+# `self.encoder(x)` through a @property returning `self._encoder`, or `self.step =
+# self.lin.forward`: the layer's adjoint went under `encoder`/`step`, which is no field, and
+# was dropped (zero gradient).  Now under the field holding the layer.  A lambda, partial or
+# weak reference reading a layer is refused (its reads cannot be followed).
+
+from srcgrad import nn  # noqa: E402
+import weakref  # noqa: E402
+
+
+class WithProperty(nn.Module):
+    def __init__(self):
+        self._encoder = nn.Linear(3, 3, rng=np.random.default_rng(1))
+
+    @property
+    def encoder(self):
+        return self._encoder
+
+    def forward(self, x):
+        return np.tanh(self.encoder(x))
+
+
+class WithBoundStep(nn.Module):
+    def __init__(self):
+        self.lin = nn.Linear(3, 3, rng=np.random.default_rng(2))
+        self.step = self.lin.forward
+
+    def forward(self, x):
+        return np.tanh(self.step(x)) + self.lin(x)
+
+
+class WithPropertyOfABoundMethod(nn.Module):
+    def __init__(self):
+        self.a = nn.Linear(3, 3, rng=np.random.default_rng(3))
+
+    @property
+    def enc(self):
+        return self.a.forward
+
+    def forward(self, x):
+        return np.tanh(self.enc(x))
+
+
+def model_sum_of_sines(m, x):
+    return np.sum(np.sin(m(x)))
+
+
+def _numerical_layer_grad(m, layer, x):
+    out = np.zeros_like(layer.weight)
+    for i in np.ndindex(layer.weight.shape):
+        old = layer.weight[i]
+        layer.weight[i] = old + 1e-6
+        up = model_sum_of_sines(m, x)
+        layer.weight[i] = old - 1e-6
+        down = model_sum_of_sines(m, x)
+        layer.weight[i] = old
+        out[i] = (up - down) / 2e-6
+    return out
+
+
+XS3 = np.random.default_rng(0).standard_normal((4, 3))
+
+
+@pytest.mark.parametrize("cls, field", [(WithProperty, "_encoder"), (WithBoundStep, "lin"),
+                                        (WithPropertyOfABoundMethod, "a")], ids=lambda v: getattr(v, "__name__", v))
+def test_a_layer_reached_through_a_property_or_a_bound_method(cls, field):
+    m = cls()
+    g = srcgrad.grad(model_sum_of_sines)(m, XS3)
+    layer = getattr(m, field)
+    np.testing.assert_allclose(getattr(g, field).weight, _numerical_layer_grad(m, layer, XS3), rtol=1e-6, atol=1e-9)
+    jac = srcgrad.jacfwd(model_sum_of_sines)(m, XS3)  # (forward mode: a scalar's Jacobian is its gradient)
+    np.testing.assert_allclose(getattr(jac, field).weight, getattr(g, field).weight, rtol=1e-6, atol=1e-9)
+
+
+class HoldingALambda(nn.Module):
+    def __init__(self):
+        self.lin = nn.Linear(3, 3, rng=np.random.default_rng(4))
+        lin = self.lin
+        self.f = lambda h: np.tanh(lin(h))
+
+    def forward(self, x):
+        return self.f(x)
+
+
+class HoldingAPartial(nn.Module):
+    def __init__(self):
+        self.lin = nn.Linear(3, 3, rng=np.random.default_rng(4))
+        self.f = functools.partial(_apply_layer, self.lin)
+
+    def forward(self, x):
+        return self.f(x)
+
+
+def _apply_layer(layer, h):
+    return np.tanh(layer(h))
+
+
+class HoldingAWeakReference(nn.Module):
+    def __init__(self):
+        self.lin = nn.Linear(3, 3, rng=np.random.default_rng(4))
+        self.f = weakref.ref(self.lin)
+
+    def forward(self, x):
+        return self.f()(x)
+
+
+class WithHooks(nn.Module):
+    def __init__(self):
+        self.lin = nn.Linear(3, 3, rng=np.random.default_rng(4))
+        self.hooks = []
+
+    def forward(self, x):
+        h = self.lin(x)
+        for hook in self.hooks:
+            h = hook(h)
+        return h
+
+
+@pytest.mark.parametrize("cls", [HoldingALambda, HoldingAPartial, HoldingAWeakReference], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("transform", ["grad", "jacfwd"])
+def test_a_callable_reading_a_layer_is_refused(cls, transform):
+    with pytest.raises(errors.UserCodeError, match="reached other than as a layer stored in it"):
+        getattr(srcgrad, transform)(model_sum_of_sines)(cls(), XS3)
+
+
+def test_a_hook_in_a_list_reading_the_model_is_refused():
+    m = WithHooks()
+    m.hooks.append(lambda h: h + m.lin.bias)
+    with pytest.raises(errors.UserCodeError, match="reads parameters other than through its arguments"):
+        srcgrad.grad(model_sum_of_sines)(m, XS3)
+    plain = WithHooks()
+    plain.hooks.append(lambda h: np.tanh(h) * 2.0)  # reads nothing of the model: differentiated
+    g = srcgrad.grad(model_sum_of_sines)(plain, XS3)
+    np.testing.assert_allclose(g.lin.weight, _numerical_layer_grad(plain, plain.lin, XS3), rtol=1e-6, atol=1e-9)
