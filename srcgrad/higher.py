@@ -140,10 +140,13 @@ class ForwardOverReverse:
             what = named[0] if named else "a function known only when it runs"
             raise errors.UnsupportedSyntaxError(
                 f"this second derivative needs forward mode over the gradient code of "
-                f"{self.gradient.fn.__name__}, which differentiates {what} when it runs, through a pullback "
-                "closure that forward mode does not follow yet", _origin_of(self.gradient.fn),
-                "call plain functions srcgrad inlines (defined with `def`, known when compiling), "
-                "or take the derivative by finite differences of srcgrad.grad")
+                f"{self.gradient.fn.__name__}, which differentiates {what} through a pullback closure "
+                "(compiled when the code runs) that forward mode does not follow yet",
+                _origin_of(self.gradient.fn),
+                "make what it calls known when compiling: functions defined with `def` and called by "
+                "name, arrays and models passed as arguments (an `nn.Module`'s layers are inlined), "
+                "values read by key rather than through `.values()`; or take the derivative by "
+                "finite differences of srcgrad.grad")
 
 
 _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "matmul": "@", "pow": "**"}
