@@ -1489,6 +1489,14 @@ def getitem_adjoint(ans_bar, a, index):
         return {index % len(a): ans_bar}  # xs[-1] is xs[len(xs) - 1]: one key per item
     if isinstance(a, dict):
         return {index: ans_bar}
+    listed = getattr(type(a), "_items", None)
+    if isinstance(listed, str):  # `seq[i]` of an nn.Sequential: `seq.layers[i]`
+        return {listed: getitem_adjoint(ans_bar, getattr(a, listed), index)}
+    if tree._is_object(a):
+        raise errors.UnsupportedSyntaxError(
+            f"indexing a {type(a).__name__}, which holds values being differentiated, runs its class's "
+            "`__getitem__`, which srcgrad does not differentiate", None,
+            "index the list or array it holds (`obj.layers[i]`), or call a method that does the same")
     a_bar = np.zeros_like(a)
     if is_basic_index(index):  # each element read at most once: ~70x faster than np.add.at
         a_bar[index] = ans_bar

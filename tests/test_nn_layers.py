@@ -213,3 +213,46 @@ def test_conv_matches_pytorch():
     np.testing.assert_allclose(layer(x), yt.detach().numpy(), rtol=1e-12, atol=1e-12)
     for got, want in [(g_x, xt), (g_layer.weight, wt), (g_layer.bias, bt)]:
         np.testing.assert_allclose(got, want.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+class _IteratesItsSequential(nn.Module):
+    def __init__(self, enumerate_it=False):
+        self.seq = nn.Sequential(nn.Linear(3, 4, rng=np.random.default_rng(0)), nn.ReLU(),
+                                 nn.Linear(4, 2, rng=np.random.default_rng(1)))
+        self.enumerate_it = enumerate_it
+
+    def forward(self, x):
+        if self.enumerate_it:
+            for i, layer in enumerate(self.seq):
+                x = layer(x) * (i + 1)
+            return x
+        for layer in self.seq:
+            x = layer(x)
+        return x
+
+
+def _sine_loss(m, x):
+    return np.sum(np.sin(m(x)))
+
+
+@pytest.mark.parametrize("enumerate_it", [False, True])
+def test_iterating_a_sequential(enumerate_it):
+    """`for layer in self.seq` (PyTorch's way) crashed in the backward sweep (an adjoint keyed
+    by position met one keyed by field): it is `self.seq.layers`, unrolled or indexed."""
+    m, x = _IteratesItsSequential(enumerate_it), np.random.default_rng(2).standard_normal((5, 3))
+    g = srcgrad.grad(_sine_loss)(m, x)
+    for k in (0, 2):
+        w = m.seq.layers[k].weight
+        expected = np.zeros_like(w)
+        for i in np.ndindex(w.shape):
+            old = w[i]
+            w[i] = old + 1e-6
+            up = _sine_loss(m, x)
+            w[i] = old - 1e-6
+            down = _sine_loss(m, x)
+            w[i] = old
+            expected[i] = (up - down) / 2e-6
+        np.testing.assert_allclose(g.seq.layers[k].weight, expected, rtol=1e-6, atol=1e-9)
+    m.seq.layers.append(nn.Linear(2, 2, rng=np.random.default_rng(3)))  # a layer added: compiled again
+    g = srcgrad.grad(_sine_loss)(m, x)
+    assert g.seq.layers[3].weight.shape == (2, 2) and np.abs(g.seq.layers[3].weight).sum() > 0

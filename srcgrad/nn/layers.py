@@ -180,7 +180,10 @@ class Dropout(Module):
 
 
 class Sequential(Module):
-    """Layers applied in order."""
+    """Layers applied in order.  ``for layer in seq`` iterates ``seq.layers`` (the compiler
+    unrolls it over the layers, as it does ``for layer in self.layers``: ``_items``)."""
+
+    _items = "layers"  # (iterating a Sequential is iterating this list: see transforms/inline.py)
 
     def __init__(self, *layers):
         self.layers = list(layers)
@@ -192,6 +195,9 @@ class Sequential(Module):
 
     def __getitem__(self, index):
         return self.layers[index]
+
+    def __iter__(self):
+        return iter(self.layers)
 
     def __len__(self):
         return len(self.layers)

@@ -232,8 +232,15 @@ class _Inliner:
             return None
         obj, (index, attrs) = self.known[it.value.id]
         items = vars(obj).get(it.attr, _MISSING)
+        if _descriptor(type(obj), it.attr):
+            return None
+        listed = getattr(type(items), "_items", None)  # `for layer in self.seq`: a Sequential's own list
+        if isinstance(listed, str) and is_object(items) and not _descriptor(type(items), listed):
+            self.inlined.classes[(index, attrs + (it.attr,), type(items), None)] = None
+            attrs, it = attrs + (it.attr,), gast.Attribute(value=nodes.copy(it), attr=listed, ctx=gast.Load())
+            items = vars(items).get(listed, _MISSING)
         if type(items) not in (list, tuple) or not 0 < len(items) <= _UNROLL \
-                or not all(is_object(v) for v in items) or _descriptor(type(obj), it.attr):
+                or not all(is_object(v) for v in items):
             return None
         inside = [n for s in loop.body for n in nodes.walk(s)]
         if any(isinstance(n, (gast.Break, gast.Continue, gast.Return, gast.FunctionDef, gast.Lambda))
