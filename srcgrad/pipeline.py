@@ -556,9 +556,11 @@ def rank_of_argument(value):
         return 0
     # A tuple, list or dict records every entry (a None too), so its length is in the key.
     if isinstance(value, (tuple, list)):
-        return ranks.TreeRank(((i, rank_of_argument(v)) for i, v in enumerate(value)), "sequence")
+        return ranks.TreeRank(((i, rank_of_argument(v)) for i, v in enumerate(value)), "sequence",
+                              frozenset(i for i, v in enumerate(value) if tree._is_integer(v)))
     if isinstance(value, dict):
-        return ranks.TreeRank(((k, rank_of_argument(v)) for k, v in value.items()), "mapping")
+        return ranks.TreeRank(((k, rank_of_argument(v)) for k, v in value.items()), "mapping",
+                              frozenset(k for k, v in value.items() if tree._is_integer(v)))
     if tree.is_structure(value):
         return _tree_rank(value)
     return None
@@ -578,16 +580,41 @@ def _tree_rank(value):
         if path:
             node[path[-1]] = rank_of_argument(leaf)
 
-    def freeze(d):
-        return ranks.TreeRank((k, freeze(v) if isinstance(v, dict) else v) for k, v in d.items())
-    return freeze(nested)
+    def freeze(d, held):
+        fields = vars(held) if tree._is_object(held) and not isinstance(held, tuple) else None
+        constants = frozenset(k for k, v in fields.items() if tree._is_integer(v)
+                              and not _data_descriptor(type(held), k)) if fields is not None else frozenset()
+        def child(k):
+            if fields is not None:
+                return fields.get(k)
+            return held[k] if isinstance(held, (list, tuple, dict)) else getattr(held, k, None)
+        return ranks.TreeRank(((k, freeze(v, child(k)) if isinstance(v, dict) else v) for k, v in d.items()),
+                              constants=constants)
+    return freeze(nested, value)
 
 
 def rank_of_layout(plan):
     """``rank_of_argument`` of the object a ``tree.Layout`` was made from (the same
     ``TreeRank`` as flattening it gives), computed once per layout."""
     if plan.rank is None:
-        def freeze(entries):
-            return ranks.TreeRank((k, v if isinstance(v, int) else freeze(v)) for k, v in entries)
-        plan.rank = freeze(plan.root.ranks)
+        def freeze(node):
+            nested = dict(node.children)
+            nested.update((key, dict(enumerate(children))) for key, _, children in node.sequences)
+            entries = []
+            for key, rank in node.ranks:
+                if isinstance(rank, int):
+                    entries.append((key, rank))
+                elif isinstance(nested[key], dict):  # a list of layers: by position, each laid out
+                    entries.append((key, ranks.TreeRank((i, freeze(nested[key][i])) for i, _ in rank)))
+                else:
+                    entries.append((key, freeze(nested[key])))
+            return ranks.TreeRank(entries, constants=frozenset(k for k in node.nones
+                                                                if not _data_descriptor(node.cls, k)))
+        plan.rank = freeze(plan.root)
     return plan.rank
+
+
+def _data_descriptor(cls, name) -> bool:
+    """A property (or other data descriptor) of the class, which a read goes through
+    whatever the instance holds under its name."""
+    return hasattr(type(getattr(cls, name, None)), "__set__")

@@ -524,6 +524,9 @@ class _Lowering:
                 self._emit(element, stmt, t.id, None, False, kind="copy")
                 continue
             item = gast.Subscript(value=nodes.copy(source), slice=nodes.const(i), ctx=gast.Load())
+            if self._constant_entry(source, i):  # `w, n = p` with an integer `n`: a constant
+                self._emit(item, stmt, t.id, None, False, kind="nondiff", rule=None)
+                continue
             atom = self._emit(item, stmt, t.id, None, False, kind="unpack", source=source.id, index=i)
             self._field_rank(atom, source, i)  # (a tuple passed in: its entries' ranks are known)
 
@@ -1365,6 +1368,8 @@ class _Lowering:
                     return element
                 return self._emit(element, kind="copy", **emit)
             value = gast.Subscript(value=base, slice=index, ctx=gast.Load())
+            if isinstance(index, gast.Constant) and self._constant_entry(base, index.value):
+                return self._emit(value, kind="nondiff", rule=None, **emit)  # `p["n"]` holding an int
             atom = self._apply(operator.getitem, value, [nodes.copy(base), nodes.copy(index)], {},
                                node, **emit)
             if isinstance(base, gast.Name) and isinstance(index, gast.Constant) and isinstance(atom, gast.Name):
@@ -1531,11 +1536,20 @@ class _Lowering:
             where = anno.get(node, "origin").where if anno.get(node, "origin") else "?"
             call = nodes.call("rt.array_attribute", [nodes.copy(base), nodes.const(node.attr), nodes.const(where)])
             return self._emit(call, kind="nondiff", rule=None, **emit)
+        if self._constant_entry(base, node.attr):  # an integer field (`self.power = 2`): a constant
+            return self._emit(value, kind="nondiff", rule=None, **emit)
         # A field of a structure (a model's parameter, a sub-layer).
         atom = self._apply(getattr, value, [nodes.copy(base), nodes.const(node.attr)], {}, node, **emit)
         if isinstance(base, gast.Name) and isinstance(atom, gast.Name):
             self._field_rank(atom, base, node.attr)
         return atom
+
+    def _constant_entry(self, base, key) -> bool:
+        """Whether ``base`` is a structure passed in (or read from one) whose entry ``key``
+        held an integer when the code was specialised (``TreeRank.constants``)."""
+        parent = self.structures.get(base.id, self.field_structures.get(base.id)) \
+            if isinstance(base, gast.Name) else None
+        return isinstance(parent, TreeRank) and key in parent.constants
 
     def _holds_field(self, base) -> bool:
         """Whether ``base`` is a structure passed in (or read from one): its attributes are its
