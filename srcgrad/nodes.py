@@ -374,3 +374,12 @@ def assigned_names(stmt) -> list[str]:
     if isinstance(stmt, gast.For) and isinstance(stmt.target, gast.Name):
         return [stmt.target.id]
     return []
+
+
+def copies_by_index(node) -> bool:
+    """Whether ``node`` is an index by a list display (``a[[0, 2]]``, ``m[:, [1, 0]]``): NumPy's
+    integer-array indexing, which makes a new array rather than a view."""
+    if not isinstance(node, gast.Subscript):
+        return False
+    parts = node.slice.elts if isinstance(node.slice, gast.Tuple) else [node.slice]
+    return any(isinstance(part, gast.List) for part in parts)

@@ -991,3 +991,25 @@ def test_an_integer_leaf_turned_float_is_differentiated():
 
 def lambda_free_power_loss(o, x):
     return np.sum(power_of_an_attribute(o, x))
+
+
+# ---- refused, now right: an integer-array index is a copy -------------------------------
+
+def copy_by_a_list_index_then_multiplied(x):
+    a = x * 1.0
+    v = a[[0, 2]]
+    v *= 2  # v is a new array: a unchanged
+    return np.sum(a ** 2) + np.sum(v ** 3)
+
+
+def column_copy_then_added(x):
+    m = np.reshape(x, (2, 2)) * 1.0
+    c = m[:, [1, 0]]
+    c += 1.0
+    return np.sum(m * c)
+
+
+@pytest.mark.parametrize("f, x", [(copy_by_a_list_index_then_multiplied, X3), (column_copy_then_added, X4)],
+                         ids=lambda v: getattr(v, "__name__", ""))
+def test_an_integer_array_index_copies(f, x):
+    np.testing.assert_allclose(srcgrad.grad(f)(x), numerical_grad(f, x), rtol=1e-7)

@@ -266,6 +266,8 @@ def _sharing(stmt, ranks, views):
                             for n in nodes.walk(stmt.value.slice if isinstance(stmt.value, gast.Subscript)
                                                else stmt.value)):
             return []  # an element of a vector: a number
+        if rule is registry.lookup(operator.getitem) and nodes.copies_by_index(stmt.value):
+            return []  # `a[[0, 2]]`: a copy
         bound = anno.get(stmt, "bound") or {}
         first = next(iter(bound.values()), None)
         sources = nodes.loaded_names(first) if first is not None else []

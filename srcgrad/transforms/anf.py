@@ -1836,6 +1836,8 @@ def _reversed_as_slice(node):
 def _makes_new_array(annotations, value) -> bool:
     """Whether a statement's value is a new array, shared with no other name."""
     kind = annotations.get("kind")
+    if kind == "op" and nodes.copies_by_index(value):
+        return True  # `a[[0, 2]]`: a copy
     if kind == "op":
         return annotations["rule"] not in {registry.lookup(v) for v in _VIEWS} \
             and not isinstance(value, gast.Attribute)  # x.T is a view
