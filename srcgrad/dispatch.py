@@ -113,6 +113,8 @@ def vjp_call(fn, wrt, /, *args, **kwargs):
                     else (value, pullback)
     if rt.is_gradient_function(fn):  # srcgrad.grad(f) called in the function: reverse over reverse
         return higher.gradient_vjp(fn, wrt, args, kwargs)
+    if "self" in wrt and _plain_method(fn) and tree._has_params(fn.__self__):
+        _refuse_bound_method(fn)
     receiver = ()
     owner = getattr(fn, "__self__", None)
     if isinstance(owner, np.ndarray) or type(owner).__module__.split(".")[0] == "cupy" \
@@ -254,6 +256,8 @@ def jvp_call(fn, wrt, dots, /, *args, _where="?", **kwargs):
                 return program(*args, *dots)
     if rt.is_gradient_function(fn):  # srcgrad.grad(f) called in the function: forward over reverse
         return higher.gradient_jvp(fn, wrt, dots, args, kwargs)
+    if "self" in wrt and _plain_method(fn) and tree._has_params(fn.__self__):
+        _refuse_bound_method(fn)
     receiver = ()
     owner = getattr(fn, "__self__", None)
     if isinstance(owner, dict) and getattr(fn, "__name__", None) in _DICT_METHODS:
@@ -295,6 +299,9 @@ def jvp_method(obj, name, wrt, dots, /, *args, _where="?", **kwargs):
         if key is not None:
             at = wrt.index("self")
             dots = dots[:at] + (jvp_field(obj, key, dots[at], _where)[1],) + dots[at + 1:]
+        if _plain_method(attr):  # (as vjp_method)
+            spec = tuple(0 if w == "self" else w + 1 if isinstance(w, int) else w for w in wrt)
+            return jvp_call(attr.__func__, spec, dots, attr.__self__, *args, _where=_where, **kwargs)
     return jvp_call(attr, wrt, dots, *args, _where=_where, **kwargs)
 
 
@@ -465,7 +472,13 @@ def vjp_method(obj, name, wrt, /, *args, **kwargs):
     if "self" not in wrt:
         return vjp_call(attr, wrt, *args, **kwargs)
     key = _stored_under(obj, name, attr)
-    value, pullback = vjp_call(attr, wrt, *args, **kwargs)
+    if _plain_method(attr):
+        # A method (of obj, or of a layer obj holds): its receiver is its first argument, whose
+        # adjoint goes to obj (key None) or to the field holding the layer.
+        spec = tuple(0 if w == "self" else w + 1 if isinstance(w, int) else w for w in wrt)
+        value, pullback = vjp_call(attr.__func__, spec, attr.__self__, *args, **kwargs)
+    else:
+        value, pullback = vjp_call(attr, wrt, *args, **kwargs)
     if key is None:
         return value, pullback  # a method: its own receiver is obj
     position = wrt.index("self")
@@ -548,6 +561,23 @@ def _refuse_held_callable(fn):
         "arguments (a closure, a global, a partial's or bound method's receiver): srcgrad does not "
         "follow the values it reads that way, and their gradient would be lost", None,
         "pass what it reads as arguments, or make it a method of the model")
+
+
+def _plain_method(fn) -> bool:
+    """A bound method of the user's Python class, without a rule of its own and not
+    ``model.parameters()`` (which the dispatch reads as the model's arrays)."""
+    return type(fn) is types.MethodType and fn.__func__ not in _PARAMETER_LISTS and registry.lookup(fn) is None
+
+
+def _refuse_bound_method(fn):
+    """A bound method of a layer kept apart from the layer (``steps = [self.a.forward, ...]``,
+    ``f = self.forward``) and called: its receiver's adjoint has no field to go to."""
+    raise errors.UnsupportedSyntaxError(
+        f"`{fn.__qualname__}` is called as a bound method kept apart from its "
+        f"{type(fn.__self__).__name__} (in a list, or a name of its own), which holds values being "
+        "differentiated: srcgrad cannot put their gradient back in the model from there", None,
+        "call the method on the layer itself (`self.a.forward(h)`), or keep the layers in a list and call "
+        "them (`self.steps = [self.a, ...]`, `step(h)`)")
 
 
 def _refuse_held(obj, name):

@@ -1013,3 +1013,37 @@ def column_copy_then_added(x):
                          ids=lambda v: getattr(v, "__name__", ""))
 def test_an_integer_array_index_copies(f, x):
     np.testing.assert_allclose(srcgrad.grad(f)(x), numerical_grad(f, x), rtol=1e-7)
+
+
+class StepsOfBoundMethods(nn.Module):
+    def __init__(self):
+        self.a = nn.Linear(3, 3, rng=np.random.default_rng(6))
+        self.steps = [self.a.forward, np.tanh]
+
+    def forward(self, x):
+        for step in self.steps:
+            x = step(x)
+        return x
+
+
+class ForwardKeptInAName(nn.Module):
+    def __init__(self):
+        self.a = nn.Linear(3, 3, rng=np.random.default_rng(7))
+
+    def forward(self, x):
+        f = self.a.forward
+        return np.tanh(f(x))
+
+
+@pytest.mark.parametrize("cls", [StepsOfBoundMethods, ForwardKeptInAName], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("transform", ["grad", "jacfwd"])
+def test_a_bound_method_kept_apart_from_its_layer_is_right_or_refused(cls, transform):
+    """`self.steps = [self.a.forward, np.tanh]` gave zero gradients: the method's receiver's
+    adjoint went to the list's item.  Right (against central differences) or refused."""
+    m = cls()
+    try:
+        g = getattr(srcgrad, transform)(model_sum_of_sines)(m, XS3)
+    except errors.UserCodeError as e:
+        assert "bound method kept apart" in str(e) and "test_found_by_breaker6.py" in str(e), str(e)
+        return
+    np.testing.assert_allclose(g.a.weight, _numerical_layer_grad(m, m.a, XS3), rtol=1e-6, atol=1e-9)
