@@ -14,6 +14,7 @@ import textwrap
 import types
 
 import numpy as np
+import optree
 
 from . import anno, backends, checking, errors, runtime, tree
 from .rules import registry
@@ -958,6 +959,29 @@ def vjp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True, has
     first.  (PyTorch refuses such a change; JAX arrays cannot change.)
     """
     return _transform("vjp", f, wrt, backend, optimize, has_aux, check=check)
+
+
+def elementwise_grad(f, wrt=0, *, backend: str | None = None, optimize: bool = True):
+    """The gradient of ``sum(f(...))``: for an ``f`` acting elementwise, each output's
+    derivative in its own input (HIPS autograd's ``elementwise_grad``).
+
+    Returns:
+        A function with ``f``'s parameters returning the adjoint of the ``wrt``
+        input(s) for an output adjoint of ones (``vjp`` with ``ones_like(value)``),
+        in the inputs' shapes.
+
+    Raises:
+        As :func:`vjp`.
+    """
+    pullback_of = vjp(f, wrt, backend=backend, optimize=optimize)
+
+    @functools.wraps(f)
+    def elementwise(*args, **kwargs):
+        value, pullback = pullback_of(*args, **kwargs)
+        ones = optree.tree_map(np.ones_like, value) if tree.is_structure(value) else np.ones_like(value)
+        return pullback(ones)
+
+    return elementwise
 
 
 def jvp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True):

@@ -1380,9 +1380,8 @@ def as_items(g, items):
     """The adjoint ``g`` of the list ``items`` as a list of adjoints, one per item
     (``g`` may be that already, the rows of an array, a tuple, or sparse: ``{0: a}``;
     zeros where nothing reached an item)."""
-    if isinstance(g, list):
-        return g
-    if isinstance(g, tuple) or hasattr(g, "ndim") and g.ndim > 0:
+    if isinstance(g, (list, tuple)) or hasattr(g, "ndim") and g.ndim > 0:
+        # (a copy: the backward sweep pops it, and a list may be the caller's own)
         return list(g)  # as long as the list was where its holder was read
     return [entry(g, i, item) for i, item in enumerate(items)]
 

@@ -421,23 +421,28 @@ def _child(like, key):
 
 
 def add(a, b):
-    """Accumulate two adjoints that may be structures (sparse nested dicts) or arrays."""
-    if isinstance(a, dict) != isinstance(b, dict) and (
-            isinstance(a if isinstance(b, dict) else b, list) or np.ndim(a if isinstance(b, dict) else b) > 0):
-        # One sparse, the other a list from a sequence rule (np.stack(xs)) or the rows of an
-        # array NumPy made of the list (np.sum(xs)): both sparse.
-        a, b = (v if isinstance(v, dict) else dict(enumerate(v)) for v in (a, b))
+    """Accumulate two adjoints that may be structures (sparse nested dicts, tuples or
+    lists of adjoints, one per item) or arrays."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, dict) != isinstance(b, dict):
+        other = b if isinstance(a, dict) else a
+        if isinstance(other, (list, tuple)) or np.ndim(other) > 0:
+            # One sparse, the other a sequence from a sequence rule (np.stack(xs)) or the rows
+            # of an array NumPy made of the list (np.sum(xs)): both sparse.
+            a, b = (v if isinstance(v, dict) else dict(enumerate(v)) for v in (a, b))
     if isinstance(a, dict) and isinstance(b, dict):
         out = dict(a)
         for key, value in b.items():
             out[key] = add(out[key], value) if key in out else value
         return out
-    if a is None:
-        return b
-    if b is None:
-        return a
-    if isinstance(a, list) and isinstance(b, list):  # one adjoint per item (`+` would concatenate)
-        return [add(x, y) for x, y in zip(a, b)]
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        # One adjoint per item (`+` would concatenate); a tuple's stays a tuple.
+        longer, shorter = (a, b) if len(a) >= len(b) else (b, a)
+        items = [add(x, y) for x, y in zip(longer, shorter)] + list(longer[len(shorter):])
+        return tuple(items) if isinstance(a, tuple) and isinstance(b, tuple) else items
     return a + b
 
 

@@ -18,7 +18,7 @@ ROOT = pathlib.Path(srcgrad.__file__).parent
 LAYERS = [
     ("leaf", ("srcgrad.anno", "srcgrad.errors", "srcgrad.tree", "srcgrad.backends")),
     ("runtime", ("srcgrad.runtime",)),
-    ("libraries", ("srcgrad.nn", "srcgrad.optim")),  # written on the runtime, without the compiler
+    ("libraries", ("srcgrad.nn", "srcgrad.optim", "srcgrad.misc")),  # written on the runtime, without the compiler
     ("rules", ("srcgrad.rules",)),
     ("passes", ("srcgrad.nodes", "srcgrad.templates", "srcgrad.analysis", "srcgrad.transforms")),
     ("pipeline", ("srcgrad.pipeline",)),

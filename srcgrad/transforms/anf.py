@@ -184,6 +184,7 @@ class _Lowering:
         self.group = None
         self.block = self.core.body  # the statement list being filled
         self.aggregates = {}  # name of a tuple/list/dict value -> {key: atom}
+        self.stored = set()  # the names _store gave out (each bound by one statement only)
         self.unbound = set()  # names a loop carries that nothing bound before it
         self.escaped = {}     # array name -> origin of where it was stored or passed on (shared since)
         self.dicts = set()    # which of those are dicts
@@ -854,11 +855,14 @@ class _Lowering:
                         carried=sorted(entry.values()))
 
     def _store(self, user_name: str) -> str:
-        if user_name in self.current or user_name in self.params:
+        if user_name in self.current or user_name in self.params or user_name in self.stored:
+            # (also a name the other branch of an `if` bound first: what normalize knows of
+            # each branch's value, its items, its kind, stays apart until they merge)
             new = self.core.fresh(user_name)
         else:
             new = user_name
             self.core.names.add(new)
+        self.stored.add(new)
         self.current[user_name] = new
         return new
 

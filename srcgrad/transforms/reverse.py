@@ -107,12 +107,13 @@ class _Reverse:
         self.loop_depth = 0
         self.save_ids = 0
         self.callees = {}    # (name, function, wrt, ranks) -> name of its vjp in the code
-        self.entry_shapes = {}  # name a loop binds first -> a name of its shape, defined in every iteration
+        self.first_bound = set()  # names an enclosing loop binds first (unbound on its first iteration)
         self.prebound = set()   # names bound on some paths only, bound to None first (see _branch_zeros)
         self.memory = None      # which arrays names may refer to (analysis/sharing.py), when needed
         self.taken = {}         # test of an `if` in a loop -> its plain name (`if2_taken`)
         self.stacks = set()     # the stacks created so far (in self.saves)
         self.unpacked_sources = None  # names `a, b = name` unpacks (_unpacked_source), when needed
+        self.bound_within = None      # id(compound statement) -> names bound inside it, when needed
         self.definitions = None       # name -> the statement that assigns it last (_bookkeeping), when needed
         self.local_defs = None        # name -> the first nested `def` of that name (_check_local_def)
         self.active_reads = None      # where active statements read each name (_read_by_backward)
@@ -135,7 +136,11 @@ class _Reverse:
     def run(self, wrt, result) -> Sweeps:
         seed_base = f"{result.id}_bar" if isinstance(result, gast.Name) else "result_bar"
         seed = self.core.fresh(seed_base)
-        if isinstance(result, gast.Name) and self.activity.active(result.id):
+        if isinstance(result, gast.Name) and self.activity.active(result.id) and result.id in self.lists:
+            # A list built by appends: the appends' adjoints pop one adjoint per item from
+            # it, whatever form the caller's came in (sparse, `{0: y_bar}`, from `ys[0]`).
+            self._accumulate(result.id, nodes.name(seed))
+        elif isinstance(result, gast.Name) and self.activity.active(result.id):
             self.bar[result.id] = seed
             self.defined.add(result.id)
         elif isinstance(result, gast.Tuple):  # several outputs: the seed is a tuple
@@ -199,16 +204,17 @@ class _Reverse:
 
     def _branch_zeros(self, var):
         """The zero adjoint a branch that does not start ``var``'s adjoint gives it.
-        Where ``var`` may not exist on that path (`if c: z = ...` alone), it is bound
-        to None first thing (``self.prebound``) and its zero adjoint is ``0.0`` there:
-        nothing reads that adjoint on a path where ``var`` was never assigned."""
-        like = self.entry_shapes.get(var)
-        if like is None and var in self.core.maybe_unbound:
+        Where ``var`` may not exist on that path (`if c: z = ...` alone, or a name a
+        loop binds first, on its first iteration), it is bound to None first thing
+        (``self.prebound``) and its zero adjoint is ``0.0`` there: nothing reads that
+        adjoint on a path where ``var`` was never assigned.  Elsewhere the zeros have
+        the shape ``var`` has there, which may differ between iterations."""
+        if var in self.first_bound or var in self.core.maybe_unbound:
             self.prebound.add(var)
             stmt = nodes.assign(self._bar_name(var), nodes.call("rt.zeros_like", [nodes.name(var)]))
             anno.set(stmt, "group", self.group)
             return stmt
-        return self._zeros(var, like=like)
+        return self._zeros(var)
 
     def _accumulate(self, var, expr):
         name = self._bar_name(var)
@@ -238,12 +244,36 @@ class _Reverse:
     def _reverse_block(self, stmts):
         for stmt in reversed(list(stmts)):
             self.group = anno.get(stmt, "group")
+            if self.unpacked and isinstance(stmt, (gast.If, gast.For, gast.While)):
+                # `a, b = t` after a block that binds `t` (on each branch, in a loop): the
+                # parts go in now, so every path that defines `t` gets them.
+                inside = self._bound_within(stmt)
+                for source in sorted(s for s in self.unpacked if s in inside):
+                    self._gather_unpacked(source)
             if isinstance(stmt, gast.If):
                 self._if(stmt)
             elif isinstance(stmt, (gast.For, gast.While)):
                 self._loop(stmt, stmts)
             else:
                 self._adjoint(stmt)
+
+    def _bound_within(self, block) -> set:
+        """The names the statements inside compound statement ``block`` bind (a table of
+        every block, made at the first question: one walk of the function)."""
+        if self.bound_within is None:
+            self.bound_within = {}
+
+            def visit(stmts, enclosing):
+                for stmt in stmts:
+                    for name in nodes.assigned_names(stmt):
+                        for outer in enclosing:
+                            outer.add(name)
+                    if isinstance(stmt, (gast.If, gast.For, gast.While)):
+                        own = self.bound_within[id(stmt)] = set()
+                        visit(stmt.body, enclosing + [own])
+                        visit(stmt.orelse, enclosing + [own])
+            visit(self.core.body, [])
+        return self.bound_within.get(id(block), set())
 
     def _in_new_block(self, stmts):
         saved, self.out = self.out, []
@@ -306,15 +336,13 @@ class _Reverse:
                 self.out.append(self._zeros(var))
                 self.defined.add(var)
         first_defined = set(anno.get(stmt, "first_defined", ()))
-        sources = {s.targets[0].id: s.value.id for s in stmt.body if anno.get(s, "carry")}
-        # A name first bound by the loop has no entry value on the first iteration;
-        # the value it ends an iteration with has the same shape.
-        shapes, self.entry_shapes = self.entry_shapes, {
-            **self.entry_shapes, **{v: sources[v] for v in first_defined if v in sources}}
+        # A name first bound by the loop has no entry value on the first iteration (and
+        # the value it has on entry to the others may have another shape each time).
+        enclosing, self.first_bound = self.first_bound, self.first_bound | first_defined
         self.loop_depth += 1
         body = self._in_new_block(stmt.body)
         self.loop_depth -= 1
-        self.entry_shapes = shapes
+        self.first_bound = enclosing
         self.group = group
         # A name an enclosing loop binds first may be unbound when this loop starts (in
         # the enclosing loop's first iteration): bound to None first, saved like the rest.
@@ -322,8 +350,8 @@ class _Reverse:
         self.prebound |= maybe_unbound
         for var in sorted(carried):
             if self.activity.active(var) and var not in self.defined:
-                body.append(self._branch_zeros(var) if var in maybe_unbound else
-                            self._zeros(var, like=sources.get(var, var) if var in first_defined else var))
+                body.append(self._branch_zeros(var) if var in maybe_unbound | first_defined else
+                            self._zeros(var))
                 self.defined.add(var)
         self.defined -= local
         if isinstance(stmt, gast.While):
@@ -569,17 +597,21 @@ class _Reverse:
             # in a loop, where `t` is another value each iteration, each part goes in at once.
             if target in self.unpacked:
                 self._gather_unpacked(target)  # `a, b = p; u, v = a`: a's own parts, first
-            if target in self.defined and self.loop_depth:
-                source = anno.get(stmt, "source")
-                part = gast.Dict(keys=[nodes.const(anno.get(stmt, "index"))],
-                                 values=[nodes.name(self.bar[target])])
+            source, index = anno.get(stmt, "source"), anno.get(stmt, "index")
+            if index in self.unpacked.get(source, ()):
+                # `a, b = p` and `u, v = p` again: the parts gathered so far go in first, so
+                # the adjoints of both reads of `p[0]` are summed.
+                self._gather_unpacked(source)
+            if target in self.defined and (self.loop_depth or source in self.lists):
+                # (A list the function appends to: its items' adjoints are popped by the
+                # appends' adjoints, which come before its definition in the backward sweep.)
+                part = gast.Dict(keys=[nodes.const(index)], values=[nodes.name(self.bar[target])])
                 if not isinstance(rank_of(nodes.name(source), self.ranks), TreeRank):
                     part = nodes.call("rt.unpacked_adjoint", [part, nodes.name(source)])
                 self._accumulate(source, part)
                 self.defined.discard(target)
             elif target in self.defined:
-                self.unpacked.setdefault(anno.get(stmt, "source"), {})[anno.get(stmt, "index")] = \
-                    self.bar[target]
+                self.unpacked.setdefault(source, {})[index] = self.bar[target]
                 self.defined.discard(target)
             return
         if target in self.unpacked:

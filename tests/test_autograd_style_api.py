@@ -1,0 +1,85 @@
+"""HIPS autograd's API names as srcgrad spells them: elementwise_grad,
+hessian_vector_product, srcgrad.misc.flatten and srcgrad.misc.optimizers
+(checked against exact values and, where autograd is installed, against it)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import srcgrad
+from srcgrad.misc.flatten import flatten, flatten_func
+from srcgrad.misc.optimizers import adam, rmsprop, sgd
+
+
+def tanh(x):
+    return (1.0 - np.exp(-2 * x)) / (1.0 + np.exp(-2 * x))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_elementwise_grad_is_each_outputs_derivative(dtype):
+    x = np.linspace(-2, 2, 7).astype(dtype)
+    g = srcgrad.elementwise_grad(tanh)(x)
+    assert g.shape == x.shape and g.dtype == dtype
+    np.testing.assert_allclose(g, 1 - np.tanh(x) ** 2, rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_elementwise_grad_of_its_own_result():
+    x = np.linspace(-1, 1, 5)
+    second = srcgrad.elementwise_grad(lambda x: x ** 3)(x)
+    np.testing.assert_allclose(second, 3 * x ** 2)
+
+
+def test_hessian_vector_product_is_hvp():
+    def f(x):
+        return np.sum(x ** 3) + x[0] * x[1]
+    x, v = np.array([1.0, 2.0]), np.array([1.0, -1.0])
+    np.testing.assert_allclose(srcgrad.hessian_vector_product(f)(x, v), [6 * 1 - 1, 1 - 12])
+
+
+def test_flatten_round_trips_a_structure():
+    value = [(np.ones((2, 3)), np.arange(3.0)), {"b": 2.0, "a": np.array([[5.0]])}]
+    vector, unflatten = flatten(value)
+    assert vector.shape == (6 + 3 + 1 + 1,)
+    back = unflatten(vector * 2)
+    np.testing.assert_array_equal(back[0][0], 2 * np.ones((2, 3)))
+    np.testing.assert_array_equal(back[0][1], 2 * np.arange(3.0))
+    assert back[1]["b"] == 4.0 and back[1]["a"].shape == (1, 1)
+    with pytest.raises(ValueError, match="vector of 11"):
+        unflatten(np.zeros(3))
+
+
+def test_flatten_func_and_gradient_of_the_flat_function():
+    def objective(params, scale):
+        w, b = params
+        return scale * (np.sum(w ** 2) + np.sum(b))
+    flat, unflatten, x0 = flatten_func(objective, (np.ones(2), np.ones(3)))
+    assert flat(x0, 2.0) == 2.0 * (2 + 3)
+    g = srcgrad.grad(objective)((np.ones(2), np.ones(3)), 2.0)
+    np.testing.assert_allclose(flatten(g)[0], [4, 4, 2, 2, 2])
+
+
+def _quadratic(params, i):
+    w, b = params
+    return np.sum((w - 1.0) ** 2) + np.sum((b + 2.0) ** 2)
+
+
+@pytest.mark.parametrize("optimize, kwargs", [(adam, dict(step_size=0.1, num_iters=400)),
+                                              (sgd, dict(step_size=0.1, num_iters=400)),
+                                              (rmsprop, dict(step_size=0.01, num_iters=600))])
+def test_optimizers_minimize_a_structure(optimize, kwargs):
+    seen = []
+    w, b = optimize(srcgrad.grad(_quadratic), (np.zeros(2), np.zeros(1)),
+                    callback=lambda x, i, g: seen.append((i, type(x), type(g))), **kwargs)
+    np.testing.assert_allclose(w, [1.0, 1.0], atol=1e-3)
+    np.testing.assert_allclose(b, [-2.0], atol=1e-3)
+    assert seen[0] == (0, tuple, tuple) and len(seen) == kwargs["num_iters"]
+
+
+@pytest.mark.parametrize("name", ["adam", "sgd", "rmsprop"])
+def test_optimizers_take_autograds_steps(name):
+    optimizers = pytest.importorskip("autograd.misc.optimizers")
+    x0 = (np.array([0.5, -1.0]), np.array([2.0]))
+    ours = globals()[name](srcgrad.grad(_quadratic), x0, num_iters=7)
+    theirs = getattr(optimizers, name)(srcgrad.grad(_quadratic), x0, num_iters=7)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-14)
