@@ -174,7 +174,7 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     if options.mode not in ("grad", "pullback") or options.has_aux:
         live_out |= set(nodes.loaded_names(core.result))
     if options.mode not in ("vjp", "pullback"):
-        check = _scalar_output_check(core, output, rank_env)
+        check = _scalar_output_check(core, output, rank_env, sweeps.seed)
         if check is not None:
             sweeps.backward.insert(0, check)
     # 7. optimize: dead code, copies, shapes (each pass tested on and off).
@@ -360,23 +360,22 @@ def _differentiated_output(core, options):
     return result
 
 
-def _scalar_output_check(core, result, rank_env):
-    """``grad`` needs a scalar output: check it now if the rank is known, else in the code."""
+def _scalar_output_check(core, result, rank_env, seed):
+    """``grad`` needs a scalar output (or an array of one element, as autograd takes):
+    checked in the code where the rank is unknown, or is not 0; an array output's seed
+    takes its shape (``result_bar = rt.size_one_seed(result, result_bar, where)``)."""
     rank = ranks.rank_of(result, rank_env)
     if rank == 0:
         return None
     return_stmt = core.body[-1]
     origin = anno.get(return_stmt, "origin")
-    if rank is not None:
-        raise errors.NonScalarOutputError(
-            f"grad needs a scalar output, but this returns a {rank}-dimensional array",
-            origin,
-            "reduce it to a scalar (np.sum, np.mean), or use srcgrad.vjp(f) to pull back "
-            "an adjoint of the output's shape",
-        )
     where = origin.where if origin else core.name
-    check = gast.Expr(value=nodes.call("rt.check_scalar_output",
-                                       [nodes.copy(result), nodes.const(where)]))
+    if rank is not None:
+        check = nodes.assign(seed, nodes.call("rt.size_one_seed", [nodes.copy(result), nodes.name(seed),
+                                                                   nodes.const(where)]))
+    else:
+        check = gast.Expr(value=nodes.call("rt.check_scalar_output",
+                                           [nodes.copy(result), nodes.const(where)]))
     anno.set(check, "group", anno.get(return_stmt, "group"))
     anno.set(check, "impure", True)
     return check

@@ -1216,6 +1216,17 @@ def check_scalar_output(value, where: str):
     return value
 
 
+def size_one_seed(value, seed, where: str):
+    """The seed of ``grad`` for an array output ``value`` of one element (shape ``(1,)``,
+    ``(1, 1)``): ``seed`` in its shape.  Any other size is refused (NonScalarOutputError)."""
+    if np.size(value) != 1:
+        raise errors.NonScalarOutputError(
+            f"grad needs a scalar output, but the function returned shape {np.shape(value)} (at {where})",
+            None, "reduce it to a scalar (np.sum, np.mean), or use srcgrad.vjp(f) to pull back an adjoint "
+            "of the output's shape")
+    return np.full(np.shape(value), seed, dtype=np.result_type(value, 1.0))
+
+
 def zip_length(*sequences) -> int:
     """How many items ``zip(*sequences)`` yields: the shortest length."""
     return min(len(s) for s in sequences)
@@ -1267,6 +1278,37 @@ def iterated(items):
     if isinstance(items, (dict, set, frozenset, type({}.keys()), type({}.values()), type({}.items()))):
         return tuple(items)
     return items
+
+
+def concatenated(a, b):
+    """``a + b`` on tuples or lists (how the compiler writes a join whose items it does
+    not know when compiling): Python's own ``+``."""
+    return a + b
+
+
+def concatenated_adjoints(ans_bar, a, b):
+    """Adjoints of ``a`` and ``b`` in ``a + b`` (tuples or lists): the items of
+    ``ans_bar`` before ``len(a)``, and after, each sparse (``{0: u}``: only the items
+    something read)."""
+    n = len(a)
+    a_bar = {i: g for i in range(n) if (g := item_of(ans_bar, i)) is not None}
+    b_bar = {i: g for i in range(len(b)) if (g := item_of(ans_bar, n + i)) is not None}
+    return a_bar, b_bar
+
+
+def repeated(items, count):
+    """``items * count`` on a tuple or list (``[h] * 3``): Python's own ``*``."""
+    return items * count
+
+
+def repeated_adjoint(ans_bar, items, count):
+    """Adjoint of ``items`` in ``items * count``: the sum of each copy's item adjoints."""
+    n, out = len(items), {}
+    for k in range(max(count, 0) * n):
+        g = item_of(ans_bar, k)
+        if g is not None:
+            out[k % n] = tree.add(out.get(k % n), g)
+    return out
 
 
 def iterated_adjoint(ans_bar, ans, items):

@@ -83,3 +83,22 @@ def test_optimizers_take_autograds_steps(name):
     theirs = getattr(optimizers, name)(srcgrad.grad(_quadratic), x0, num_iters=7)
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a, b, rtol=1e-14)
+
+
+def _dot_plus(w, x):
+    return np.dot(x, w) + np.tanh(w[:1])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_grad_of_an_output_of_one_element(dtype):
+    w, x = np.array([0.5, -1.0, 2.0], dtype), np.ones((1, 3), dtype)
+    g = srcgrad.grad(_dot_plus)(w, x)
+    assert g.dtype == dtype
+    np.testing.assert_allclose(g, [1 + 1 / np.cosh(0.5) ** 2, 1, 1], rtol=1e-6)
+    value, g = srcgrad.value_and_grad(lambda v: v ** 2)(3 * np.ones((1, 1), dtype))
+    assert value.shape == (1, 1) and g.shape == (1, 1) and g[0, 0] == 6
+
+
+def test_grad_of_an_output_of_more_elements_is_refused():
+    with pytest.raises(srcgrad.NonScalarOutputError, match=r"returned shape \(2,\)"):
+        srcgrad.grad(lambda v: v * 2)(np.ones(2))

@@ -20,7 +20,7 @@ import operator
 import numpy as np
 
 from .. import runtime
-from ..runtime import (gather_adjoint, permuted_adjoint, permuted_tangent, positions,
+from ..runtime import (concatenated_adjoints, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
                        split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
                        is_basic_index, is_constant, real_input, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
@@ -140,6 +140,25 @@ def index_concat(ans_bar, ans, concat, items):
     """``np.r_[x, y]`` / ``np.c_[x, y]`` (how the compiler writes them): one adjoint
     per item, its piece of ``ans_bar`` (``rt.index_concat_adjoint``)."""
     return index_concat_adjoint(ans_bar, concat, items)
+
+
+def _concatenated_tangent(ans, a, b, a_dot=None, b_dot=None):
+    """The joined tangents (zeros for the items of a constant part)."""
+    parts = [list(d) if d is not None else [runtime.zeros_like(v) for v in p] for p, d in ((a, a_dot), (b, b_dot))]
+    return type(ans)(parts[0] + parts[1]) if isinstance(ans, (tuple, list)) else parts[0] + parts[1]
+
+
+@defadjoint(runtime.concatenated, tangent=_concatenated_tangent)
+def concatenated(ans_bar, ans, a, b):
+    """``a + b`` on tuples or lists: each item's adjoint goes to the item it came from."""
+    a_bar, b_bar = concatenated_adjoints(ans_bar, a, b)
+    return a_bar, b_bar
+
+
+@defadjoint(runtime.repeated, diff=("items",), zero=("count",), tangent="linear")
+def repeated(ans_bar, ans, items, count):
+    """``items * count`` on a tuple or list: each copy's item adjoints summed."""
+    return repeated_adjoint(ans_bar, items, count)
 
 
 @defadjoint(iterated, tangent="linear")

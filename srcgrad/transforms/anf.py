@@ -261,6 +261,14 @@ class _Lowering:
             self._setitem(stmt.target, value, stmt)
         elif isinstance(stmt, gast.Assign):
             self._lower(stmt.value, target=stmt.targets[0].id)
+        elif isinstance(stmt, gast.AugAssign) and isinstance(stmt.op, gast.Add) \
+                and self.current.get(stmt.target.id, stmt.target.id) in self.own_lists:
+            # `outs += [h]` on a list made here grows it in place, as `outs.extend([h])` does.
+            grow = gast.Expr(value=nodes.call(gast.Attribute(value=nodes.name(stmt.target.id), attr="extend",
+                                                             ctx=gast.Load()), [stmt.value]))
+            anno.inherit(grow, stmt)
+            anno.inherit(grow.value, stmt)
+            self._statement(grow)
         elif isinstance(stmt, gast.AugAssign):
             self._check_augmented(stmt)
             value = gast.BinOp(left=nodes.copy(stmt.target), op=stmt.op, right=stmt.value)
@@ -1044,6 +1052,32 @@ class _Lowering:
                                                                ctx=gast.Load())
         return self._emit_aggregate(display, list(range(len(items))), items, node, **emit)
 
+    def _items(self, atom):
+        """The items of a tuple or list whose items normalize knows (not a dict's), or None."""
+        if isinstance(atom, gast.Name) and atom.id in self.aggregates and atom.id not in self.dicts:
+            return list(self.aggregates[atom.id].values())
+        return None
+
+    def _joined(self, op, left, right, node, emit):
+        """``t + (x,)``, ``xs + ys``, ``[h] * 3`` on tuples or lists whose items are known: a new
+        display of the joined (repeated) items, so each item's adjoint reaches its source."""
+        if isinstance(op, gast.Add):
+            first, second = self._items(left), self._items(right)
+            if first is None or second is None:
+                return None
+            items, kind = first + second, left
+        elif isinstance(op, gast.Mult):
+            items = self._items(left) if self._items(left) is not None else self._items(right)
+            count = right if self._items(left) is not None else left
+            if items is None or not (isinstance(count, gast.Constant) and type(count.value) is int):
+                return None
+            items, kind = items * max(count.value, 0), left if self._items(left) is not None else right
+        else:
+            return None
+        display = (gast.List if kind.id in self.own_lists else gast.Tuple)(
+            elts=[nodes.copy(a) for a in items], ctx=gast.Load())
+        return self._emit_aggregate(display, list(range(len(items))), items, node, **emit)
+
     def _indexable(self, atom, node):
         """``atom``, or ``rt.iterated(atom)`` where it may be a dict (or a set, or a view of a
         dict), which a loop cannot index: a value whose kind normalize does not know."""
@@ -1323,6 +1357,18 @@ class _Lowering:
                                "works on integers and booleans, which have no derivative",
                                "apply it to masks (`(x > 0) & (y > 0)`) and use the mask with np.where "
                                "or indexing")
+            joined = self._joined(node.op, left, right, node, emit)
+            if joined is not None:
+                return joined
+            sequences = [isinstance(a, gast.Name) and a.id in self.containers and a.id not in self.dicts
+                         for a in (left, right)]
+            if isinstance(node.op, gast.Add) and all(sequences):
+                # A join of tuples or lists whose items are known when it runs only (a tuple
+                # grown in a loop, `t = t + (h,)`): written as it is, differentiated item by item.
+                return self._apply(runtime.concatenated, value, [left, right], {}, node, **emit)
+            if isinstance(node.op, gast.Mult) and any(sequences) and not all(sequences):
+                items, count = (left, right) if sequences[0] else (right, left)
+                return self._apply(runtime.repeated, value, [items, count], {}, node, **emit)
             if any(isinstance(a, gast.Name) and a.id in self.containers for a in (left, right)):
                 # Shapes and index lists (`x.shape + (1,)`) run as written; the reverse pass
                 # refuses the join if it is given a value being differentiated.

@@ -18,6 +18,7 @@ assignment; each becomes statements before the one it was in, at its line:
 - ``assert c, m`` becomes ``if not c: raise AssertionError(m)`` (``raise`` is kept:
   both run in the forward sweep, with no adjoint);
 - ``a = b = e`` becomes ``a = e; b = a``; ``(n := e)`` becomes ``n = e`` and ``n``;
+  ``a, b = e1, e2`` (no item reading a target) becomes ``a = e1; b = e2``;
 - ``first, *rest = xs`` becomes ``first, = xs[:1]`` and ``rest = [e for e in xs[1:]]`` (a
   target after the star unpacks the slice at the end: lengths checked by Python);
 - a tuple inside a target becomes a name unpacked after it: ``a, (b, c) = e`` is
@@ -61,7 +62,8 @@ def transform(fdef: gast.FunctionDef, fn=None) -> None:
     """Desugar ``fdef``'s body in place; ``fn``, the function, tells whether ``sum`` is the builtin."""
     if not any(isinstance(n, _LOWERED + (gast.Assert, gast.With, gast.IfExp, gast.FunctionDef))
                or isinstance(n, gast.Assign) and (len(n.targets) > 1 or _starred_target(n.targets[0])
-                                                  or _nested_target(n.targets[0]) or isinstance(n.value, gast.Lambda))
+                                                  or _nested_target(n.targets[0]) or isinstance(n.value, gast.Lambda)
+                                                  or _parallel(n))
                or isinstance(n, gast.For) and isinstance(n.target, (gast.Tuple, gast.List))
                for n in nodes.own_nodes(fdef)):
         return
@@ -111,6 +113,12 @@ class _Desugar:
             return
         if isinstance(stmt, gast.Assign) and len(stmt.targets) > 1:
             self.chained(stmt, out)
+            return
+        if isinstance(stmt, gast.Assign) and _parallel(stmt):
+            # `hs, cs = [], []` is `hs = []; cs = []`: each name then holds its own display
+            # (a list normalize follows through appends) rather than an item of a tuple.
+            for target, value in zip(stmt.targets[0].elts, stmt.value.elts):
+                self.statement(_at(gast.Assign(targets=[target], value=value, type_comment=None), stmt), out)
             return
         if isinstance(stmt, gast.Assign) and _starred_target(stmt.targets[0]):
             self.starred(stmt, out)
@@ -336,6 +344,19 @@ def _leaving(stmts, loop):
             inner = loop or isinstance(stmt, (gast.For, gast.While))
             for field in ("body", "orelse"):
                 yield from _leaving(getattr(stmt, field, None) or [], inner)
+
+
+def _parallel(stmt) -> bool:
+    """``a, b = e1, e2``: names bound from a display of as many items, none of which
+    reads a target (so binding them one by one is Python's evaluate-all-then-bind)."""
+    target, value = stmt.targets[0], stmt.value
+    if not (isinstance(target, (gast.Tuple, gast.List)) and isinstance(value, (gast.Tuple, gast.List))
+            and len(target.elts) == len(value.elts) > 1
+            and all(isinstance(t, gast.Name) for t in target.elts)
+            and not any(isinstance(v, gast.Starred) for v in value.elts)):
+        return False
+    bound = {t.id for t in target.elts}
+    return len(bound) == len(target.elts) and not bound & nodes.names_in(value)
 
 
 def _nested_target(target) -> bool:
