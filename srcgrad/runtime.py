@@ -1280,6 +1280,18 @@ def iterated(items):
     return items
 
 
+def read_back(obj, name: str, value):
+    """``obj.name`` read right after ``obj.name = value`` (in the same block): ``value``
+    itself, so its adjoint reaches what made it.  A class whose ``__setattr__`` or
+    property gave back another value is refused when it runs."""
+    if getattr(obj, name) is not value:
+        raise errors.UnsupportedSyntaxError(
+            f"`.{name}` read back right after it was stored gives another value (the class's "
+            f"`__setattr__` or a property changes what is stored), which srcgrad cannot follow", None,
+            f"keep the value in a local name and use it, rather than reading `.{name}` back")
+    return value
+
+
 def concatenated(a, b):
     """``a + b`` on tuples or lists (how the compiler writes a join whose items it does
     not know when compiling): Python's own ``+``."""

@@ -340,3 +340,87 @@ def test_a_pullback_leaves_the_callers_adjoint_list_alone():
     given = [np.ones(2), np.ones(2)]
     np.testing.assert_array_equal(pullback(given), [5.0, 5.0])
     assert len(given) == 2
+
+
+# ---- an intermediate array unpacked into its rows --------------------------------
+
+def rows_one_used(w):
+    a, b = np.exp(w)
+    return np.sum(a)
+
+
+def rows_and_an_index(v):
+    w = np.sin(v)
+    a, b = w
+    return np.sum(a * b + w[1])
+
+
+def rows_twice_and_whole(v):
+    w = v * 1.5
+    a, b = w
+    c, d = w
+    return np.sum(a * d + b * c ** 2) + np.sum(w ** 2)
+
+
+def columns_of_a_transpose(p):
+    xs, ys = p.T
+    return np.sum(xs * ys)
+
+
+def rows_of_a_scaled_array(w):
+    a, b = -(w * 2.0)
+    return np.sum(a * b) + np.sum(w)
+
+
+def _split(h):
+    a, b = h
+    return a, b
+
+
+def rows_split_in_a_helper(w, x):
+    h = np.tanh(w @ x)
+    mu, log_var = _split(h)
+    return np.sum(mu ** 2 + np.exp(log_var)) + np.sum(h[0])
+
+
+def rows_in_a_branch(w, flag):
+    h = np.exp(w)
+    if flag:
+        a, b = h
+    else:
+        b, a = h
+    return np.sum(a * 2.0) + np.sum(h)
+
+
+class Halves:
+    def __init__(self, v):
+        self.v = v
+
+    def value(self):
+        w = np.sin(self.v)
+        a, b = w
+        return np.sum(a * b + w[1])
+
+
+@pytest.mark.parametrize("f, args", [
+    (rows_one_used, (np.array([[-1.6, 0.6], [0.2, 0.3]]),)),
+    (rows_and_an_index, (np.array([0.3, -0.2]),)),
+    (rows_and_an_index, (np.array([[0.3, -0.2], [1.0, 2.0]]),)),
+    (rows_twice_and_whole, (np.array([[0.3, -0.2], [1.0, 2.0]]),)),
+    (columns_of_a_transpose, (np.arange(6.0).reshape(3, 2),)),
+    (rows_of_a_scaled_array, (np.arange(6.0).reshape(2, 3),)),
+    (rows_split_in_a_helper, (np.array([[0.3, -0.2, 0.5], [1.0, 0.1, -0.4]]), np.ones((3, 2)))),
+    (rows_in_a_branch, (np.array([0.3, -0.2]), True)),
+    (rows_in_a_branch, (np.array([0.3, -0.2]), False)),
+])
+def test_an_array_unpacked_into_rows_sums_every_use(f, args):
+    check(f, *args)
+
+
+def test_an_array_unpacked_in_a_method_and_in_float32():
+    model = Halves(np.array([0.3, -0.2]))
+    g = srcgrad.grad(lambda m: m.value())(model)
+    np.testing.assert_allclose(g.v, finite_differences(rows_and_an_index, (model.v,), 0)[0], rtol=1e-6)
+    g32 = srcgrad.grad(rows_and_an_index)(np.array([0.3, -0.2], np.float32))
+    assert g32.dtype == np.float32
+    np.testing.assert_allclose(g32, g.v, rtol=1e-5)

@@ -147,13 +147,14 @@ def stores_a_differentiated_value(model, x):
     return np.sum(x)
 
 
-def test_attribute_bookkeeping_runs_and_differentiated_values_are_refused():
+def test_attribute_bookkeeping_runs_and_differentiated_values_are_stored_as_values():
     model = Counter()
     g = srcgrad.grad(counter_loss)(model, X)
     np.testing.assert_array_equal(g.w, 2 * X)
     assert model.calls == 1
-    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="model.cache"):
-        srcgrad.grad(stores_a_differentiated_value, wrt=1)(model, X)
+    # Stored and not read back: the value, with no adjoint (tests/test_object_state.py).
+    np.testing.assert_array_equal(srcgrad.grad(stores_a_differentiated_value, wrt=1)(model, X), np.ones_like(X))
+    np.testing.assert_array_equal(model.cache, 2 * X)
 
 
 def prints_an_f_string(x):

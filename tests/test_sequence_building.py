@@ -141,3 +141,57 @@ def test_forward_mode_through_built_sequences(f):
     x, v = np.array([0.4, -1.3]), np.array([1.0, -2.0])
     _, tangent = srcgrad.jvp(f)(x, v)
     np.testing.assert_allclose(tangent, np.dot(srcgrad.grad(f)(x), v), rtol=1e-12)
+
+
+def copied_parameters(params):
+    ps = list(params)
+    t = tuple(params)
+    return np.sum(ps[0] * t[1]) + np.sum(ps[1])
+
+
+def dict_of_keywords(w, b):
+    p = dict(W=w, b=b)
+    return np.sum(p["W"] * np.sin(p["b"]))
+
+
+def item_replaced(x):
+    xs = [x, x * 2.0]
+    xs[0] = xs[0] * 3.0
+    xs[-1] = np.sin(xs[1])
+    return np.sum(xs[0] * xs[1])
+
+
+def item_replaced_in_each_iteration(x):
+    total = 0.0
+    for k in range(3):
+        xs = [x, x * k]
+        xs[1] = xs[1] * x
+        total = total + np.sum(xs[1] + xs[0])
+    return total
+
+
+def item_of_a_list_from_before_the_loop(x):
+    xs = [x, x]
+    for _ in range(2):
+        xs[1] = xs[1] * x
+    return np.sum(xs[1])
+
+
+def test_list_and_tuple_of_passed_in_parameters():
+    check(copied_parameters, (np.array([0.5, -1.0]), np.array([2.0, 0.3])))
+
+
+def test_dict_of_keywords():
+    check(dict_of_keywords, np.array([0.5, -1.0]), np.array([2.0, 0.3]), index=0)
+    check(dict_of_keywords, np.array([0.5, -1.0]), np.array([2.0, 0.3]), index=1)
+
+
+@pytest.mark.parametrize("f", [item_replaced, item_replaced_in_each_iteration])
+def test_an_item_of_a_list_made_here_replaced(f):
+    check(f, np.array([0.5, -1.0]))
+
+
+def test_an_item_of_a_list_from_outside_the_loop_is_refused():
+    # (each iteration would need the list's version from the one before: not followed yet)
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="writing into an element of the list"):
+        srcgrad.grad(item_of_a_list_from_before_the_loop)(np.ones(2))

@@ -148,6 +148,12 @@ def _concatenated_tangent(ans, a, b, a_dot=None, b_dot=None):
     return type(ans)(parts[0] + parts[1]) if isinstance(ans, (tuple, list)) else parts[0] + parts[1]
 
 
+@defadjoint(runtime.read_back, diff=("value",), tangent="linear")
+def read_back(ans_bar, ans, obj, name, value):
+    """``obj.name`` read right after ``obj.name = value``: ``value`` itself."""
+    return ans_bar
+
+
 @defadjoint(runtime.concatenated, tangent=_concatenated_tangent)
 def concatenated(ans_bar, ans, a, b):
     """``a + b`` on tuples or lists: each item's adjoint goes to the item it came from."""

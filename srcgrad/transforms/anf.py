@@ -185,6 +185,8 @@ class _Lowering:
         self.block = self.core.body  # the statement list being filled
         self.aggregates = {}  # name of a tuple/list/dict value -> {key: atom}
         self.stored = set()  # the names _store gave out (each bound by one statement only)
+        self.stored_fields = {}  # (object's name, attribute) -> the atom stored there in this block
+        self.list_depth = {}  # list display's name -> the number of loops around where it was made
         self.unbound = set()  # names a loop carries that nothing bound before it
         self.escaped = {}     # array name -> origin of where it was stored or passed on (shared since)
         self.dicts = set()    # which of those are dicts
@@ -232,10 +234,14 @@ class _Lowering:
     def _in_block(self, stmts, prelude=None) -> list:
         """Lower ``stmts`` into a new statement list (a branch or loop body)."""
         group, saved, self.block = self.group, self.block, []
+        fields = dict(self.stored_fields)
         if prelude is not None:
             prelude()
         self._block(stmts)
         out, self.block, self.group = self.block, saved, group
+        # A field stored in the block holds that value on some paths only (or from the
+        # previous iteration, at a loop's top): reads after it read the object.
+        self.stored_fields = {k: v for k, v in fields.items() if self.stored_fields.get(k) is v}
         return out
 
     # ---- statements -------------------------------------------------------
@@ -379,6 +385,7 @@ class _Lowering:
             self.aggregates[result.id] = dict(zip(keys, atoms))
             if isinstance(value, gast.List):
                 self.own_lists.add(result.id)
+                self.list_depth[result.id] = len(self.loop_writes)  # (how many loops it was made in)
             if isinstance(value, gast.Dict):
                 self.dicts.add(result.id)
                 self.entries[result.id] = {k: a.id for k, a in zip(keys, atoms) if isinstance(a, gast.Name)}
@@ -884,6 +891,8 @@ class _Lowering:
 
     def _emit(self, value, origin_node, target, target_hint, effect, **annotations):
         """Emit ``target = value`` (or ``value`` for effect) and return the target atom."""
+        if annotations.get("kind") in ("call", "unknown"):
+            self.stored_fields.clear()  # (code not inlined may store other values in them)
         anno.set(value, "origin", anno.get(origin_node, "origin"))
         if effect and (annotations.get("kind") == "op" or isinstance(value, gast.Compare)):
             # A primitive or a comparison alone on a line (`np.sin(x)`, `x > 0`) changes
@@ -1045,9 +1054,15 @@ class _Lowering:
             return None
         if self._dict_keys(atom.id) is not None:
             atom = self._dict_method(atom.id, "keys", node)
-        if atom.id in self.dicts or atom.id not in self.aggregates:
+        if atom.id in self.dicts:
             return None
-        items = list(self.aggregates[atom.id].values())
+        if atom.id in self.aggregates:
+            items = list(self.aggregates[atom.id].values())
+        elif self._known_length(atom.id) is not None:  # passed in: `list(params)` reads each item
+            items = [self._lower(gast.Subscript(value=nodes.copy(atom), slice=nodes.const(i), ctx=gast.Load()))
+                     for i in range(self._known_length(atom.id))]
+        else:
+            return None
         display = (gast.List if kind is list else gast.Tuple)(elts=[nodes.copy(a) for a in items],
                                                                ctx=gast.Load())
         return self._emit_aggregate(display, list(range(len(items))), items, node, **emit)
@@ -1246,6 +1261,12 @@ class _Lowering:
         write = nodes.assign(gast.Attribute(value=nodes.copy(obj), attr=target.attr, ctx=gast.Store()),
                              nodes.copy(value))
         self._emit_stmt(write, stmt, kind="setattr", value=value, impure=True)
+        # Reads of `obj.name` after it in this block are the value itself (differentiated
+        # through, where the object's field would carry none); any other object's `.name`
+        # may be an alias of this one: forgotten.
+        self.stored_fields = {k: v for k, v in self.stored_fields.items() if k[1] != target.attr}
+        if isinstance(obj, gast.Name) and isinstance(value, gast.Name):
+            self.stored_fields[(obj.id, target.attr)] = value
 
     def _check_augmented_entry(self, stmt):
         """``d[k] += v`` changes the array ``d[k]`` holds in place (NumPy), which srcgrad
@@ -1292,6 +1313,28 @@ class _Lowering:
         if key is not UNKNOWN and isinstance(value, gast.Name) and name in self.entries:
             self.entries[new.id] = {**self.entries[name], key: value.id}
 
+    def _list_setitem(self, user, name, target, value_node, stmt) -> bool:
+        """``xs[i] = v`` with a literal ``i`` on a list made here whose items are known and
+        that no other name holds: a new version of ``xs`` with ``v`` at ``i`` (as ``d[k] = v``
+        on a dict); False where that is not so (a list made outside the loop the write is
+        in: each iteration would see the version from before the loop)."""
+        fresh, _ = self.made_by.get(name, (False, None))
+        key = static_value(target.slice)
+        if isinstance(target.slice, gast.UnaryOp) and isinstance(target.slice.op, gast.USub) \
+                and type(static_value(target.slice.operand)) is int:  # xs[-1]
+            key = -static_value(target.slice.operand)
+        items = self._items(nodes.name(name))
+        if not fresh or name in self.aliased or name in self.passed or name in self.escaped \
+                or self.list_depth.get(name) != len(self.loop_writes) \
+                or items is None or type(key) is not int or not -len(items) <= key < len(items):
+            return False
+        items[key] = self._lower(value_node)
+        display = gast.List(elts=[nodes.copy(a) for a in items], ctx=gast.Load())
+        new = self._emit_aggregate(display, list(range(len(items))), items, stmt, target=user, effect=False)
+        self.made_by[new.id] = (True, anno.get(stmt, "origin"))
+        self._same_kind(new.id, name)
+        return True
+
     # ---- writes into arrays -------------------------------------------------
     def _setitem(self, target, value_node, stmt):
         """``y[i] = v`` stays an in-place write.  The overwritten elements are saved
@@ -1310,6 +1353,8 @@ class _Lowering:
         fresh, origin = self.made_by.get(name, (False, None))
         if name in self.dicts:
             self._dict_setitem(user, name, target, value_node, stmt)
+            return
+        if name in self.own_lists and self._list_setitem(user, name, target, value_node, stmt):
             return
         if name in self.containers:
             raise errors.at(stmt, f"writing into an element of the list, tuple or dict `{user}` is not "
@@ -1556,6 +1601,11 @@ class _Lowering:
 
     def _attribute(self, node, **emit):
         base = self._lower(node.value)
+        stored = self.stored_fields.get((base.id, node.attr)) if isinstance(base, gast.Name) else None
+        if stored is not None:  # `self.h = h` then `self.h` in the same block: `h` (checked)
+            call = nodes.call("rt.read_back", [nodes.copy(base), nodes.const(node.attr), nodes.copy(stored)])
+            return self._apply(runtime.read_back, call, [nodes.copy(base), nodes.const(node.attr),
+                                                         nodes.copy(stored)], {}, node, **emit)
         fields = self.named_fields.get(base.id, ()) if isinstance(base, gast.Name) else ()
         key = fields.index(node.attr) if node.attr in fields else node.attr \
             if isinstance(base, gast.Name) and base.id in self.records else None
@@ -1639,6 +1689,10 @@ class _Lowering:
                     rule is not None and rule.differentiable and not templates.self_contained(rule.adjoint)):
                 return self._user_call(nodes.copy(func), args, kwargs, node, **emit)
             self._check_spread(args, kwargs, node)
+            if callee is dict and not args and kwargs:  # `dict(w=w, b=b)` is `{"w": w, "b": b}`
+                display = gast.Dict(keys=[nodes.const(k) for k in kwargs], values=list(kwargs.values()))
+                anno.inherit(display, node)
+                return self._lower(display, **{k: v for k, v in emit.items() if k != "origin_node"})
             if callee in (list, tuple) and len(args) == 1 and not kwargs:
                 copied = self._copied_container(callee, args[0], node, **emit)
                 if copied is not None:

@@ -114,6 +114,7 @@ class _Reverse:
         self.stacks = set()     # the stacks created so far (in self.saves)
         self.unpacked_sources = None  # names `a, b = name` unpacks (_unpacked_source), when needed
         self.bound_within = None      # id(compound statement) -> names bound inside it, when needed
+        self.stores = None            # which attribute stores something reads back (_kept_apart), when needed
         self.definitions = None       # name -> the statement that assigns it last (_bookkeeping), when needed
         self.local_defs = None        # name -> the first nested `def` of that name (_check_local_def)
         self.active_reads = None      # where active statements read each name (_read_by_backward)
@@ -277,7 +278,13 @@ class _Reverse:
 
     def _in_new_block(self, stmts):
         saved, self.out = self.out, []
+        pending, self.unpacked = self.unpacked, {}
         self._reverse_block(stmts)
+        # Parts unpacked in this block (a branch, a loop body) exist on its path only: they
+        # go in here; those from after the block wait for the source's definition.
+        for source in sorted(self.unpacked):
+            self._gather_unpacked(source)
+        self.unpacked = pending
         block, self.out = self.out, saved
         return block
 
@@ -550,6 +557,11 @@ class _Reverse:
             return
         if anno.get(stmt, "kind") == "setattr":
             value = anno.get(stmt, "value")
+            if self._kept_apart(stmt):
+                # `self.cache = x`, `self.running_mean = ...`: bookkeeping nothing in this call
+                # reads back (normalize gave reads after it in its block the value itself): run
+                # as written, the value stored as it is, with no adjoint (as under no_grad).
+                return
             if isinstance(value, gast.Name) and value.id in self.activity.varied \
                     and not self._bookkeeping(value.id):
                 raise errors.at(stmt, f"storing a value that is being differentiated in the attribute "
@@ -615,13 +627,12 @@ class _Reverse:
                 self.defined.discard(target)
             return
         if target in self.unpacked:
-            parts = self.unpacked.pop(target)
-            g = nodes.tuple_([nodes.name(parts[i]) if i in parts else nodes.const(None)
-                              for i in range(max(parts) + 1)])
-        elif target not in self.defined:
+            # `a, b = h`: the parts join h's other contributions (`h[1]`, `np.sum(h)`) as the
+            # rows of an array, or the items of a tuple (sparse: `{0: a_bar}`).
+            self._gather_unpacked(target)
+        if target not in self.defined:
             return  # no contribution reached it: its adjoint is zero
-        else:
-            g = nodes.name(self.bar[target])
+        g = nodes.name(self.bar[target])
         if target in self.hooks:  # the adjoint is complete here: let the user's hook change it
             self._append(nodes.assign(self.bar[target], nodes.call(nodes.name(self.hooks[target]), [g])),
                          self.group)
@@ -675,8 +686,7 @@ class _Reverse:
                                 "differentiated, runs its class's `__getitem__`, which srcgrad does not "
                                 "differentiate", "call a method that does the same (`obj.item(i)`), or "
                                 "index the array field itself (`obj.c[i]`)", kind=errors.UnsupportedSyntaxError)
-        if not _builtin_rule(anno.get(stmt, "rule")) and (isinstance(g, gast.Tuple) or self.loop_depth
-                                                          and self._unpacked_source(target)):
+        if not _builtin_rule(anno.get(stmt, "rule")) and self._unpacked_source(target):
             # A user's rule of several outputs (a custom adjoint) reads `ans_bar[i]` for each:
             # an output nothing used gets zeros of its shape (rt.outputs_adjoint), not None.
             whole = self.core.fresh()
@@ -1001,6 +1011,15 @@ class _Reverse:
         if self.active_reads is None:
             self.active_reads = _ActiveReads(self.core.body, self.activity)
         return [n for n in names if any(self.active_reads.before(r, call) for r in self.memory.sharing(n))]
+
+    def _kept_apart(self, store) -> bool:
+        """Whether nothing in this function reads back what ``obj.name = v`` stores: no
+        later read of a ``.name`` (any object's: which object an alias reaches is not
+        known), and no call of code that is not inlined (it may read it), after it in
+        program order or anywhere in a loop enclosing it (a later iteration)."""
+        if self.stores is None:
+            self.stores = _StoresReadBack(self.core.body)
+        return not self.stores.read_back(store)
 
     def _bookkeeping(self, name) -> bool:
         """``self.calls + 1``: an update of a field by constants (a counter), not a
@@ -1531,6 +1550,53 @@ def _changes_arguments(fn) -> bool:
     if changed is True:
         return True
     return bool(set(changed) - {call.__code__.co_varnames[0]} if call.__code__.co_argcount else changed)
+
+
+class _StoresReadBack:
+    """For each ``obj.name = v`` of a function: whether a read of a ``.name`` field, or a
+    call of the user's code that is not inlined, runs after it (later in the function, or
+    anywhere in a loop around it).  One walk of the function."""
+
+    def __init__(self, body):
+        self.position = {}      # id(store) -> (its position, the loops around it)
+        self.last_read = {}     # attribute -> position of its last read
+        self.last_call = -1     # position of the last call not inlined
+        self.in_loop = {}       # id(loop) -> attributes read in it ("" for a call)
+        self._walk(body, [], [0])
+
+    def _walk(self, stmts, loops, counter):
+        for stmt in stmts:
+            counter[0] += 1
+            position = counter[0]
+            if isinstance(stmt, (gast.For, gast.While)):
+                self.in_loop[id(stmt)] = set()
+                self._walk(stmt.body, loops + [id(stmt)], counter)
+                continue
+            if isinstance(stmt, gast.If):
+                self._walk(stmt.body, loops, counter)
+                self._walk(stmt.orelse, loops, counter)
+                continue
+            kind = anno.get(stmt, "kind")
+            read = None
+            if kind == "setattr":
+                self.position[id(stmt)] = (position, tuple(loops))
+            elif kind == "op" and anno.get(stmt, "rule") is registry_lookup(getattr):
+                read = templates.static_value(anno.get(stmt, "bound")["name"])
+                self.last_read[read] = position
+            elif kind in ("call", "unknown"):
+                read = ""
+                self.last_call = position
+            if read is not None:
+                for loop in loops:
+                    self.in_loop[loop].add(read)
+
+    def read_back(self, store) -> bool:
+        position, loops = self.position.get(id(store), (None, ()))
+        if position is None:
+            return True
+        name = store.targets[0].attr
+        return self.last_read.get(name, -1) > position or self.last_call > position \
+            or any(name in self.in_loop[loop] or "" in self.in_loop[loop] for loop in loops)
 
 
 class _ActiveReads:
