@@ -1292,6 +1292,14 @@ def read_back(obj, name: str, value):
     return value
 
 
+def flattened_adjoint(ans_bar, ans):
+    """Adjoint of ``value`` in ``vector, unflatten = srcgrad.misc.flatten(value)``: the
+    vector's adjoint put back in ``value``'s structure (``unflatten`` of it); None where
+    nothing read the vector."""
+    vector_bar = item_of(ans_bar, 0)
+    return None if vector_bar is None else ans[1](vector_bar)
+
+
 def concatenated(a, b):
     """``a + b`` on tuples or lists (how the compiler writes a join whose items it does
     not know when compiling): Python's own ``+``."""

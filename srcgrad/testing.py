@@ -7,11 +7,16 @@ from . import tree
 from .api import grad
 
 
-def check_grads(f, args, wrt=0, eps: float = 1e-6, rtol: float = 1e-5, atol: float = 1e-7):
+def check_grads(f, args=None, wrt=0, eps: float = 1e-6, rtol: float = 1e-5, atol: float = 1e-7, *,
+                modes=("rev",), order: int = 1):
     """Assert that ``srcgrad.grad(f, wrt)`` matches central finite differences.
 
     Use it on your own functions and on rules you register with
-    ``@srcgrad.custom_adjoint`` / ``srcgrad.defadjoint``.
+    ``@srcgrad.custom_adjoint`` / ``srcgrad.defadjoint``.  Without ``args`` it
+    returns the check as a function of them: ``check_grads(f)(x)`` (HIPS autograd's
+    ``check_grads(f, modes=["rev"], order=...)(x)`` form, which checks
+    ``grad(f)`` against differences of ``f``; with ``order=2`` also the gradient
+    of ``v . grad(f)`` along a random ``v``, reverse over reverse).
 
     Args:
         f: a function with a scalar output.
@@ -28,6 +33,20 @@ def check_grads(f, args, wrt=0, eps: float = 1e-6, rtol: float = 1e-5, atol: flo
     Formula: ``(f(x + eps e_i) - f(x - eps e_i)) / (2 eps)`` per element, error
     O(eps^2) (Nocedal & Wright, *Numerical Optimization*, 2nd ed., §8.1).
     """
+    if args is None:
+        def check(*given):
+            check_grads(f, given, wrt, eps, rtol, atol, modes=modes, order=order)
+        return check
+    if not set(modes) <= {"rev", "fwd"} or order not in (1, 2):
+        raise ValueError("check_grads checks modes 'rev' and 'fwd' (both by reverse mode here) to order 1 or 2")
+    if order == 2:
+        index = wrt if isinstance(wrt, int) else 0
+        direction = np.random.default_rng(0).standard_normal(np.shape(args[index]))
+        first = grad(f, wrt=index)
+
+        def along(*given):
+            return np.sum(first(*given) * direction)
+        check_grads(along, args, index, eps, rtol, atol)
     indices = wrt if isinstance(wrt, (tuple, list)) else (wrt,)
     grads = grad(f, wrt=tuple(indices))(*args)
     names = _positional_names(f)

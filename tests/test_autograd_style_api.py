@@ -102,3 +102,45 @@ def test_grad_of_an_output_of_one_element(dtype):
 def test_grad_of_an_output_of_more_elements_is_refused():
     with pytest.raises(srcgrad.NonScalarOutputError, match=r"returned shape \(2,\)"):
         srcgrad.grad(lambda v: v * 2)(np.ones(2))
+
+
+def test_check_grads_in_autograds_curried_form():
+    from srcgrad.testing import check_grads
+
+    def f(x):
+        return np.sum(np.sin(x) * x ** 2)
+    check_grads(f, modes=["rev"])(np.array([0.3, -1.2]))
+    check_grads(f, order=2)(np.array([0.3, -1.2]))
+
+    def wrong(x):  # a rule of the user's with a wrong adjoint fails the check
+        return np.sum(_wrongly_differentiated(x))
+    with pytest.raises(AssertionError):
+        check_grads(wrong)(np.array([0.3, -1.2]))
+
+
+@srcgrad.custom_adjoint
+def _wrongly_differentiated(x):
+    return x ** 2
+
+
+@_wrongly_differentiated.defadjoint
+def _wrongly_differentiated_adjoint(ans_bar, ans, x):
+    return ans_bar * x  # (2 * x is right)
+
+
+def test_flatten_inside_a_differentiated_function():
+    def l2(params):
+        v, _ = flatten(params)
+        return np.dot(v, v)
+
+    def loss(params, x):
+        for w, b in params:
+            x = np.tanh(x @ w + b)
+        return np.sum(x) + 0.1 * l2(params)
+    rs = np.random.RandomState(0)
+    params = [(rs.randn(3, 2), rs.randn(2)), (rs.randn(2, 1), rs.randn(1))]
+    g = srcgrad.grad(l2)(params)
+    for (gw, gb), (w, b) in zip(g, params):
+        np.testing.assert_allclose(gw, 2 * w)
+        np.testing.assert_allclose(gb, 2 * b)
+    srcgrad.testing.check_grads(loss, (params, rs.randn(4, 3)))

@@ -20,7 +20,8 @@ import operator
 import numpy as np
 
 from .. import runtime
-from ..runtime import (concatenated_adjoints, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
+from ..misc.flatten import flatten
+from ..runtime import (flattened_adjoint, concatenated_adjoints, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
                        split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
                        is_basic_index, is_constant, real_input, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
@@ -146,6 +147,13 @@ def _concatenated_tangent(ans, a, b, a_dot=None, b_dot=None):
     """The joined tangents (zeros for the items of a constant part)."""
     parts = [list(d) if d is not None else [runtime.zeros_like(v) for v in p] for p, d in ((a, a_dot), (b, b_dot))]
     return type(ans)(parts[0] + parts[1]) if isinstance(ans, (tuple, list)) else parts[0] + parts[1]
+
+
+@defadjoint(flatten)
+def flatten_rule(ans_bar, ans, value):
+    """``vector, unflatten = srcgrad.misc.flatten(value)`` (HIPS autograd's): the leaves
+    joined into one vector, so its adjoint is the vector's, split back into them."""
+    return flattened_adjoint(ans_bar, ans)
 
 
 @defadjoint(runtime.read_back, diff=("value",), tangent="linear")
