@@ -18,6 +18,7 @@ import operator
 import types
 
 import numpy as np
+import optree
 
 from . import errors, tree
 from .tree import add  # noqa: F401 - generated code accumulates adjoints with rt.add
@@ -1298,6 +1299,15 @@ def flattened_adjoint(ans_bar, ans):
     nothing read the vector."""
     vector_bar = item_of(ans_bar, 0)
     return None if vector_bar is None else ans[1](vector_bar)
+
+
+def flattened_tangent(ans, value_dot):
+    """Tangent of ``srcgrad.misc.flatten(value)``: the tangent's leaves joined in the
+    same order (zeros for a constant ``value``), and no tangent for ``unflatten``."""
+    if value_dot is None:
+        return np.zeros_like(ans[0]), None
+    leaves = optree.tree_leaves(value_dot)
+    return (np.concatenate([np.ravel(leaf) for leaf in leaves]) if leaves else np.zeros(0)), None
 
 
 def concatenated(a, b):

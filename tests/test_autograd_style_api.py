@@ -144,3 +144,12 @@ def test_flatten_inside_a_differentiated_function():
         np.testing.assert_allclose(gw, 2 * w)
         np.testing.assert_allclose(gb, 2 * b)
     srcgrad.testing.check_grads(loss, (params, rs.randn(4, 3)))
+
+
+def test_flatten_in_forward_mode():
+    def l2(params):
+        v, _ = flatten(params)
+        return np.dot(v, v)
+    p = (np.ones(2), 2 * np.ones(3))
+    value, tangent = srcgrad.jvp(l2)(p, (np.array([1.0, -1.0]), np.array([0.0, 0.5, 0.0])))
+    assert value == 14.0 and tangent == 2 * (1 - 1 + 2 * 0.5)

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import runtime
 from ..misc.flatten import flatten
-from ..runtime import (flattened_adjoint, concatenated_adjoints, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
+from ..runtime import (flattened_adjoint, flattened_tangent, concatenated_adjoints, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
                        split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
                        is_basic_index, is_constant, real_input, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
@@ -149,7 +149,11 @@ def _concatenated_tangent(ans, a, b, a_dot=None, b_dot=None):
     return type(ans)(parts[0] + parts[1]) if isinstance(ans, (tuple, list)) else parts[0] + parts[1]
 
 
-@defadjoint(flatten)
+def _flatten_tangent(ans, value, value_dot=None):
+    return flattened_tangent(ans, value_dot)
+
+
+@defadjoint(flatten, tangent=_flatten_tangent)
 def flatten_rule(ans_bar, ans, value):
     """``vector, unflatten = srcgrad.misc.flatten(value)`` (HIPS autograd's): the leaves
     joined into one vector, so its adjoint is the vector's, split back into them."""
