@@ -370,8 +370,12 @@ def _scalar_output_check(core, result, rank_env, seed):
     return_stmt = core.body[-1]
     origin = anno.get(return_stmt, "origin")
     where = origin.where if origin else core.name
-    helper = "rt.size_one_seed" if rank is not None else "rt.check_scalar_output"
-    check = nodes.assign(seed, nodes.call(helper, [nodes.copy(result), nodes.name(seed), nodes.const(where)]))
+    if rank is not None:
+        check = nodes.assign(seed, nodes.call("rt.size_one_seed", [nodes.copy(result), nodes.name(seed),
+                                                                   nodes.const(where)]))
+    else:
+        check = gast.Expr(value=nodes.call("rt.check_scalar_output",
+                                           [nodes.copy(result), nodes.const(where)]))
     anno.set(check, "group", anno.get(return_stmt, "group"))
     anno.set(check, "impure", True)
     return check

@@ -1189,11 +1189,9 @@ def stored(value, name: str, where: str):
     return value
 
 
-def check_scalar_output(value, seed, where: str):
-    """The seed of ``grad`` for ``value``, an output whose rank was not known when compiling:
-    ``seed``, in ``value``'s shape for an array of one element (as autograd takes).  Raises
-    a clear error for a non-scalar output, or None on the path taken (whose gradient
-    would silently be 0)."""
+def check_scalar_output(value, where: str):
+    """Raise a clear error when ``grad`` is given a function with a non-scalar output,
+    or one that returned None on the path taken (whose gradient would silently be 0)."""
     if value is None:
         raise errors.UserCodeError(
             f"the function returned None on the path this call took (at {where}), so it has no "
@@ -1209,8 +1207,14 @@ def check_scalar_output(value, seed, where: str):
             None, "return the loss alone, pass has_aux=True for `return loss, aux` (aux may be a dict), "
             "or use srcgrad.vjp to pull back an adjoint of the same structure")
     if np.ndim(value) != 0:
-        return size_one_seed(value, seed, where)
-    return seed
+        raise errors.NonScalarOutputError(
+            f"grad needs a scalar output, but the function returned shape {np.shape(value)} "
+            f"(at {where})",
+            None,
+            "reduce it to a scalar (np.sum, np.mean), or use srcgrad.vjp(f) to pull back "
+            "an adjoint of the output's shape",
+        )
+    return value
 
 
 def size_one_seed(value, seed, where: str):

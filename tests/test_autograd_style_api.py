@@ -154,16 +154,3 @@ def test_flatten_in_forward_mode():
     value, tangent = srcgrad.jvp(l2)(p, (np.array([1.0, -1.0]), np.array([0.0, 0.5, 0.0])))
     assert value == 14.0 and tangent == 2 * (1 - 1 + 2 * 0.5)
 
-
-def _largest_or(x, default=-np.inf):
-    if x.size == 0:
-        return default
-    return np.max(x)
-
-
-def test_an_output_of_one_element_whose_rank_is_known_only_when_it_runs():
-    y = np.array([1.0, 2.0])
-    g = srcgrad.grad(lambda x: x * 2.0 - _largest_or(y))(np.array([0.5]))
-    np.testing.assert_array_equal(g, [2.0])
-    with pytest.raises(srcgrad.NonScalarOutputError, match=r"returned shape \(2,\)"):
-        srcgrad.grad(lambda x: x * 2.0 - _largest_or(y))(np.ones(2))
