@@ -363,13 +363,10 @@ class GradientFunction:
         try:
             if self.options.mode == "jvp":
                 return self._jvp_call(args, kwargs)
-            if self._plain and not kwargs and len(args) == len(self._params):
-                grads = self._plain_call(args)
-                if grads is not None:
-                    return grads
-            if self._check:
-                return checking.checked_call(self, args, kwargs)
-            return self._call(self._arguments(args, kwargs))
+            if not self._internal:
+                with runtime.differentiated_call():
+                    return self._gradient_call(args, kwargs)
+            return self._gradient_call(args, kwargs)
         except errors.UserCodeError as error:
             if self._internal:
                 raise  # the outermost call shows it
@@ -379,6 +376,15 @@ class GradientFunction:
             if not self._internal:  # (NumPy's error for a wrong shape: which line of the user's it was)
                 errors.note_user_lines(error)
             raise
+
+    def _gradient_call(self, args, kwargs):
+        if self._plain and not kwargs and len(args) == len(self._params):
+            grads = self._plain_call(args)
+            if grads is not None:
+                return grads
+        if self._check:
+            return checking.checked_call(self, args, kwargs)
+        return self._call(self._arguments(args, kwargs))
 
     def _jvp_call(self, args, kwargs):
         """``(*primals, tangents)`` -> ``(value, tangent)``: forward mode's call."""
@@ -856,8 +862,17 @@ def _transform(mode, f, wrt, backend, optimize, has_aux, intermediates=(), hooks
         raise errors.shown_to_user(error) from None
 
 
+def with_argnum(wrt, argnum):
+    """``wrt``, or HIPS autograd's ``argnum=`` where that was given instead."""
+    if argnum is None:
+        return wrt
+    if wrt != 0:
+        raise TypeError("give wrt= or argnum= (HIPS autograd's name for it), not both")
+    return argnum
+
+
 def grad(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True,
-         has_aux: bool = False, intermediates=(), hooks=None, check: bool | None = None):
+         has_aux: bool = False, intermediates=(), hooks=None, check: bool | None = None, argnum=None):
     """Reverse-mode gradient of a scalar-valued function, by source transformation.
 
     Usable as ``grad(f)``, ``@grad`` and ``@grad(wrt=(0, 1))``.
@@ -882,6 +897,7 @@ def grad(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True,
             for a function with ``**kwargs``, the keyword argument that lands
             there (``wrt="scale"`` on ``f(x, scale=s)``).  Entries of
             ``*args``/``**kwargs`` are checked at each call.
+        argnum: HIPS autograd's name for ``wrt`` (its ports run as written).
         backend: the array library of the generated code: ``"numpy"`` or
             ``"cupy"`` (the same program retargeted to CuPy, for the GPU);
             default: :func:`srcgrad.set_default_backend`'s choice, else NumPy.
@@ -923,14 +939,14 @@ def grad(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True,
         srcgrad.errors.GradientCheckError: with ``check=True``, a value or
             gradient that disagrees with ``f``'s own.
     """
-    return _transform("grad", f, wrt, backend, optimize, has_aux, intermediates, hooks, check)
+    return _transform("grad", f, with_argnum(wrt, argnum), backend, optimize, has_aux, intermediates, hooks, check)
 
 
 def value_and_grad(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True,
-                   has_aux: bool = False, intermediates=(), hooks=None, check: bool | None = None):
+                   has_aux: bool = False, intermediates=(), hooks=None, check: bool | None = None, argnum=None):
     """Like :func:`grad`, but the function returns ``(value, gradient)``
     (``((value, aux), gradient)`` with ``has_aux=True``)."""
-    return _transform("value_and_grad", f, wrt, backend, optimize, has_aux, intermediates, hooks, check)
+    return _transform("value_and_grad", f, with_argnum(wrt, argnum), backend, optimize, has_aux, intermediates, hooks, check)
 
 
 def vjp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True, has_aux: bool = False,
@@ -961,7 +977,7 @@ def vjp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True, has
     return _transform("vjp", f, wrt, backend, optimize, has_aux, check=check)
 
 
-def elementwise_grad(f, wrt=0, *, backend: str | None = None, optimize: bool = True):
+def elementwise_grad(f, wrt=0, *, backend: str | None = None, optimize: bool = True, argnum=None):
     """The gradient of ``sum(f(...))``: for an ``f`` acting elementwise, each output's
     derivative in its own input (HIPS autograd's ``elementwise_grad``).
 
@@ -973,7 +989,7 @@ def elementwise_grad(f, wrt=0, *, backend: str | None = None, optimize: bool = T
     Raises:
         As :func:`vjp`.
     """
-    pullback_of = vjp(f, wrt, backend=backend, optimize=optimize)
+    pullback_of = vjp(f, with_argnum(wrt, argnum), backend=backend, optimize=optimize)
 
     @functools.wraps(f)
     def elementwise(*args, **kwargs):

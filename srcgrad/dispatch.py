@@ -92,6 +92,35 @@ def unchanging(fn, filename: str, line: int, col: int, text: str, outside: bool 
 
 
 def vjp_call(fn, wrt, /, *args, **kwargs):
+    objects = _holding_kept(fn, wrt, args, kwargs) if rt.KEPT else None
+    value, pullback = _vjp_call(fn, wrt, *args, **kwargs)
+    if objects:  # (a store of this computation kept with no adjoint may be read back here)
+        pullback = rt.check_kept_pullback(pullback, fn, wrt, objects)
+    return value, pullback
+
+
+def _holding_kept(fn, wrt, args, kwargs) -> list:
+    """``[(position in wrt, obj, {name: where})]``: the call's differentiated objects (its
+    receiver, its arguments) holding fields ``rt.kept`` recorded."""
+    found = []
+    for position, w in enumerate(wrt):
+        if w == "self":
+            obj = getattr(fn, "__self__", fn)
+        else:
+            obj = args[w] if isinstance(w, int) and w < len(args) else kwargs.get(w)
+        fields = rt.kept_fields(obj) if obj is not None else {}
+        if fields:
+            found.append((position, obj, fields))
+    differentiated = {id(obj) for _, obj, _ in found}
+    for obj in list(args) + list(kwargs.values()):
+        fields = rt.kept_fields(obj) if id(obj) not in differentiated else {}
+        if fields:  # (not differentiated here: a read of the field in the call would be a constant)
+            name, where = next(iter(fields.items()))
+            rt.refuse_read_back(obj, name, where, f"`{getattr(fn, '__qualname__', 'the call')}`")
+    return found
+
+
+def _vjp_call(fn, wrt, /, *args, **kwargs):
     """Call ``fn(*args, **kwargs)`` and return ``(value, pullback)``.
 
     How generated code calls the user's own functions (and callables known only
@@ -652,6 +681,8 @@ def vjp_field(obj, name, where="?"):
     """
     if _is_array_value(obj):
         return _array_attribute(obj, name, where)
+    if rt.KEPT and name in rt.kept_fields(obj):  # (stored by an earlier call with no adjoint)
+        rt.refuse_read_back(obj, name, rt.kept_fields(obj)[name], f"the read of `.{name}` at {where}")
     attribute = None
     for klass in type(obj).__mro__:
         if name in vars(klass):

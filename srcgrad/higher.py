@@ -28,7 +28,7 @@ import os
 import numpy as np
 
 from . import anno, errors, runtime, tree
-from .api import GradientFunction, _match, _origin_of, _tangent_of_structure
+from .api import GradientFunction, _match, _origin_of, _tangent_of_structure, with_argnum
 from .pipeline import rank_of_argument
 from .rules import registry
 from .transforms.forward import NotBatchable
@@ -43,7 +43,7 @@ class ForwardOverReverse:
         _refuse_fixed(gradient, "hvp")
         options = gradient.options
         if options.mode != "grad" or options.has_aux or options.intermediates or options.hooks \
-                or not gradient._whole or gradient._variadic:
+                or not gradient._whole:
             raise errors.UnsupportedSyntaxError(
                 "srcgrad differentiates the gradient of a function once more only for srcgrad.grad(f) of "
                 "whole named parameters, without has_aux=, intermediates= or hooks=",
@@ -128,15 +128,25 @@ class ForwardOverReverse:
         """The gradient code calls another function's compiled vjp (a callee that was not
         inlined) or a hook: its pullback is a closure, which forward mode cannot follow."""
         tree = ast.parse(program.source)
-        read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-        called = sorted(n for n in read & set(program.namespace) - {"rt"}
-                        if not isinstance(program.namespace[n], type(np))
-                        and registry.lookup(program.namespace[n]) is None)  # (a primitive: its rule)
+        namespace = program.namespace
+        # What the code calls by a name of its namespace (`helper(x)`, `mvn.logpdf(x)`): a
+        # primitive has its rule (and a type, a module's function, no closure).
+        targets = {}
+        for call in ast.walk(tree):
+            func = call.func if isinstance(call, ast.Call) else None
+            if isinstance(func, ast.Name) and func.id in namespace and func.id != "rt":
+                targets[func.id] = namespace[func.id]
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                    and func.value.id in namespace and not isinstance(namespace[func.value.id], type(np)) \
+                    and func.value.id != "rt":
+                targets[f"{func.value.id}.{func.attr}"] = getattr(namespace[func.value.id], func.attr, None)
+        called = sorted(n for n, value in targets.items()
+                        if callable(value) and not isinstance(value, (type, type(np)))
+                        and registry.lookup(value) is None)
         if called or "dispatch." in program.source:
             # Named as the user wrote them (the names the code binds, `specialised`, are srcgrad's).
             named = [what for call in ast.walk(tree) if (what := _dispatched(call)) is not None]
-            named += [f"`{getattr(program.namespace[n], '__name__', n)}`" for n in called
-                      if callable(program.namespace[n])]
+            named += [f"`{getattr(targets[n], '__name__', n)}`" for n in called]
             what = named[0] if named else "a function known only when it runs"
             raise errors.UnsupportedSyntaxError(
                 f"this second derivative needs forward mode over the gradient code of "
@@ -282,14 +292,14 @@ def grad_of_gradient(gradient: GradientFunction, wrt):
     return grad_gradient
 
 
-def hvp(f, wrt=0, backend=None, optimize=True):
+def hvp(f, wrt=0, backend=None, optimize=True, *, argnum=None):
     """Hessian-vector product of a scalar function: forward mode over its gradient's code.
 
     Args:
         f: a Python function with a scalar output (as for :func:`srcgrad.grad`).
         wrt: the parameter(s): an index or a name, or a tuple of them (named
             parameters, whole); each an array, a float or a structure of them.
-        backend, optimize: as for :func:`srcgrad.grad`.
+        backend, optimize, argnum: as for :func:`srcgrad.grad`.
 
     Returns:
         A function taking ``f``'s arguments, then the vector ``v`` (a tuple of
@@ -307,6 +317,7 @@ def hvp(f, wrt=0, backend=None, optimize=True):
         srcgrad.errors.NoDerivativeRuleError: the gradient code calls a
             function with no tangent rule (named).
     """
+    wrt = with_argnum(wrt, argnum)
     gradient = GradientFunction(f, "grad", wrt, backend, optimize)
     several = isinstance(wrt, (tuple, list))
     composed = ForwardOverReverse(gradient, _names(gradient, wrt))

@@ -129,6 +129,7 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     # 1b. desugar: comprehensions, walrus and chained assignment as plain statements (before
     #     resolve: the names it binds are then the function's own, like any other).
     desugar.transform(fdef, fn)
+    desugar.spread_variadic(fdef, param_ranks)
     # 2. resolve before validate: validation messages may name resolved callees.
     free = resolve.transform(fdef, fn)
     # 2b. inline calls whose targets are known now (after resolve: it reads what names
@@ -139,6 +140,7 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     if inlined.leaked:  # an object's layers may change while the code runs: known only at run time
         fdef = parse.transform(fn)
         desugar.transform(fdef, fn)
+        desugar.spread_variadic(fdef, param_ranks)
         free = resolve.transform(fdef, fn)
         inlined = inline.transform(fdef, fn, free, {})
     free.parts = inlined.free

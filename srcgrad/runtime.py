@@ -1189,6 +1189,77 @@ def stored(value, name: str, where: str):
     return value
 
 
+# Attributes a differentiated call stored as bookkeeping (no adjoint: `_kept_apart` in the
+# reverse pass), for as long as the outermost differentiated call runs: id(obj) -> (obj,
+# {name: (value stored, where)}).  A later call of the same computation that reads one back
+# with an adjoint (`vjp_call` checks its pullback) is refused: the adjoint would go to the
+# field's old value.
+KEPT: dict = {}
+_COMPUTATIONS = [0]
+
+
+class differentiated_call:
+    """Context of one outermost gradient call: what ``kept`` records lasts as long."""
+
+    def __enter__(self):
+        _COMPUTATIONS[0] += 1
+
+    def __exit__(self, *exc):
+        _COMPUTATIONS[0] -= 1
+        if not _COMPUTATIONS[0]:
+            KEPT.clear()
+
+
+def kept(obj, name: str, value, where: str):
+    """``value``, about to be stored as ``obj.name`` with no adjoint (a cache, running
+    statistics): recorded, so that a later call reading it back is refused."""
+    if _COMPUTATIONS[0] and not isinstance(value, (bool, int, str, type(None))):
+        KEPT.setdefault(id(obj), (obj, {}))[1][name] = (value, where)
+    return value
+
+
+def kept_fields(obj) -> dict:
+    """``{name: where}`` of ``obj``'s fields that still hold what ``kept`` recorded."""
+    entry = KEPT.get(id(obj))
+    if entry is None or entry[0] is not obj:
+        return {}
+    return {name: where for name, (value, where) in entry[1].items() if getattr(obj, name, None) is value}
+
+
+def field(obj, name: str, where: str):
+    """``obj.name``, read with an adjoint after a call that may have stored it as
+    bookkeeping (``kept``): refused if it did."""
+    if KEPT and name in kept_fields(obj):
+        refuse_read_back(obj, name, kept_fields(obj)[name], f"the read of `.{name}` at {where}")
+    return getattr(obj, name)
+
+
+def refuse_read_back(obj, name: str, where: str, reader: str):
+    raise errors.UnsupportedSyntaxError(
+        f"{reader} reads back `.{name}`, which an earlier call of this differentiated computation "
+        f"stored (at {where}) as bookkeeping, with no adjoint: the adjoint of that read would go "
+        f"to the `.{name}` the object held before", None,
+        f"return the value from the call that computes it and pass it on (or, for state "
+        "that should stay constant such as running statistics, read it through srcgrad.stop_gradient)")
+
+
+def check_kept_pullback(pullback, fn, wrt, objects):
+    """``pullback`` refusing an adjoint for a kept field: ``objects`` is ``[(position in
+    wrt, obj, {name: where})]`` for the call's objects holding kept fields."""
+    reader = f"`{getattr(fn, '__qualname__', None) or type(fn).__name__}`"
+
+    def pull(value_bar):
+        adjoints = pullback(value_bar)
+        for position, obj, fields in objects:
+            adjoint = adjoints if len(wrt) == 1 else adjoints[position]
+            for name, where in fields.items():
+                g = tree.lookup(adjoint, (name,))
+                if g is not None and not isinstance(g, dict) and np.any(np.asarray(g) != 0):
+                    refuse_read_back(obj, name, where, reader)
+        return adjoints
+    return pull
+
+
 def check_scalar_output(value, where: str):
     """Raise a clear error when ``grad`` is given a function with a non-scalar output,
     or one that returned None on the path taken (whose gradient would silently be 0)."""
@@ -1308,6 +1379,24 @@ def flattened_tangent(ans, value_dot):
         return np.zeros_like(ans[0]), None
     leaves = optree.tree_leaves(value_dot)
     return (np.concatenate([np.ravel(leaf) for leaf in leaves]) if leaves else np.zeros(0)), None
+
+
+def unflattened_adjoint(ans_bar, ans):
+    """Adjoint of ``vector`` in ``value = unflatten(vector)`` (from ``srcgrad.misc.flatten``):
+    the adjoint of each leaf of ``value``, raveled and joined in ``flatten``'s order (zeros
+    for a leaf nothing read)."""
+    leaves = tree.flatten(tree.materialize(ans_bar, ans))[1]
+    return np.concatenate([np.ravel(leaf) for leaf in leaves]) if leaves else np.zeros(0)
+
+
+def unflattened_tangent(ans, vector_dot):
+    """Tangent of ``unflatten(vector)``: ``vector_dot`` split into ``ans``'s leaves."""
+    if vector_dot is None:
+        return None
+    _, leaves, spec = tree.flatten(ans)
+    ends = np.cumsum([np.size(leaf) for leaf in leaves])[:-1]
+    parts = np.split(np.asarray(vector_dot), ends)
+    return tree.unflatten(spec, [p.reshape(np.shape(leaf)) for p, leaf in zip(parts, leaves)])
 
 
 def concatenated(a, b):

@@ -234,11 +234,12 @@ class _Node:
     in attribute order (a sequence's: ``((index, its ranks), ...)``), the parameters
     whose ranks compiled code is specialised on."""
 
-    __slots__ = ("cls", "arrays", "floats", "nones", "children", "sequences", "ranks")
+    __slots__ = ("cls", "arrays", "floats", "nones", "children", "sequences", "ranks", "keys")
 
     def __init__(self, cls):
         self.cls, self.arrays, self.floats, self.nones, self.children, self.sequences, self.ranks = \
             cls, [], [], [], [], [], []
+        self.keys = frozenset()  # the attributes laid out
 
 
 class Layout:
@@ -289,6 +290,7 @@ class Layout:
         self._inside.add(id(obj))
         self.objects.append(obj)
         node = _Node(cls)
+        node.keys = frozenset(vars(obj))
         for key, value in vars(obj).items():
             cached = isinstance(getattr(cls, key, None), functools.cached_property)
             if type(value) is np.ndarray:
@@ -356,6 +358,13 @@ def _build(node, sparse, like):
     fields = out.__dict__
     values = vars(like)
     fields.update(values)
+    if len(values) != len(node.keys):
+        # Attributes the call added (a cache, `self.out = h`): not parameters; their values
+        # are not gradients.
+        for key in values.keys() - node.keys:
+            if _is_float_array(values[key]) or isinstance(values[key], (float, np.floating)) \
+                    or _has_params(values[key]):
+                fields[key] = None
     get = sparse.get if type(sparse) is dict else _nothing
     for key in node.arrays:
         value, g = values[key], get(key)

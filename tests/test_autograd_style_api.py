@@ -154,3 +154,53 @@ def test_flatten_in_forward_mode():
     value, tangent = srcgrad.jvp(l2)(p, (np.array([1.0, -1.0]), np.array([0.0, 0.5, 0.0])))
     assert value == 14.0 and tangent == 2 * (1 - 1 + 2 * 0.5)
 
+
+
+def _objective(p, x, scale=1.0):
+    return scale * (np.sum(np.sin(p["a"]) * x) * p["b"][1] + np.sum(p["b"][0] ** 2))
+
+
+STRUCTURE = {"a": np.array([0.3, -1.2]), "b": (np.array([[1.0, 2.0], [0.5, -0.5]]), 3.0)}
+
+
+def _central(f, v, eps=1e-6):
+    return np.array([(f(v + eps * e) - f(v - eps * e)) / (2 * eps) for e in np.eye(v.size)])
+
+
+def test_unflatten_inside_a_differentiated_function():
+    flat, unflatten, v = flatten_func(_objective, STRUCTURE)
+    x = np.array([0.5, -1.0])
+    np.testing.assert_allclose(srcgrad.grad(flat)(v, x), _central(lambda v: flat(v, x), v), rtol=1e-7)
+    np.testing.assert_allclose(srcgrad.grad(flat)(v, x, scale=2.0), 2.0 * srcgrad.grad(flat)(v, x), rtol=1e-12)
+
+    def read_in_a_loop(v):  # unflatten called on each iteration's vector
+        total = 0.0
+        for k in range(3):
+            p = unflatten(v * (k + 1.0))
+            total = total + np.sum(p["a"] ** 2) + p["b"][1]
+        return total
+    np.testing.assert_allclose(srcgrad.grad(read_in_a_loop)(v), _central(read_in_a_loop, v), rtol=1e-6)
+
+
+def test_hessian_vector_product_of_a_flattened_variadic_function():
+    flat, _, v = flatten_func(_objective, STRUCTURE)
+    x, u = np.array([0.5, -1.0]), np.linspace(-1.0, 1.0, v.size)
+    g = srcgrad.grad(flat)
+    expected = (g(v + 1e-5 * u, x) - g(v - 1e-5 * u, x)) / 2e-5
+    np.testing.assert_allclose(srcgrad.hessian_vector_product(flat)(v, x, u), expected, rtol=1e-6, atol=1e-8)
+    _, tangent = srcgrad.jvp(flat)(v, x, u)
+    np.testing.assert_allclose(tangent, np.dot(g(v, x), u), rtol=1e-12)
+
+
+def test_autograds_argnum_keyword():
+    def f(x, y):
+        return np.sum(np.sin(x) * y ** 2)
+    x, y = np.array([0.3, -1.0]), np.array([2.0, 0.5])
+    np.testing.assert_allclose(srcgrad.grad(f, argnum=1)(x, y), 2 * np.sin(x) * y)
+    gx, gy = srcgrad.grad(f, argnum=(0, 1))(x, y)
+    np.testing.assert_allclose(gx, np.cos(x) * y ** 2)
+    np.testing.assert_allclose(srcgrad.value_and_grad(f, argnum=1)(x, y)[1], gy)
+    np.testing.assert_allclose(srcgrad.elementwise_grad(f, argnum=1)(x, y), gy)
+    np.testing.assert_allclose(srcgrad.hessian_vector_product(f, argnum=1)(x, y, np.ones(2)), 2 * np.sin(x))
+    with pytest.raises(TypeError, match="not both"):
+        srcgrad.grad(f, 1, argnum=1)

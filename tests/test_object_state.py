@@ -3,7 +3,8 @@ counters (`self.calls += 1`), running statistics and lazily made parameters run 
 written on primal values; what is stored is the value, with no adjoint (as PyTorch
 under no_grad); a value stored and read back in the same block is differentiated
 through; one read back where srcgrad cannot tell which value it is (after a branch,
-in a later iteration, through code not inlined) is refused."""
+in a later iteration, through code not inlined) is refused, at compile time in the
+function that stores it, and when it runs where a later call reads it back."""
 from __future__ import annotations
 
 import numpy as np
@@ -215,3 +216,144 @@ def test_an_appended_cache():
     g = srcgrad.grad(lambda m, x: np.sum(m.forward(x)))(layer, X)
     np.testing.assert_allclose(g.w, X.T @ (1 - np.tanh(X @ layer.w) ** 2), rtol=1e-12)
     assert len(layer.inputs) == 1 and layer.inputs[0] is X
+
+
+# ---- a store read back by a later call of the same computation ----------------------------
+
+class Stateful:
+    """Reads its state, then replaces it (a smoother, an RNN cell keeping its last output)."""
+
+    def __init__(self):
+        self.w, self.prev = np.array(2.0), np.array(0.7)
+
+    def forward(self, x):
+        out = x * self.w + 0.5 * self.prev
+        self.prev = out
+        return out
+
+    def penalty(self):
+        return self.prev ** 2
+
+
+class Context:
+    def __init__(self):
+        self.memory = None
+
+
+class Writer:
+    def __init__(self):
+        self.w = np.array(1.5)
+
+    def forward(self, x, ctx):
+        ctx.memory = x * self.w
+        return ctx.memory * 2.0
+
+
+def called_twice(s, x1, x2):
+    return s.forward(x1) * s.forward(x2)
+
+
+def called_in_a_loop(s, xs):
+    total = 0.0
+    for x in xs:
+        total = total + s.forward(x)
+    return total
+
+
+def read_by_another_method(s, x):
+    return s.forward(x) + s.penalty()
+
+
+def read_by_the_caller(s, x):
+    y = s.forward(x)
+    return y + s.prev ** 2
+
+
+def read_through_a_context(writer, x):
+    ctx = Context()
+    h = writer.forward(x, ctx)
+    return _reads_memory(h, ctx)
+
+
+def _reads_memory(h, ctx):
+    return h * ctx.memory
+
+
+@pytest.mark.parametrize("loss, args", [
+    (called_twice, (np.array(1.0), np.array(3.0))),
+    (called_in_a_loop, (np.array([1.0, 3.0]),)),
+    (read_by_another_method, (np.array(2.0),)),
+    (read_by_the_caller, (np.array(2.0),)),
+])
+def test_a_kept_store_read_back_by_a_later_call_is_refused(loss, args):
+    # (the adjoint of the read would go to the field's old value: silently wrong before)
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r"reads back `\.prev`.*stored \(at test_object_state"):
+        srcgrad.grad(loss, wrt=tuple(range(1 + len(args))))(Stateful(), *args)
+
+
+def test_a_kept_store_read_through_another_object_is_refused():
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r"reads back `\.memory`"):
+        srcgrad.grad(read_through_a_context, wrt=(0, 1))(Writer(), np.array(2.0))
+
+
+def test_state_read_then_replaced_once_per_call_is_differentiated():
+    # One call per gradient: the read is of the state passed in, whose gradient it is.
+    def once(s, x):
+        return s.forward(x) ** 2
+    s, x = Stateful(), np.array(1.3)
+    g_s, g_x = srcgrad.grad(once, wrt=(0, 1))(s, x)
+    out = x * 2.0 + 0.5 * 0.7
+    np.testing.assert_allclose([g_s.w, g_s.prev, g_x], [2 * out * x, 2 * out * 0.5, 2 * out * 2.0], rtol=1e-12)
+    # The next gradient call starts afresh: the state stored by this one is an input there.
+    prev = s.prev
+    g_s, g_x = srcgrad.grad(once, wrt=(0, 1))(s, x)
+    np.testing.assert_allclose(g_s.prev, 2 * (x * 2.0 + 0.5 * prev) * 0.5, rtol=1e-12)
+    s.prev = prev
+    np.testing.assert_allclose(g_x, finite_differences(lambda x: once(_copy(s), x), (x,), 0)[0], rtol=1e-6)
+
+
+def _copy(s):
+    c = Stateful()
+    c.w, c.prev = s.w, s.prev
+    return c
+
+
+class TrainingBatchNorm:
+    """Running statistics updated in training, read in evaluation (one `if`, two branches)."""
+
+    def __init__(self, n):
+        self.gamma, self.mean, self.training = np.ones(n), np.zeros(n), True
+
+    def forward(self, x):
+        if self.training:
+            m = x.mean(axis=0)
+            self.mean = 0.9 * self.mean + 0.1 * m
+        else:
+            m = self.mean
+        return (x - m) * self.gamma
+
+
+def two_batches(bn, x):
+    return np.sum(bn.forward(x) ** 2) + np.sum(bn.forward(x * 2.0) ** 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_running_statistics_in_one_branch_read_in_the_other(dtype):
+    x = X.astype(dtype)
+    g = srcgrad.grad(two_batches, wrt=1)(TrainingBatchNorm(3), x)
+    assert g.dtype == dtype
+    expected = finite_differences(lambda x: two_batches(TrainingBatchNorm(3), x), (X,), 0)[0]
+    np.testing.assert_allclose(g, expected, rtol=1e-4 if dtype == np.float32 else 1e-6, atol=1e-4)
+    bn = TrainingBatchNorm(3)
+    bn.forward(X)
+    bn.training = False  # evaluation: the statistics are an input, with a gradient of their own
+    g_bn = srcgrad.grad(lambda bn, x: np.sum(bn.forward(x) ** 2))(bn, X)
+    np.testing.assert_allclose(g_bn.mean, -2 * np.sum(X - bn.mean, axis=0), rtol=1e-12)
+
+
+def test_a_field_a_call_added_is_not_in_the_gradient():
+    layer = Dense(RS.randn(3, 2))
+    del layer.cache
+    g = srcgrad.grad(dense_loss)(layer, X)
+    assert g.cache is None
+    np.testing.assert_allclose(g.w, finite_differences(lambda w: dense_loss(Dense(w), X), (layer.w,), 0)[0], rtol=1e-6)

@@ -507,3 +507,32 @@ def test_math_log_with_a_base():
     gx, gb = srcgrad.grad(f, wrt=(0, 1))(x, b)
     assert gx == pytest.approx(1 / (x * math.log(b)) + 1 / (x * math.log(10)), rel=1e-14)
     assert gb == pytest.approx(-math.log(x) / (b * math.log(b) ** 2), rel=1e-14)
+
+
+from scipy.stats import multivariate_normal as mvn  # noqa: E402 - a name bound to a distribution object
+
+
+def _gaussian_loglik(mean, cov_root, data):
+    return np.sum(mvn.logpdf(data, mean, cov_root @ cov_root.T + np.eye(2)))
+
+
+def test_multivariate_normal_tangents_and_second_derivatives():
+    rs = np.random.RandomState(3)
+    mean, root, data = rs.randn(2), rs.randn(2, 2) * 0.5, rs.randn(5, 2)
+    for wrt, primal in ((0, mean), (1, root)):
+        direction = rs.randn(*primal.shape)
+
+        def along(t, wrt=wrt, direction=direction):
+            args = [mean, root, data]
+            args[wrt] = args[wrt] + t * direction
+            return _gaussian_loglik(*args)
+        _, tangent = srcgrad.jvp(_gaussian_loglik, wrt=wrt)(mean, root, data, direction)
+        np.testing.assert_allclose(tangent, (along(1e-6) - along(-1e-6)) / 2e-6, rtol=1e-6)
+        g = srcgrad.grad(_gaussian_loglik, wrt=wrt)
+        moved = [mean, root, data]
+        expected = []
+        for step in (1e-5, -1e-5):
+            moved[wrt] = primal + step * direction
+            expected.append(g(*moved))
+        np.testing.assert_allclose(srcgrad.hvp(_gaussian_loglik, wrt=wrt)(mean, root, data, direction),
+                                   (expected[0] - expected[1]) / 2e-5, rtol=1e-5, atol=1e-8)

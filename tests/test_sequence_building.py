@@ -195,3 +195,116 @@ def test_an_item_of_a_list_from_outside_the_loop_is_refused():
     # (each iteration would need the list's version from the one before: not followed yet)
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match="writing into an element of the list"):
         srcgrad.grad(item_of_a_list_from_before_the_loop)(np.ones(2))
+
+
+def _concat_and_multiply(weights, *args):
+    cat_state = np.hstack(args + (np.ones((args[0].shape[0], 1)),))
+    return np.dot(cat_state, weights)
+
+
+def variadic_joined_in_a_loop(w, xs):
+    h = np.zeros((2, 3))
+    for x in xs:
+        h = np.tanh(_concat_and_multiply(w, x, h))
+    return np.sum(h ** 2)
+
+
+def passed_in_joined_and_repeated(params):
+    more = params + [params[0] * 2.0]
+    twice = tuple(params) * 2
+    return np.sum(more[2] * more[1]) + np.sum(twice[3] * twice[0])
+
+
+class Cell:
+    def __init__(self, w):
+        self.w = w
+
+    def step(self, *inputs):
+        return np.tanh(np.hstack(inputs + (inputs[0] * 0.5,)) @ self.w)
+
+
+def variadic_method_in_a_loop(cell, xs):
+    h = np.zeros((2, 3))
+    for x in xs:
+        h = cell.step(x, h)
+    return np.sum(h)
+
+
+def test_a_variadic_tuple_joined_in_a_loop():
+    rng = np.random.default_rng(0)
+    w, xs = rng.normal(size=(8, 3)) * 0.5, rng.normal(size=(3, 2, 4))
+    check(variadic_joined_in_a_loop, w, xs)
+    g32 = srcgrad.grad(variadic_joined_in_a_loop)(w.astype(np.float32), xs.astype(np.float32))
+    assert g32.dtype == np.float32
+    np.testing.assert_allclose(g32, srcgrad.grad(variadic_joined_in_a_loop)(w, xs), rtol=1e-4, atol=1e-6)
+
+
+def test_a_passed_in_list_joined_and_repeated():
+    check(passed_in_joined_and_repeated, [np.array([0.5, -1.0]), np.array([2.0, 0.3])])
+
+
+def test_a_variadic_method_joined_in_a_loop():
+    rng = np.random.default_rng(1)
+    cell, xs = Cell(rng.normal(size=(11, 3)) * 0.5), rng.normal(size=(3, 2, 4))
+    check(lambda w, xs: variadic_method_in_a_loop(Cell(w), xs), cell.w, xs)
+    np.testing.assert_allclose(srcgrad.grad(variadic_method_in_a_loop)(cell, xs).w,
+                               srcgrad.grad(lambda w, xs: variadic_method_in_a_loop(Cell(w), xs))(cell.w, xs),
+                               rtol=1e-12)
+
+
+def _parts(params):
+    return np.tanh(params["a"]), params["b"], params["c"] * 2.0
+
+
+def zipped_call(params, x):
+    out = []
+    for a, b, c in zip(*_parts(params)):
+        out.append(a * b + np.sum(c) * x)
+    return np.sum(np.vstack(out) ** 2)
+
+
+def zipped_pairs(w):
+    pairs = [(w * 1.0, w[::-1]), (np.sin(w), w * w)]
+    total = 0.0
+    for firsts, seconds in zip(*pairs):  # (the transpose: the firsts, then the seconds)
+        total = total + np.sum(firsts * seconds)
+    return total
+
+
+def test_zip_of_a_starred_call_and_of_a_list_made_here():
+    params = {"a": np.array([0.3, -0.4, 1.1]), "b": np.array([1.0, 2.0, -0.5]),
+              "c": np.array([[0.1, 0.2], [0.3, -0.4], [0.5, 0.6]])}
+    check(zipped_call, params, np.array([1.0, -2.0]))
+    check(zipped_pairs, np.array([0.4, -1.3]))
+
+
+def test_zip_of_a_starred_list_grown_in_a_loop_is_refused_with_its_reason():
+    def grown(w):
+        pairs = []
+        for k in range(2):
+            pairs.append((w * k, w))
+        total = 0.0
+        for a, b in zip(*pairs):
+            total = total + np.sum(a * b)
+        return total
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r"`zip\(\*xs\)` is read where the length"):
+        srcgrad.grad(grown)(np.ones(2))
+
+
+def test_an_augmented_write_into_a_lists_item_held_by_another_name_is_refused():
+    # NumPy's `ys[0] += v` changes the array `y` in place too: computing it as a new array
+    # gave y's old value to the rest of the function (silently wrong before).
+    def shared(x):
+        y = x * 1.0
+        ys = [y]
+        ys[0] += 1.0
+        return np.sum(y * x)
+
+    def own_item(x):
+        ys = [x * 2.0, 0.5]
+        ys[0] *= x      # an array made for this item alone
+        ys[1] += 1.0    # a number
+        return np.sum(ys[0]) * ys[1]
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r"changes the array in that entry in place"):
+        srcgrad.grad(shared)(np.ones(2))
+    check(own_item, np.array([0.4, -1.3]))

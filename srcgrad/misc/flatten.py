@@ -22,23 +22,31 @@ def flatten(value):
         ValueError: from ``unflatten``, a vector of another length.
     """
     leaves, spec = optree.tree_flatten(value)
-    arrays = [np.asarray(leaf) for leaf in leaves]
-    shapes = [a.shape for a in arrays]
-    sizes = [a.size for a in arrays]
-    scalars = [np.ndim(leaf) == 0 and not isinstance(leaf, np.ndarray) for leaf in leaves]
-    vector = np.concatenate([a.ravel() for a in arrays]) if arrays else np.zeros(0)
-    ends = np.cumsum(sizes)
+    layout = _Layout(spec, leaves)
+    vector = np.concatenate([np.ravel(leaf) for leaf in leaves]) if leaves else np.zeros(0)
+    return vector, layout.unflatten
 
-    def unflatten(vector):
+
+class _Layout:
+    """Where each leaf of a flattened structure sits in its vector.  Its ``unflatten``
+    is a bound method, so one rule (in ``rules/shape.py``) covers every structure's."""
+
+    def __init__(self, spec, leaves):
+        self.spec = spec
+        self.shapes = [np.shape(leaf) for leaf in leaves]
+        self.scalars = [np.ndim(leaf) == 0 and not isinstance(leaf, np.ndarray) for leaf in leaves]
+        self.ends = np.cumsum([int(np.size(leaf)) for leaf in leaves])
+        self.size = int(self.ends[-1]) if len(self.ends) else 0
+
+    def unflatten(self, vector):
+        """A structure like the flattened one from a vector of its length (ValueError if not)."""
         vector = np.asarray(vector)
-        if vector.shape != (int(ends[-1]) if len(ends) else 0,):
-            raise ValueError(f"unflatten expects a vector of {int(ends[-1]) if len(ends) else 0} numbers, "
-                             f"got shape {vector.shape}")
-        parts = np.split(vector, ends[:-1])
-        leaves = [p.reshape(s)[()] if scalar else p.reshape(s) for p, s, scalar in zip(parts, shapes, scalars)]
-        return optree.tree_unflatten(spec, leaves)
-
-    return vector, unflatten
+        if vector.shape != (self.size,):
+            raise ValueError(f"unflatten expects a vector of {self.size} numbers, got shape {vector.shape}")
+        parts = np.split(vector, self.ends[:-1])
+        leaves = [p.reshape(s)[()] if scalar else p.reshape(s)
+                  for p, s, scalar in zip(parts, self.shapes, self.scalars)]
+        return optree.tree_unflatten(self.spec, leaves)
 
 
 def flatten_func(func, example):

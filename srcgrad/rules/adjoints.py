@@ -23,8 +23,8 @@ from ..runtime import (add, broadcast_reduced, broadcast_tangent, cast_adjoint, 
                        fill_like, gather_adjoint, real_input, gathered, getitem_adjoint, is_constant, item_of,
                        item_of_transposed, items_extremum_adjoint, items_extremum_transposed, matmul_lhs,
                        matmul_rhs, max_adjoint, positions, reshape_back, sort_adjoint, sorted_like,
-                       unbroadcast, unbroadcast_to, window_adjoint, written_adjoint, zeros_like,
-                       zeros_tangent)
+                       unbroadcast, unbroadcast_to, unflattened_adjoint, unflattened_tangent, window_adjoint,
+                       written_adjoint, zeros_like, zeros_tangent)
 from .registry import defadjoint, deftangent, nondifferentiable
 
 nondifferentiable(count_reduced, zeros_tangent, zeros_like, positions)  # an element count; zeros; integers
@@ -107,6 +107,12 @@ def fill_like_transposed(ans_bar, ans, a, value):
 @defadjoint(reshape_back, diff=("g",), zero=("a",), tangent="linear")
 def reshape_back_transposed(ans_bar, ans, g, a, order):
     return np.reshape(ans_bar, np.shape(g), order=order)
+
+
+@defadjoint(unflattened_adjoint, diff=("ans_bar",), zero=("ans",), tangent="linear")
+def unflattened_adjoint_transposed(u, value, ans_bar, ans):
+    """A structure's leaves joined into a vector, transposed: the vector split back into them."""
+    return unflattened_tangent(ans, u)
 
 
 @defadjoint(getitem_adjoint, diff=("g",), zero=("a",), tangent="linear")

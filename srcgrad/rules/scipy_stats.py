@@ -247,7 +247,38 @@ def _singular_refuse(statics):
 
 def _gaussian(cls_method):
     return {"methods": _method(stats.multivariate_normal, cls_method), "diff": ("x", "mean", "cov"),
-            "refuse": _singular_refuse, "ndim": _squeezed}
+            "refuse": _singular_refuse, "ndim": _squeezed,
+            "tangent": _logpdf_tangent if cls_method == "logpdf" else _pdf_tangent}
+
+
+def _covariance(cov, d):
+    """The matrix SciPy reads from ``cov``: its lower triangle, a diagonal, or a multiple of I."""
+    if np.ndim(cov) < 2:
+        return np.diag(np.broadcast_to(cov, (d,)))
+    sigma = np.reshape(cov, (np.shape(cov)[0], -1))
+    return np.tril(sigma) + np.transpose(np.tril(sigma, -1))
+
+
+def _logpdf_tangent(ans, x, mean=None, cov=1, allow_singular=False, x_dot=None, mean_dot=None, cov_dot=None):
+    """d log N = -s . (dx - dm) + (s^T dS s - tr(S^-1 dS)) / 2 per point, s = S^-1 r (the
+    adjoint's formulas above, read forwards)."""
+    d = np.shape(x)[-1] if np.ndim(x) else np.size(mean)
+    sigma = _covariance(cov, d)
+    r = np.reshape(x, (-1, d)) - (0.0 if mean is None else mean)
+    s = np.transpose(np.linalg.solve(sigma, np.transpose(r)))
+    out = np.zeros(np.shape(s)[0])
+    if x_dot is not None:
+        out = out - np.sum(s * np.reshape(x_dot, (-1, d)), axis=1)
+    if mean_dot is not None:
+        out = out + np.sum(s * mean_dot, axis=1)
+    if cov_dot is not None:
+        sigma_dot = _covariance(cov_dot, d)
+        out = out + 0.5 * (np.sum((s @ sigma_dot) * s, axis=1) - np.trace(np.linalg.solve(sigma, sigma_dot)))
+    return np.reshape(out, np.shape(ans))
+
+
+def _pdf_tangent(ans, x, mean=None, cov=1, allow_singular=False, x_dot=None, mean_dot=None, cov_dot=None):
+    return ans * _logpdf_tangent(ans, x, mean, cov, allow_singular, x_dot, mean_dot, cov_dot)
 
 
 def _squeezed(ndims, statics):

@@ -20,8 +20,8 @@ import operator
 import numpy as np
 
 from .. import runtime
-from ..misc.flatten import flatten
-from ..runtime import (flattened_adjoint, flattened_tangent, concatenated_adjoints, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
+from ..misc.flatten import _Layout, flatten
+from ..runtime import (flattened_adjoint, flattened_tangent, unflattened_adjoint, unflattened_tangent, concatenated_adjoints, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
                        split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
                        is_basic_index, is_constant, real_input, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
@@ -158,6 +158,13 @@ def flatten_rule(ans_bar, ans, value):
     """``vector, unflatten = srcgrad.misc.flatten(value)`` (HIPS autograd's): the leaves
     joined into one vector, so its adjoint is the vector's, split back into them."""
     return flattened_adjoint(ans_bar, ans)
+
+
+@defadjoint(methods=((_Layout, "unflatten"),), tangent=lambda ans, vector, vector_dot=None:
+            unflattened_tangent(ans, vector_dot))
+def unflatten_rule(ans_bar, ans, vector):
+    """``value = unflatten(vector)``: each leaf is a piece of ``vector``, reshaped."""
+    return unflattened_adjoint(ans_bar, ans)
 
 
 @defadjoint(runtime.read_back, diff=("value",), tangent="linear")

@@ -802,10 +802,10 @@ class _Lowering:
             seqs, index_user, item_targets = [self._lower(_reversed_as_slice(it.args[0]))], targets[0].id, \
                 [targets[1]]
         elif callee is zip:
-            if len(targets) != len(it.args):
+            seqs, index_user = self._zipped(it), None
+            if len(targets) != len(seqs):
                 raise errors.at(stmt, "unpack one target per zipped sequence",
                                 "write `for a, b in zip(xs, ys):`")
-            seqs, index_user = [self._lower(_reversed_as_slice(a)) for a in it.args], None
             item_targets = targets
         elif callee is reversed:  # (a tuple of targets unpacks each item, as below)
             seqs, index_user, item_targets = [self._lower(it.args[0])], None, [target]
@@ -840,6 +840,22 @@ class _Lowering:
                 if isinstance(item, gast.Tuple):
                     self._unpack(item.elts, None, stmt, source=whole)
         return {"iter": iter_, "index": index, "iterated": seqs}, prelude
+
+    def _zipped(self, call):
+        """The sequences ``zip(...)`` is given, each lowered: ``zip(*xs)`` over a tuple or
+        list whose length is known (made here, or passed in) zips its items."""
+        seqs = []
+        for a in call.args:
+            if not isinstance(a, gast.Starred):
+                seqs.append(self._lower(_reversed_as_slice(a)))
+                continue
+            items = self._items(self._lower(a.value))
+            if items is None:
+                raise errors.at(a, "`zip(*xs)` is read where the length of `xs` is known when compiling",
+                                "build `xs` in this function (or pass it in), or zip its items by name: "
+                                "`zip(xs[0], xs[1])`")
+            seqs += items
+        return seqs
 
     def _while(self, stmt):
         group = self.group
@@ -1056,37 +1072,40 @@ class _Lowering:
             atom = self._dict_method(atom.id, "keys", node)
         if atom.id in self.dicts:
             return None
-        if atom.id in self.aggregates:
-            items = list(self.aggregates[atom.id].values())
-        elif self._known_length(atom.id) is not None:  # passed in: `list(params)` reads each item
-            items = [self._lower(gast.Subscript(value=nodes.copy(atom), slice=nodes.const(i), ctx=gast.Load()))
-                     for i in range(self._known_length(atom.id))]
-        else:
+        items = self._items(atom)
+        if items is None:
             return None
         display = (gast.List if kind is list else gast.Tuple)(elts=[nodes.copy(a) for a in items],
                                                                ctx=gast.Load())
         return self._emit_aggregate(display, list(range(len(items))), items, node, **emit)
 
+    def _has_items(self, atom) -> bool:
+        """Whether ``atom`` is a tuple or list (not a dict) whose length is known here: made
+        here item by item, or passed in (``*args``, ``params``: the specialisation holds it)."""
+        return isinstance(atom, gast.Name) and atom.id not in self.dicts \
+            and self._known_length(atom.id) is not None
+
     def _items(self, atom):
-        """The items of a tuple or list whose items normalize knows (not a dict's), or None."""
-        if isinstance(atom, gast.Name) and atom.id in self.aggregates and atom.id not in self.dicts:
+        """The items of such a tuple or list (one passed in is read item by item), or None."""
+        if not self._has_items(atom):
+            return None
+        if atom.id in self.aggregates:
             return list(self.aggregates[atom.id].values())
-        return None
+        return [self._lower(gast.Subscript(value=nodes.copy(atom), slice=nodes.const(i), ctx=gast.Load()))
+                for i in range(self._known_length(atom.id))]
 
     def _joined(self, op, left, right, node, emit):
         """``t + (x,)``, ``xs + ys``, ``[h] * 3`` on tuples or lists whose items are known: a new
         display of the joined (repeated) items, so each item's adjoint reaches its source."""
         if isinstance(op, gast.Add):
-            first, second = self._items(left), self._items(right)
-            if first is None or second is None:
+            if not (self._has_items(left) and self._has_items(right)):
                 return None
-            items, kind = first + second, left
+            items, kind = self._items(left) + self._items(right), left
         elif isinstance(op, gast.Mult):
-            items = self._items(left) if self._items(left) is not None else self._items(right)
-            count = right if self._items(left) is not None else left
-            if items is None or not (isinstance(count, gast.Constant) and type(count.value) is int):
+            kind, count = (left, right) if self._has_items(left) else (right, left)
+            if not self._has_items(kind) or not (isinstance(count, gast.Constant) and type(count.value) is int):
                 return None
-            items, kind = items * max(count.value, 0), left if self._items(left) is not None else right
+            items = self._items(kind) * max(count.value, 0)
         else:
             return None
         display = (gast.List if kind.id in self.own_lists else gast.Tuple)(
@@ -1274,11 +1293,20 @@ class _Lowering:
         Known not to: a number, or an array the function made for this entry alone (a
         value of an expression, not a name of the user's)."""
         base = stmt.target.value
-        if not isinstance(base, gast.Name) or self.current.get(base.id, base.id) not in self.dicts:
+        name = self.current.get(base.id, base.id) if isinstance(base, gast.Name) else None
+        if name in self.dicts:
+            key = static_value(stmt.target.slice)
+            entry = self.entries.get(name, {}).get(key) if key is not UNKNOWN else None
+        elif name in self.own_lists or name in self.containers:  # `xs[i] += v`: the same for a list's item
+            key = static_value(stmt.target.slice)
+            items = self.aggregates.get(name, {}) if name not in self.dicts else {}
+            atom = items.get(key % len(items)) if type(key) is int and items and -len(items) <= key < len(items) \
+                else None
+            entry = atom.id if isinstance(atom, gast.Name) else None
+            if isinstance(atom, gast.Constant):
+                return
+        else:
             return
-        name = self.current.get(base.id, base.id)
-        key = static_value(stmt.target.slice)
-        entry = self.entries.get(name, {}).get(key) if key is not UNKNOWN else None
         if entry is not None and (entry in self.scalars or entry.startswith("_") and entry not in self.aliased
                                   and self.made_by.get(entry, (False, None))[0]):
             return
@@ -1323,7 +1351,8 @@ class _Lowering:
         if isinstance(target.slice, gast.UnaryOp) and isinstance(target.slice.op, gast.USub) \
                 and type(static_value(target.slice.operand)) is int:  # xs[-1]
             key = -static_value(target.slice.operand)
-        items = self._items(nodes.name(name))
+        items = list(self.aggregates[name].values()) if name in self.aggregates and name not in self.dicts \
+            else None
         if not fresh or name in self.aliased or name in self.passed or name in self.escaped \
                 or self.list_depth.get(name) != len(self.loop_writes) \
                 or items is None or type(key) is not int or not -len(items) <= key < len(items):
@@ -1697,6 +1726,12 @@ class _Lowering:
                 copied = self._copied_container(callee, args[0], node, **emit)
                 if copied is not None:
                     return copied
+                if callee is list and isinstance(args[0], gast.Name) and args[0].id in self.lists:
+                    # A list whose items are known when it runs only (grown by append): a new
+                    # list of the same items is `xs + []`, a join, item by item.
+                    joined = anno.inherit(gast.BinOp(left=args[0], op=gast.Add(),
+                                                     right=gast.List(elts=[], ctx=gast.Load())), node)
+                    return self._lower(joined, **{k: v for k, v in emit.items() if k != "origin_node"})
             if callee is np.einsum:
                 args = _einsum_sublists(args)
             if callee in (max, min) and len(args) > 1:  # Python's max(a, b) is max((a, b)): one rule

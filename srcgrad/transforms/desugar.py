@@ -14,6 +14,8 @@ assignment; each becomes statements before the one it was in, at its line:
   anywhere else is refused (``np.stack`` and ``np.array`` do not take one either);
 - a comprehension's variables are its own (Python 3): one whose name the function
   uses elsewhere is renamed, so it neither leaks nor overwrites the function's;
+- a generator function returns the list of what it yields (``yield e`` is an append to
+  it; see ``_collect_generator``);
 - ``f = lambda v: e`` becomes ``def f(v): return e`` (a nested function);
 - ``assert c, m`` becomes ``if not c: raise AssertionError(m)`` (``raise`` is kept:
   both run in the forward sweep, with no adjoint);
@@ -60,6 +62,12 @@ _CONSUMERS = ("max", "min", "list", "tuple", "sorted", "any", "all", "set", "dic
 
 def transform(fdef: gast.FunctionDef, fn=None) -> None:
     """Desugar ``fdef``'s body in place; ``fn``, the function, tells whether ``sum`` is the builtin."""
+    for d in [n for n in nodes.walk(fdef) if isinstance(n, gast.FunctionDef)]:
+        try:
+            _collect_generator(d)
+        except errors.UserCodeError:
+            if d is fdef:
+                raise  # (a nested one stays a generator: refused only if it is differentiated)
     if not any(isinstance(n, _LOWERED + (gast.Assert, gast.With, gast.IfExp, gast.FunctionDef))
                or isinstance(n, gast.Assign) and (len(n.targets) > 1 or _starred_target(n.targets[0])
                                                   or _nested_target(n.targets[0]) or isinstance(n.value, gast.Lambda)
@@ -520,7 +528,7 @@ def _lift_closures(fdef, desugar):
         own |= {n.name for n in inside if isinstance(n, gast.FunctionDef)}
         if d.name in own or any(isinstance(n, gast.Name) and n.id == d.name for n in inside) \
                 or any(isinstance(n, (gast.Yield, gast.YieldFrom, gast.Await)) for n in inside):
-            continue  # (recursive, a generator, or binds its own name)
+            continue  # (recursive, a generator left as one, or binds its own name)
         captured = sorted({n.id for n in inside if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)
                            and n.id in outer and n.id not in own and n.id not in counts})
         lifted[d.name] = (d, captured, own)
@@ -562,6 +570,91 @@ def _lift_closures(fdef, desugar):
     for n in nodes.walk(fdef):
         if isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and n.func.id in lifted:
             n.args[:0] = [_at(nodes.name(c), n) for c in lifted[n.func.id][1]]
+
+
+def _collect_generator(fdef: gast.FunctionDef) -> None:
+    """A generator function as one that returns the list of what it yields: ``yield e``
+    becomes ``yielded.append(e)``, ``yield from xs`` a loop appending each item, ``return``
+    ``return yielded``.  Its consumer (``for``, ``list``, ``zip``, ``sum``) reads a list as it
+    reads the generator, the body running whole before the consumer's first iteration (a
+    generator that reads state its consumer changes as it goes is outside this model).  Refused:
+    ``yield`` used as a value, and a ``while`` whose test is a constant (maybe endless, and
+    consumed lazily)."""
+    own = list(nodes.own_nodes(fdef))
+    yields = [n for n in own if isinstance(n, (gast.Yield, gast.YieldFrom))]
+    if not yields:
+        return
+    statements = {id(n.value) for n in own if isinstance(n, gast.Expr)}
+    for y in yields:
+        if id(y) not in statements:
+            raise errors.at(y, "a `yield` whose value is used (a coroutine) is not differentiated",
+                            "yield values only (`yield h`), as a generator a `for` loop consumes")
+    for loop in own:
+        if isinstance(loop, gast.While) and isinstance(loop.test, gast.Constant) and loop.test.value:
+            raise errors.at(loop, "a generator with a `while True:` loop may never end; srcgrad collects "
+                            "what a generator yields before its consumer runs",
+                            "give the loop a condition (or a `for` over a range), or build and return a list")
+    name = nodes.fresh_name("yielded", nodes.names_in(fdef))
+
+    def collected(stmts):
+        out = []
+        for stmt in stmts:
+            if isinstance(stmt, gast.Expr) and isinstance(stmt.value, gast.Yield):
+                value = stmt.value.value if stmt.value.value is not None else nodes.const(None)
+                out.append(_at(gast.Expr(value=nodes.call(gast.Attribute(
+                    value=nodes.name(name), attr="append", ctx=gast.Load()), [value])), stmt))
+            elif isinstance(stmt, gast.Expr) and isinstance(stmt.value, gast.YieldFrom):
+                item = nodes.fresh_name("item", nodes.names_in(fdef) | {name})
+                append = gast.Expr(value=nodes.call(gast.Attribute(value=nodes.name(name), attr="append",
+                                                                   ctx=gast.Load()), [nodes.name(item)]))
+                out.append(_at(gast.For(target=nodes.name(item, "store"), iter=stmt.value.value,
+                                        body=[append], orelse=[], type_comment=None), stmt))
+            elif isinstance(stmt, gast.Return):
+                out.append(_at(gast.Return(value=nodes.name(name)), stmt))
+            else:
+                for field in ("body", "orelse", "finalbody"):
+                    if isinstance(getattr(stmt, field, None), list) and not isinstance(stmt, gast.FunctionDef):
+                        setattr(stmt, field, collected(getattr(stmt, field)))
+                if isinstance(stmt, gast.Try):
+                    for handler in stmt.handlers:
+                        handler.body = collected(handler.body)
+                out.append(stmt)
+        return out
+    start = _at(nodes.assign(name, gast.List(elts=[], ctx=gast.Load())), fdef.body[0])
+    fdef.body = [start] + collected(fdef.body)
+    if not isinstance(fdef.body[-1], gast.Return):
+        fdef.body.append(_at(gast.Return(value=nodes.name(name)), fdef.body[-1]))
+
+
+def spread_variadic(fdef: gast.FunctionDef, param_ranks: tuple) -> None:
+    """``g(x, *args, **kwargs)`` passing on the function's own ``*args``/``**kwargs`` as
+    ``g(x, args[0], args[1], k=kwargs["k"])``: their lengths and keys are part of the
+    specialisation (``param_ranks``, in parameter order), so the call is then one whose
+    target the inliner and the rules see whole (a wrapper such as ``flatten_func``'s)."""
+    variadic = {getattr(fdef.args.vararg, "id", None): "sequence", getattr(fdef.args.kwarg, "id", None): "mapping"}
+    stored = {n.id for n in nodes.own_nodes(fdef) if isinstance(n, gast.Name) and not isinstance(n.ctx, gast.Load)}
+    keys = {name: [k for k, _ in rank] for name, rank in zip(_parameter_names(fdef.args), param_ranks)
+            if name in variadic and name not in stored and getattr(rank, "kind", None) == variadic[name]
+            and all(isinstance(k, int) or k.isidentifier() for k, _ in rank)}
+    if not keys:
+        return
+
+    def entries(node):
+        held = node.id if isinstance(node, gast.Name) else None
+        return [_at(gast.Subscript(value=nodes.name(held), slice=nodes.const(k), ctx=gast.Load()), node)
+                for k in keys[held]] if held in keys else None
+    for call in [n for n in nodes.own_nodes(fdef) if isinstance(n, gast.Call)]:
+        args, keywords = [], []
+        for a in call.args:
+            spread = entries(a.value) if isinstance(a, gast.Starred) and variadic.get(
+                getattr(a.value, "id", None)) == "sequence" else None
+            args += [a] if spread is None else spread
+        for k in call.keywords:
+            spread = entries(k.value) if k.arg is None and variadic.get(
+                getattr(k.value, "id", None)) == "mapping" else None
+            keywords += [k] if spread is None else [
+                _at(gast.keyword(arg=e.slice.value, value=e), k.value) for e in spread]
+        call.args, call.keywords = args, keywords
 
 
 def _parameter_names(args) -> list:

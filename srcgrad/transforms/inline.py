@@ -418,7 +418,7 @@ class _Inliner:
             return self.parsed[fn]
         self.parsed[fn] = None
         code = fn.__code__
-        if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS | inspect.CO_GENERATOR
+        if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
                             | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE) \
                 or code.co_freevars or registry.lookup(fn) is not None or hasattr(fn, "defadjoint") \
                 or runtime.is_gradient_function(fn) \

@@ -427,6 +427,15 @@ class _Reverse:
     def _adjoint(self, stmt):
         self._check_writer(stmt)
         self._check_mutating_method(stmt)
+        if anno.get(stmt, "kind") == "op" and anno.get(stmt, "rule") is registry_lookup(getattr) \
+                and isinstance(stmt.value, gast.Attribute) and isinstance(stmt.value.value, gast.Name):
+            if self.stores is None:
+                self.stores = _StoresReadBack(self.core.body)
+            if self.stores.after_call(stmt):
+                # A call before it may have stored the field as bookkeeping (no adjoint).
+                origin = anno.get(stmt, "origin")
+                stmt.value = nodes.call("rt.field", [stmt.value.value, nodes.const(stmt.value.attr),
+                                                     nodes.const(origin.where if origin else "?")])
         if anno.get(stmt, "manager"):
             varied = [n for n in nodes.loaded_names(stmt) if n in self.activity.varied]
             if varied:
@@ -561,6 +570,11 @@ class _Reverse:
                 # `self.cache = x`, `self.running_mean = ...`: bookkeeping nothing in this call
                 # reads back (normalize gave reads after it in its block the value itself): run
                 # as written, the value stored as it is, with no adjoint (as under no_grad).
+                # `rt.kept` records it, so that a later call reading it back is refused.
+                target, origin = stmt.targets[0], anno.get(stmt, "origin")
+                if isinstance(value, gast.Name) and value.id in self.activity.varied:
+                    stmt.value = nodes.call("rt.kept", [nodes.copy(target.value), nodes.const(target.attr),
+                                                        stmt.value, nodes.const(origin.where if origin else "?")])
                 return
             if isinstance(value, gast.Name) and value.id in self.activity.varied \
                     and not self._bookkeeping(value.id):
@@ -1554,49 +1568,73 @@ def _changes_arguments(fn) -> bool:
 
 class _StoresReadBack:
     """For each ``obj.name = v`` of a function: whether a read of a ``.name`` field, or a
-    call of the user's code that is not inlined, runs after it (later in the function, or
-    anywhere in a loop around it).  One walk of the function."""
+    call of the user's code that is not inlined (``""``), may run after it — later in the
+    function, not in the other branch of an ``if`` around it, or anywhere in a loop around
+    it (a later iteration).  One backward walk; the sets hold field names."""
 
     def __init__(self, body):
-        self.position = {}      # id(store) -> (its position, the loops around it)
-        self.last_read = {}     # attribute -> position of its last read
-        self.last_call = -1     # position of the last call not inlined
-        self.in_loop = {}       # id(loop) -> attributes read in it ("" for a call)
-        self._walk(body, [], [0])
+        self.read_after = {}  # id(store) -> whether a read may follow it
+        self._walk(body, frozenset())
+        self.body, self.reads_after_calls = body, None
 
-    def _walk(self, stmts, loops, counter):
+    @staticmethod
+    def _read(stmt):
+        kind = anno.get(stmt, "kind")
+        if kind == "op" and anno.get(stmt, "rule") is registry_lookup(getattr):
+            return templates.static_value(anno.get(stmt, "bound")["name"])
+        calls = kind == "call" or kind == "unknown" and isinstance(getattr(stmt, "value", None), gast.Call)
+        return "" if calls else None  # (a `raise` is "unknown" too: it ends the path)
+
+    def _reads_in(self, stmts) -> set:
+        out = set()
         for stmt in stmts:
-            counter[0] += 1
-            position = counter[0]
+            for s in nodes.statements([stmt]):
+                read = self._read(s)
+                if read is not None:
+                    out.add(read)
+        return out
+
+    def _walk(self, stmts, later) -> frozenset:
+        """Walk ``stmts`` backwards given what is read after them; what is read from their start."""
+        for stmt in reversed(stmts):
             if isinstance(stmt, (gast.For, gast.While)):
-                self.in_loop[id(stmt)] = set()
-                self._walk(stmt.body, loops + [id(stmt)], counter)
-                continue
-            if isinstance(stmt, gast.If):
-                self._walk(stmt.body, loops, counter)
-                self._walk(stmt.orelse, loops, counter)
-                continue
-            kind = anno.get(stmt, "kind")
-            read = None
-            if kind == "setattr":
-                self.position[id(stmt)] = (position, tuple(loops))
-            elif kind == "op" and anno.get(stmt, "rule") is registry_lookup(getattr):
-                read = templates.static_value(anno.get(stmt, "bound")["name"])
-                self.last_read[read] = position
-            elif kind in ("call", "unknown"):
-                read = ""
-                self.last_call = position
-            if read is not None:
-                for loop in loops:
-                    self.in_loop[loop].add(read)
+                around = later | self._reads_in(stmt.body)  # (the next iteration reads these)
+                self._walk(stmt.body, frozenset(around))
+                later = frozenset(around)
+            elif isinstance(stmt, gast.If):
+                later = self._walk(stmt.body, later) | self._walk(stmt.orelse, later)
+            elif anno.get(stmt, "kind") == "setattr":
+                self.read_after[id(stmt)] = stmt.targets[0].attr in later or "" in later
+            else:
+                read = self._read(stmt)
+                if read is not None:
+                    later = later | {read}
+        return later
 
     def read_back(self, store) -> bool:
-        position, loops = self.position.get(id(store), (None, ()))
-        if position is None:
-            return True
-        name = store.targets[0].attr
-        return self.last_read.get(name, -1) > position or self.last_call > position \
-            or any(name in self.in_loop[loop] or "" in self.in_loop[loop] for loop in loops)
+        return self.read_after.get(id(store), True)
+
+    def after_call(self, read) -> bool:
+        """Whether a call of the user's code that is not inlined may run before ``read`` (a
+        field read): it may have stored the field with no adjoint (``rt.field`` checks)."""
+        if self.reads_after_calls is None:
+            self.reads_after_calls = set()
+            self._forward(self.body, False)
+        return id(read) in self.reads_after_calls
+
+    def _forward(self, stmts, called) -> bool:
+        for stmt in stmts:
+            if isinstance(stmt, (gast.For, gast.While)):
+                called = self._forward(stmt.body, called or "" in self._reads_in(stmt.body))
+            elif isinstance(stmt, gast.If):
+                called = self._forward(stmt.body, called) | self._forward(stmt.orelse, called)
+            else:
+                read = self._read(stmt)
+                if read == "":
+                    called = True
+                elif read is not None and called:
+                    self.reads_after_calls.add(id(stmt))
+        return called
 
 
 class _ActiveReads:

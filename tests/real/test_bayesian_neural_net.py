@@ -1,17 +1,12 @@
 """HIPS autograd examples/bayesian_neural_net.py: black-box variational inference
 (black_box_svi.py) of a Bayesian MLP's weights on a toy 1-D dataset."""
 import numpy as np
-import pytest
 import autograd
 import srcgrad
-import srcgrad.errors
 from .conftest import assert_close, load
 
 LAYER_SIZES, NUM_SAMPLES = [1, 8, 8, 1], 5  # (the example: [1, 20, 20, 1], 20)
 
-XFAIL = pytest.mark.xfail(strict=True, raises=srcgrad.errors.UnsupportedSyntaxError, reason=(
-    "make_nn_funs's unpack_layers is a generator (`yield`), iterated by predictions' for loop: "
-    "refused ('srcgrad cannot differentiate `Yield` expressions yet')"))
 
 
 def _setup(m):
@@ -31,7 +26,6 @@ def _setup(m):
     return objective, gradient, init_var_params, logprob, num_weights, (inputs, targets)
 
 
-@XFAIL
 def test_bayesian_neural_net_gradient():
     ours, theirs = load("bayesian_neural_net"), load("bayesian_neural_net", "autograd")
     _, gradient, x0, *_ = _setup(ours)
@@ -39,7 +33,6 @@ def test_bayesian_neural_net_gradient():
     assert_close(gradient(x0, 0), gradient2(x0, 0))
 
 
-@XFAIL
 def test_bayesian_neural_net_logprob_gradient():
     """logprob of a batch of weight samples, summed: the network alone."""
     ours, theirs = load("bayesian_neural_net"), load("bayesian_neural_net", "autograd")
@@ -51,7 +44,6 @@ def test_bayesian_neural_net_logprob_gradient():
     assert_close(got, want)
 
 
-@XFAIL
 def test_bayesian_neural_net_adam_steps():
     ours, theirs = load("bayesian_neural_net"), load("bayesian_neural_net", "autograd")
     results = []

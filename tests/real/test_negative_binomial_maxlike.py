@@ -42,9 +42,6 @@ def test_negative_binomial_fit_maxlike():
     assert abs(results[0][0] - 5) < 1 and abs(results[0][1] - 0.5) < 0.1
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason=(
-    "the main block's `grad(loglike, argnum=(0, 1))`: srcgrad.grad has no `argnum=` keyword "
-    "(it spells it wrt=; grad() got an unexpected keyword argument 'argnum')"))
 def test_negative_binomial_main_block_grad_both():
     """The main block's stationarity check, at the true parameters for want of the fit."""
     skip = ("r, p = fit_maxlike", "print(", "import matplotlib", "xm =", "plt.")

@@ -1,15 +1,9 @@
 """HIPS autograd examples/rnn.py: a character RNN trained on its own source."""
 import numpy as np
-import pytest
-import srcgrad.errors
 from .conftest import PROGRAMS, assert_close, load
 
 NUM_CHARS, SEQUENCE_LENGTH, MAX_LINES, STATE_SIZE = 128, 10, 12, 8  # (the example: 128, 30, 60, 40)
 
-XFAIL = pytest.mark.xfail(strict=True, raises=srcgrad.errors.NoDerivativeRuleError, reason=(
-    "concat_and_multiply's `args + (np.ones(...),)` (a *args tuple joined to a tuple) is refused "
-    "when the call sits in a loop (rnn_predict's `for input in inputs`): NoDerivativeRuleError "
-    "'`+`/`*` on tuples or lists (joining, repeating) is not supported on values being differentiated'"))
 
 
 def _setup(m):
@@ -25,7 +19,6 @@ def _setup(m):
     return init_params, training_loss
 
 
-@XFAIL
 def test_rnn_gradient():
     ours, theirs = load("rnn"), load("rnn", "autograd")
     p, loss = _setup(ours)
@@ -33,7 +26,6 @@ def test_rnn_gradient():
     assert_close(ours.grad(loss)(p, 0), theirs.grad(loss2)(p2, 0))
 
 
-@XFAIL
 def test_rnn_adam_steps():
     ours, theirs = load("rnn"), load("rnn", "autograd")
     results = []
