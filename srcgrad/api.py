@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import inspect
 import linecache
 import os
@@ -80,9 +81,53 @@ def _library_function(fn):
     owner, prefix = _OWNERS[package]
     spelled = prefix + rest if package != "scipy" else name
     return errors.NoSourceError(
-        f"{spelled} is {owner}'s function, not yours: srcgrad differentiates the Python source of your "
-        "own functions", None,
-        f"differentiate your own def that calls it: def f(x): return {spelled}(x), then srcgrad.grad(f)")
+        f"{spelled} is {owner}'s function, not yours, and srcgrad has no derivative rule for it: it "
+        f"differentiates the Python source of your own functions, and the {owner} functions it has rules for",
+        None, f"register a rule for it with @srcgrad.defadjoint({spelled}) (see docs/rules.md), or write "
+        "what it computes with functions srcgrad differentiates")
+
+
+def _primitive_as_source(fn):
+    """A function without Python source that has a derivative rule (``np.sqrt``,
+    ``scipy.special.erf``), as a ``def`` that calls it, its rule's required parameters
+    by name (``def sqrt(x, *args, **kwargs): return numpy.sqrt(x, *args, **kwargs)``),
+    registered with linecache so the pipeline reads it like the user's own:
+    ``grad(np.sqrt)`` is then its rule, as in autograd and JAX (``jax.grad(jnp.sin)``),
+    and ``grad(grad(np.sqrt))`` forward mode over that.  ``fn`` itself for anything
+    else (a Python function, a callable without a derivative rule), which the caller
+    differentiates or refuses as before."""
+    if isinstance(fn, (types.FunctionType, type)):
+        return fn
+    rule = registry.lookup(fn)
+    if rule is None or not rule.differentiable:
+        return fn
+    made = _PRIMITIVES.get(id(fn))
+    if made is not None and made[0] is fn:
+        return made[1]
+    spelled = registry.label(fn)  # `numpy.sqrt`, with `numpy` bound, where that names `fn`
+    parts, found = spelled.split("."), None
+    if len(parts) > 1 and all(part.isidentifier() for part in parts):
+        try:
+            found = importlib.import_module(parts[0])
+        except ImportError:
+            pass
+        for part in parts[1:]:
+            found = getattr(found, part, None)
+    scope = {parts[0]: importlib.import_module(parts[0])} if found is fn else {"_primitive": fn}
+    spelled = spelled if found is fn else "_primitive"
+    name = fn.__name__ if str(getattr(fn, "__name__", "")).isidentifier() else "primitive"
+    filename = f"<srcgrad: {spelled}>"
+    named = [p.name for p in rule.signature.parameters.values()  # NumPy's required ones, by name
+             if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    params = ", ".join(named + ["*args", "**kwargs"])
+    source = f"def {name}({params}):\n    return {spelled}({params})\n"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), scope)
+    _PRIMITIVES[id(fn)] = (fn, scope[name])
+    return scope[name]
+
+
+_PRIMITIVES: dict = {}  # id(fn) -> (fn, the def calling it), for _primitive_as_source
 
 
 def _no_source(fn):
@@ -122,6 +167,7 @@ class GradientFunction:
                 "use srcgrad.hvp, srcgrad.hessian, srcgrad.jacfwd or srcgrad.jacrev of the original function")
         if not callable(fn):
             raise TypeError(f"srcgrad.{mode} expects a function, got {type(fn).__name__}")
+        fn = _primitive_as_source(fn)  # np.sqrt: its rule, through a def calling it
         if _library_function(fn) is not None:
             raise _library_function(fn)
         # A bound method, a functools.partial or a callable object: the function underneath,
@@ -989,15 +1035,56 @@ def elementwise_grad(f, wrt=0, *, backend: str | None = None, optimize: bool = T
     Raises:
         As :func:`vjp`.
     """
-    pullback_of = vjp(f, with_argnum(wrt, argnum), backend=backend, optimize=optimize)
+    return grad(_summed(f), with_argnum(wrt, argnum), backend=backend, optimize=optimize)
 
-    @functools.wraps(f)
-    def elementwise(*args, **kwargs):
-        value, pullback = pullback_of(*args, **kwargs)
-        ones = optree.tree_map(np.ones_like, value) if tree.is_structure(value) else np.ones_like(value)
-        return pullback(ones)
 
-    return elementwise
+def _summed(f):
+    """``def tanh_summed(x): return np.sum(tanh(x))``: ``f`` with its output summed, with
+    ``f``'s parameters, as source (registered with linecache) that the pipeline reads like
+    the user's own.  Its gradient is the vjp of ``f`` with an adjoint of ones (``d/dx sum f =
+    J^T 1``), and, being a gradient function of a ``def``, it can be differentiated again
+    (``elementwise_grad(elementwise_grad(f))``, as autograd's examples write)."""
+    made = _SUMMED.get(id(f))
+    if made is not None and made[0] is f:
+        return made[1]
+    # (a NumPy function with a rule is called as it is, with the parameters of its rule)
+    shape = _primitive_as_source(f) if not isinstance(f, (types.FunctionType, GradientFunction)) else f
+    try:
+        signature = inspect.signature(shape.fn if isinstance(shape, GradientFunction) else shape)
+    except (TypeError, ValueError):
+        return f  # (no signature: grad refuses it as it is, with its own message)
+    scope, params, passed = {"_f": f, "_np": np}, [], []
+    kinds = inspect.Parameter
+    for p in signature.parameters.values():
+        text = p.name
+        if p.default is not p.empty:
+            scope[f"_default_{p.name}"] = p.default
+            text += f"=_default_{p.name}"
+        if p.kind is kinds.VAR_POSITIONAL:
+            text, given = f"*{p.name}", f"*{p.name}"
+        elif p.kind is kinds.VAR_KEYWORD:
+            text, given = f"**{p.name}", f"**{p.name}"
+        elif p.kind is kinds.KEYWORD_ONLY:
+            if not any(q.startswith("*") for q in params):
+                params.append("*")
+            given = f"{p.name}={p.name}"
+        else:
+            given = p.name
+        params.append(text)
+        passed.append(given)
+        if p.kind is kinds.POSITIONAL_ONLY and not any(q.kind is kinds.POSITIONAL_ONLY for q in list(
+                signature.parameters.values())[len(params):]):
+            params.append("/")
+    name = f"{getattr(f, '__name__', 'f')}_summed" if str(getattr(f, "__name__", "")).isidentifier() else "summed"
+    filename = f"<srcgrad: elementwise_grad of {getattr(f, '__qualname__', name)}>"
+    source = f"def {name}({', '.join(params)}):\n    return _np.sum(_f({', '.join(passed)}))\n"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), scope)
+    _SUMMED[id(f)] = (f, scope[name])
+    return scope[name]
+
+
+_SUMMED: dict = {}  # id(f) -> (f, its summed def), for _summed
 
 
 def jvp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True):

@@ -153,6 +153,17 @@ def _vjp_call(fn, wrt, /, *args, **kwargs):
         wrt = tuple(0 if w == "self" else w + 1 if isinstance(w, int) else w for w in wrt)
     if isinstance(owner, dict) and getattr(fn, "__name__", None) in _DICT_METHODS:
         return _dict_method_vjp(owner, fn.__name__, wrt, args, kwargs)
+    sequences = [isinstance(a, (tuple, list)) for a in args] if len(args) == 2 and not kwargs else ()
+    if fn is operator.add and sequences and all(sequences):
+        # `a + b`, `[h] * n` of values whose kind was unknown when compiling (what a recursive
+        # call returned): Python's join or repetition of sequences, with their own rules
+        # (a list times an array is NumPy's product, below).
+        fn = rt.concatenated
+    elif fn is operator.mul and sequences and any(sequences) and type(args[sequences.index(False)]) is int:
+        if sequences[1]:
+            fn, args, wrt = rt.repeated, args[::-1], tuple(1 - w if isinstance(w, int) else w for w in wrt)
+        else:
+            fn = rt.repeated
     if isinstance(fn, types.MethodType) and (rule := registry.lookup(fn)) is not None and rule.differentiable:
         return _rule_vjp(rule, fn, wrt, args, kwargs)  # a method with a rule of its own: rng.normal
     if isinstance(fn, types.MethodType):

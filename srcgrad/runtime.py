@@ -1218,6 +1218,14 @@ def kept(obj, name: str, value, where: str):
     return value
 
 
+def growing(receiver, obj, name: str, field, where: str):
+    """``receiver`` (the list or dict ``obj.name`` holds, ``field``, or an entry of it), about to
+    grow by a value with no adjoint (``self.inputs.append(x)``): ``obj.name`` is recorded as
+    ``kept`` records a store, so that a later call reading it back is refused."""
+    kept(obj, name, field, where)
+    return receiver
+
+
 def kept_fields(obj) -> dict:
     """``{name: where}`` of ``obj``'s fields that still hold what ``kept`` recorded."""
     entry = KEPT.get(id(obj))
@@ -1254,7 +1262,7 @@ def check_kept_pullback(pullback, fn, wrt, objects):
             adjoint = adjoints if len(wrt) == 1 else adjoints[position]
             for name, where in fields.items():
                 g = tree.lookup(adjoint, (name,))
-                if g is not None and not isinstance(g, dict) and np.any(np.asarray(g) != 0):
+                if g is not None and any(np.any(np.asarray(leaf) != 0) for leaf in tree.flatten(g)[1]):
                     refuse_read_back(obj, name, where, reader)
         return adjoints
     return pull

@@ -234,12 +234,21 @@ class _Node:
     in attribute order (a sequence's: ``((index, its ranks), ...)``), the parameters
     whose ranks compiled code is specialised on."""
 
-    __slots__ = ("cls", "arrays", "floats", "nones", "children", "sequences", "ranks", "keys")
+    __slots__ = ("cls", "arrays", "floats", "nones", "children", "sequences", "ranks", "keys", "_parameters")
 
     def __init__(self, cls):
         self.cls, self.arrays, self.floats, self.nones, self.children, self.sequences, self.ranks = \
             cls, [], [], [], [], [], []
         self.keys = frozenset()  # the attributes laid out
+        self._parameters = None
+
+    @property
+    def parameters(self) -> frozenset:
+        """The attributes that get a gradient (or None, for ``nones``); the others are carried along."""
+        if self._parameters is None:
+            self._parameters = frozenset(self.arrays) | {k for k, _ in self.floats} | set(self.nones) \
+                | {k for k, _ in self.children} | {k for k, _, _ in self.sequences}
+        return self._parameters
 
 
 class Layout:
@@ -358,13 +367,12 @@ def _build(node, sparse, like):
     fields = out.__dict__
     values = vars(like)
     fields.update(values)
-    if len(values) != len(node.keys):
-        # Attributes the call added (a cache, `self.out = h`): not parameters; their values
-        # are not gradients.
-        for key in values.keys() - node.keys:
-            if _is_float_array(values[key]) or isinstance(values[key], (float, np.floating)) \
-                    or _has_params(values[key]):
-                fields[key] = None
+    # Attributes the call added (a cache, `self.out = h`), or that held no parameter when it
+    # began (a list of inputs it grew): not parameters; their values are not gradients.
+    for key in values.keys() - node.parameters:
+        if _is_float_array(values[key]) or isinstance(values[key], (float, np.floating)) \
+                or _has_params(values[key]):
+            fields[key] = None
     get = sparse.get if type(sparse) is dict else _nothing
     for key in node.arrays:
         value, g = values[key], get(key)

@@ -29,6 +29,28 @@ def test_elementwise_grad_of_its_own_result():
     np.testing.assert_allclose(second, 3 * x ** 2)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_elementwise_grad_of_an_elementwise_grad(dtype):
+    x = np.linspace(-2, 2, 7).astype(dtype)
+    t = np.tanh(x.astype(np.float64))
+    second = srcgrad.elementwise_grad(srcgrad.elementwise_grad(tanh))(x)
+    assert second.dtype == dtype
+    np.testing.assert_allclose(second, -2 * t * (1 - t ** 2), rtol=1e-4 if dtype == np.float32 else 1e-10,
+                               atol=1e-6)
+
+
+def _scaled(x, w, *, power=2.0):
+    return w * x ** power
+
+
+def test_elementwise_grad_keeps_the_functions_parameters():
+    x, w = np.array([0.5, -1.5]), np.array([2.0, 3.0])
+    np.testing.assert_allclose(srcgrad.elementwise_grad(_scaled, wrt="w")(x, w, power=3.0), x ** 3)
+    np.testing.assert_allclose(srcgrad.elementwise_grad(_scaled)(x, w, power=3.0), 3 * w * x ** 2)
+    np.testing.assert_allclose(srcgrad.elementwise_grad(srcgrad.elementwise_grad(_scaled))(x, w), 2 * w)
+    np.testing.assert_allclose(srcgrad.elementwise_grad(np.sin)(x), np.cos(x))
+
+
 def test_hessian_vector_product_is_hvp():
     def f(x):
         return np.sum(x ** 3) + x[0] * x[1]

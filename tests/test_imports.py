@@ -14,17 +14,20 @@ import srcgrad
 
 ROOT = pathlib.Path(srcgrad.__file__).parent
 
-# Lowest first.  A module belongs to the first layer one of whose prefixes it has.
+# Lowest first.  A module belongs to the layer of its longest prefix here.
 LAYERS = [
     ("leaf", ("srcgrad.anno", "srcgrad.errors", "srcgrad.tree", "srcgrad.backends")),
     ("runtime", ("srcgrad.runtime",)),
-    ("libraries", ("srcgrad.nn", "srcgrad.optim", "srcgrad.misc")),  # written on the runtime, without the compiler
+    # written on the runtime, without the compiler:
+    ("libraries", ("srcgrad.nn", "srcgrad.optim", "srcgrad.misc", "srcgrad.scipy")),
     ("rules", ("srcgrad.rules",)),
     ("passes", ("srcgrad.nodes", "srcgrad.templates", "srcgrad.analysis", "srcgrad.transforms")),
     ("pipeline", ("srcgrad.pipeline",)),
     ("api", ("srcgrad.api", "srcgrad.checking", "srcgrad.higher")),
+    # libraries whose rules differentiate a function they are given (srcgrad.vjp of it)
+    ("libraries on the compiler", ("srcgrad.integrate", "srcgrad.misc.fixed_points")),
     ("dispatch", ("srcgrad.dispatch",)),  # compiles callees when generated code runs
-    ("entry points", ("srcgrad.cli", "srcgrad.__main__", "srcgrad.testing", "srcgrad")),
+    ("entry points", ("srcgrad.cli", "srcgrad.__main__", "srcgrad.testing", "srcgrad.extend", "srcgrad")),
 ]
 
 
@@ -37,10 +40,13 @@ MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
 
 
 def _layer(module: str) -> int:
-    for rank, (_, prefixes) in enumerate(LAYERS):
-        if any(module == p or module.startswith(p + ".") for p in prefixes):
-            return rank
-    raise AssertionError(f"{module} is in no layer: add it to LAYERS")
+    """The layer of ``module``'s longest prefix in LAYERS (``srcgrad.misc.fixed_points`` before
+    ``srcgrad.misc``, ``srcgrad.api`` before ``srcgrad``)."""
+    found = [(len(p), rank) for rank, (_, prefixes) in enumerate(LAYERS) for p in prefixes
+             if module == p or module.startswith(p + ".")]
+    if not found:
+        raise AssertionError(f"{module} is in no layer: add it to LAYERS")
+    return max(found)[1]
 
 
 def imports_of(module: str) -> set[str]:

@@ -76,15 +76,23 @@ def test_a_missing_argument_names_the_function():
         srcgrad.grad(loss)(np.ones((3, 2)))
 
 
-@pytest.mark.parametrize("fn, spelled, owner", [(np.sum, "np.sum", "NumPy"), (np.sin, "np.sin", "NumPy"),
-                                                (math.exp, "math.exp", "Python")])
-def test_a_library_function_is_named_as_not_the_users(fn, spelled, owner):
+@pytest.mark.parametrize("fn, spelled, owner", [(np.fft.fft, "np.fft.fft", "NumPy"),
+                                                (np.fft.rfft, "np.fft.rfft", "NumPy"),
+                                                (math.gcd, "math.gcd", "Python")])
+def test_a_library_function_without_a_rule_is_named_as_not_the_users(fn, spelled, owner):
     with pytest.raises(srcgrad.errors.NoSourceError) as info:
         srcgrad.grad(fn)(np.ones(3))
     text = str(info.value)
-    assert f"{spelled} is {owner}'s function, not yours" in text
-    assert "differentiate your own def that calls it" in text
-    assert "fromnumeric" not in text
+    assert f"{spelled} is {owner}'s function, not yours, and srcgrad has no derivative rule for it" in text
+    assert f"@srcgrad.defadjoint({spelled})" in text
+    assert "_pocketfft" not in text
+
+
+@pytest.mark.parametrize("fn, expected", [(np.sin, np.cos), (np.tanh, lambda x: 1 - np.tanh(x) ** 2),
+                                          (np.exp, np.exp)])
+def test_a_library_function_with_a_rule_is_differentiated(fn, expected):
+    x = np.array([0.3, -1.2])
+    np.testing.assert_allclose(srcgrad.elementwise_grad(fn)(x), expected(x), rtol=1e-12)
 
 
 @srcgrad.custom_adjoint

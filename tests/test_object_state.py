@@ -357,3 +357,71 @@ def test_a_field_a_call_added_is_not_in_the_gradient():
     g = srcgrad.grad(dense_loss)(layer, X)
     assert g.cache is None
     np.testing.assert_allclose(g.w, finite_differences(lambda w: dense_loss(Dense(w), X), (layer.w,), 0)[0], rtol=1e-6)
+
+
+# ---- containers an object holds, grown by values being differentiated -------------------
+
+class Recorder:
+    """Keeps what it saw, as layers with hand-written backward passes do."""
+
+    def __init__(self, w):
+        self.w, self.inputs, self.derived = w, [], {"Z": [], "A": []}
+
+    def __call__(self, x):
+        self.inputs.append(x)
+        z = x @ self.w
+        self.derived["Z"].append(z)
+        a = np.tanh(z)
+        self.derived["A"].append(a)
+        return a
+
+
+class RecordsThenReads(Recorder):
+    def __call__(self, x):
+        self.inputs.append(x)
+        return np.tanh(self.inputs[-1] @ self.w)
+
+
+def recorded_twice(layer, x):
+    return np.sum(layer(layer(x) @ np.eye(2, 3)) ** 2)
+
+
+def recorded_in_a_loop(layer, x):
+    for _ in range(3):
+        x = layer(x) @ np.ones((2, 3)) * 0.5
+    return np.sum(x ** 2)
+
+
+def _recorded(layer, x):
+    return layer(x) * 2.0
+
+
+def recorded_in_a_helper(layer, x):
+    return np.sum(_recorded(layer, x) + layer(x))
+
+
+@pytest.mark.parametrize("loss", [recorded_twice, recorded_in_a_loop, recorded_in_a_helper])
+def test_grown_caches_run_as_written_with_no_adjoint(loss):
+    w = RS.randn(3, 2)
+    layer = Recorder(w)
+    g = srcgrad.grad(loss, wrt=(0, 1))(layer, X)
+    expected_w = finite_differences(lambda w, x: loss(Recorder(w), x), (w, X), 0)[0]
+    expected_x = finite_differences(lambda w, x: loss(Recorder(w), x), (w, X), 1)[0]
+    np.testing.assert_allclose(g[0].w, expected_w, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(g[1], expected_x, rtol=1e-6, atol=1e-8)
+    calls = len(layer.inputs)
+    assert calls in (2, 3) and len(layer.derived["Z"]) == calls and len(layer.derived["A"]) == calls
+    assert layer.inputs[0] is X
+    assert g[0].inputs is None and g[0].derived is None  # (what it kept is no gradient)
+
+
+def test_grown_caches_in_float32():
+    w = RS.randn(3, 2).astype(np.float32)
+    g = srcgrad.grad(recorded_twice)(Recorder(w), X.astype(np.float32))
+    assert g.w.dtype == np.float32
+    np.testing.assert_allclose(g.w, srcgrad.grad(recorded_twice)(Recorder(w.astype(np.float64)), X).w, rtol=1e-4)
+
+
+def test_a_grown_cache_read_back_is_refused():
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="grows the `.inputs`"):
+        srcgrad.grad(lambda m, x: np.sum(m(x)), wrt=1)(RecordsThenReads(RS.randn(3, 2)), X)

@@ -308,3 +308,177 @@ def test_an_augmented_write_into_a_lists_item_held_by_another_name_is_refused():
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r"changes the array in that entry in place"):
         srcgrad.grad(shared)(np.ones(2))
     check(own_item, np.array([0.4, -1.3]))
+
+
+# ---- tuples grown with `+=` (immutable: each `+=` binds a new tuple) ------------
+
+def tuple_grown_with_augmented_add(x):
+    t = (x,)
+    t += (2.0 * x,)
+    return np.sum(t[0] * t[1])
+
+
+def _states(x, n):
+    hs = ()
+    for _ in range(n):
+        x = np.tanh(1.5 * x)
+        hs += (x,)
+    return hs
+
+
+def tuple_grown_in_a_helper_and_unpacked(x):
+    a, b, c = _states(x, 3)
+    return np.sum(a * b * c) + np.sum(_states(x, 2)[1])
+
+
+def _pooled(inputs, pool):
+    # autograd's convnet example builds the pooled shape this way
+    shape = inputs.shape[:1]
+    for p, n in zip(pool, inputs.shape[1:]):
+        shape += (n // p, p)
+    return np.max(np.max(inputs.reshape(shape), axis=2), axis=3)
+
+
+def shape_grown_with_augmented_add(x):
+    return np.sum(_pooled(np.sin(x).reshape(2, 2, 4) * x.reshape(2, 2, 4), (1, 2)) ** 2)
+
+
+class Unrolled:
+    def __init__(self, w):
+        self.w = w
+
+    def loss(self, x):
+        hs = ()
+        for _ in range(2):
+            x = np.tanh(x * self.w)
+            hs += (x,)
+        return np.sum(hs[0] * hs[1])
+
+
+@pytest.mark.parametrize("f", [tuple_grown_with_augmented_add, tuple_grown_in_a_helper_and_unpacked])
+def test_tuples_grown_with_augmented_add(f):
+    check(f, np.array([0.4, -1.3]))
+
+
+def test_a_shape_tuple_grown_with_augmented_add():
+    check(shape_grown_with_augmented_add, np.linspace(-1.0, 1.3, 16))
+
+
+def test_a_method_growing_a_tuple_with_augmented_add():
+    model, x = Unrolled(np.array([0.5, -0.7])), np.array([0.3, 1.1])
+    check(lambda w, x: Unrolled(w).loss(x), model.w, x)
+    check(lambda w, x: Unrolled(w).loss(x), model.w, x, index=1)
+
+
+@pytest.mark.parametrize("f", [tuple_grown_with_augmented_add, tuple_grown_in_a_helper_and_unpacked,
+                               shape_grown_with_augmented_add])
+def test_tuples_grown_with_augmented_add_in_float32(f):
+    x = np.linspace(-1.0, 1.3, 16).astype(np.float32)
+    g = srcgrad.grad(f)(x)
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, srcgrad.grad(f)(x.astype(np.float64)), rtol=1e-4, atol=1e-5)
+
+
+def test_augmented_add_on_a_tuple_leaves_other_names_alone():
+    def f(x):
+        t = (x,)
+        u = t
+        t += (x * 3.0,)
+        return np.sum(u[0]) * len(u) + np.sum(t[1])
+    np.testing.assert_array_equal(srcgrad.grad(f)(np.ones(2)), [4.0, 4.0])
+
+
+# ---- zip of known sequences, slices of tuples, dict writes by method --------------------
+
+def zipped_parameters(params):
+    Ws, bs = zip(*params)
+    total = 0.0
+    for W, b in zip(Ws, bs):
+        total = total + np.sum(np.tanh(W * b))
+    pairs = list(zip(Ws, bs[::-1]))
+    return total + np.sum(pairs[0][0] * pairs[-1][1] * Ws[-1])
+
+
+def columns_of_rows(rows):
+    out = 0.0
+    for col in zip(*rows):
+        out = out + np.sum(col[0] * np.sin(col[1]))
+    return out
+
+
+def one_sequence_zipped(xs):
+    out = 0.0
+    for t in zip(xs):  # (each item a tuple of one)
+        a, = t
+        out = out + np.sum(a * t[0])
+    return out
+
+
+def sliced_tuple(x, y):
+    t = (x, y, x * y)
+    u, v = t[::-1], t[1:]
+    return np.sum(u[0] * v[0]) + np.sum(t[-2:][1])
+
+
+def dict_written_by_methods(x, w):
+    d = {"a": x}
+    v = d.setdefault("a", x * w)
+    d.update({"c": v * 2.0}, e=w)
+    d.setdefault("c", 5.0)
+    d.setdefault("f", np.cos(w))
+    return np.sum(v * d["a"] * d["c"] * d["e"] + d["f"])
+
+
+PAIRS = [(np.array([1.0, 0.5]), np.array([2.0, 3.0])), (np.array([0.3, 0.2]), np.array([0.1, 0.4])),
+         (np.array([-0.7, 0.9]), np.array([1.1, -0.4]))]
+
+
+@pytest.mark.parametrize("f", [zipped_parameters, columns_of_rows, one_sequence_zipped])
+def test_zipped_sequences_of_known_length(f):
+    check(f, PAIRS if f is not one_sequence_zipped else [a for a, _ in PAIRS])
+
+
+def test_zip_of_tuples_against_autograd():
+    autograd = pytest.importorskip("autograd")
+    anp = autograd.numpy
+
+    def theirs(params):
+        Ws, bs = zip(*params)
+        return sum(anp.sum(anp.tanh(W * b)) for W, b in zip(Ws, bs)) + anp.sum(Ws[0] * bs[-1])
+
+    def ours(params):
+        Ws, bs = zip(*params)
+        return sum(np.sum(np.tanh(W * b)) for W, b in zip(Ws, bs)) + np.sum(Ws[0] * bs[-1])
+    for a, b in zip(srcgrad.grad(ours)(PAIRS), autograd.grad(theirs)(PAIRS)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("f", [sliced_tuple, dict_written_by_methods])
+def test_slices_and_dict_methods(f):
+    x, y = np.array([0.4, -1.3]), np.array([2.0, 0.5])
+    check(f, x, y, index=0)
+    check(f, x, y, index=1)
+
+
+def test_setdefault_where_a_loop_may_add_the_key_is_refused():
+    def f(x):
+        d = {}
+        out = 0.0
+        for i in range(3):
+            out = out + np.sum(d.setdefault("a", x * (i + 1.0)))
+        return out
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="setdefault"):
+        srcgrad.grad(f)(np.ones(2))
+
+
+def _tree(x, depth):
+    if depth == 0:
+        return (x,)
+    return _tree(x * 2.0, depth - 1) + _tree(np.sin(x), depth - 1)
+
+
+def test_tuples_joined_from_recursive_calls():
+    def f(x):
+        leaves = _tree(x, 2)
+        return np.sum(leaves[0] * leaves[3]) + np.sum(leaves[1])
+    check(f, np.array([0.4, -1.3]))

@@ -60,6 +60,7 @@ class Writes:
 
     def __init__(self):
         self.memo, self.busy = {}, set()
+        self.own = False  # (of_tree: the function's own statements, not those of what it calls)
 
     def __call__(self, fn) -> list:
         """``[(what, obj)]``: what calling ``fn`` (a function, bound method or callable
@@ -67,12 +68,23 @@ class Writes:
         arrays included)."""
         return self.visit(fn)[0]
 
+    def of_tree(self, fn, fdef, own=False) -> list:
+        """``self(fn)`` read from ``fdef``, a tree of ``fn``'s source (one that branches its
+        arguments decide were folded out of: ``inline``); ``own``: the writes of its own
+        statements only, not of the functions it calls (each judged where it is called)."""
+        fdef = nodes.copy(fdef)
+        _Spelled().visit(fdef)
+        self.own = own
+        return _Visit(self, fn, _NO_RECEIVER).run(fdef)[0]
+
     def returns(self, fn) -> list:
         """The outside places (a global, its receiver's field) what ``fn`` returns may
         share memory with (``def get(): return G``: ``get()[0] = 5`` writes ``G``)."""
         return self.visit(fn)[1]
 
     def visit(self, fn) -> tuple:
+        if self.own:
+            return [], []
         receiver = _NO_RECEIVER
         if isinstance(fn, functools.partial):
             return self.visit(fn.func)
@@ -208,8 +220,8 @@ class _Visit:
         self.declared = set()  # `global G`
         self.alias = {}  # local name -> (root, path) it may share memory with
 
-    def run(self) -> list:
-        fdef = _parsed(self.fn)
+    def run(self, fdef=None) -> list:
+        fdef = _parsed(self.fn) if fdef is None else fdef
         if fdef is None:
             return [], []
         self.local = {n.id for n in nodes.walk(fdef) if isinstance(n, gast.Name)

@@ -210,13 +210,20 @@ def _refuse(stmt, array, seen, made, params=()):
         how = f"`{name}` is a view of it{where}" if not other.startswith("_") else \
             f"a view of it{where} is read after the write"
     else:
-        how = f"`{name}` shares its memory{where}" if not other.startswith("_") else \
-            f"a value sharing its memory{where} is read after the write"
+        how = f"`{user}` and `{name}` share memory{where}" if not other.startswith("_") else \
+            f"a value that shares memory with it{where} is read after the write"
     if anno.has(stmt, "augments"):
-        raise errors.at(stmt, f"`{user} {_symbol(stmt)}= ...` changes the array `{user}` in place: {how}, "
-                        "so it changes that too, which srcgrad does not follow",
-                        f"write `{user} = {user} {_symbol(stmt)} ...` (a new array), or make `{name}` "
-                        "a copy (`np.copy(...)`)")
+        sym = _symbol(stmt)
+        advice = f"write `{user} = {user} {sym} ...` (a new array)"
+        own = anno.get(made.get(array), "origin") if made.get(array) is not None else None
+        viewed = own.text.split("=", 1)[1].strip() if own and "=" in own.text else ""
+        if "[" in viewed and not viewed.startswith(("[", "(")) and any(c in viewed[viewed.find("["):]
+                                                                         for c in (":", "None", "...")):
+            # `v = a[1:]`: maybe meant to change `a` (not `a[[0, 2]]`, a copy)
+            advice += f", or, to change the array it views too, write into that by index (`{viewed} {sym}= ...`)"
+        raise errors.at(stmt, f"`{user} {sym}= ...` changes the array `{user}` in place, and {how}, so it "
+                        "changes that too, which srcgrad does not follow",
+                        f"{advice}, or make `{name}` a copy (`np.copy(...)`)")
     raise errors.at(stmt, f"cannot write into `{user}`: {how}, so the write changes that too, "
                     "which srcgrad does not follow",
                     f"make `{name}` a copy (`np.copy(...)`), write into a copy of `{user}` "
@@ -226,7 +233,8 @@ def _refuse(stmt, array, seen, made, params=()):
 def _symbol(stmt) -> str:
     value = stmt.value
     symbols = {gast.Add: "+", gast.Sub: "-", gast.Mult: "*", gast.Div: "/", gast.Pow: "**",
-               gast.MatMult: "@", gast.FloorDiv: "//", gast.Mod: "%"}
+               gast.MatMult: "@", gast.FloorDiv: "//", gast.Mod: "%", gast.BitAnd: "&", gast.BitOr: "|",
+               gast.BitXor: "^", gast.LShift: "<<", gast.RShift: ">>"}
     return symbols.get(type(value.op), "?") if isinstance(value, gast.BinOp) else "?"
 
 

@@ -190,10 +190,12 @@ class _Lowering:
         self.unbound = set()  # names a loop carries that nothing bound before it
         self.escaped = {}     # array name -> origin of where it was stored or passed on (shared since)
         self.dicts = set()    # which of those are dicts
+        self.known_keys = {}  # a version of a dict made here, written with literal keys -> its keys
         self.made_by = {}     # name -> (is a new array, origin): may `name[i] = v` write into it?
         self.lists = set()    # lists grown with append or changed by pop: items known at run time only
         self.own_lists = set()  # lists made here (`xs = [...]`), which pop may change in place
         self.containers = set()  # names of lists, tuples and dicts made here
+        self.tuples = set()  # names known to hold tuples (displays, `.shape`, joins, slices): `+=` rebinds
         self.named_fields = {}  # name of a named tuple made here -> its field names
         self.records = set()  # objects made here from their fields (`P(a, b)`): known by attribute
         self.aliased = set()     # names another name was bound to (`t = s`)
@@ -282,7 +284,8 @@ class _Lowering:
             value.left.ctx = gast.Load()
             before = self.current.get(stmt.target.id, stmt.target.id)
             after = self._lower(value, target=stmt.target.id)
-            if self.block and before not in self.scalars and isinstance(after, gast.Name):
+            if self.block and before not in self.scalars and before not in self.tuples \
+                    and isinstance(after, gast.Name):
                 # NumPy changes the array in place: analysis/sharing.py refuses it where a
                 # view or alias of it is read afterwards (they would see the change).
                 anno.set(self.block[-1], "augments", before)
@@ -383,6 +386,8 @@ class _Lowering:
         self._escape(atoms, node)
         if result is not None:
             self.aggregates[result.id] = dict(zip(keys, atoms))
+            if isinstance(value, gast.Tuple):
+                self.tuples.add(result.id)
             if isinstance(value, gast.List):
                 self.own_lists.add(result.id)
                 self.list_depth[result.id] = len(self.loop_writes)  # (how many loops it was made in)
@@ -551,7 +556,7 @@ class _Lowering:
         entry), else None."""
         if name in self.aggregates and name not in self.dicts:
             return len(self.aggregates[name])
-        rank = self.structures.get(name)
+        rank = self.structures.get(name, self.field_structures.get(name))
         return len(rank) if isinstance(rank, TreeRank) and rank.kind == "sequence" else None
 
     def _check_length(self, source, count, stmt):
@@ -728,7 +733,8 @@ class _Lowering:
 
     def _same_kind(self, new, old):
         """``new = old``: what normalize knows of ``old``'s kind holds for ``new``."""
-        for known in (self.arrays, self.scalars, self.containers, self.lists, self.own_lists, self.dicts):
+        for known in (self.arrays, self.scalars, self.containers, self.lists, self.own_lists, self.dicts,
+                      self.tuples):
             if old in known:
                 known.add(new)
         if old in self.made_by:
@@ -740,7 +746,7 @@ class _Lowering:
         written = {name: stmt for name, stmt in self.writes[self.loop_writes.pop():]}
         for user, name in entry.items():
             end = self.current[user]
-            for known in (self.containers, self.lists, self.own_lists, self.dicts):
+            for known in (self.containers, self.lists, self.own_lists, self.dicts, self.tuples):
                 if end != name and end not in known:
                     known.discard(name)  # a list before the loop, perhaps an array after it
             if end != name:
@@ -803,10 +809,11 @@ class _Lowering:
                 [targets[1]]
         elif callee is zip:
             seqs, index_user = self._zipped(it), None
-            if len(targets) != len(seqs):
+            whole = None if isinstance(target, gast.Tuple) else target  # (`for col in zip(*rows)`)
+            if whole is None and len(targets) != len(seqs):
                 raise errors.at(stmt, "unpack one target per zipped sequence",
-                                "write `for a, b in zip(xs, ys):`")
-            item_targets = targets
+                                "write `for a, b in zip(xs, ys):`, or `for item in zip(xs, ys):`")
+            item_targets = [None] * len(seqs) if whole is not None else targets
         elif callee is reversed:  # (a tuple of targets unpacks each item, as below)
             seqs, index_user, item_targets = [self._lower(it.args[0])], None, [target]
         elif len(targets) == 2 and self._dict_method_call(it) == "items":
@@ -832,13 +839,18 @@ class _Lowering:
             iter_ = nodes.call("range", [length])
 
         def prelude():
+            atoms = []
             for seq, item in zip(seqs, item_targets):
                 value = gast.Subscript(value=nodes.copy(seq), slice=nodes.name(index), ctx=gast.Load())
                 whole = self._apply(operator.getitem, value, [nodes.copy(seq), nodes.name(index)], {}, stmt,
                                     origin_node=stmt, target=getattr(item, "id", None), target_hint=None,
                                     effect=False)
+                atoms.append(whole)
                 if isinstance(item, gast.Tuple):
                     self._unpack(item.elts, None, stmt, source=whole)
+            if callee is zip and not isinstance(target, gast.Tuple):  # the zipped items as one tuple
+                self._emit_aggregate(gast.Tuple(elts=[nodes.copy(a) for a in atoms], ctx=gast.Load()),
+                                     list(range(len(atoms))), atoms, stmt, target=target.id, effect=False)
         return {"iter": iter_, "index": index, "iterated": seqs}, prelude
 
     def _zipped(self, call):
@@ -929,13 +941,26 @@ class _Lowering:
             new = self.core.fresh(target_hint) if target_hint else self.core.fresh()
         self._emit_stmt(nodes.assign(new, value), origin_node, **annotations)
         self.made_by[new] = (_makes_new_array(annotations, value), anno.get(origin_node, "origin"))
+        viewed = next(iter((annotations.get("bound") or {}).values()), None)
+        if annotations.get("kind") == "op" and annotations.get("rule") in {registry.lookup(v) for v in _VIEWS} \
+                and isinstance(viewed, gast.Name) and self.made_by.get(viewed.id, (False,))[0] \
+                and viewed.id not in self.escaped and not self._holds_field(viewed):
+            # A view of a new array made here (`np.reshape(flat, shape)`) is memory of this
+            # function's too: a write into it is the sharing analysis's to check.
+            self.made_by[new] = self.made_by[viewed.id]
         kind = annotations.get("kind")
         if kind == "aggregate":
             self.containers.add(new)
         elif kind == "copy" and isinstance(value, gast.Name):
             self.aliased.add(value.id)  # two names for one value now
+            if self.made_by.get(value.id, (False,))[0]:
+                self.made_by[new] = self.made_by[value.id]  # (the same new array)
             if value.id in self.containers:
                 self.containers.add(new)
+            if value.id in self.tuples:  # (immutable: what it holds is known under either name)
+                self.tuples.add(new)
+                if value.id in self.aggregates:
+                    self.aggregates[new] = self.aggregates[value.id]
         elif kind == "copy" and isinstance(value, gast.Constant):
             self.scalars.add(new)
         if self._holds_array(annotations, value):
@@ -1094,6 +1119,37 @@ class _Lowering:
         return [self._lower(gast.Subscript(value=nodes.copy(atom), slice=nodes.const(i), ctx=gast.Load()))
                 for i in range(self._known_length(atom.id))]
 
+    @staticmethod
+    def _constant_slice(index):
+        """``slice(...)`` for an index ``a:b:c`` of literals (or omitted), else None."""
+        if not isinstance(index, gast.Slice):
+            return None
+        parts = [index.lower, index.upper, index.step]
+        if not all(p is None or isinstance(p, gast.Constant) and type(p.value) is int
+                   or isinstance(p, gast.UnaryOp) and isinstance(p.op, gast.USub)
+                   and isinstance(p.operand, gast.Constant) and type(p.operand.value) is int for p in parts):
+            return None
+        values = [None if p is None else p.value if isinstance(p, gast.Constant) else -p.operand.value
+                  for p in parts]
+        return slice(*values) if values[2] != 0 else None
+
+    def _holds_array_rank(self, atom) -> bool:
+        return isinstance(atom, gast.Name) and (atom.id in self.arrays or atom.id in self.field_arrays)
+
+    def _zip_display(self, args, node, **emit):
+        """``zip(ws, bs)`` (``zip(*params)``) of tuples or lists whose items are known: the
+        list of their rows, each a tuple display, so each item's adjoint reaches its source (a
+        list, not an iterator: the same to whatever reads it once)."""
+        columns = [self._items(a) for a in args]
+        rows = []
+        for i in range(min(map(len, columns))):
+            items = [c[i] for c in columns]
+            rows.append(self._emit_aggregate(gast.Tuple(elts=[nodes.copy(a) for a in items], ctx=gast.Load()),
+                                             list(range(len(items))), items, node, target=None,
+                                             target_hint=None, effect=False))
+        return self._emit_aggregate(gast.List(elts=[nodes.copy(r) for r in rows], ctx=gast.Load()),
+                                    list(range(len(rows))), rows, node, **emit)
+
     def _joined(self, op, left, right, node, emit):
         """``t + (x,)``, ``xs + ys``, ``[h] * 3`` on tuples or lists whose items are known: a new
         display of the joined (repeated) items, so each item's adjoint reaches its source."""
@@ -1127,6 +1183,8 @@ class _Lowering:
         with literal keys, or one passed in: its keys are part of the specialisation)."""
         if name in self.dicts and name in self.aggregates:
             return list(self.aggregates[name])
+        if name in self.known_keys:
+            return list(self.known_keys[name])
         if name in self.structures and self.structures[name].kind == "mapping":
             return [key for key, _ in self.structures[name]]
         return None
@@ -1140,6 +1198,35 @@ class _Lowering:
             if held is not None and self._dict_keys(held) is not None:
                 return node.func.attr
         return None
+
+    def _dict_written(self, receiver, node):
+        """``d.update(k=v)`` (or ``d.update({"k": v})``) as ``d["k"] = v``, and ``d.setdefault("k",
+        v)`` as ``d["k"] = v`` where ``d`` has no ``"k"`` yet, for a dict made here whose keys are
+        known: the assignments lowered; for ``setdefault`` the atom of ``d["k"]``.  None for
+        other forms (refused as before)."""
+        def write(key, value):
+            target = gast.Subscript(value=nodes.copy(receiver), slice=nodes.const(key), ctx=gast.Store())
+            self._statement(anno.inherit(gast.Assign(targets=[target], value=value, type_comment=None), node))
+        if node.func.attr == "update":
+            pairs = [(k.arg, k.value) for k in node.keywords]
+            if len(node.args) == 1 and isinstance(node.args[0], gast.Dict) \
+                    and all(isinstance(k, gast.Constant) for k in node.args[0].keys):
+                pairs = [(k.value, v) for k, v in zip(node.args[0].keys, node.args[0].values)] + pairs
+            elif node.args or any(k is None for k, _ in pairs):
+                return None
+            for key, value in pairs:
+                write(key, value)
+            return anno.inherit(nodes.const(None), node)
+        if node.keywords or not 1 <= len(node.args) <= 2 or not isinstance(node.args[0], gast.Constant):
+            return None
+        key = node.args[0].value
+        default = node.args[1] if len(node.args) == 2 else nodes.const(None)
+        held = self._held(receiver)
+        if key in self._dict_keys(held):
+            self._lower(default, effect=not isinstance(default, (gast.Constant, gast.Name)))  # (Python evaluates it)
+        else:
+            write(key, default)
+        return anno.inherit(gast.Subscript(value=nodes.copy(receiver), slice=nodes.const(key), ctx=gast.Load()), node)
 
     def _dict_method(self, name, method, node, **emit):
         """``d.keys()``, ``d.values()``, ``d.items()`` as tuples of what they hold (a
@@ -1223,13 +1310,17 @@ class _Lowering:
             return
         user = stmt.target.id
         name = self.current.get(user, user)
+        if name in self.tuples:
+            return  # (immutable: `t += (h,)` binds a new tuple, as `t = t + (h,)` does)
         if name in self.containers:
             raise errors.at(stmt, f"`{user} {_op_symbol(stmt.op)}= ...` on a list, tuple or dict is not "
                             "supported", f"append items one by one (`{user}.append(v)`)")
         if name in self.scalars:
             return
         fresh, origin = self.made_by.get(name, (False, None))
-        if name in self.aliased or not fresh or name in self.escaped:
+        # (another name for a new array made here, read after the write, is refused by the
+        # sharing analysis: `augments`, below)
+        if not fresh or name in self.escaped:
             where = self._shared_at(name) or (f" (made at {origin.where}: `{origin.text.strip()}`)" if origin
                                                else " (it is an argument: the caller's array)"
                                                if name in self.params else "")
@@ -1340,6 +1431,9 @@ class _Lowering:
         key = static_value(index)
         if key is not UNKNOWN and isinstance(value, gast.Name) and name in self.entries:
             self.entries[new.id] = {**self.entries[name], key: value.id}
+        keys = self._dict_keys(name)
+        if key is not UNKNOWN and keys is not None:  # (the new version's keys, in insertion order)
+            self.known_keys[new.id] = keys + [key] if key not in keys else keys
 
     def _list_setitem(self, user, name, target, value_node, stmt) -> bool:
         """``xs[i] = v`` with a literal ``i`` on a list made here whose items are known and
@@ -1434,12 +1528,15 @@ class _Lowering:
             joined = self._joined(node.op, left, right, node, emit)
             if joined is not None:
                 return joined
-            sequences = [isinstance(a, gast.Name) and a.id in self.containers and a.id not in self.dicts
-                         for a in (left, right)]
+            sequences = [isinstance(a, gast.Name) and (a.id in self.containers or a.id in self.tuples)
+                         and a.id not in self.dicts for a in (left, right)]
             if isinstance(node.op, gast.Add) and all(sequences):
                 # A join of tuples or lists whose items are known when it runs only (a tuple
                 # grown in a loop, `t = t + (h,)`): written as it is, differentiated item by item.
-                return self._apply(runtime.concatenated, value, [left, right], {}, node, **emit)
+                atom = self._apply(runtime.concatenated, value, [left, right], {}, node, **emit)
+                if isinstance(atom, gast.Name) and left.id in self.tuples and right.id in self.tuples:
+                    self.tuples.add(atom.id)
+                return atom
             if isinstance(node.op, gast.Mult) and any(sequences) and not all(sequences):
                 items, count = (left, right) if sequences[0] else (right, left)
                 return self._apply(runtime.repeated, value, [items, count], {}, node, **emit)
@@ -1486,6 +1583,13 @@ class _Lowering:
                        "which srcgrad does not differentiate", "call a method that does the same "
                        "(`obj.item(i)`), or index the array field itself (`obj.c[i]`)")
                 return self._emit(value, kind="unknown", callee=None, why=why, **emit)
+            part = self._constant_slice(node.slice)
+            if part is not None and self._has_items(base) and not self._holds_array_rank(base):
+                # `bs[::-1]`, `t[1:]` of a tuple or list whose items are known: a new display of them.
+                items = self._items(base)[part]
+                display = (gast.List if base.id in self.own_lists else gast.Tuple)(
+                    elts=[nodes.copy(a) for a in items], ctx=gast.Load())
+                return self._emit_aggregate(display, list(range(len(items))), items, node, **emit)
             element = self._aggregate_element(base, index)
             if element is not None:
                 if target is None and not effect:
@@ -1499,6 +1603,9 @@ class _Lowering:
             if isinstance(base, gast.Name) and isinstance(index, gast.Constant) and isinstance(atom, gast.Name):
                 # An item of a structure passed in (a model's list of layers): its ranks are known.
                 self._field_rank(atom, base, index.value)
+            if isinstance(atom, gast.Name) and isinstance(base, gast.Name) and base.id in self.tuples \
+                    and isinstance(node.slice, gast.Slice):
+                self.tuples.add(atom.id)  # (`x.shape[:2]`)
             integers = self._integers(node.slice)
             if isinstance(atom, gast.Name) and isinstance(base, gast.Name) and integers is not None \
                     and integers == self.ranks.get(base.id):
@@ -1655,7 +1762,10 @@ class _Lowering:
             call = nodes.call(f"np.{node.attr}", [nodes.copy(base)])
             return self._apply(getattr(np, node.attr), call, [nodes.copy(base)], {}, node, **emit)
         if node.attr in _ARRAY_ATTRIBUTES and known:
-            return self._emit(value, kind="nondiff", rule=None, **emit)
+            atom = self._emit(value, kind="nondiff", rule=None, **emit)
+            if node.attr == "shape" and isinstance(atom, gast.Name):
+                self.tuples.add(atom.id)
+            return atom
         if self._is_array(node.value):
             raise errors.at(node, f"srcgrad has no derivative rule for the array attribute `.{node.attr}`",
                             "compute it with NumPy functions, or register a rule with srcgrad.defadjoint")
@@ -1718,6 +1828,8 @@ class _Lowering:
                     rule is not None and rule.differentiable and not templates.self_contained(rule.adjoint)):
                 return self._user_call(nodes.copy(func), args, kwargs, node, **emit)
             self._check_spread(args, kwargs, node)
+            if callee is zip and args and not kwargs and all(self._has_items(a) for a in args):
+                return self._zip_display(args, node, **emit)
             if callee is dict and not args and kwargs:  # `dict(w=w, b=b)` is `{"w": w, "b": b}`
                 display = gast.Dict(keys=[nodes.const(k) for k in kwargs], values=list(kwargs.values()))
                 anno.inherit(display, node)
@@ -1790,12 +1902,19 @@ class _Lowering:
             return self._pop(user, node, name=held, **emit)
         if self._dict_method_call(node) is not None:
             return self._dict_method(held, func.attr, node, **emit)
+        if held is not None and held in self.dicts and func.attr in ("update", "setdefault") \
+                and self._dict_keys(held) is not None and isinstance(func.value, gast.Name):
+            written = self._dict_written(func.value, node)
+            if written is not None:  # (the call's value: `d["k"]`, or None)
+                return self._lower(written, **{k: v for k, v in emit.items() if k != "origin_node"})
         if held is not None and held in self.containers and not (
                 held in self.dicts and func.attr in ("keys", "values", "items", "get")):
             # (a dict made here whose keys are known only at run time: as a dict passed in, below)
             raise errors.at(node, f"the method `.{func.attr}()` of a list, tuple or dict is not supported "
-                            "in differentiated code (only `append`, `extend` and `pop`, and a dict's `keys`, "
-                            "`values`, `items` and `get`)", f"index it instead (`{user}[key]`)")
+                            "in differentiated code (only `append`, `extend` and `pop`, a dict's `keys`, "
+                            "`values`, `items` and `get`, and `update` and `setdefault` with literal keys "
+                            "where the dict's keys are known: not after a loop that may add them)",
+                            f"index it instead (`{user}[key]`)")
         # Known only at run time: a function passed in, a method of an object.
         receiver = None
         if isinstance(func, gast.Attribute):
@@ -1847,6 +1966,8 @@ class _Lowering:
                 item = gast.Subscript(value=nodes.copy(base), slice=nodes.const(key), ctx=gast.Load())
                 element = self._apply(operator.getitem, item, [nodes.copy(base), nodes.const(key)], {},
                                       node, origin_node=node, target=None, target_hint=None, effect=False)
+                if isinstance(element, gast.Name):
+                    self._field_rank(element, base, key)
             elements.append(element)
         return elements if kind == "sequence" else dict(zip(keys, elements))
 

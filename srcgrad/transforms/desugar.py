@@ -48,6 +48,7 @@ Before/after::
 """
 from __future__ import annotations
 
+import functools
 import sys
 
 import gast
@@ -69,6 +70,8 @@ def transform(fdef: gast.FunctionDef, fn=None) -> None:
             if d is fdef:
                 raise  # (a nested one stays a generator: refused only if it is differentiated)
     if not any(isinstance(n, _LOWERED + (gast.Assert, gast.With, gast.IfExp, gast.FunctionDef))
+               or isinstance(n, gast.Call) and isinstance(n.func, (gast.Name, gast.Attribute))
+               and _last_name(n.func) in ("map", "filter", "reduce")
                or isinstance(n, gast.Assign) and (len(n.targets) > 1 or _starred_target(n.targets[0])
                                                   or _nested_target(n.targets[0]) or isinstance(n.value, gast.Lambda)
                                                   or _parallel(n))
@@ -85,8 +88,9 @@ class _Desugar:
         self.fn = fn
         self.taken = nodes.names_in(fdef) | {fdef.name}
         local = {n.id for n in nodes.walk(fdef) if isinstance(n, gast.Name) and not isinstance(n.ctx, gast.Load)}
-        self.builtin = {name for name in ("sum",) + _CONSUMERS if name not in local and (
+        self.builtin = {name for name in ("sum", "map", "filter", "zip") + _CONSUMERS if name not in local and (
             fn is None or name not in fn.__globals__ and name not in fn.__code__.co_freevars)}
+        self.local = local
         # A comprehension variable keeps its name where the function uses it nowhere else.
         self.elsewhere = _names_outside_comprehensions(fdef)
 
@@ -237,6 +241,9 @@ class _Desugar:
         that statements appended to ``out`` bind (``whole``: the name the value
         is assigned to, which may be built in place).  ``conditional``: the node
         that makes ``node`` evaluated on some paths only."""
+        node = self.functional(node, out, conditional)
+        if isinstance(node, gast.Call):
+            node.args = [self.functional(a, None, conditional) for a in node.args]
         if isinstance(node, _LOWERED):
             if conditional is not None:
                 raise errors.at(node, f"this {_kind(node)} is evaluated on some paths only (inside "
@@ -300,6 +307,107 @@ class _Desugar:
                 out[mark:mark] = spilled
             _put(node, field, index, new)
         return node
+
+    # ---- map, filter, functools.reduce and partial --------------------------------
+    def functional(self, node, out, conditional):
+        """``map(f, xs, ys)`` as ``[f(x, y) for x, y in zip(xs, ys)]``, ``filter(f, xs)`` as
+        ``[x for x in xs if f(x)]``, and (with ``out`` to put statements in) ``reduce(f, xs,
+        start)`` as a loop ``acc = f(acc, x)``; ``f`` a lambda (its body, its parameters the
+        loop's variables), a ``functools.partial`` (its function given the partial's arguments
+        first) or any other callable.  The comprehensions then lower like any other.  ``map``
+        and ``filter`` give lists, not iterators: the same to a consumer that reads them once."""
+        if not isinstance(node, gast.Call) or node.keywords or any(isinstance(a, gast.Starred) for a in node.args):
+            return node
+        which = self.functional_name(node.func)
+        if which == "map" and len(node.args) >= 2 or which == "filter" and len(node.args) == 2:
+            fn, iterables = node.args[0], node.args[1:]
+            if len(iterables) > 1 and "zip" not in self.builtin:
+                return node
+            names = [self.fresh("_item") for _ in iterables]
+            bound, element = self.applied(fn, names)
+            if element is None:
+                return node
+            target = gast.Tuple(elts=[nodes.name(n, "store") for n in names], ctx=gast.Store()) \
+                if len(names) > 1 else nodes.name(names[0], "store")
+            source = iterables[0] if len(iterables) == 1 else nodes.call("zip", list(iterables))
+            generators = [gast.comprehension(target=nodes.name(n, "store"), iter=gast.List(elts=[v], ctx=gast.Load()),
+                                             ifs=[], is_async=0) for n, v in bound]
+            generators.append(gast.comprehension(target=target, iter=source, is_async=0,
+                                                 ifs=[element] if which == "filter" else []))
+            elt = nodes.name(names[0]) if which == "filter" else element
+            return _at(gast.ListComp(elt=elt, generators=generators), node)
+        if which == "reduce" and 2 <= len(node.args) <= 3 and out is not None and conditional is None:
+            acc, item = self.fresh("_total"), self.fresh("_item")
+            bound, element = self.applied(node.args[0], [acc, item])
+            if element is None or bound:
+                return node
+            items, body = node.args[1], [_at(nodes.assign(acc, element), node)]
+            if len(node.args) == 3:
+                start, loop = node.args[2], gast.For(target=nodes.name(item, "store"), iter=items, body=body,
+                                                     orelse=[], type_comment=None)
+            else:  # (no start: the first item, then each other one by its index)
+                if not isinstance(items, gast.Name):
+                    held = self.fresh("_items")
+                    self.statement(_at(nodes.assign(held, items), node), out)
+                    items = nodes.name(held)
+                start = gast.Subscript(value=nodes.copy(items), slice=nodes.const(0), ctx=gast.Load())
+                index = self.fresh("_i")
+                read = gast.Subscript(value=nodes.copy(items), slice=nodes.name(index), ctx=gast.Load())
+                loop = gast.For(target=nodes.name(index, "store"), orelse=[], type_comment=None,
+                                iter=nodes.call("range", [nodes.const(1), nodes.call("len", [nodes.copy(items)])]),
+                                body=[_at(gast.Assign(targets=[nodes.name(item, "store")], value=read,
+                                                      type_comment=None), node)] + body)
+            self.statement(_at(nodes.assign(acc, start), node), out)
+            self.statement(_at(loop, node), out)
+            return _at(nodes.name(acc), node)
+        return node
+
+    def functional_name(self, func):
+        """``"map"``/``"filter"`` for the builtins, ``"reduce"``/``"partial"`` for functools'."""
+        if isinstance(func, gast.Name) and func.id in ("map", "filter"):
+            return func.id if func.id in self.builtin else None
+        if self.fn is None:
+            return None
+        if isinstance(func, gast.Name) and func.id not in self.local:
+            found = self.fn.__globals__.get(func.id)
+        elif isinstance(func, gast.Attribute) and isinstance(func.value, gast.Name) and func.value.id not in self.local:
+            found = getattr(self.fn.__globals__.get(func.value.id), func.attr, None)
+        else:
+            return None
+        return "reduce" if found is functools.reduce else "partial" if found is functools.partial else None
+
+    def applied(self, fn, names):
+        """``fn`` applied to the names ``names``: ``(bound, element)``, ``bound`` the ``(name,
+        value)`` pairs a partial's computed arguments (or a computed callable) are bound to
+        first, as Python evaluates them once; ``element`` None where ``fn`` takes another
+        number of arguments than given, or keywords only."""
+        args = [nodes.name(n) for n in names]
+        if _is_none(fn):  # (filter(None, xs))
+            return [], nodes.call("bool", args)
+        if isinstance(fn, gast.Lambda):
+            a = fn.args
+            if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or len(a.posonlyargs + a.args) != len(names):
+                return [], None
+            body = nodes.copy(fn.body)
+            _rename_scoped(body, dict(zip([p.id for p in a.posonlyargs + a.args], names)))
+            return [], body
+        bound = []
+        if isinstance(fn, gast.Call) and self.functional_name(fn.func) == "partial" and fn.args \
+                and not any(isinstance(a, gast.Starred) for a in fn.args) \
+                and all(k.arg is not None for k in fn.keywords):
+            given = []
+            for value in fn.args[1:] + [k.value for k in fn.keywords]:
+                if not isinstance(value, (gast.Name, gast.Constant)):
+                    bound.append((self.fresh("_arg"), value))
+                    value = nodes.name(bound[-1][0])
+                given.append(value)
+            positional = given[:len(fn.args) - 1]
+            keywords = [(k.arg, v) for k, v in zip(fn.keywords, given[len(fn.args) - 1:])]
+            return bound, nodes.call(nodes.copy(fn.args[0]), positional + args, keywords)
+        if not isinstance(fn, (gast.Name, gast.Attribute)):
+            bound.append((self.fresh("_function"), fn))
+            fn = nodes.name(bound[-1][0])
+        return bound, nodes.call(nodes.copy(fn), args)
 
     def comprehension(self, comp, out, whole=None, total=None):
         """The statements that build ``comp``'s value (a running total when
@@ -430,6 +538,14 @@ def _put(node, field, index, value):
         setattr(node, field, value)
     else:
         getattr(node, field)[index] = value
+
+
+def _is_none(node) -> bool:
+    return isinstance(node, gast.Constant) and node.value is None
+
+
+def _last_name(func) -> str:
+    return func.id if isinstance(func, gast.Name) else func.attr
 
 
 def _rename_inside(comp, mapping):

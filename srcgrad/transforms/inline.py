@@ -63,7 +63,8 @@ _OPAQUE = (gast.BoolOp, gast.IfExp, gast.Lambda, gast.Dict, gast.ListComp, gast.
            gast.GeneratorExp)
 _NOT_INLINED = (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef, gast.Lambda, gast.Global,
                 gast.Nonlocal, gast.Yield, gast.YieldFrom, gast.Await, gast.ListComp, gast.SetComp,
-                gast.DictComp, gast.GeneratorExp, gast.Try, gast.With, gast.Delete, gast.Raise, gast.Assert)
+                gast.DictComp, gast.GeneratorExp, gast.Try, gast.With, gast.Delete)
+_TRANSFORMS = ("srcgrad.api", "srcgrad.higher", "srcgrad.checking", "srcgrad.dispatch", "srcgrad.pipeline")
 _DEPTH = 16  # nesting of inlined calls (a chain of helpers)
 _UNROLL = 64  # the most layers a loop over a model's list of layers is unrolled for
 
@@ -192,8 +193,9 @@ class _Inliner:
             return []
         items, parents = _calls_in_order(root, stmt)
         targets = [self._target(c) if isinstance(c, gast.Call) else None for c in items]
-        targets = [t if t is not None and t.fn not in stack and self._parsed(t.fn) is not None else None
-                   for t in targets]
+        targets = [t if t is not None and t.fn not in stack
+                   and self._parsed(t.fn, _literal_arguments(t, c)) is not None else None
+                   for t, c in zip(targets, items)]
         last = max((i for i, t in enumerate(targets) if t is not None), default=None)
         if last is None:
             return []
@@ -307,7 +309,7 @@ class _Inliner:
     # ---- one call ---------------------------------------------------------
     def _inline(self, call, target, stack, site):
         """``(statements, value)`` that replace ``call``, or ``(None, None)``."""
-        checked = self._parsed(target.fn)
+        checked = self._parsed(target.fn, _literal_arguments(target, call))
         if checked is None or any(isinstance(a, (gast.List, gast.Tuple, gast.Dict, gast.Set)) and any(
                 isinstance(n, (gast.List, gast.Tuple, gast.Dict, gast.Set)) for e in gast.iter_child_nodes(a)
                 for n in nodes.walk(e)) for a in call.args + [k.value for k in call.keywords]):
@@ -412,22 +414,34 @@ class _Inliner:
             and name.id not in caller.__globals__ and name.id not in caller.__code__.co_freevars \
             and name.id not in self.free.names and name.id not in self.own
 
-    def _parsed(self, fn):
-        """``fn``'s checked tree and free names, or None where it is not inlined."""
-        if fn in self.parsed:
-            return self.parsed[fn]
-        self.parsed[fn] = None
+    def _parsed(self, fn, literals=None):
+        """``fn``'s checked tree and free names, or None where it is not inlined; ``literals``
+        (``{parameter: literal node}``, the call's) are put in and the branches they decide
+        folded first, so that a branch the call never takes neither stops the inlining nor
+        is differentiated (``plot(ax)`` under ``if ax:`` given ``ax=None``)."""
+        key = (fn, tuple(sorted((p, type(c.value).__name__, c.value) for p, c in (literals or {}).items())))
+        if key in self.parsed:
+            return self.parsed[key]
+        self.parsed[key] = None
         code = fn.__code__
         if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
                             | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE) \
                 or code.co_freevars or registry.lookup(fn) is not None or hasattr(fn, "defadjoint") \
                 or runtime.is_gradient_function(fn) \
-                or fn.__module__ and fn.__module__.split(".")[0] in ("numpy", "scipy", "cupy"):
+                or fn.__module__ and fn.__module__.split(".")[0] in ("numpy", "scipy", "cupy") \
+                or fn.__module__ in _TRANSFORMS:  # (`grad(f)` made inside the function: called as it is)
             return None
         try:
             fdef = parse.transform(fn)
             desugar.transform(fdef, fn)
             callee_free = resolve.transform(fdef, fn)
+            if literals:
+                stored = {n.id for n in nodes.walk(fdef) if isinstance(n, gast.Name)
+                          and isinstance(n.ctx, (gast.Store, gast.Del))}
+                _put_literals(fdef.body, {p: c for p, c in literals.items() if p not in stored})
+                fdef.body = _folded(fdef.body)
+            if not fdef.body or not isinstance(fdef.body[-1], (gast.Return, gast.Raise)):
+                fdef.body.append(_located(gast.Return(value=nodes.const(None)), fdef))  # (Python's own)
             exits.transform(fdef)
             validate.transform(fdef)
         except errors.SrcgradError:
@@ -435,6 +449,7 @@ class _Inliner:
         inside = [n for s in fdef.body for n in nodes.walk(s)]
         local = resolve.local_names(fdef)
         if any(isinstance(n, _NOT_INLINED) for n in inside) \
+                or (fn.__module__ or "").startswith("srcgrad") and any(isinstance(n, gast.Raise) for n in inside) \
                 or any(isinstance(n, gast.Return) for s in fdef.body[:-1] for n in nodes.walk(s)) \
                 or any(isinstance(n, (gast.Attribute, gast.Subscript)) and isinstance(n.ctx, gast.Store)
                        and _root(n) not in local for n in inside) \
@@ -448,11 +463,38 @@ class _Inliner:
                and n.id not in callee_free.names and not self._builtin_there(n) for n in nodes.walk(fdef)):
             return None
         from .reverse import _changed_in_place  # (the reverse pass's reading of a callee's writes)
-        params = set(inspect.signature(fn).parameters)
-        if _changed_in_place(fdef.body, params | set(callee_free.names), fn):
+        # A callee that changes its arguments in place (`buf.append(h)`, `y[0] = v`) is inlined:
+        # the change is then the caller's own, which normalize and the sharing analysis follow
+        # (or refuse) as if written there.  One that changes a global is not.
+        if _changed_in_place(fdef.body, set(callee_free.names), fn):
             return None
-        self.parsed[fn] = (fdef, callee_free)
-        return self.parsed[fn]
+        if self._writes_outside(fn, literals):
+            return None  # (a run-time call: `dispatch.unchanging` and the reverse pass judge it there)
+        self.parsed[key] = (fdef, callee_free)
+        return self.parsed[key]
+
+    @staticmethod
+    def _writes_outside(fn, literals) -> bool:
+        """Whether calling ``fn`` (given ``literals``) may write, in place, into what its caller
+        can reach other than its arguments (a global array, through ``exec`` or ``setattr``):
+        such a call stays a run-time one, which is checked there."""
+        from ..analysis import outside  # (read from the source, with the branches the literals decide folded)
+        try:
+            tree = parse.transform(fn)
+        except errors.SrcgradError:
+            return True
+        namespace = fn.__globals__
+        resolved = {id(n): namespace.get(n.func.id) for n in nodes.walk(tree)
+                    if isinstance(n, gast.Call) and isinstance(n.func, gast.Name)}
+        for call in nodes.walk(tree):
+            if isinstance(call, gast.Call) and id(call) in resolved:
+                anno.set(call.func, "resolved", resolved[id(call)])
+        if literals:
+            _put_literals(tree.body, literals)
+            tree.body = _folded(tree.body) or [gast.Pass()]
+        # (its own statements only: a function it calls is judged where it is inlined, with the
+        # literals it is given, or checked when it runs)
+        return bool(outside.Writes().of_tree(fn, tree, own=True))
 
     # ---- names ------------------------------------------------------------
     def _fresh(self, base: str) -> str:
@@ -526,6 +568,114 @@ def _prefix(name: str) -> str:
     (``<lambda>``: ``lambda``)."""
     name = "".join(c for c in name if c.isalnum() or c == "_").strip("_")
     return name if name and not name[0].isdigit() else "f"
+
+
+def _literal_arguments(target, call) -> dict:
+    """``{parameter: literal}`` for the parameters ``call`` gives a literal (or leaves a
+    literal default): None, a bool, a number or a string."""
+    args = ([target.receiver] if target.receiver is not None else []) + list(call.args)
+    try:
+        signature = inspect.signature(target.fn)
+        bound = signature.bind(*args, **{k.arg: k.value for k in call.keywords if k.arg is not None})
+    except (TypeError, ValueError):
+        return {}
+    out = {}
+    for p in signature.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        value = bound.arguments.get(p.name, _MISSING)
+        if value is _MISSING and (p.default is None or type(p.default) in (bool, int, float, str)):
+            value = nodes.const(p.default)
+        if isinstance(value, gast.Constant) and (value.value is None or type(value.value) in (bool, int, float, str)):
+            out[p.name] = value
+    return out
+
+
+_TESTED = {gast.If: ("test",), gast.BoolOp: ("values",), gast.UnaryOp: ("operand",), gast.Call: ("args",),
+           gast.IfExp: ("test",)}
+
+
+def _user_function(fn) -> bool:
+    return isinstance(fn, types.FunctionType) and not (fn.__module__ or "").split(".")[0] in (
+        "numpy", "scipy", "cupy", "srcgrad", "builtins")
+
+
+def _put_literals(stmts, literals: dict) -> None:
+    """Each read of a parameter in ``literals`` (one the callee never assigns) as its literal
+    where a branch tests it or a call is given it (``if ax:``, ``mode == "same"``,
+    ``plot(ax, x)``); elsewhere the parameter stays, bound to it as any argument is."""
+    def put(node):
+        if isinstance(node, gast.Name) and node.id in literals and isinstance(node.ctx, gast.Load):
+            return anno.inherit(nodes.copy(literals[node.id]), node)
+        if isinstance(node, gast.Compare) and any(put(n) is not n for n in [node.left, *node.comparators]):
+            # Decided by literals: its value (else left as it is: `2 is x` would be Python's warning).
+            decided = _decided(gast.Compare(left=put(node.left), ops=node.ops,
+                                            comparators=[put(c) for c in node.comparators]))
+            return node if decided is _UNDECIDED else anno.inherit(nodes.const(decided), node)
+        return node
+
+    for parent in [n for s in stmts for n in nodes.walk(s)]:
+        if isinstance(parent, gast.Call):
+            if _user_function(anno.get(parent.func, "resolved", None)):  # (it may be inlined in turn)
+                for k in parent.keywords:
+                    k.value = put(k.value)
+            else:
+                continue
+        for field, value in gast.iter_fields(parent):
+            if field not in _TESTED.get(type(parent), ()):
+                continue
+            if isinstance(value, list):
+                value[:] = [put(item) for item in value]
+            else:
+                setattr(parent, field, put(value))
+
+
+def _folded(stmts) -> list:
+    """``stmts`` with each ``if`` whose test literals decide (``if ax:`` given ``ax=None``,
+    ``if mode == "same":``) replaced by the branch it takes: the other never runs, so it
+    is neither inlined nor differentiated (nor refused)."""
+    out = []
+    for stmt in stmts:
+        for field in ("body", "orelse"):
+            if isinstance(getattr(stmt, field, None), list) and not isinstance(stmt, gast.FunctionDef):
+                setattr(stmt, field, _folded(getattr(stmt, field)))
+        decided = _decided(stmt.test) if isinstance(stmt, gast.If) else _UNDECIDED
+        if decided is _UNDECIDED:
+            out.append(stmt)
+        else:
+            out += stmt.body if decided else stmt.orelse
+        if out and isinstance(out[-1], (gast.Return, gast.Raise)):
+            break  # (what follows never runs)
+    return out
+
+
+_UNDECIDED = object()
+_COMPARISONS = {gast.Eq: lambda a, b: a == b, gast.NotEq: lambda a, b: a != b,
+                gast.Is: lambda a, b: a is b, gast.IsNot: lambda a, b: a is not b}
+
+
+def _decided(test):
+    """The truth of ``test`` where literals alone decide it, else ``_UNDECIDED``."""
+    if isinstance(test, gast.Constant):
+        return bool(test.value)
+    if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
+        inner = _decided(test.operand)
+        return inner if inner is _UNDECIDED else not inner
+    if isinstance(test, gast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARISONS \
+            and isinstance(test.left, gast.Constant) and isinstance(test.comparators[0], gast.Constant):
+        left, right = test.left.value, test.comparators[0].value
+        if isinstance(test.ops[0], (gast.Is, gast.IsNot)) and not (left is None or right is None
+                                                                   or isinstance(left, bool) or isinstance(right, bool)):
+            return _UNDECIDED  # (`is` between other literals: Python's interning decides)
+        return bool(_COMPARISONS[type(test.ops[0])](left, right))
+    if isinstance(test, gast.BoolOp):  # (left to right: a part before the deciding one may call)
+        stop = not isinstance(test.op, gast.And)
+        for value in test.values:
+            part = _decided(value)
+            if part is _UNDECIDED or part == stop:
+                return part
+        return not stop
+    return _UNDECIDED
 
 
 def _literal(value) -> bool:

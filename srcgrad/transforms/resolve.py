@@ -95,6 +95,8 @@ class FreeNames:
             else:
                 key, attrs = attr
                 current = namespace.get(key if rename is None else rename[key], _MISSING)
+                if current is _MISSING:  # (a scope a nested def of generated code reads as a global)
+                    current = glob.get(key, _MISSING)
                 for attr in attrs:
                     current = getattr(current, attr, _MISSING)
             if type(current) is np.ndarray and current.ndim == kind:

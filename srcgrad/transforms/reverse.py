@@ -499,6 +499,17 @@ class _Reverse:
                      for n in nodes.loaded_names(a)]
             varied = [n for n in given if n in self.activity.varied]
             method = stmt.value.func.attr if isinstance(stmt.value.func, gast.Attribute) else None
+            if varied and fn is None and method in _CONTAINER_MUTATORS and self._grown_apart(stmt):
+                return  # (bookkeeping: a cache on the object grows by the value, with no adjoint)
+            if varied and fn is None and self.stores is not None and self.stores.grows(stmt) is not None:
+                attr = self.stores.grows(stmt)[1]
+                raise errors.at(stmt.value, f"`.{method}(...)` grows the `.{attr}` an object holds by a value "
+                                f"being differentiated, and `.{attr}` (or a call that may read it) is read "
+                                "after it: srcgrad keeps what a call adds to an object's state as "
+                                "bookkeeping, with no adjoint, so a gradient through that read would be lost",
+                                f"use the value itself where it is read, rather than reading it back from "
+                                f"`.{attr}`, or build the list in a local name and return it",
+                                kind=errors.UnsupportedSyntaxError)
             if varied and fn is None and method in _CONTAINER_MUTATORS:
                 # `obj.items.append(h)`, `ys[i].append(h)`: a list or dict that normalize does
                 # not track (not made here, or reached through a key known only at run time).
@@ -1034,6 +1045,23 @@ class _Reverse:
         if self.stores is None:
             self.stores = _StoresReadBack(self.core.body)
         return not self.stores.read_back(store)
+
+    def _grown_apart(self, stmt) -> bool:
+        """``self.inputs.append(x)``, ``self.derived["Z"].append(z)``: a list or dict an
+        object holds grown by a value being differentiated that nothing in this function
+        reads back (as ``_kept_apart``; reads that only reach such a call do not count).  It
+        runs as written on the primal value, with no adjoint, as a store kept apart does, and
+        ``rt.growing`` records the field, so that a later call reading it back is refused."""
+        if self.stores is None:
+            self.stores = _StoresReadBack(self.core.body)
+        grown = self.stores.grows(stmt)
+        if grown is None or self.stores.read_back(stmt):
+            return False
+        obj, attr, root = grown
+        receiver, origin = stmt.value.func, anno.get(stmt, "origin")
+        receiver.value = nodes.call("rt.growing", [receiver.value, nodes.copy(obj), nodes.const(attr),
+                                                   nodes.name(root), nodes.const(origin.where if origin else "?")])
+        return True
 
     def _bookkeeping(self, name) -> bool:
         """``self.calls + 1``: an update of a field by constants (a counter), not a
@@ -1574,14 +1602,67 @@ class _StoresReadBack:
 
     def __init__(self, body):
         self.read_after = {}  # id(store) -> whether a read may follow it
+        self._containers(body)
         self._walk(body, frozenset())
         self.body, self.reads_after_calls = body, None
 
-    @staticmethod
-    def _read(stmt):
+    def _containers(self, body):
+        """``self.held``: name -> (object, field, the name holding the field) for ``_t = obj.f``
+        and ``_u = _t["k"]`` (a container an object holds, or an entry of one); ``self.receivers``:
+        those whose every use is to grow them (``_t.append(v)``) or to reach one that is."""
+        self.held, uses, reached = {}, {}, {}
+        field, item = registry_lookup(getattr), registry_lookup(operator.getitem)
+        flat = list(nodes.statements(body))
+        for stmt in flat:
+            if isinstance(stmt, (gast.For, gast.While, gast.If)):
+                loads = nodes.loaded_names(stmt.iter if isinstance(stmt, gast.For) else stmt.test)
+            else:
+                loads = nodes.loaded_names(stmt)
+            for n in loads:
+                uses[n] = uses.get(n, 0) + 1
+            rule = anno.get(stmt, "rule") if anno.get(stmt, "kind") == "op" else None
+            if rule is field and isinstance(stmt.targets[0], gast.Name):
+                name = templates.static_value(anno.get(stmt, "bound")["name"])
+                if isinstance(name, str):
+                    self.held[stmt.targets[0].id] = (anno.get(stmt, "bound")["obj"], name, stmt.targets[0].id)
+            elif rule is item and isinstance(stmt.targets[0], gast.Name):
+                base = anno.get(stmt, "bound").get("a")
+                if isinstance(base, gast.Name) and base.id in self.held:
+                    self.held[stmt.targets[0].id] = self.held[base.id]
+                    reached.setdefault(base.id, []).append(stmt.targets[0].id)
+        growing = {}
+        for stmt in flat:
+            receiver = self._receiver(stmt)
+            if receiver is not None:
+                growing[receiver] = growing.get(receiver, 0) + 1
+        self.receivers = {n for n in self.held if uses.get(n, 0) == growing.get(n, 0) + len(reached.get(n, ()))}
+        changed = True
+        while changed:  # (a name that reaches another is one only if that one is)
+            kept = {n for n in self.receivers if all(r in self.receivers for r in reached.get(n, ()))}
+            changed, self.receivers = kept != self.receivers, kept
+
+    def _receiver(self, stmt):
+        """The name ``stmt`` grows (``_t.append(v)``, ``_t.update(d)``), or None."""
+        value = getattr(stmt, "value", None)
+        if isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") == "call" and isinstance(value, gast.Call) \
+                and isinstance(value.func, gast.Attribute) and value.func.attr in _CONTAINER_MUTATORS \
+                and value.func.attr not in ("pop", "popitem") and isinstance(value.func.value, gast.Name):
+            return value.func.value.id
+        return None
+
+    def grows(self, stmt):
+        """``(object, field, name holding it)`` where ``stmt`` grows a container that field holds."""
+        receiver = self._receiver(stmt)
+        return self.held.get(receiver) if receiver in self.receivers else None
+
+    def _read(self, stmt):
         kind = anno.get(stmt, "kind")
         if kind == "op" and anno.get(stmt, "rule") is registry_lookup(getattr):
+            if isinstance(stmt.targets[0], gast.Name) and stmt.targets[0].id in self.receivers:
+                return None  # (only reaches a container to grow it)
             return templates.static_value(anno.get(stmt, "bound")["name"])
+        if self.grows(stmt) is not None:
+            return None
         calls = kind == "call" or kind == "unknown" and isinstance(getattr(stmt, "value", None), gast.Call)
         return "" if calls else None  # (a `raise` is "unknown" too: it ends the path)
 
@@ -1605,6 +1686,8 @@ class _StoresReadBack:
                 later = self._walk(stmt.body, later) | self._walk(stmt.orelse, later)
             elif anno.get(stmt, "kind") == "setattr":
                 self.read_after[id(stmt)] = stmt.targets[0].attr in later or "" in later
+            elif self.grows(stmt) is not None:
+                self.read_after[id(stmt)] = self.grows(stmt)[1] in later or "" in later
             else:
                 read = self._read(stmt)
                 if read is not None:

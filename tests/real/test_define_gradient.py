@@ -1,8 +1,7 @@
 """HIPS autograd examples/define_gradient.py: a logsumexp made a primitive with its own VJP
-(autograd.extend's @primitive and defvjp)."""
+(autograd.extend's @primitive and defvjp, srcgrad.extend's here)."""
 import numpy as np
-import pytest
-from .conftest import load
+from .conftest import load, main_block
 
 
 def _example_func(m):
@@ -14,10 +13,6 @@ def _example_func(m):
     return example_func
 
 
-@pytest.mark.xfail(strict=True, raises=ImportError, reason=(
-    "`from autograd.extend import defvjp, primitive`: srcgrad has no autograd-style "
-    "@primitive/defvjp (its spelling is @srcgrad.custom_adjoint / srcgrad.defadjoint with another "
-    "signature), so `from srcgrad.extend import defvjp, primitive` fails: ModuleNotFoundError"))
 def test_define_gradient_custom_vjp():
     ours, theirs = load("define_gradient"), load("define_gradient", "autograd")
     y = np.random.RandomState(0).randn(10)
@@ -25,3 +20,8 @@ def test_define_gradient_custom_vjp():
     want = theirs.grad(_example_func(theirs))(y)
     np.testing.assert_allclose(got, want, rtol=1e-6)
     np.testing.assert_allclose(got, 2 * y * np.exp(y**2 - np.log(np.sum(np.exp(y**2)))), rtol=1e-10)
+
+
+def test_define_gradient_main_block():
+    """The program as its author runs it: the gradient printed, then check_grads."""
+    main_block(load("define_gradient"))

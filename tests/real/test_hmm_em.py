@@ -3,17 +3,10 @@ partition function (value_and_grad over a list of natural parameters, summed ove
 sequences with map and functools.partial); trained on lines of a program's source."""
 import numpy as np
 import pytest
-import srcgrad.errors
 
 from .conftest import PROGRAMS, assert_close, load
 
 NUM_STATES, MAX_LINES = 4, 3  # (the example: 20 states, 60 lines of lstm.py)
-
-XFAIL = pytest.mark.xfail(strict=True, raises=srcgrad.errors.UnsupportedSyntaxError, reason=(
-    "log_partition_function's `sum(map(partial(log_partition_function, natural_params), data))` "
-    "refused when compiling, even when data is an array and that branch is not taken: "
-    "'`partial(...)` is given `natural_params`, which is being differentiated: srcgrad does not "
-    "follow values stored in a new object'"))
 
 
 def _setup(m):
@@ -22,7 +15,6 @@ def _setup(m):
     return train_inputs, m.initialize_hmm_parameters(NUM_STATES, num_outputs)
 
 
-@XFAIL
 @pytest.mark.parametrize("one_sequence", [False, True])
 def test_hmm_e_step_gradient(one_sequence):
     results = []
@@ -33,7 +25,6 @@ def test_hmm_e_step_gradient(one_sequence):
     assert_close(results[0], results[1])
 
 
-@XFAIL
 def test_hmm_em_runs():
     results = []
     for m in (load("hmm_em"), load("hmm_em", "autograd")):

@@ -2,33 +2,22 @@
 with a mixture of 10 diagonal Gaussians (one ELBO per component, weighted), trained with
 adam; the main block's objective."""
 import numpy as np
-import pytest
-import srcgrad.errors
 
 from .conftest import assert_close, load, main_block
 
 SKIP = ("plt.", "fig = ", "ax = fig", "def plot_isocontours", "def callback", "adam(", "num_plotting")
-
-XFAIL = pytest.mark.xfail(strict=True, raises=srcgrad.errors.UnsupportedSyntaxError, reason=(
-    "mixture_lower_bound (nested two functions deep in build_mog_bbsvi) reads build_mog_bbsvi's "
-    "`num_samples` through the enclosing scope (`build_mog_bbsvi.num_samples`); after the call "
-    "rs.randn (not inlined) the specialisation check FreeNames.refresh(between=False) reads that "
-    "int's kind off the runtime.Cells scope as missing, so reports 'this call changed, while the "
-    "differentiated code ran, a function ...' though nothing changed"))
 
 
 def _main(flavour):
     return main_block(load("mixture_variational_inference", flavour), skip=SKIP)
 
 
-@XFAIL
 def test_mixture_vi_gradient():
     ours, theirs = _main("srcgrad"), _main("autograd")
     params = ours["init_var_params"](ours["D"])
     assert_close(ours["grad"](ours["objective"])(params, 0), theirs["grad"](theirs["objective"])(params, 0))
 
 
-@XFAIL
 def test_mixture_vi_adam_steps():
     results = []
     for ns in (_main("srcgrad"), _main("autograd")):

@@ -1,22 +1,15 @@
 """HIPS autograd examples/ode_net.py: a neural ODE (an MLP as the dynamics, odeint through
 autograd.builtins.tuple of its parameters) fit to a damped oscillator's trajectory
 with adam."""
-import pytest
-
 from .conftest import assert_close, load, main_block
 
 SKIP = ("plt.", "fig = ", "= fig.add_subplot", "def callback", "optimized_params =")
-
-XFAIL = pytest.mark.xfail(strict=True, raises=ModuleNotFoundError, reason=(
-    "srcgrad has no odeint yet: `from srcgrad.integrate import odeint` (autograd.scipy.integrate's) "
-    "fails on import"))
 
 
 def _main(flavour):
     return main_block(load("ode_net", flavour), skip=SKIP)
 
 
-@XFAIL
 def test_ode_net_gradient():
     ours, theirs = _main("srcgrad"), _main("autograd")
     assert_close(ours["true_y"], theirs["true_y"])
@@ -24,7 +17,6 @@ def test_ode_net_gradient():
     assert_close(ours["grad"](ours["train_loss"])(params, 0), theirs["grad"](theirs["train_loss"])(params, 0))
 
 
-@XFAIL
 def test_ode_net_adam_steps():
     results = []
     for ns in (_main("srcgrad"), _main("autograd")):

@@ -6,7 +6,8 @@ import data_mnist
 
 import numpy as np
 import numpy.random as npr
-import scipy.signal
+import srcgrad as autograd  # (the program reads autograd.scipy.signal.convolve)
+import srcgrad.scipy.signal
 from srcgrad import grad
 
 convolve = autograd.scipy.signal.convolve

@@ -1,0 +1,133 @@
+"""`map`, `filter`, `functools.reduce` and `functools.partial` as autograd's users write
+them (`sum(map(partial(loss, params), data))`): lowered to comprehensions and loops
+(desugar), so each item's adjoint reaches what it was computed from.  Gradients against
+central finite differences, in a loop, a helper, a method and float32."""
+from __future__ import annotations
+
+import functools
+from functools import partial, reduce
+
+import numpy as np
+import pytest
+
+import srcgrad
+from test_container_adjoints import check
+
+DATA = [np.array([1.0, 2.0]), np.array([0.5, -0.1]), np.array([-0.3, 0.7])]
+
+
+def energy(w, x, scale=1.0):
+    return scale * np.sum(np.tanh(w * x))
+
+
+def map_of_a_partial(w):
+    return sum(map(partial(energy, w), DATA))
+
+
+def map_of_a_partial_with_keywords(w):
+    return sum(map(partial(energy, x=DATA[0], scale=2.0), [w, w * w]))
+
+
+def map_of_a_lambda(w):
+    return sum(map(lambda d: energy(w, d), DATA))
+
+
+def map_over_two_lists(w):
+    return sum(map(lambda a, b: np.sum(a * b * w), DATA, DATA[::-1]))
+
+
+def list_of_a_map(w):
+    return np.sum(np.stack(list(map(np.sin, [w, 2.0 * w, w ** 2]))))
+
+
+def map_of_a_partial_with_a_computed_argument(w):
+    return sum(map(partial(energy, np.cos(w)), DATA))
+
+
+def filtered(w):
+    kept = list(filter(lambda v: np.sum(v) > 0.0, [w * d for d in DATA]))
+    return np.sum(kept[0] * kept[-1])
+
+
+def reduced_with_a_start(w):
+    return reduce(lambda total, d: total * energy(w, d), DATA, 1.0)
+
+
+def reduced_without_a_start(w):
+    return functools.reduce(lambda a, b: a + b, map(lambda d: energy(w, d) ** 2, DATA))
+
+
+def reduced_products(w):
+    return np.sum(reduce(np.multiply, [w, np.sin(w), w + 1.0]))
+
+
+def _total(w, data):
+    return sum(map(partial(energy, w), data))
+
+
+def in_a_helper(w):
+    return _total(w, DATA) * _total(2.0 * w, DATA[:2])
+
+
+def in_a_loop(w):
+    out = 0.0
+    for k in range(3):
+        out = out + sum(map(lambda d: energy(w, d, scale=k + 1.0), DATA[k:]))
+    return out
+
+
+class Model:
+    def __init__(self, w):
+        self.w = w
+
+    def loss(self, data):
+        return sum(map(partial(energy, self.w), data)) + reduce(lambda a, d: a + np.sum(d * self.w), data, 0.0)
+
+
+FUNCTIONS = [map_of_a_partial, map_of_a_partial_with_keywords, map_of_a_lambda, map_over_two_lists,
+             list_of_a_map, map_of_a_partial_with_a_computed_argument, filtered, reduced_with_a_start,
+             reduced_without_a_start, reduced_products, in_a_helper, in_a_loop]
+
+
+@pytest.mark.parametrize("f", FUNCTIONS)
+def test_each_items_adjoint_reaches_its_source(f):
+    check(f, np.array([0.4, -1.3]))
+
+
+def test_as_a_method():
+    check(lambda w: Model(w).loss(DATA), np.array([0.4, -1.3]))
+
+
+@pytest.mark.parametrize("f", [map_of_a_partial, map_over_two_lists, reduced_without_a_start, in_a_loop])
+def test_in_float32(f):
+    w = np.array([0.4, -1.3], np.float32)
+    g = srcgrad.grad(f)(w)
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, srcgrad.grad(f)(w.astype(np.float64)), rtol=1e-5)
+
+
+def test_exact_values():
+    np.testing.assert_array_equal(srcgrad.grad(lambda w: sum(map(lambda v: 3.0 * np.sum(v), [w, w])))(np.ones(2)),
+                                  [6.0, 6.0])
+    np.testing.assert_array_equal(srcgrad.grad(lambda w: reduce(lambda a, b: a * b, [w, w, 2.0]) @ np.ones(2))(
+        np.array([1.0, 3.0])), [4.0, 12.0])
+
+
+def test_forward_mode():
+    w, v = np.array([0.4, -1.3]), np.array([1.0, -2.0])
+    for f in (map_of_a_partial, reduced_with_a_start, filtered):
+        _, tangent = srcgrad.jvp(f)(w, v)
+        np.testing.assert_allclose(tangent, np.dot(srcgrad.grad(f)(w), v), rtol=1e-12)
+
+
+def test_partial_arguments_are_evaluated_once():
+    calls = []
+
+    def counted(w):
+        calls.append(1)
+        return w * 2.0
+
+    def f(w):
+        return sum(map(partial(energy, counted(w)), DATA))
+    srcgrad.grad(f)(np.array([0.4, -1.3]))
+    assert len(calls) == 1
