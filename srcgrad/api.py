@@ -850,6 +850,13 @@ def _match(g, x):
         return g  # the common case, checked first: this runs on every gradient
     if g is None:
         g = {} if tree.is_structure(x) else np.zeros_like(x)
+    if isinstance(g, (list, tuple, dict)) and not tree.is_structure(x):
+        raise errors.NoDerivativeRuleError(
+            f"the gradient of an argument that is {'an array' if hasattr(x, 'shape') else 'a number'} came "
+            f"out as a {type(g).__name__}: a derivative rule of yours (srcgrad.custom_adjoint, "
+            "defadjoint, defvjp) returned one as the adjoint of an array", None,
+            "return one array of the argument's shape from the rule (a rule of several arguments "
+            "returns a tuple of them, one per argument)")
     if (isinstance(g, complex) or getattr(getattr(g, "dtype", None), "kind", "") == "c") \
             and not (isinstance(x, complex) or getattr(getattr(x, "dtype", None), "kind", "") == "c"):
         raise errors.UnsupportedSyntaxError(
@@ -875,7 +882,15 @@ def _match(g, x):
     if isinstance(x, np.ndarray):
         if type(g) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape and g.flags.writeable:
             return g
-        return np.array(np.broadcast_to(g, x.shape), dtype=x.dtype)
+        try:
+            return np.array(np.broadcast_to(g, x.shape), dtype=x.dtype)
+        except ValueError:
+            raise errors.NoDerivativeRuleError(
+                f"the gradient of an argument of shape {x.shape} came out of shape {np.shape(g)}: a "
+                "derivative rule of yours (srcgrad.custom_adjoint, defadjoint, defvjp) returned an "
+                "adjoint of another shape than its argument (or a list)", None,
+                "return one array of each argument's shape from the rule; for a function that "
+                "broadcasts its arguments, register the rule with elementwise=True") from None
     if isinstance(x, float):
         return float(g)
     if isinstance(x, np.generic):

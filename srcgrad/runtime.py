@@ -1155,9 +1155,11 @@ def keeping_fields(obj, name, where, /, *args, **kwargs):
     refused if it replaced a float field of ``obj`` (see :func:`stored`)."""
     fields = getattr(obj, "__dict__", None)
     before = dict(fields) if fields is not None else None
-    # (A float array field changed in place, `self.w[0] = 0`, is refused too.)
+    # (A float array field changed in place, `self.w[0] = 0`, is refused too, and so is a
+    # list or dict a field holds grown by one, `self.hist.append(y)`.)
     arrays = {k: v.copy() for k, v in (before or {}).items()
               if isinstance(v, np.ndarray) and v.dtype.kind in "fc"}
+    held = {k: _held_items(v) for k, v in (before or {}).items() if isinstance(v, (list, dict))}
     result = getattr(obj, name)(*args, **kwargs)
     if before is not None:
         for key, value in vars(obj).items():
@@ -1166,7 +1168,27 @@ def keeping_fields(obj, name, where, /, *args, **kwargs):
                     stored(old_or_new, key, f"{where}, in `.{name}()`")
             elif key in arrays and not np.array_equal(arrays[key], value, equal_nan=True):
                 stored(value, key, f"{where}, in `.{name}()`, which changed it in place")
+            elif key in held:
+                for item in _held_items(value) - held[key]:
+                    stored(_ITEMS[item], key, f"{where}, in `.{name}()`, which added it to the container")
+        _ITEMS.clear()
     return result
+
+
+_ITEMS: dict = {}  # id -> item, for the items _held_items saw during one keeping_fields call
+
+
+def _held_items(container, depth=2) -> frozenset:
+    """The ids of the items of a list or dict (and of the lists and dicts in it, ``depth``
+    deep): what a call that grows it in place adds is told apart by them."""
+    items = container.values() if isinstance(container, dict) else container
+    out = set()
+    for item in items:
+        _ITEMS[id(item)] = item
+        out.add(id(item))
+        if depth > 1 and isinstance(item, (list, dict)):
+            out |= _held_items(item, depth - 1)
+    return frozenset(out)
 
 
 _ABSENT = object()
@@ -1495,12 +1517,18 @@ def checked_adjoint(g, x, rule, param, where=""):
         NoDerivativeRuleError: another shape (a rule of a function that broadcasts, not
             registered ``elementwise=True``): the gradient would be wrong.
     """
+    at = f"{where}: " if where else ""
+    if isinstance(g, (list, tuple, dict)) and (hasattr(x, "shape") or isinstance(x, (int, float))):
+        raise errors.NoDerivativeRuleError(
+            f"{at}the rule for `{rule}` returned a {type(g).__name__} as the adjoint of `{param}`, an "
+            f"{'array' if hasattr(x, 'shape') else 'number'}", None,
+            f"return one array of `{param}`'s shape (a rule of several arguments returns a tuple "
+            "of them, one per argument)")
     if g is None or not hasattr(g, "shape") or not (hasattr(x, "shape") or isinstance(x, (int, float))):
         return g
     shape = x.shape if hasattr(x, "shape") else ()
     if g.shape == shape:
         return g
-    at = f"{where}: " if where else ""
     raise errors.NoDerivativeRuleError(
         f"{at}the rule for `{rule}` returned an adjoint of shape {g.shape} for `{param}`, of shape "
         f"{shape}", None,

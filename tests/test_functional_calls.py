@@ -131,3 +131,38 @@ def test_partial_arguments_are_evaluated_once():
         return sum(map(partial(energy, counted(w)), DATA))
     srcgrad.grad(f)(np.array([0.4, -1.3]))
     assert len(calls) == 1
+
+
+# ---- a map or filter kept as an iterator: Python reads it lazily and once ----------------
+
+def _square(v):
+    return v * v
+
+
+def map_read_twice(w):
+    m = map(_square, [w, 2.0 * w])
+    return sum(np.sum(v) for v in m) + 10.0 * sum(np.sum(v) for v in m)  # (the second: empty)
+
+
+def map_read_after_a_change(w):
+    k = 1.0
+    m = map(lambda v: v * k, [w, w])
+    k = 3.0  # (a lazy map sees it)
+    return np.sum(sum(m))
+
+
+def filter_kept(w):
+    it = filter(lambda v: np.sum(v) > -10.0, [w, w * w])
+    return np.sum(sum(it)) + np.sum(sum(it))
+
+
+@pytest.mark.parametrize("f", [map_read_twice, map_read_after_a_change, filter_kept])
+def test_a_map_kept_as_an_iterator_is_refused(f):
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="kept as an iterator|Lambda"):
+        srcgrad.grad(f)(np.array([0.4, -1.3]))
+
+
+def test_the_refusal_advice_compiles():
+    def advised(w):
+        return sum(np.sum(v) for v in list(map(_square, [w, 2.0 * w])))
+    check(advised, np.array([0.4, -1.3]))

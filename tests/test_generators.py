@@ -139,3 +139,38 @@ def reads_an_endless_generator(w):
 def test_an_endless_generator_is_refused():
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match="may never end"):
         srcgrad.grad(reads_an_endless_generator)(np.ones(2))
+
+
+def _layers(x):
+    for k in range(3):
+        yield x * k
+
+
+def test_a_generator_read_twice_is_refused():
+    def f(x):
+        gen = _layers(x)
+        return sum(np.sum(v) for v in gen) + sum(np.sum(v ** 2) for v in gen)  # (the second: empty)
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="holds a generator, which is read once"):
+        srcgrad.grad(f)(np.array([0.5, -1.0]))
+
+
+def test_a_generator_read_in_each_iteration_is_refused():
+    def f(x):
+        gen = _layers(x)
+        total = 0.0
+        for _ in range(2):
+            total = total + sum(np.sum(v) for v in gen)
+        return total
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="read once"):
+        srcgrad.grad(f)(np.array([0.5, -1.0]))
+
+
+def test_a_generator_a_name_holds_read_once_is_right():
+    def f(x):
+        gen = _layers(x)
+        total = 0.0
+        for v in gen:
+            total = total + np.sum(v ** 2)
+        return total
+    x = np.array([0.5, -1.0])
+    np.testing.assert_allclose(srcgrad.grad(f)(x), 10.0 * x)

@@ -157,3 +157,27 @@ def test_an_unused_operator_of_an_object_still_runs():
     g = srcgrad.grad(unused_operators_of_an_object)(np.ones(2), c)
     np.testing.assert_allclose(g, [2.0, 2.0])
     assert c.n == 11
+
+
+# ---- constants read from NumPy's type information and strings -------------------------
+
+def machine_epsilon_added(x):
+    eps = np.finfo(float).eps
+    return np.sum(x * x) + eps * np.sum(x)
+
+
+def tiny_of_the_dtype(x):
+    return np.sum(x) * np.finfo(x.dtype).tiny + np.sum(x * 2.0) + np.iinfo(np.int32).max * 0.0
+
+
+def a_formatted_name(x, n=3):
+    name = "layer{}"
+    label = name.format(n)
+    return np.sum(x ** 2) * len(label) + len(name.upper())
+
+
+@pytest.mark.parametrize("f", [machine_epsilon_added, tiny_of_the_dtype, a_formatted_name])
+def test_type_information_and_strings_are_not_arrays(f):
+    x = np.array([0.5, -1.5, 2.0])
+    np.testing.assert_allclose(srcgrad.grad(f)(x), _differences(f, x), rtol=1e-6)
+    assert srcgrad.grad(f)(x.astype(np.float32)).dtype == np.float32

@@ -425,3 +425,23 @@ def test_grown_caches_in_float32():
 def test_a_grown_cache_read_back_is_refused():
     with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="grows the `.inputs`"):
         srcgrad.grad(lambda m, x: np.sum(m(x)), wrt=1)(RecordsThenReads(RS.randn(3, 2)), X)
+
+
+class History:
+    def __init__(self, w):
+        self.w, self.hist, self.cache = w, [], {"Z": []}
+
+    def f(self, x):
+        y = np.sin(x @ self.w)
+        self.hist.append(y)
+        self.cache["Z"].append(y)
+        return y
+
+
+@pytest.mark.parametrize("read", ["hist", "cache"])
+def test_a_cache_grown_by_a_call_for_its_effect_and_read_back_is_refused(read):
+    def loss(m, x):
+        m.f(x)  # (its value unused: run for its effect)
+        return np.sum(m.hist[0]) if read == "hist" else np.sum(m.cache["Z"][0])
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="added it to the container"):
+        srcgrad.grad(loss, wrt=(0, 1))(History(RS.randn(3, 2)), X)

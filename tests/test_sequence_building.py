@@ -482,3 +482,48 @@ def test_tuples_joined_from_recursive_calls():
         leaves = _tree(x, 2)
         return np.sum(leaves[0] * leaves[3]) + np.sum(leaves[1])
     check(f, np.array([0.4, -1.3]))
+
+
+def test_dict_update_evaluates_every_value_first():
+    def f(x):
+        d = {"a": x}
+        d.update(a=d["a"] * 2.0, b=d["a"] * 3.0)  # (b from the old `a`)
+        d.update({"c": d["a"], "a": x ** 2})
+        return np.sum(d["a"] * d["b"] + d["c"])
+    x = np.array([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(srcgrad.grad(f)(x), 9.0 * x ** 2 + 2.0, rtol=1e-12)
+
+
+def _appended_through_an_alias(x):
+    b = []
+    c = b
+    c.append(x ** 2)
+    return np.sum(b[0])
+
+
+def _appended_through_an_item(x):
+    outer = [[]]
+    inner = outer[0]
+    inner.append(x ** 2)
+    return np.sum(outer[0][0])
+
+
+def _appended_through_an_entry(x):
+    d = {"h": []}
+    h = d["h"]
+    h.append(x ** 2)
+    return np.sum(d["h"][0])
+
+
+def _appended_through_a_loop_variable(x):
+    a, b = [], []
+    for lst in (a, b):
+        lst.append(x ** 2)
+    return np.sum(a[0] + b[0])
+
+
+@pytest.mark.parametrize("f", [_appended_through_an_alias, _appended_through_an_item, _appended_through_an_entry,
+                               _appended_through_a_loop_variable])
+def test_appending_through_another_name_for_a_list_is_refused(f):
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="cannot append"):
+        srcgrad.grad(f)(np.array([0.5, -1.0]))

@@ -626,3 +626,22 @@ def test_a_literal_zero_factor_has_no_derivative_even_where_the_adjoint_is_infin
     with np.errstate(divide="ignore", invalid="ignore"):
         g = srcgrad.grad(zero_base_literal_factor, optimize=optimize)(X.copy(), 0.7)
     np.testing.assert_allclose(g, np.full(3, 1.0))
+
+
+@srcgrad.custom_adjoint
+def _squared_with_a_list_adjoint(x):
+    return x ** 2
+
+
+@_squared_with_a_list_adjoint.defadjoint
+def _list_adjoint(ans_bar, ans, x):
+    return [2 * x * ans_bar]  # (a list: not the adjoint of an array)
+
+
+@pytest.mark.parametrize("uses", [1, 2])
+def test_a_custom_adjoint_that_is_not_an_array_is_refused(uses):
+    def f(x):
+        y = _squared_with_a_list_adjoint(x)
+        return np.sum(y * uses if uses == 1 else y + _squared_with_a_list_adjoint(x))
+    with pytest.raises(errors.NoDerivativeRuleError, match="came out (as a list|of shape)"):
+        srcgrad.grad(f)(np.array([0.5, 1.5]))

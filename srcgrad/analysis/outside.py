@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import textwrap
 import types
 
@@ -97,7 +98,7 @@ class Writes:
             if not isinstance(call, types.FunctionType):
                 return [], []
             receiver, fn = fn, call
-        if not isinstance(fn, types.FunctionType):
+        if not isinstance(fn, types.FunctionType) or _library(fn):
             return [], []
         key = (fn, id(receiver))
         if key in self.memo:
@@ -112,6 +113,20 @@ class Writes:
         return self.memo[key]
 
 
+def _library(fn) -> bool:
+    """A function of an installed library or of Python's own (NumPy's, SciPy's, ``re``'s): what
+    it writes outside its arguments is its own state (caches, tables), never the caller's arrays,
+    and it is not read (reading it cost most of a compilation).  srcgrad's own layers are read."""
+    module = (fn.__module__ or "").split(".")[0]
+    if module == "srcgrad":
+        return False
+    if module in _LIBRARIES or module in sys.stdlib_module_names:
+        return True
+    filename = fn.__code__.co_filename
+    return any(part in filename for part in ("/site-packages/", "/dist-packages/"))
+
+
+_LIBRARIES = {"numpy", "scipy", "cupy", "matplotlib", "sklearn", "pandas", "optree", "gast"}
 _NO_RECEIVER = object()
 _SEVERAL = object()  # the root of an alias to any of several places: (_SEVERAL, places, spelling)
 _ITERATORS = {"enumerate", "zip", "reversed", "list", "tuple", "sorted", "iter"}

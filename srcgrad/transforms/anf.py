@@ -944,6 +944,7 @@ class _Lowering:
         viewed = next(iter((annotations.get("bound") or {}).values()), None)
         if annotations.get("kind") == "op" and annotations.get("rule") in {registry.lookup(v) for v in _VIEWS} \
                 and isinstance(viewed, gast.Name) and self.made_by.get(viewed.id, (False,))[0] \
+                and viewed.id in self.arrays and viewed.id not in self.containers \
                 and viewed.id not in self.escaped and not self._holds_field(viewed):
             # A view of a new array made here (`np.reshape(flat, shape)`) is memory of this
             # function's too: a write into it is the sharing analysis's to check.
@@ -953,8 +954,11 @@ class _Lowering:
             self.containers.add(new)
         elif kind == "copy" and isinstance(value, gast.Name):
             self.aliased.add(value.id)  # two names for one value now
-            if self.made_by.get(value.id, (False,))[0]:
-                self.made_by[new] = self.made_by[value.id]  # (the same new array)
+            if self.made_by.get(value.id, (False,))[0] and not any(
+                    value.id in known for known in (self.containers, self.own_lists, self.lists, self.dicts)):
+                # (the same new array: a write through either name is the sharing analysis's to
+                # check; a list or dict is followed by one name only)
+                self.made_by[new] = self.made_by[value.id]
             if value.id in self.containers:
                 self.containers.add(new)
             if value.id in self.tuples:  # (immutable: what it holds is known under either name)
@@ -1214,7 +1218,9 @@ class _Lowering:
                 pairs = [(k.value, v) for k, v in zip(node.args[0].keys, node.args[0].values)] + pairs
             elif node.args or any(k is None for k, _ in pairs):
                 return None
-            for key, value in pairs:
+            # (Python evaluates every value before it writes any: `d.update(a=2 * d["a"], b=d["a"])`)
+            values = [self._lower(value) for _, value in pairs]
+            for (key, _), value in zip(pairs, values):
                 write(key, value)
             return anno.inherit(nodes.const(None), node)
         if node.keywords or not 1 <= len(node.args) <= 2 or not isinstance(node.args[0], gast.Constant):
@@ -1280,8 +1286,9 @@ class _Lowering:
         if isinstance(node, gast.Name) and not anno.has(node, "resolved"):
             name = self.current.get(node.id, node.id)
             return name in self.arrays or name in self.field_arrays  # (self.w.reshape(...))
-        if isinstance(node, gast.Call) and _is_user_class(anno.get(node.func, "resolved", None)):
-            return False  # P(x).w: an object made here
+        if isinstance(node, gast.Call) and (_is_user_class(anno.get(node.func, "resolved", None))
+                                            or isinstance(anno.get(node.func, "resolved", None), type)):
+            return False  # P(x).w: an object made here; np.finfo(float).eps: a class's instance
         return not isinstance(node, (gast.Name, gast.Attribute))  # (a + b).sum(): an expression
 
     def _surely_array(self, node) -> bool:
@@ -1347,8 +1354,9 @@ class _Lowering:
 
     def _holds_array(self, annotations, value) -> bool:
         kind, rule = annotations.get("kind"), annotations.get("rule")
-        if kind == "copy":
-            return isinstance(value, gast.Constant) or isinstance(value, gast.Name) and value.id in self.arrays
+        if kind == "copy":  # (a number is an array's kind; a string, None or bytes is not)
+            return isinstance(value, gast.Constant) and isinstance(value.value, (bool, int, float, complex)) \
+                or isinstance(value, gast.Name) and value.id in self.arrays
         if kind == "op":
             if rule in (registry.lookup(getattr), registry.lookup(runtime.iterated)):
                 return False  # a field of an object (a parameter array or a sub-layer), a sequence

@@ -49,6 +49,7 @@ Before/after::
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 
 import gast
@@ -63,6 +64,7 @@ _CONSUMERS = ("max", "min", "list", "tuple", "sorted", "any", "all", "set", "dic
 
 def transform(fdef: gast.FunctionDef, fn=None) -> None:
     """Desugar ``fdef``'s body in place; ``fn``, the function, tells whether ``sum`` is the builtin."""
+    _check_generators_read_once(fdef, fn)
     for d in [n for n in nodes.walk(fdef) if isinstance(n, gast.FunctionDef)]:
         try:
             _collect_generator(d)
@@ -242,8 +244,9 @@ class _Desugar:
         is assigned to, which may be built in place).  ``conditional``: the node
         that makes ``node`` evaluated on some paths only."""
         node = self.functional(node, out, conditional)
-        if isinstance(node, gast.Call):
-            node.args = [self.functional(a, None, conditional) for a in node.args]
+        consumed = self.consumed(node)
+        if consumed is not None:  # (an iterator read once, whole, at once: a list is the same)
+            node.args[consumed] = self.mapped(node.args[consumed])
         if isinstance(node, _LOWERED):
             if conditional is not None:
                 raise errors.at(node, f"this {_kind(node)} is evaluated on some paths only (inside "
@@ -309,16 +312,35 @@ class _Desugar:
         return node
 
     # ---- map, filter, functools.reduce and partial --------------------------------
-    def functional(self, node, out, conditional):
-        """``map(f, xs, ys)`` as ``[f(x, y) for x, y in zip(xs, ys)]``, ``filter(f, xs)`` as
-        ``[x for x in xs if f(x)]``, and (with ``out`` to put statements in) ``reduce(f, xs,
-        start)`` as a loop ``acc = f(acc, x)``; ``f`` a lambda (its body, its parameters the
-        loop's variables), a ``functools.partial`` (its function given the partial's arguments
-        first) or any other callable.  The comprehensions then lower like any other.  ``map``
-        and ``filter`` give lists, not iterators: the same to a consumer that reads them once."""
+    def consumed(self, node):
+        """The position of the argument a call reads whole and at once (``sum(...)``, ``list(...)``,
+        ``functools.reduce(f, ...)``), where an iterator and a list of its items are the same."""
+        if not isinstance(node, gast.Call) or not node.args or isinstance(node.args[0], gast.Starred):
+            return None
+        if isinstance(node.func, gast.Name) and node.func.id in self.builtin and node.func.id in ("sum",) + _CONSUMERS:
+            return 0
+        return 1 if self.functional_name(node.func) == "reduce" and len(node.args) >= 2 else None
+
+    def mapped(self, node):
+        """``map(f, xs, ys)`` as ``[f(x, y) for x, y in zip(xs, ys)]`` and ``filter(f, xs)`` as
+        ``[x for x in xs if f(x)]`` (``f`` as for ``functional``), where a consumer reads the
+        iterator whole at once (``consumed``): elsewhere (a name holding it, a ``for`` loop whose
+        body may change what it reads) Python's laziness and single use would differ."""
+        if not isinstance(node, gast.Call) or node.keywords or any(isinstance(a, gast.Starred) for a in node.args):
+            return node
+        return self.functional(node, None, None, lists=True)
+
+    def functional(self, node, out, conditional, lists=False):
+        """``reduce(f, xs, start)`` (with ``out`` to put statements in) as a loop ``acc = f(acc,
+        x)``, and with ``lists`` ``map``/``filter`` as comprehensions (``mapped``); ``f`` a lambda
+        (its body, its parameters the loop's variables), a ``functools.partial`` (its function
+        given the partial's arguments first) or any other callable.  The comprehensions then
+        lower like any other."""
         if not isinstance(node, gast.Call) or node.keywords or any(isinstance(a, gast.Starred) for a in node.args):
             return node
         which = self.functional_name(node.func)
+        if which in ("map", "filter") and not lists:
+            return node
         if which == "map" and len(node.args) >= 2 or which == "filter" and len(node.args) == 2:
             fn, iterables = node.args[0], node.args[1:]
             if len(iterables) > 1 and "zip" not in self.builtin:
@@ -341,7 +363,7 @@ class _Desugar:
             bound, element = self.applied(node.args[0], [acc, item])
             if element is None or bound:
                 return node
-            items, body = node.args[1], [_at(nodes.assign(acc, element), node)]
+            items, body = self.mapped(node.args[1]), [_at(nodes.assign(acc, element), node)]
             if len(node.args) == 3:
                 start, loop = node.args[2], gast.For(target=nodes.name(item, "store"), iter=items, body=body,
                                                      orelse=[], type_comment=None)
@@ -686,6 +708,50 @@ def _lift_closures(fdef, desugar):
     for n in nodes.walk(fdef):
         if isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and n.func.id in lifted:
             n.args[:0] = [_at(nodes.name(c), n) for c in lifted[n.func.id][1]]
+
+
+def _check_generators_read_once(fdef, fn) -> None:
+    """A generator a name holds (``gen = layers(x)``) is read once, whole: ``_collect_generator``
+    makes it the list of what it yields, which a second reading (Python's: empty), a reading
+    in each iteration of a loop, or ``next(gen)`` would see otherwise.  Refused at that read."""
+    if fn is None:
+        return
+    namespace = dict(fn.__globals__)
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            namespace[name] = cell.cell_contents
+        except ValueError:
+            pass
+    made, loads = {}, {}
+
+    def visit(stmts, loops):
+        for stmt in stmts:
+            if isinstance(stmt, gast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], gast.Name) \
+                    and isinstance(stmt.value, gast.Call) and isinstance(stmt.value.func, gast.Name) \
+                    and inspect.isgeneratorfunction(namespace.get(stmt.value.func.id)):
+                made.setdefault(stmt.targets[0].id, []).append(loops)
+            inner = loops + (stmt,) if isinstance(stmt, (gast.For, gast.While)) else loops
+            # (a `for`'s iterable is read once, before its loop; a `while` test at each iteration)
+            own = [stmt.iter] if isinstance(stmt, gast.For) else [stmt.test] if isinstance(stmt, (gast.If, gast.While)) \
+                else [] if isinstance(stmt, gast.FunctionDef) else [stmt]
+            for n in (n for part in own for n in nodes.walk(part)):
+                if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load):
+                    loads.setdefault(n.id, []).append((n, (inner if isinstance(stmt, gast.While) else loops)[-1:]))
+            for field in ("body", "orelse"):
+                if not isinstance(stmt, gast.FunctionDef) and isinstance(getattr(stmt, field, None), list):
+                    visit(getattr(stmt, field), inner)
+    visit(fdef.body, ())
+    for name, where in made.items():
+        reads = {id(n): (n, loop) for n, loop in loads.get(name, [])}
+        seen = list(reads.values())
+        again = seen[len(where)] if len(seen) > len(where) else next(
+            ((n, loop) for n, loop in seen if loop and loop[0] not in where[0]), None)
+        if again is not None:
+            raise errors.at(again[0], f"`{name}` holds a generator, which is read once: srcgrad runs a "
+                            "generator whole, as the list of what it yields, so reading it again (or "
+                            "in each iteration of a loop) would not see it exhausted",
+                            f"read it once (`items = list({name})`, then read `items`), or call the "
+                            "generator function again where you read it")
 
 
 def _collect_generator(fdef: gast.FunctionDef) -> None:

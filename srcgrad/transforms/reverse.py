@@ -483,8 +483,12 @@ class _Reverse:
             if varied:
                 kind = rule.name.split(".")[1]
                 given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
+                iterator = kind in ("map", "filter", "zip", "enumerate", "reversed")
                 raise errors.at(stmt.value, f"`{kind}(...)` is given {given}, which is being "
-                                f"differentiated: srcgrad does not follow values through `{kind}(...)`",
+                                f"differentiated: srcgrad does not follow values through `{kind}(...)`"
+                                + (" kept as an iterator (read lazily, once)" if iterator else ""),
+                                f"read it whole where it is made (`list({kind}(...))`, `sum({kind}(...))`), "
+                                "or write a list comprehension (`[f(v) for v in xs]`)" if iterator else
                                 "use the value itself, index it, or build the new one with a display of "
                                 "its items (`[xs[0], xs[1]]`, `{'a': d['a']}`)",
                                 kind=errors.UnsupportedSyntaxError)
@@ -1371,8 +1375,8 @@ class _Reverse:
             elif not rule.elementwise and param not in rule.sequence_params and isinstance(atom, gast.Name) \
                     and not _builtin_rule(rule) and len(rule.diff_params) > 1:
                 # A user's rule of several arguments that is not declared elementwise: an adjoint
-                # of another shape than its argument (np.hypot's, broadcast) is refused where it
-                # comes out.
+                # of another shape than its argument (np.hypot's, broadcast), or not an array (a
+                # list), is refused where it comes out.
                 origin = anno.get(stmt.value, "origin")
                 expr = nodes.call("rt.checked_adjoint", [expr, nodes.name(atom.id), nodes.const(rule.name),
                                                          nodes.const(param),
