@@ -1071,6 +1071,8 @@ def _summed(f):
     scope, params, passed = {"_f": f, "_np": np}, [], []
     kinds = inspect.Parameter
     for p in signature.parameters.values():
+        if shape is not f and p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue  # (a NumPy function: its rule's required parameters, so it is differentiated again)
         text = p.name
         if p.default is not p.empty:
             scope[f"_default_{p.name}"] = p.default

@@ -653,7 +653,7 @@ def vjp_operator(name, wrt, *operands, where="?"):
         TypeError: no class defines the operator (as Python would).
     """
     op = getattr(operator, name)
-    if all(_is_array_value(x) or isinstance(x, (list, tuple, dict)) for x in operands):
+    if all(_is_array_value(x) or isinstance(x, (bool, list, tuple, dict)) for x in operands):  # (True + x)
         return vjp_call(op, wrt, *operands)
     if len(operands) == 1:
         return vjp_method(operands[0], f"__{name}__", ("self",) if wrt else ())

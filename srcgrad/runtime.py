@@ -1429,6 +1429,11 @@ def unflattened_tangent(ans, vector_dot):
     return tree.unflatten(spec, [p.reshape(np.shape(leaf)) for p, leaf in zip(parts, leaves)])
 
 
+def as_tuple(items):
+    """``tuple(xs)`` of a list whose items are known when it runs only (grown by append)."""
+    return tuple(items)
+
+
 def concatenated(a, b):
     """``a + b`` on tuples or lists (how the compiler writes a join whose items it does
     not know when compiling): Python's own ``+``."""

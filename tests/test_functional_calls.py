@@ -166,3 +166,49 @@ def test_the_refusal_advice_compiles():
     def advised(w):
         return sum(np.sum(v) for v in list(map(_square, [w, 2.0 * w])))
     check(advised, np.array([0.4, -1.3]))
+
+
+# ---- a partial made in the function, then called -----------------------------------------
+
+def partial_called(w):
+    g = partial(energy, x=DATA[0], scale=2.0)
+    return g(w) + g(w * w, scale=0.5)  # (a call's keyword wins)
+
+
+def partial_of_a_differentiated_value(w):
+    h = partial(energy, w)
+    return sum(h(d) for d in DATA)
+
+
+def partial_given_to_map(w):
+    g = functools.partial(energy, scale=3.0)
+    return sum(map(g, [w, w * w], DATA[:2]))
+
+
+def partial_in_a_loop(w):
+    out = 0.0
+    for k in range(2):
+        g = partial(energy, np.cos(w) * (k + 1.0))
+        out = out + g(DATA[k])
+    return out
+
+
+@pytest.mark.parametrize("f", [partial_called, partial_of_a_differentiated_value, partial_given_to_map,
+                               partial_in_a_loop])
+def test_a_partial_made_here_and_called(f):
+    check(f, np.array([0.4, -1.3]))
+
+
+def test_a_partial_used_other_than_by_calling_it_stays_a_partial():
+    def f(w):
+        g = partial(energy, w)
+        fs = [g]  # (kept in a list: the object itself, holding `w`)
+        return fs[0](DATA[0])
+    with pytest.raises(srcgrad.errors.SrcgradError):
+        srcgrad.grad(f)(np.array([0.4, -1.3]))
+
+
+def test_bools_and_arrays_in_operators():
+    def f(w):
+        return any([True, False]) + np.sum(w ** 2) * (np.sum(w) > 0)
+    np.testing.assert_allclose(srcgrad.grad(f)(np.array([0.4, 1.3])), 2 * np.array([0.4, 1.3]))

@@ -837,7 +837,8 @@ def test_every_rule_has_a_row():
     for transfer in (srcgrad.to_device, srcgrad.to_host):  # tests/test_cupy_backend.py
         rules.discard(registry.lookup(transfer).adjoint)
     rules.discard(registry.lookup(srcgrad.runtime.iterated).adjoint)  # tests/test_trust_containers.py
-    for joined in (srcgrad.runtime.concatenated, srcgrad.runtime.repeated):  # tests/test_sequence_building.py
+    for joined in (srcgrad.runtime.concatenated, srcgrad.runtime.repeated,
+                   srcgrad.runtime.as_tuple):  # tests/test_sequence_building.py
         rules.discard(registry.lookup(joined).adjoint)
     for joined in (srcgrad.runtime.read_back,):  # tests/test_object_state.py
         rules.discard(registry.lookup(joined).adjoint)

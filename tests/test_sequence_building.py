@@ -527,3 +527,16 @@ def _appended_through_a_loop_variable(x):
 def test_appending_through_another_name_for_a_list_is_refused(f):
     with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="cannot append"):
         srcgrad.grad(f)(np.array([0.5, -1.0]))
+
+
+def tuple_of_a_generator(params):
+    bs = tuple(p[1] for p in params)
+    ws = tuple([p[0] * 2.0 for p in params])
+    return np.sum(bs[0] * ws[1]) + np.sum(bs[-1] ** 2)
+
+
+def test_a_tuple_of_a_generator_or_a_grown_list():
+    check(tuple_of_a_generator, PAIRS)
+    _, tangent = srcgrad.jvp(lambda x: tuple_of_a_generator([(x, 2.0 * x), (3.0 * x, x)]))(
+        np.array([1.0, 2.0]), np.array([1.0, 0.0]))
+    np.testing.assert_allclose(tangent, 26.0)

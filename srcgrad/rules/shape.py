@@ -180,6 +180,12 @@ def concatenated(ans_bar, ans, a, b):
     return a_bar, b_bar
 
 
+@defadjoint(runtime.as_tuple, tangent="linear")
+def as_tuple(ans_bar, ans, items):
+    """``tuple(xs)``: each item's adjoint is its own (a tuple's adjoint reads as a list's)."""
+    return ans_bar
+
+
 @defadjoint(runtime.repeated, diff=("items",), zero=("count",), tangent="linear")
 def repeated(ans_bar, ans, items, count):
     """``items * count`` on a tuple or list: each copy's item adjoints summed."""

@@ -1846,6 +1846,14 @@ class _Lowering:
                 copied = self._copied_container(callee, args[0], node, **emit)
                 if copied is not None:
                     return copied
+                if callee is tuple and isinstance(args[0], gast.Name) and args[0].id in self.lists:
+                    # (`tuple(p[1] for p in params)`: a list made by appends, as a tuple)
+                    made = self._apply(runtime.as_tuple, None, args, {}, node, func_node=nodes.dotted("rt.as_tuple"),
+                                       **emit)
+                    if isinstance(made, gast.Name):
+                        self.containers.add(made.id)
+                        self.tuples.add(made.id)
+                    return made
                 if callee is list and isinstance(args[0], gast.Name) and args[0].id in self.lists:
                     # A list whose items are known when it runs only (grown by append): a new
                     # list of the same items is `xs + []`, a join, item by item.

@@ -73,7 +73,7 @@ def transform(fdef: gast.FunctionDef, fn=None) -> None:
                 raise  # (a nested one stays a generator: refused only if it is differentiated)
     if not any(isinstance(n, _LOWERED + (gast.Assert, gast.With, gast.IfExp, gast.FunctionDef))
                or isinstance(n, gast.Call) and isinstance(n.func, (gast.Name, gast.Attribute))
-               and _last_name(n.func) in ("map", "filter", "reduce")
+               and _last_name(n.func) in ("map", "filter", "reduce", "partial")
                or isinstance(n, gast.Assign) and (len(n.targets) > 1 or _starred_target(n.targets[0])
                                                   or _nested_target(n.targets[0]) or isinstance(n.value, gast.Lambda)
                                                   or _parallel(n))
@@ -82,6 +82,7 @@ def transform(fdef: gast.FunctionDef, fn=None) -> None:
         return
     desugar = _Desugar(fdef, fn)
     fdef.body = desugar.block(fdef.body)
+    _call_partials(fdef, desugar)
     _lift_closures(fdef, desugar)
 
 
@@ -708,6 +709,69 @@ def _lift_closures(fdef, desugar):
     for n in nodes.walk(fdef):
         if isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and n.func.id in lifted:
             n.args[:0] = [_at(nodes.name(c), n) for c in lifted[n.func.id][1]]
+
+
+def _call_partials(fdef, desugar) -> None:
+    """``g = functools.partial(f, a, c=3.0)``, ``g`` assigned once and only ever called: the
+    partial's arguments bound to names where it is made (Python evaluates them once, there),
+    each call ``g(x)`` then ``f(a, x, c=c)`` (a call's keywords win), which the inliner and the
+    rules see whole (a partial object holding a value being differentiated would be refused)."""
+    own = list(nodes.own_nodes(fdef))
+    stores = {}
+    for n in own:
+        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
+            stores[n.id] = stores.get(n.id, 0) + 1
+    called = {id(n.func) for n in own if isinstance(n, gast.Call) and isinstance(n.func, gast.Name)}
+    made = {}
+    for stmt in nodes.statements(fdef.body):
+        if isinstance(stmt, gast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], gast.Name) \
+                and stores.get(stmt.targets[0].id) == 1 and isinstance(stmt.value, gast.Call) \
+                and desugar.functional_name(stmt.value.func) == "partial" and stmt.value.args \
+                and not any(isinstance(a, gast.Starred) for a in stmt.value.args) \
+                and all(k.arg is not None for k in stmt.value.keywords):
+            name = stmt.targets[0].id
+            if all(id(n) in called for n in own if isinstance(n, gast.Name) and n.id == name
+                   and isinstance(n.ctx, gast.Load)):
+                made[name] = stmt
+    if not made:
+        return
+    bound = {}
+    for name, stmt in made.items():
+        call, binds = stmt.value, []
+
+        def held(value, label):
+            if isinstance(value, gast.Constant):
+                return value
+            fresh = desugar.fresh(f"_{name}_{label}")
+            binds.append(_at(nodes.assign(fresh, value), stmt))
+            return nodes.name(fresh)
+        fn = held(call.args[0], "function") if not isinstance(call.args[0], gast.Name) else call.args[0]
+        args = [held(a, f"arg{i}") for i, a in enumerate(call.args[1:])]
+        keywords = {k.arg: held(k.value, k.arg) for k in call.keywords}
+        bound[name] = (fn, args, keywords)
+        stmt.targets[0].id, stmt.value = "_", nodes.const(None)  # (replaced below by the bindings)
+        anno.set(stmt, "partial_binds", binds)
+
+    def rewritten(stmts):
+        out = []
+        for stmt in stmts:
+            if anno.has(stmt, "partial_binds"):
+                out += anno.get(stmt, "partial_binds")
+                continue
+            for field in ("body", "orelse"):
+                if isinstance(getattr(stmt, field, None), list) and not isinstance(stmt, gast.FunctionDef):
+                    setattr(stmt, field, rewritten(getattr(stmt, field)))
+            out.append(stmt)
+        return out
+    fdef.body = rewritten(fdef.body)
+    for n in list(nodes.own_nodes(fdef)):
+        if isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and n.func.id in bound:
+            fn, args, keywords = bound[n.func.id]
+            given = {k.arg for k in n.keywords}
+            n.func = _at(nodes.copy(fn), n.func)
+            n.args = [nodes.copy(a) for a in args] + n.args
+            n.keywords = [gast.keyword(arg=k, value=nodes.copy(v)) for k, v in keywords.items() if k not in given] \
+                + n.keywords
 
 
 def _check_generators_read_once(fdef, fn) -> None:
