@@ -1617,10 +1617,31 @@ def hooked(hook):
     return call
 
 
+class Unbound:
+    """What a name the path taken never assigned holds in generated code (``z = rt.Unbound('z')``
+    first thing, where it is bound on some paths only): any use of it raises Python's own
+    ``UnboundLocalError``, as the user's function would, rather than computing with a stand-in."""
+
+    __slots__ = ("name",)
+    __array_ufunc__ = None
+
+    def __init__(self, name):
+        object.__setattr__(self, "name", name)
+
+    def _unbound(self, *args, **kwargs):
+        raise UnboundLocalError(f"cannot access local variable '{self.name}' where it is not associated "
+                                "with a value")
+
+    __array__ = __getattr__ = __iter__ = __len__ = __bool__ = __getitem__ = __call__ = _unbound
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _unbound
+    __pow__ = __rpow__ = __matmul__ = __rmatmul__ = __neg__ = __lt__ = __le__ = __gt__ = __ge__ = _unbound
+    __float__ = __int__ = __index__ = _unbound
+
+
 def zeros_like(x):
     """A zero adjoint for ``x``: an empty sparse structure, or an array of zeros
-    (``0.0`` for ``None``: a name the path taken never assigned)."""
-    if x is None:
+    (``0.0`` for ``None`` or ``Unbound``: a name the path taken never assigned)."""
+    if x is None or type(x) is Unbound:
         return 0.0
     return {} if tree.is_structure(x) else np.zeros_like(x)
 

@@ -53,7 +53,8 @@ def _is_float_array(value) -> bool:
 
 
 def _is_object(value) -> bool:
-    return (hasattr(value, "__dict__") and not isinstance(value, _SKIP) and not isinstance(value, type)
+    # (an OrderedDict or defaultdict has a __dict__ too: it is a dict, its items its parts)
+    return (hasattr(value, "__dict__") and not isinstance(value, _SKIP) and not isinstance(value, (type, dict))
             and not callable(getattr(value, "__array__", None)))
 
 

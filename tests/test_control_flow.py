@@ -650,3 +650,29 @@ def test_a_pullback_of_a_loop_that_ran_no_iterations():
     value, pullback = srcgrad.vjp(f)(VEC, 0)
     np.testing.assert_array_equal(pullback(np.ones(5)), np.ones(5))
     np.testing.assert_array_equal(pullback(np.ones(5)), np.ones(5))
+
+
+def _padded(x, mode):
+    if mode == "same":
+        y = x * 2.0
+    elif mode == "valid":
+        y = x * 3.0
+    return y  # (another mode: `y` was never assigned)
+
+
+def _unbound_after_an_empty_loop(x):
+    for _ in range(0):
+        z = x * 2.0
+    return np.sum(z)
+
+
+def _unbound_after_a_branch(x, mode):
+    return np.sum(_padded(x, mode))
+
+
+@pytest.mark.parametrize("f, args", [(_unbound_after_an_empty_loop, ()), (_unbound_after_a_branch, ("bogus",))])
+def test_a_name_never_assigned_on_the_path_taken_raises_as_python_does(f, args):
+    for transform in (srcgrad.grad, srcgrad.value_and_grad):
+        with pytest.raises(UnboundLocalError, match="cannot access local variable"):
+            transform(f)(np.ones(2), *args)
+    np.testing.assert_allclose(srcgrad.grad(_unbound_after_a_branch)(np.ones(2), "valid"), [3.0, 3.0])

@@ -445,3 +445,58 @@ def test_a_cache_grown_by_a_call_for_its_effect_and_read_back_is_refused(read):
         return np.sum(m.hist[0]) if read == "hist" else np.sum(m.cache["Z"][0])
     with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="added it to the container"):
         srcgrad.grad(loss, wrt=(0, 1))(History(RS.randn(3, 2)), X)
+
+
+class StatefulCell:
+    """numpy-ml's RNN cell: each call reads the state the last one appended."""
+
+    def __init__(self, w):
+        self.w, self.states = w, [np.zeros((4, 2))]
+
+    def __call__(self, x):
+        h = np.tanh(x + self.states[-1] @ self.w)
+        self.states.append(h)
+        return h
+
+
+class RunningMean:
+    def __init__(self):
+        self.mean = np.zeros(3)
+
+    def forward(self, x):
+        self.mean = 0.9 * self.mean + 0.1 * x.mean(axis=0)
+        return x - self.mean
+
+
+@pytest.mark.parametrize("loss", [
+    lambda cell, xs: sum(np.sum(cell(xs[t]) ** 2) for t in range(3)),
+    lambda bn, x: np.sum(bn.forward(x) ** 2) + np.sum(bn.forward(2.0 * x) ** 2),
+])
+def test_state_an_earlier_call_kept_read_by_the_next_with_respect_to_the_input_is_refused(loss):
+    made = (StatefulCell(RS.randn(2, 2)), RS.randn(3, 4, 2)) if loss.__code__.co_varnames[0] == "cell" \
+        else (RunningMean(), X)
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="reads back"):
+        srcgrad.grad(loss, wrt=1)(*made)
+
+
+def test_float_attributes_of_layers_held_in_an_ordered_dict():
+    from collections import OrderedDict
+
+    class Scale:
+        def __init__(self, p):
+            self.p, self.w = p, np.ones(3)
+
+        def forward(self, x):
+            return x * self.w / (1.0 - self.p)
+
+    class Model:
+        def __init__(self, layers):
+            self.layers = layers
+
+    def loss(m, x):
+        for layer in m.layers.values():
+            x = layer.forward(x)
+        return np.sum(x)
+    g = srcgrad.grad(loss)(Model(OrderedDict(a=Scale(0.3), b=Scale(0.5))), np.ones(3))
+    np.testing.assert_allclose(g.layers["a"].p, 3.0 / (0.7 ** 2 * 0.5), rtol=1e-12)
+    np.testing.assert_allclose(g.layers["b"].p, 3.0 / (0.7 * 0.5 ** 2), rtol=1e-12)

@@ -206,7 +206,7 @@ def _with_item_tangent(ans, d, key, value, d_dot=None, value_dot=None):
     return base
 
 
-@defadjoint(runtime.with_item, diff=("d", "value"), tangent=_with_item_tangent)
+@defadjoint(runtime.with_item, diff=("d", "value"), zero=("key",), tangent=_with_item_tangent)
 def with_item(ans_bar, ans, d, key, value):
     """``d[key] = value`` on a dict made here (``rt.with_item``): ``value`` gets the
     new dict's adjoint at ``key``, ``d`` the rest (its old value there was overwritten)."""

@@ -1289,6 +1289,8 @@ class _Lowering:
         if isinstance(node, gast.Call) and (_is_user_class(anno.get(node.func, "resolved", None))
                                             or isinstance(anno.get(node.func, "resolved", None), type)):
             return False  # P(x).w: an object made here; np.finfo(float).eps: a class's instance
+        if isinstance(node, gast.Subscript):
+            return self._is_array(node.value)  # (x[0].T: an array's row; m.layers[0].W: a layer)
         return not isinstance(node, (gast.Name, gast.Attribute))  # (a + b).sum(): an expression
 
     def _surely_array(self, node) -> bool:

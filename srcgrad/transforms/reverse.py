@@ -167,7 +167,8 @@ class _Reverse:
                 self.prebound.update(s.value.id for s in stmt.body + stmt.orelse
                                      if anno.get(s, "kind") == "copy" and isinstance(s.value, gast.Name)
                                      and s.value.id in self.core.maybe_unbound)
-        prebind = [anno.set(nodes.assign(v, nodes.const(None)), "prebound", True) for v in sorted(self.prebound)]
+        prebind = [anno.set(nodes.assign(v, nodes.call("rt.Unbound", [nodes.const(re.sub(r"_\d+$", "", v))])),
+                            "prebound", True) for v in sorted(self.prebound)]
         if self.taken:
             nodes.rename(prebind + self.saves + self.core.body + self.out, self.taken)
         return Sweeps(prebind + self.saves + forward, self.out, adjoints, seed,
@@ -431,8 +432,11 @@ class _Reverse:
                 and isinstance(stmt.value, gast.Attribute) and isinstance(stmt.value.value, gast.Name):
             if self.stores is None:
                 self.stores = _StoresReadBack(self.core.body)
-            if self.stores.after_call(stmt):
-                # A call before it may have stored the field as bookkeeping (no adjoint).
+            target = stmt.targets[0].id if isinstance(stmt.targets[0], gast.Name) else None
+            if self.stores.after_call(stmt) or templates.static_value(anno.get(stmt, "bound")["name"]) \
+                    in self.stores.kept_names and target in self.activity.useful:
+                # A call before it (or an earlier call of this function: state it keeps, read in
+                # the next call) may have stored the field as bookkeeping (no adjoint).
                 origin = anno.get(stmt, "origin")
                 stmt.value = nodes.call("rt.field", [stmt.value.value, nodes.const(stmt.value.attr),
                                                      nodes.const(origin.where if origin else "?")])
@@ -1609,6 +1613,10 @@ class _StoresReadBack:
         self._containers(body)
         self._walk(body, frozenset())
         self.body, self.reads_after_calls = body, None
+        # The fields this function stores or grows: an earlier call of it (a layer called
+        # twice, a cell in a loop) may have kept them, which a read here must not take in.
+        self.kept_names = {s.targets[0].attr for s in nodes.statements(body) if anno.get(s, "kind") == "setattr"} \
+            | {self.grows(s)[1] for s in nodes.statements(body) if self.grows(s) is not None}
 
     def _containers(self, body):
         """``self.held``: name -> (object, field, the name holding the field) for ``_t = obj.f``
