@@ -181,3 +181,29 @@ def test_type_information_and_strings_are_not_arrays(f):
     x = np.array([0.5, -1.5, 2.0])
     np.testing.assert_allclose(srcgrad.grad(f)(x), _differences(f, x), rtol=1e-6)
     assert srcgrad.grad(f)(x.astype(np.float32)).dtype == np.float32
+
+
+# ---- a shape spread into a call (`np.random.randn(*std.shape)`, `x.reshape(*shape)`) -------
+
+def reparameterised(mu, logvar):
+    std = np.exp(0.5 * logvar)
+    eps = np.random.RandomState(0).randn(*std.shape)
+    return np.sum((mu + eps * std) ** 2)
+
+
+def flattened(x):
+    shape = (x.shape[0], -1) if x.ndim > 1 else (1, -1)
+    return np.sum(np.tanh(x.reshape(*shape)) * 2.0)
+
+
+def test_a_shape_spread_into_a_draw():
+    mu, logvar = np.array([0.5, -1.0, 0.3]), np.array([0.1, 0.2, -0.4])
+    g_mu, g_logvar = srcgrad.grad(reparameterised, wrt=(0, 1))(mu, logvar)
+    np.testing.assert_allclose(g_mu, _differences(lambda m: reparameterised(m, logvar), mu), rtol=1e-6)
+    np.testing.assert_allclose(g_logvar, _differences(lambda v: reparameterised(mu, v), logvar), rtol=1e-6)
+
+
+def test_a_shape_spread_into_reshape():
+    x = np.arange(6.0).reshape(2, 3) / 6.0
+    np.testing.assert_allclose(srcgrad.grad(flattened)(x), 2.0 * (1.0 - np.tanh(x) ** 2), rtol=1e-12)
+    assert srcgrad.grad(flattened)(x.astype(np.float32)).dtype == np.float32

@@ -1837,7 +1837,8 @@ class _Lowering:
             if rule is None and _is_user_code(callee) or (
                     rule is not None and rule.differentiable and not templates.self_contained(rule.adjoint)):
                 return self._user_call(nodes.copy(func), args, kwargs, node, **emit)
-            self._check_spread(args, kwargs, node)
+            if rule is None or rule.differentiable or any(isinstance(k, tuple) for k in kwargs):
+                self._check_spread(args, kwargs, node)  # (a draw's or a constructor's `*shape` runs as written)
             if callee is zip and args and not kwargs and all(self._has_items(a) for a in args):
                 return self._zip_display(args, node, **emit)
             if callee is dict and not args and kwargs:  # `dict(w=w, b=b)` is `{"w": w, "b": b}`
@@ -1894,6 +1895,8 @@ class _Lowering:
         if isinstance(func, gast.Attribute) and func.attr in _METHODS and self._is_array(func.value):
             receiver = self._lower(func.value)
             args, kwargs = self._call_arguments(node)
+            if func.attr in _VARARG_METHODS and len(args) == 1 and isinstance(args[0], gast.Starred):
+                args = [args[0].value]  # (`x.reshape(*shape)` is `x.reshape(shape)`)
             self._check_spread(args, kwargs, node)
             if func.attr in _VARARG_METHODS and len(args) > 1:
                 args = [nodes.tuple_(args)]
@@ -2070,7 +2073,7 @@ class _Lowering:
             # A constructor's shape argument gives the result's rank (np.zeros((n, m))).
             shape = args[0] if args else kwargs.get("shape")
             extra = {"bound": {"shape": nodes.copy(shape)}} if rule.ndim is not None and shape is not None \
-                else {}
+                and not any(isinstance(a, gast.Starred) for a in args) else {}
             if _is_user_class(prim):  # `c = Counter()`: an object, whose methods are the user's
                 extra["constructs"] = prim
             return self._emit(value, kind="nondiff", rule=rule,
