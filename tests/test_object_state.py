@@ -500,3 +500,25 @@ def test_float_attributes_of_layers_held_in_an_ordered_dict():
     g = srcgrad.grad(loss)(Model(OrderedDict(a=Scale(0.3), b=Scale(0.5))), np.ones(3))
     np.testing.assert_allclose(g.layers["a"].p, 3.0 / (0.7 ** 2 * 0.5), rtol=1e-12)
     np.testing.assert_allclose(g.layers["b"].p, 3.0 / (0.7 * 0.5 ** 2), rtol=1e-12)
+
+
+class TwoCaches:
+    """numpy-ml's Conv2D keeps the output and its row count in two lists of one dict."""
+
+    def __init__(self, w):
+        self.w, self.derived = w, {"Z": [], "rows": []}
+
+    def forward(self, x):
+        z = x @ self.w
+        self.derived["Z"].append(z)
+        self.derived["rows"].append(z.shape[0])
+        return np.tanh(z)
+
+
+def test_two_caches_in_one_dict_field():
+    w = RS.randn(3, 2)
+    layer = TwoCaches(w)
+    g = srcgrad.grad(lambda m, x: np.sum(m.forward(x) ** 2))(layer, X)
+    expected = finite_differences(lambda w: np.sum(TwoCaches(w).forward(X) ** 2), (w,), 0)[0]
+    np.testing.assert_allclose(g.w, expected, rtol=1e-6, atol=1e-9)
+    assert layer.derived["rows"] == [4] and len(layer.derived["Z"]) == 1

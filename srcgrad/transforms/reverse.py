@@ -1654,11 +1654,18 @@ class _StoresReadBack:
             changed, self.receivers = kept != self.receivers, kept
 
     def _receiver(self, stmt):
-        """The name ``stmt`` grows (``_t.append(v)``, ``_t.update(d)``), or None."""
+        """The name ``stmt`` grows (``_t.append(v)``, ``_t.update(d)``, or run for its effect on
+        an object being differentiated, ``rt.keeping_fields(_t, "append", where, v)``), or None."""
         value = getattr(stmt, "value", None)
-        if isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") == "call" and isinstance(value, gast.Call) \
-                and isinstance(value.func, gast.Attribute) and value.func.attr in _CONTAINER_MUTATORS \
-                and value.func.attr not in ("pop", "popitem") and isinstance(value.func.value, gast.Name):
+        if not (isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") == "call" and isinstance(value, gast.Call)
+                and isinstance(value.func, gast.Attribute)):
+            return None
+        if nodes.to_source(value.func).strip() == "rt.keeping_fields" and len(value.args) >= 2 \
+                and isinstance(value.args[0], gast.Name) and isinstance(value.args[1], gast.Constant) \
+                and value.args[1].value in _CONTAINER_MUTATORS and value.args[1].value not in ("pop", "popitem"):
+            return value.args[0].id
+        if value.func.attr in _CONTAINER_MUTATORS and value.func.attr not in ("pop", "popitem") \
+                and isinstance(value.func.value, gast.Name):
             return value.func.value.id
         return None
 
