@@ -27,7 +27,7 @@ def central(f, xs, vs, eps=1e-6):
     return (np.asarray(plus) - np.asarray(minus)) / (2 * eps)
 
 
-def check(f, args, wrt=0, rtol=1e-6, atol=1e-8):
+def check_tangent(f, args, wrt=0, rtol=1e-6, atol=1e-8):
     """``jvp(f, wrt)`` at ``args`` along random tangents, against central differences."""
     wrts = wrt if isinstance(wrt, tuple) else (wrt,)
     rng = np.random.default_rng(0)
@@ -60,7 +60,7 @@ def net(x, w1, w2):
 
 def test_two_layer_net_every_wrt():
     for wrt in (0, 1, 2, (0, 1), (0, 1, 2)):
-        check(net, (X, W1, W2), wrt)
+        check_tangent(net, (X, W1, W2), wrt)
 
 
 def pair(x, w):
@@ -69,7 +69,7 @@ def pair(x, w):
 
 
 def test_tuple_output_and_a_constant_output():
-    value, tangent = check(pair, (X, W1), 0)
+    value, tangent = check_tangent(pair, (X, W1), 0)
     assert np.all(tangent[2] == 0)
 
 
@@ -113,9 +113,9 @@ def early_exit(x):
 
 
 def test_loops_and_branches():
-    check(loop_branch, (X, 5))
-    check(while_loop, (X,))
-    check(early_exit, (np.full(3, 0.2),))
+    check_tangent(loop_branch, (X, 5))
+    check_tangent(while_loop, (X,))
+    check_tangent(early_exit, (np.full(3, 0.2),))
 
 
 def branch_binds_once(x, c):
@@ -127,8 +127,8 @@ def branch_binds_once(x, c):
 
 
 def test_a_branch_that_binds_a_constant():
-    check(branch_binds_once, (X, True))
-    check(branch_binds_once, (X, False))
+    check_tangent(branch_binds_once, (X, True))
+    check_tangent(branch_binds_once, (X, False))
 
 
 # ---- calls -----------------------------------------------------------------------
@@ -160,9 +160,9 @@ def recursive(x, n):
 
 
 def test_calls():
-    check(two_layers, (X, W1, W2), (0, 1, 2))
-    check(method_call, (X, Scale(2.0)))
-    check(recursive, (X, 3))
+    check_tangent(two_layers, (X, W1, W2), (0, 1, 2))
+    check_tangent(method_call, (X, Scale(2.0)))
+    check_tangent(recursive, (X, 3))
 
 
 def test_call_with_a_tuple_result():
@@ -170,7 +170,7 @@ def test_call_with_a_tuple_result():
         a, b, _ = pair(x, w)
         return a * b
 
-    check(f, (X, W1), (0, 1))
+    check_tangent(f, (X, W1), (0, 1))
 
 
 # ---- in-place writes and lists ------------------------------------------------------
@@ -203,14 +203,14 @@ def lists(x):
 
 
 def test_writes_and_lists():
-    check(writes, (np.array([0.3, -0.2, 0.5]),))
+    check_tangent(writes, (np.array([0.3, -0.2, 0.5]),))
     v = np.ones(3)
     x = np.array([0.3, -0.2, 0.5])
-    check(write_into_copy, (x,))
+    check_tangent(write_into_copy, (x,))
     _, t = srcgrad.jvp(write_into_copy)(x, v)
     np.testing.assert_array_equal(v, np.ones(3))  # the caller's tangent is untouched
-    check(int_array_write, (np.array([0.33, -0.2, 0.5]),))
-    check(lists, (x,))
+    check_tangent(int_array_write, (np.array([0.33, -0.2, 0.5]),))
+    check_tangent(lists, (x,))
 
 
 # ---- structures ------------------------------------------------------------------------
@@ -335,7 +335,7 @@ def test_property():
     def f(x):
         return np.sum(Box(x).doubled)
 
-    check(f, (np.array([0.1, 0.5, -0.3]),))
+    check_tangent(f, (np.array([0.1, 0.5, -0.3]),))
 
 
 def _slope(x):
@@ -361,4 +361,4 @@ def test_custom_tangent_rule_that_calls_a_helper():
     def f(x):
         return np.sum(cube(x) * x)
 
-    check(f, (np.array([0.5, -1.0, 2.0]),))
+    check_tangent(f, (np.array([0.5, -1.0, 2.0]),))

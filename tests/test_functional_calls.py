@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import srcgrad
-from test_container_adjoints import check
+from test_container_adjoints import check as check_gradient
 
 DATA = [np.array([1.0, 2.0]), np.array([0.5, -0.1]), np.array([-0.3, 0.7])]
 
@@ -91,11 +91,11 @@ FUNCTIONS = [map_of_a_partial, map_of_a_partial_with_keywords, map_of_a_lambda, 
 
 @pytest.mark.parametrize("f", FUNCTIONS)
 def test_each_items_adjoint_reaches_its_source(f):
-    check(f, np.array([0.4, -1.3]))
+    check_gradient(f, np.array([0.4, -1.3]))
 
 
 def test_as_a_method():
-    check(lambda w: Model(w).loss(DATA), np.array([0.4, -1.3]))
+    check_gradient(lambda w: Model(w).loss(DATA), np.array([0.4, -1.3]))
 
 
 @pytest.mark.parametrize("f", [map_of_a_partial, map_over_two_lists, reduced_without_a_start, in_a_loop])
@@ -165,7 +165,7 @@ def test_a_map_kept_as_an_iterator_is_refused(f):
 def test_the_refusal_advice_compiles():
     def advised(w):
         return sum(np.sum(v) for v in list(map(_square, [w, 2.0 * w])))
-    check(advised, np.array([0.4, -1.3]))
+    check_gradient(advised, np.array([0.4, -1.3]))
 
 
 # ---- a partial made in the function, then called -----------------------------------------
@@ -196,7 +196,7 @@ def partial_in_a_loop(w):
 @pytest.mark.parametrize("f", [partial_called, partial_of_a_differentiated_value, partial_given_to_map,
                                partial_in_a_loop])
 def test_a_partial_made_here_and_called(f):
-    check(f, np.array([0.4, -1.3]))
+    check_gradient(f, np.array([0.4, -1.3]))
 
 
 def test_a_partial_used_other_than_by_calling_it_stays_a_partial():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import srcgrad
-from test_container_adjoints import check
+from test_container_adjoints import check as check_gradient
 
 
 class Axes:
@@ -101,12 +101,12 @@ FUNCTIONS = [dead_plotting_branch, string_modes, literal_in_a_loop, literal_defa
 
 @pytest.mark.parametrize("f", FUNCTIONS)
 def test_literal_arguments_fold_the_branches_they_decide(f):
-    check(f, np.array([0.4, -1.3, 0.7]))
+    check_gradient(f, np.array([0.4, -1.3, 0.7]))
 
 
 def test_a_method_given_a_literal():
     layer, x = Layer(np.array([0.5, -0.7, 1.1])), np.array([0.3, 1.1, -0.4])
-    check(lambda w, x: Layer(w).loss(x), layer.w, x)
+    check_gradient(lambda w, x: Layer(w).loss(x), layer.w, x)
     srcgrad.grad(lambda layer, x: layer.loss(x))(layer, x)
     assert not hasattr(layer, "derived")
 

@@ -17,7 +17,7 @@ M = np.array([[1.0, 2.0], [3.0, 4.0]])
 OPT = pytest.mark.parametrize("optimize", [True, False], ids=["opt", "noopt"])
 
 
-def _refused(fn, says, x=X, optimize=True):
+def assert_refused(fn, says, x=X, optimize=True):
     with pytest.raises(srcgrad.UnsupportedSyntaxError) as excinfo:
         srcgrad.grad(fn, optimize=optimize)(x.copy())
     message = str(excinfo.value)
@@ -32,7 +32,7 @@ _CHANGED_IN_A_HELPER = ("changes its arguments in place", "share memory", "may s
                         "changes `y` in place", "does not accept these arguments", "`.__setitem__()`")
 
 
-def _right(fn, x=X, optimize=True):
+def assert_right(fn, x=X, optimize=True):
     value, grad = srcgrad.value_and_grad(fn, optimize=optimize)(x.copy())
     assert np.allclose(value, fn(x.copy()))
     expected = _numerical_grad(lambda z: fn(np.array(z).copy()), [x.astype(np.float64)], 0)
@@ -128,7 +128,7 @@ def write_into_no_copy_of_argument(x):
                                 asarray_then_write, sliding_window, stop_gradient_alias, custom_identity_alias,
                                 alias_in_loop, write_into_no_copy_of_argument])
 def test_a_call_that_may_return_its_argument_is_an_alias(fn, optimize):
-    _refused(fn, "cannot write into", optimize=optimize)
+    assert_refused(fn, "cannot write into", optimize=optimize)
 
 
 def array_copy(x):
@@ -141,7 +141,7 @@ def array_copy(x):
 
 @OPT
 def test_copies_stay_copies(optimize):
-    _right(array_copy, optimize=optimize)
+    assert_right(array_copy, optimize=optimize)
 
 
 # ---- A4, A5: NumPy functions that write into an argument, wherever they are called --
@@ -242,7 +242,7 @@ def fill_diagonal_after_read(x):
                                 place_assigned, permuted_out, generator_shuffle, generator_shuffle_named,
                                 random_shuffle_assigned, fill_diagonal_in_loop, fill_diagonal_after_read])
 def test_a_numpy_function_writing_into_an_argument_is_refused(fn, optimize):
-    _refused(fn, ("in place", "no derivative rule for the array method"), x=M, optimize=optimize)
+    assert_refused(fn, ("in place", "no derivative rule for the array method"), x=M, optimize=optimize)
 
 
 def copyto_a_constant(x):
@@ -267,7 +267,7 @@ def put_into_a_constant_in_loop(x):
 @OPT
 @pytest.mark.parametrize("fn", [copyto_a_constant, add_at_a_constant, put_into_a_constant_in_loop])
 def test_a_differentiated_value_written_into_another_array_is_refused(fn, optimize):
-    _refused(fn, "into an array in place", x=M, optimize=optimize)
+    assert_refused(fn, "into an array in place", x=M, optimize=optimize)
 
 
 def fill_diagonal_of_a_constant(x):
@@ -278,7 +278,7 @@ def fill_diagonal_of_a_constant(x):
 
 @OPT
 def test_writing_into_a_constant_before_it_is_used_is_right(optimize):
-    _right(fill_diagonal_of_a_constant, x=M, optimize=optimize)
+    assert_right(fill_diagonal_of_a_constant, x=M, optimize=optimize)
 
 
 # ---- A17: helpers that write into a parameter --------------------------------------
@@ -383,7 +383,7 @@ def through_add_at_helper_in_loop(x):
                                 through_enumerate_helper, through_list_helper, through_copyto_helper,
                                 through_fill_helper, through_dunder_helper, through_add_at_helper_in_loop])
 def test_a_helper_writing_into_a_parameter_is_refused(fn, optimize):
-    _refused(fn, _CHANGED_IN_A_HELPER, x=M, optimize=optimize)
+    assert_refused(fn, _CHANGED_IN_A_HELPER, x=M, optimize=optimize)
 
 
 class Model:
@@ -428,7 +428,7 @@ def through_reading_helper(x):
 
 @OPT
 def test_a_helper_that_only_reads_is_differentiated(optimize):
-    _right(through_reading_helper, optimize=optimize)
+    assert_right(through_reading_helper, optimize=optimize)
 
 
 # ---- A10: has_aux and value_and_grad return what the function returned -------------
@@ -546,7 +546,7 @@ def through_stop_gradient_helper(x):
 @pytest.mark.parametrize("fn", [through_identity_helper, through_custom_helper, through_nested_identity_helper,
                                 through_stop_gradient_helper])
 def test_a_helper_writing_into_what_a_call_gave_back_is_refused(fn, optimize):
-    _refused(fn, _CHANGED_IN_A_HELPER, optimize=optimize)
+    assert_refused(fn, _CHANGED_IN_A_HELPER, optimize=optimize)
 
 
 def _new_array(a):

@@ -478,6 +478,8 @@ class _Inliner:
         """Whether calling ``fn`` (given ``literals``) may write, in place, into what its caller
         can reach other than its arguments (a global array, through ``exec`` or ``setattr``):
         such a call stays a run-time one, which is checked there."""
+        # (its raw source: resolve rewrites a global read live, `G`, as its scope's `module.G`,
+        # which the analysis does not read as a global)
         from ..analysis import outside  # (read from the source, with the branches the literals decide folded)
         try:
             tree = parse.transform(fn)
