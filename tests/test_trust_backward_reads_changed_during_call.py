@@ -1,6 +1,5 @@
-"""Silently wrong gradients found by an outside tester: an array the backward sweep
-reads, changed in place while the differentiated code ran, where srcgrad did not
-see the change (a global read through its module, a method called on it, a callee
+"""An array the backward sweep reads, changed in place while the differentiated code
+ran, where srcgrad once did not see the change and gave a wrong gradient (a global read through its module, a method called on it, a callee
 changing a global).  Each is now refused at the user's line, or marked xfail."""
 import numpy as np
 import pytest
