@@ -1,7 +1,20 @@
 """Shared test helpers: central finite differences in float64."""
 from __future__ import annotations
 
+import tempfile
+
 import numpy as np
+
+try:  # the suite is deterministic: property tests draw the same examples on every run
+    from hypothesis import configuration as _hypothesis_configuration
+    from hypothesis import settings as _hypothesis_settings
+except ImportError:  # hypothesis comes with the test extra
+    pass
+else:
+    # and writes nothing into the checkout (hypothesis caches the constants it collects)
+    _hypothesis_configuration.set_hypothesis_home_dir(tempfile.mkdtemp(prefix="srcgrad_hypothesis_"))
+    _hypothesis_settings.register_profile("srcgrad", derandomize=True, database=None, print_blob=True)
+    _hypothesis_settings.load_profile("srcgrad")
 
 
 def numerical_grad(f, args, index, eps=1e-6):
