@@ -122,26 +122,42 @@ def _collector_paused():
             gc.enable()
 
 
+def front_end(fn, param_ranks=None):
+    """``fn``'s source as a gast tree, every node carrying its user origin (parse);
+    comprehensions, walrus and chained assignment as plain statements (desugar, before
+    resolve: the names it binds are then the function's own); ``f(*xs)`` spread where
+    ``param_ranks`` gives ``xs``'s length; and what each free name denotes now
+    (resolve, before validate: its messages may name resolved callees).
+    Returns ``(fdef, free names)``."""
+    fdef = parse.transform(fn)
+    desugar.transform(fdef, fn)
+    if param_ranks is not None:
+        desugar.spread_variadic(fdef, param_ranks)
+    return fdef, resolve.transform(fdef, fn)
+
+
+def _callee_core(fn, param_ranks):
+    """A callee's normalized code, not differentiated: what ``ranks`` reads the rank of
+    its result from."""
+    fdef, free = front_end(fn)
+    exits.transform(fdef)
+    validate.transform(fdef)
+    backend = backends.get("numpy")
+    return anf.transform(fdef, free.names, backend, reserved=(backend.MODULE_NAME, "rt", "dispatch"),
+                         param_ranks=param_ranks)
+
+
 def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     backend = backends.get(options.backend)
-    # 1. source: gast tree with every node's user origin.
-    fdef = parse.transform(fn)
-    # 1b. desugar: comprehensions, walrus and chained assignment as plain statements (before
-    #     resolve: the names it binds are then the function's own, like any other).
-    desugar.transform(fdef, fn)
-    desugar.spread_variadic(fdef, param_ranks)
-    # 2. resolve before validate: validation messages may name resolved callees.
-    free = resolve.transform(fdef, fn)
+    # 1-2. the front end: source, desugared, names resolved.
+    fdef, free = front_end(fn, param_ranks)
     # 2b. inline calls whose targets are known now (after resolve: it reads what names
     #     denote; before exits/validate/normalize: they then see one flat function).
     params, own = anf.parameters(fdef.args), resolve.local_names(fdef)
     objects = {p: v for p, v in zip(params, args or ()) if inline.is_object(v)}
     inlined = inline.transform(fdef, fn, free, objects)
     if inlined.leaked:  # an object's layers may change while the code runs: known only at run time
-        fdef = parse.transform(fn)
-        desugar.transform(fdef, fn)
-        desugar.spread_variadic(fdef, param_ranks)
-        free = resolve.transform(fdef, fn)
+        fdef, free = front_end(fn, param_ranks)
         inlined = inline.transform(fdef, fn, free, {})
     free.parts = inlined.free
     # 3. exits: break/continue/early return become flags, so later passes see
@@ -156,7 +172,7 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
                          param_ranks=param_ranks, scope_ranks=scope_ranks)
     # 5. analyze: activity (who needs an adjoint) and ranks (which rule form applies).
     body_activity = activity.analyze(core.body, options.wrt)
-    rank_env = ranks.infer(core.body, {**scope_ranks, **dict(zip(core.params, param_ranks))})
+    rank_env = ranks.infer(core.body, {**scope_ranks, **dict(zip(core.params, param_ranks))}, _callee_core)
     anf.drop_decided_checks(core.body, rank_env)  # (`n, c, h, w = x.shape` of a rank-4 x: no check)
     shared = sharing.check(core.body, rank_env, core.params)  # a write seen through another name is refused
     if options.mode == "jvp":
@@ -557,10 +573,10 @@ def rank_of_argument(value):
         return 0
     # A tuple, list or dict records every entry (a None too), so its length is in the key.
     if isinstance(value, (tuple, list)):
-        return ranks.TreeRank(((i, rank_of_argument(v)) for i, v in enumerate(value)), "sequence",
+        return tree.TreeRank(((i, rank_of_argument(v)) for i, v in enumerate(value)), "sequence",
                               frozenset(i for i, v in enumerate(value) if tree._is_integer(v)))
     if isinstance(value, dict):
-        return ranks.TreeRank(((k, rank_of_argument(v)) for k, v in value.items()), "mapping",
+        return tree.TreeRank(((k, rank_of_argument(v)) for k, v in value.items()), "mapping",
                               frozenset(k for k, v in value.items() if tree._is_integer(v)))
     if tree.is_structure(value):
         return _tree_rank(value)
@@ -589,7 +605,7 @@ def _tree_rank(value):
             if fields is not None:
                 return fields.get(k)
             return held[k] if isinstance(held, (list, tuple, dict)) else getattr(held, k, None)
-        return ranks.TreeRank(((k, freeze(v, child(k)) if isinstance(v, dict) else v) for k, v in d.items()),
+        return tree.TreeRank(((k, freeze(v, child(k)) if isinstance(v, dict) else v) for k, v in d.items()),
                               constants=constants)
     return freeze(nested, value)
 
@@ -606,10 +622,10 @@ def rank_of_layout(plan):
                 if isinstance(rank, int):
                     entries.append((key, rank))
                 elif isinstance(nested[key], dict):  # a list of layers: by position, each laid out
-                    entries.append((key, ranks.TreeRank((i, freeze(nested[key][i])) for i, _ in rank)))
+                    entries.append((key, tree.TreeRank((i, freeze(nested[key][i])) for i, _ in rank)))
                 else:
                     entries.append((key, freeze(nested[key])))
-            return ranks.TreeRank(entries, constants=frozenset(k for k in node.nones
+            return tree.TreeRank(entries, constants=frozenset(k for k in node.nones
                                                                 if not _data_descriptor(node.cls, k)))
         plan.rank = freeze(plan.root)
     return plan.rank

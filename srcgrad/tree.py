@@ -517,3 +517,41 @@ def _float_fields(out, like, sparse):
 def is_structure(value) -> bool:
     """A value srcgrad treats as a structure of parameters rather than one array."""
     return _is_part(value)
+
+
+# ---- the ranks of a structure, as the compiler specialises on them ----------------
+
+class TreeRank(tuple):
+    """The ranks inside a structure argument: ``((entry, rank or TreeRank), ...)``.
+
+    ``kind`` says what holds them: ``"sequence"`` (a tuple or list, whose entries
+    ``f(*xs)`` passes), ``"mapping"`` (a dict) or ``"object"``; it is part of
+    equality, as the cache key of compiled code must tell ``(a,)`` from ``{0: a}``.
+    ``constants``: the entries (an object's fields, a dict's keys) holding integers,
+    which the code reads as constants (no adjoint, no tangent: forward mode would
+    otherwise carry ``0 * inf`` from ``x ** n``'s derivative in ``n``); part of
+    equality too, so an integer that becomes a float compiles the code again.
+    """
+
+    def __new__(cls, entries=(), kind="object", constants=frozenset()):
+        self = super().__new__(cls, entries)
+        self.kind = kind
+        self.constants = constants  # entries holding integers (a count, a flag, `power = 2`): no derivative
+        return self
+
+    def __eq__(self, other):
+        return isinstance(other, tuple) and tuple.__eq__(self, other) \
+            and getattr(other, "kind", None) == self.kind \
+            and getattr(other, "constants", frozenset()) == self.constants
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash((self.kind, tuple(self), self.constants))
+
+    def get(self, entry):
+        for key, rank in self:
+            if key == entry:
+                return rank
+        return None

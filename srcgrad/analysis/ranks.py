@@ -12,42 +12,7 @@ import gast
 from .. import anno, nodes
 from ..rules.registry import elementwise_ndim
 from ..templates import UNKNOWN, static_value
-
-
-class TreeRank(tuple):
-    """The ranks inside a structure argument: ``((entry, rank or TreeRank), ...)``.
-
-    ``kind`` says what holds them: ``"sequence"`` (a tuple or list, whose entries
-    ``f(*xs)`` passes), ``"mapping"`` (a dict) or ``"object"``; it is part of
-    equality, as the cache key of compiled code must tell ``(a,)`` from ``{0: a}``.
-    ``constants``: the entries (an object's fields, a dict's keys) holding integers,
-    which the code reads as constants (no adjoint, no tangent: forward mode would
-    otherwise carry ``0 * inf`` from ``x ** n``'s derivative in ``n``); part of
-    equality too, so an integer that becomes a float compiles the code again.
-    """
-
-    def __new__(cls, entries=(), kind="object", constants=frozenset()):
-        self = super().__new__(cls, entries)
-        self.kind = kind
-        self.constants = constants  # entries holding integers (a count, a flag, `power = 2`): no derivative
-        return self
-
-    def __eq__(self, other):
-        return isinstance(other, tuple) and tuple.__eq__(self, other) \
-            and getattr(other, "kind", None) == self.kind \
-            and getattr(other, "constants", frozenset()) == self.constants
-
-    def __ne__(self, other):
-        return not self == other
-
-    def __hash__(self):
-        return hash((self.kind, tuple(self), self.constants))
-
-    def get(self, entry):
-        for key, rank in self:
-            if key == entry:
-                return rank
-        return None
+from ..tree import TreeRank
 
 
 def rank_of(atom, env):
@@ -62,8 +27,12 @@ _UNSET = object()
 _STRUCTURAL = set()  # ndim functions of field and getitem, filled in below
 
 
-def infer(body, param_ranks: dict) -> dict:
-    """Rank of every name; a name assigned different ranks (in a loop) is unknown."""
+def infer(body, param_ranks: dict, callee_core=None) -> dict:
+    """Rank of every name; a name assigned different ranks (in a loop) is unknown.
+
+    ``callee_core(fn, param_ranks)``: the normalized code of a function of the user's that
+    the body calls (the pipeline's front end), whose result's rank is then inferred too;
+    without it, what such a call returns has an unknown rank."""
     if not _STRUCTURAL:
         _register_structural()
     env = dict(param_ranks)
@@ -78,7 +47,7 @@ def infer(body, param_ranks: dict) -> dict:
                         and stmt.value.id not in env:
                     continue  # not yet known (a name a later pass over a loop binds): no information
                 target = stmt.targets[0].id
-                rank = _rank(stmt, env)
+                rank = _rank(stmt, env, callee_core)
                 old = env.get(target, _UNSET)
                 env[target] = rank if old is _UNSET or old == rank or target not in before \
                     and old is _UNSET else (rank if old == rank else None)
@@ -102,12 +71,12 @@ _CALLEE_RANKS: dict = {}
 _IN_PROGRESS: set = set()
 
 
-def callee_rank(fn, arg_ranks):
+def callee_rank(fn, arg_ranks, callee_core):
     """The rank of what a function of yours returns, given its arguments' ranks
-    (its body is normalized and ranked, not differentiated); None if unknown."""
+    (its body is normalized by ``callee_core`` and ranked, not differentiated); None if unknown."""
     import types
 
-    if not isinstance(fn, types.FunctionType):
+    if callee_core is None or not isinstance(fn, types.FunctionType):
         return None
     key = (fn, arg_ranks)
     if key in _CALLEE_RANKS:
@@ -116,19 +85,9 @@ def callee_rank(fn, arg_ranks):
         return None
     _IN_PROGRESS.add(key)
     try:
-        from .. import backends
-        from ..transforms import anf, desugar, exits, parse, resolve, validate
-
-        fdef = parse.transform(fn)
-        desugar.transform(fdef, fn)
-        free = resolve.transform(fdef, fn)
-        exits.transform(fdef)
-        validate.transform(fdef)
-        backend = backends.get("numpy")
         param_ranks = _parameter_ranks(fn, arg_ranks)
-        core = anf.transform(fdef, free.names, backend, reserved=(backend.MODULE_NAME, "rt", "dispatch"),
-                             param_ranks=param_ranks)
-        env = infer(core.body, dict(zip(core.params, param_ranks)))
+        core = callee_core(fn, param_ranks)
+        env = infer(core.body, dict(zip(core.params, param_ranks)), callee_core)
         rank = rank_of(core.result, env) if not isinstance(core.result, gast.Tuple) else None
     except Exception:  # noqa: BLE001 - any problem surfaces when the callee is compiled for real
         rank = None
@@ -156,7 +115,7 @@ def _parameter_ranks(fn, arg_ranks) -> tuple:
     return tuple(out)
 
 
-def _rank(stmt, env):
+def _rank(stmt, env, callee_core):
     value, kind = stmt.value, anno.get(stmt, "kind")
     if kind == "copy":
         return rank_of(value, env)
@@ -168,7 +127,7 @@ def _rank(stmt, env):
     if kind == "call" and isinstance(value, gast.Call) and anno.has(value.func, "resolved") \
             and not value.keywords and not any(isinstance(a, gast.Starred) for a in value.args):
         ranks = tuple(r if isinstance(r, int) else None for r in (rank_of(a, env) for a in value.args))
-        return callee_rank(anno.get(value.func, "resolved"), ranks)
+        return callee_rank(anno.get(value.func, "resolved"), ranks, callee_core)
     rule = anno.get(stmt, "rule")
     if rule is not None and rule.ndim is not None and anno.has(stmt, "bound"):
         bound = anno.get(stmt, "bound")

@@ -42,10 +42,10 @@ import gast
 import numpy as np
 
 from .. import anno, errors, nodes, runtime, templates
-from ..analysis.ranks import TreeRank
 from ..backends import numpy as numpy_backend
 from ..rules import registry
 from ..templates import UNKNOWN, is_literal, literal, static_value
+from ..tree import TreeRank
 
 _BINOPS = {gast.Add: operator.add, gast.Sub: operator.sub, gast.Mult: operator.mul,
            gast.Div: operator.truediv, gast.Pow: operator.pow, gast.MatMult: operator.matmul,

@@ -42,8 +42,9 @@ import gast
 
 from .. import anno, errors, nodes, templates
 from ..analysis import outside
-from ..analysis.ranks import TreeRank, rank_of
+from ..analysis.ranks import rank_of
 from ..rules.registry import lookup as registry_lookup
+from ..tree import TreeRank
 
 
 @dataclasses.dataclass

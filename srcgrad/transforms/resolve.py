@@ -29,7 +29,7 @@ import gast
 import numpy as np
 
 from .. import anno, nodes, runtime
-from ..analysis.ranks import TreeRank
+from ..tree import TreeRank
 
 _MISSING = object()
 # Methods made afresh at each attribute read (`rng.normal`, `obj.method`): equal, not identical.

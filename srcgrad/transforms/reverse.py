@@ -32,7 +32,8 @@ from ..rules.registry import diff_params
 from ..rules.registry import label as registry_label
 from ..rules.registry import lookup as registry_lookup
 from ..rules.registry import is_numpy as registry_is_numpy
-from ..analysis.ranks import TreeRank, rank_of
+from ..analysis.ranks import rank_of
+from ..tree import TreeRank
 from .anf import parameters
 
 
