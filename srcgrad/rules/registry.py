@@ -171,6 +171,8 @@ def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | Non
     """
 
     def register(fn):
+        for primal in primals:
+            _check_named_like(primal, fn)
         sig = inspect.signature(fn)
         params = list(sig.parameters.values())[2:]  # drop ans_bar, ans
         primal_sig = sig.replace(parameters=params)
@@ -193,6 +195,61 @@ def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | Non
         return fn
 
     return register
+
+
+def _check_named_like(primal, adjoint):
+    """An adjoint rule of the user's takes ``(ans_bar, ans, <the primal's parameters>)``, bound by
+    position: one whose parameters are named otherwise (``(x, ans, ans_bar)``) would run with its
+    arguments in the wrong slots and give another function's gradient, silently.  So the names
+    after the first two must be the primal's, and the first two not one of them.  Checked for
+    functions of the user's own (NumPy's and SciPy's signatures are not the rules' names)."""
+    if not isinstance(primal, types.FunctionType) or _is_library(primal):
+        return
+    wanted = list(inspect.signature(primal).parameters)
+    got = list(inspect.signature(adjoint).parameters)
+    if got[2:] == wanted and len(got) >= 2 and not set(got[:2]) & set(wanted):
+        return
+    _refuse_names(primal, adjoint, "adjoint", got, ["ans_bar", "ans"] + wanted,
+                  "the output's adjoint, the output, then", "the first two")
+
+
+def _check_tangent_named_like(primal, tangent):
+    """The same for a tangent rule: ``(ans, <the primal's parameters>, <parameter>_dot=None, ...)``."""
+    if not isinstance(primal, types.FunctionType) or _is_library(primal):
+        return
+    wanted = list(inspect.signature(primal).parameters)
+    got = list(inspect.signature(tangent).parameters)
+    dots = got[1 + len(wanted):]
+    if got[1:1 + len(wanted)] == wanted and len(got) >= 1 and got[0] not in wanted \
+            and all(d.endswith("_dot") and d[:-4] in wanted for d in dots):
+        return
+    _refuse_names(primal, tangent, "tangent", got, ["ans"] + wanted + [f"{p}_dot=None" for p in wanted],
+                  "the output, then", "the first")
+
+
+def _refuse_names(primal, rule, what, got, expected, leading, first):
+    from .. import anno, errors  # (leaf modules)
+
+    code = getattr(rule, "__code__", None)
+    origin = None
+    if code is not None:
+        import linecache
+
+        text = linecache.getline(code.co_filename, code.co_firstlineno).rstrip("\n")
+        origin = anno.Origin(code.co_filename, code.co_firstlineno, len(text) - len(text.lstrip()), text)
+    name, primal_name = getattr(rule, "__name__", "the rule"), primal.__name__
+    expected = ", ".join(expected)
+    raise errors.NoDerivativeRuleError(
+        f"`{name}`, the {what} rule of `{primal_name}`, takes ({', '.join(got)}), but a {what} rule takes "
+        f"{leading} `{primal_name}`'s parameters, in this order: ({expected}); its arguments are given "
+        "by position, so other names would put them in the wrong places",
+        origin, f"write `def {name}({expected}):` ({first} may have other names, not those of "
+                f"`{primal_name}`'s parameters)")
+
+
+def _is_library(fn) -> bool:
+    module = (getattr(fn, "__module__", "") or "").split(".")[0]
+    return module in ("numpy", "scipy", "srcgrad")
 
 
 def custom_adjoint(primal):
@@ -251,6 +308,7 @@ def deftangent(*primals):
     """
     def register(fn):
         for primal in primals:
+            _check_tangent_named_like(primal, fn)
             rule = lookup(primal)
             if rule is None or not rule.differentiable:
                 raise ValueError(f"{label(primal)} has no adjoint rule: register it first")
