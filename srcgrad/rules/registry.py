@@ -214,14 +214,17 @@ def _check_named_like(primal, adjoint):
 
 
 def _check_tangent_named_like(primal, tangent):
-    """The same for a tangent rule: ``(ans, <the primal's parameters>, <parameter>_dot=None, ...)``."""
+    """The same for a tangent rule, ``(ans, <the primal's parameters>, <parameter>_dot=None, ...)``:
+    its first parameter is the output whatever its name, the others are bound by name, so
+    each must name one of the primal's parameters or their tangents (``**kwargs`` takes any)."""
     if not isinstance(primal, types.FunctionType) or _is_library(primal):
         return
     wanted = list(inspect.signature(primal).parameters)
-    got = list(inspect.signature(tangent).parameters)
-    dots = got[1 + len(wanted):]
-    if got[1:1 + len(wanted)] == wanted and len(got) >= 1 and got[0] not in wanted \
-            and all(d.endswith("_dot") and d[:-4] in wanted for d in dots):
+    parameters = inspect.signature(tangent).parameters
+    got = list(parameters)
+    named = set(wanted) | {f"{p}_dot" for p in wanted}
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()) or \
+            got and got[0] not in named and set(got[1:]) <= named:
         return
     _refuse_names(primal, tangent, "tangent", got, ["ans"] + wanted + [f"{p}_dot=None" for p in wanted],
                   "the output, then", "the first")
