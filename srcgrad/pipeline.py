@@ -447,10 +447,12 @@ def _redo_writes(core, backward) -> list:
     def rewrite(stmts):
         for i, stmt in enumerate(stmts):
             if anno.has(stmt, "restore"):
-                target = stmt.targets[0]
-                call = nodes.call("rt.restore", [nodes.copy(target.value),
-                                                 templates._slices_as_calls(nodes.copy(target.slice)),
-                                                 nodes.copy(stmt.value), nodes.name(done)])
+                if isinstance(stmt, gast.Expr):  # rt.restore_entry(xs, i, old): a list's, a dict's
+                    xs, index, old = stmt.value.args
+                else:
+                    xs, index, old = stmt.targets[0].value, stmt.targets[0].slice, stmt.value
+                call = nodes.call("rt.restore", [nodes.copy(xs), templates._slices_as_calls(nodes.copy(index)),
+                                                 nodes.copy(old), nodes.name(done)])
                 stmts[i] = anno.set(gast.Expr(value=call), "group", anno.get(stmt, "group"))
             for field in ("body", "orelse"):
                 rewrite(getattr(stmt, field, None) or [])

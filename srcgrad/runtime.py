@@ -1066,9 +1066,11 @@ def basic_index(index) -> bool:
 
 def cast_adjoint(g, like):
     """``g``, or zeros where ``like`` has an integer or boolean dtype (a creation function
-    given ``dtype=int``, a cast to int): a value rounded to integers has zero derivative."""
+    given ``dtype=int``, a cast to int, a write into an integer array): a value rounded to
+    integers has zero derivative.  A Python container or an array of objects stores what
+    is written into it as it is: ``g``."""
     dtype = getattr(like, "dtype", None)
-    if dtype.kind in "fc" if dtype is not None else isinstance(like, (float, complex)):
+    if dtype.kind in "fcO" if dtype is not None else isinstance(like, (float, complex, list, dict, tuple)):
         return g
     return array_module(g).zeros_like(g)
 
@@ -1335,12 +1337,13 @@ def zip_length(*sequences) -> int:
 
 
 def restore(array, index, old, done: list) -> None:
-    """``array[index] = old`` (a backward sweep puts back what a write overwrote),
+    """``array[index] = old`` (a backward sweep puts back what a write overwrote, into an
+    array, a list or a dict: :func:`restore_entry`),
     remembering the written values in ``done`` so that :func:`redo` can write them
     again: a pullback may be called more than once, and each call must find the
     arrays as the forward sweep left them."""
-    done.append((array, index, np.copy(array[index])))
-    array[index] = old
+    done.append((array, index, overwritten(array, index)))
+    restore_entry(array, index, old)
 
 
 def snapshot(value):
@@ -1362,7 +1365,7 @@ def snapshot(value):
 def redo(done: list) -> None:
     """Undo the :func:`restore` calls recorded in ``done``, last first."""
     for array, index, written in reversed(done):
-        array[index] = written
+        restore_entry(array, index, written)
     done.clear()
 
 
@@ -1504,6 +1507,68 @@ def written_adjoint(g, index, value):
     winner = xp.full(np.shape(g), -1)
     winner[index] = order
     return unbroadcast(picked * (winner[index] == order), value)
+
+
+# ---- `xs[i] = v` into a list, a dict, or what is known only when it runs ----------------
+# The compiler writes `y[i] = v` into a name known to hold an array as NumPy code; into a
+# preallocated list (`hs = [None] * n`), a dict (`d = OrderedDict()`) or a value whose kind
+# it does not know, through these three, which do the same for each kind.
+
+class _Absent:
+    """What a dict's entry was before a write that added it: put back by deleting it."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "rt.ABSENT"
+
+
+ABSENT = _Absent()
+
+
+def overwritten(xs, index):
+    """What ``xs[index] = v`` overwrites, kept for the backward sweep to put back: an
+    array's elements copied (the write changes them in place), a list's or dict's item
+    itself (the write replaces it, unchanged), :data:`ABSENT` for a new dict key."""
+    if isinstance(xs, dict):
+        return xs.get(index, ABSENT)
+    if isinstance(xs, list):
+        return xs[index]
+    return array_module(xs).copy(xs[index])
+
+
+def entry_adjoint(xs_bar, xs, index, value):
+    """The adjoint of ``value`` in ``xs[index] = value``, read off ``xs``'s adjoint: the
+    entry of a sparse adjoint (``{index: g}``, zeros where nothing reached it) for a list or
+    dict, as :func:`written_adjoint` for an array (none reaches an integer array)."""
+    if isinstance(xs, (list, dict)):
+        key = index % len(xs) if isinstance(xs, list) else index
+        g = xs_bar.get(key) if isinstance(xs_bar, dict) else xs_bar[key] if isinstance(xs_bar, list) else None
+        return zeros_like(value) if g is None else g
+    return cast_adjoint(written_adjoint(xs_bar, index, value), xs)
+
+
+def without_entry(xs_bar, xs, index):
+    """``xs``'s adjoint before ``xs[index] = v``: the overwritten entry had no effect on
+    anything read after the write (a new value, not ``xs_bar`` changed in place)."""
+    if isinstance(xs, (list, dict)):
+        key = index % len(xs) if isinstance(xs, list) else index
+        if isinstance(xs_bar, dict):
+            return {k: g for k, g in xs_bar.items() if k != key}
+        if isinstance(xs_bar, list):
+            return [None if k == key else g for k, g in enumerate(xs_bar)]
+        return xs_bar
+    xs_bar = array_module(xs_bar).copy(xs_bar)
+    xs_bar[index] = 0
+    return xs_bar
+
+
+def restore_entry(xs, index, old):
+    """Put back what ``xs[index] = v`` overwrote (:func:`overwritten`)."""
+    if old is ABSENT:
+        del xs[index]
+    else:
+        xs[index] = old
 
 
 def add_each(adjoints, more):

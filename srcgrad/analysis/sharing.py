@@ -86,13 +86,19 @@ def check(body, ranks, params=()) -> dict:
     if not writes and not augmented:
         return {}
     memory = Memory(body, ranks, params)
+    # A write into a list or dict (`hs[t] = h`) replaces an item: it changes no array, and
+    # only names that are that list itself (copies, what a call returns) see it.
+    written_lists = {anno.get(s, "array") for s in writes if anno.get(s, "container")}
+    lists = Memory(body, ranks, params, holding=written_lists) if written_lists else None
     after = {id(s): None for s in writes + augmented}
     _Liveness(after).block(body, set(params))  # (the caller still holds the arguments when we return)
     fresh = _into_new_arrays(body, ranks, _view_rules(), set(params))
     for stmt in writes + augmented:
         array = anno.get(stmt, "array") if stmt in writes else anno.get(stmt, "augments")
         own = {array, *nodes.assigned_names(stmt)}  # (`y += v` binds the new value: not an alias)
-        if id(stmt) in fresh:  # `y` holds the array made above it, whatever else it holds elsewhere
+        if anno.get(stmt, "container"):
+            seen = sorted(n for n in after.get(id(stmt), ()) if n not in own and lists.overlap(n, array))
+        elif id(stmt) in fresh:  # `y` holds the array made above it, whatever else it holds elsewhere
             seen = sorted(n for n in after.get(id(stmt), ()) if n not in own and array in memory.points.get(n, ()))
         else:
             seen = sorted(n for n in after.get(id(stmt), ()) if n not in own and memory.overlap(n, array))
@@ -145,12 +151,14 @@ class Memory:
     a part of it), and a call's result may be a new array too.
     """
 
-    def __init__(self, body, ranks, params=()):
+    def __init__(self, body, ranks, params=(), holding=True):
         self.points = {p: {p} for p in params}
         self.made = {}  # name -> the statement that made it share memory
         views = _view_rules()
         edges = []
         for stmt in nodes.statements(body):
+            if holding is not True and _holds_or_takes(stmt, holding):
+                continue  # (`holding`, lists: a list is not what it holds, nor an item the list)
             pairs = _sharing(stmt, ranks, views)
             for target, source in pairs:
                 edges.append((target, source))
@@ -190,6 +198,17 @@ class Memory:
     def sharing(self, name) -> set:
         """The names that may refer to an array ``name`` may refer to."""
         return set().union(*(self.names_at[p] for p in self.points.get(name, ())))
+
+
+def _holds_or_takes(stmt, lists) -> bool:
+    """Whether ``stmt`` puts values into a container (a display, an append, a field) or
+    takes an item out of one of ``lists`` (``h = hs[i]``)."""
+    if anno.get(stmt, "kind") in ("aggregate", "append", "setattr"):
+        return True
+    bound = anno.get(stmt, "bound") or {}
+    base = bound.get("a")
+    return anno.get(stmt, "rule") is registry.lookup(operator.getitem) \
+        and isinstance(base, gast.Name) and base.id in lists
 
 
 def _refuse(stmt, array, seen, made, params=()):

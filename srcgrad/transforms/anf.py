@@ -195,6 +195,8 @@ class _Lowering:
         self.lists = set()    # lists grown with append or changed by pop: items known at run time only
         self.own_lists = set()  # lists made here (`xs = [...]`), which pop may change in place
         self.containers = set()  # names of lists, tuples and dicts made here
+        self.runtime_lists = set()  # names of lists and dicts whose items are known when it runs only
+        self.copied_from = {}  # a list's name -> the name it is a copy of (`b = a`)
         self.tuples = set()  # names known to hold tuples (displays, `.shape`, joins, slices): `+=` rebinds
         self.named_fields = {}  # name of a named tuple made here -> its field names
         self.records = set()  # objects made here from their fields (`P(a, b)`): known by attribute
@@ -734,7 +736,7 @@ class _Lowering:
     def _same_kind(self, new, old):
         """``new = old``: what normalize knows of ``old``'s kind holds for ``new``."""
         for known in (self.arrays, self.scalars, self.containers, self.lists, self.own_lists, self.dicts,
-                      self.tuples):
+                      self.tuples, self.runtime_lists):
             if old in known:
                 known.add(new)
         if old in self.made_by:
@@ -961,6 +963,7 @@ class _Lowering:
                 self.made_by[new] = self.made_by[value.id]
             if value.id in self.containers:
                 self.containers.add(new)
+                self.copied_from[new] = value.id
             if value.id in self.tuples:  # (immutable: what it holds is known under either name)
                 self.tuples.add(new)
                 if value.id in self.aggregates:
@@ -969,6 +972,10 @@ class _Lowering:
             self.scalars.add(new)
         if self._holds_array(annotations, value):
             self.arrays.add(new)
+        elif annotations.get("rule") is not None and annotations["rule"].name in _CONTAINER_MAKERS:
+            self.runtime_lists.add(new)
+        elif kind == "copy" and isinstance(value, gast.Name) and value.id in self.runtime_lists:
+            self.runtime_lists.add(new)
         return nodes.name(new)
 
     def _escape(self, atoms, node):
@@ -1088,7 +1095,36 @@ class _Lowering:
                 if held is not None and held in self.aggregates:
                     del self.aggregates[held]
                     self.lists.add(held)
+            elif isinstance(node, (gast.Assign, gast.AugAssign)):
+                # `hs[t] = v` into a list made before the loop: its items are known when it runs
+                # only, from the loop on (the body's reads, earlier in it, see later iterations'
+                # writes): an element write done as written (`_setitem`).
+                for target in node.targets if isinstance(node, gast.Assign) else [node.target]:
+                    if isinstance(target, gast.Subscript):
+                        held = self._held(target.value)
+                        if held is not None:  # (not a change of its length: `for h in hs` reads each)
+                            self._written_as_runtime_list(held)
         return changed
+
+    def _written_as_runtime_list(self, name) -> bool:
+        """Whether an element write into the list ``name`` (made here: its items known,
+        ``[None] * 3``, ``[0.0, 0.0]``) can be done as written, its items then known only
+        when the code runs: its items are forgotten, and those of the lists it is a copy of
+        (`b = a`), so that each read is one the sharing analysis sees, which refuses the write
+        where another name for the list is read after it.  Not where a call may keep the list."""
+        if name not in self.containers or name in self.dicts or name in self.tuples \
+                or name in self.passed or name in self.escaped:
+            return False
+        source = self.copied_from.get(name)
+        while source is not None:  # `b = a` of `a = [w, w]`: `a[0]` is read when it runs too,
+            self.aggregates.pop(source, None)  # so that the sharing analysis sees it read after
+            self.runtime_lists.add(source)
+            source = self.copied_from.get(source)
+        self.aggregates.pop(name, None)
+        self.containers.discard(name)
+        self.own_lists.discard(name)
+        self.runtime_lists.add(name)
+        return True
 
     def _copied_container(self, kind, atom, node, **emit):
         """``list(t)`` / ``tuple(t)`` of a tuple or list whose items are known (or of a dict
@@ -1329,7 +1365,7 @@ class _Lowering:
         fresh, origin = self.made_by.get(name, (False, None))
         # (another name for a new array made here, read after the write, is refused by the
         # sharing analysis: `augments`, below)
-        if not fresh or name in self.escaped:
+        if (not fresh or name in self.escaped) and name not in self.runtime_lists:
             where = self._shared_at(name) or (f" (made at {origin.where}: `{origin.text.strip()}`)" if origin
                                                else " (it is an argument: the caller's array)"
                                                if name in self.params else "")
@@ -1360,7 +1396,8 @@ class _Lowering:
             return isinstance(value, gast.Constant) and isinstance(value.value, (bool, int, float, complex)) \
                 or isinstance(value, gast.Name) and value.id in self.arrays
         if kind == "op":
-            if rule in (registry.lookup(getattr), registry.lookup(runtime.iterated)):
+            if rule in (registry.lookup(getattr), registry.lookup(runtime.iterated)) \
+                    or rule is not None and rule.name in _CONTAINER_MAKERS:
                 return False  # a field of an object (a parameter array or a sub-layer), a sequence
             if rule is registry.lookup(operator.getitem):
                 base = annotations["bound"]["a"]
@@ -1369,7 +1406,7 @@ class _Lowering:
         if kind == "unpack":  # `a, b = m`: the rows of an array
             return annotations["source"] in self.arrays or annotations["source"] in self.field_arrays
         return kind == "nondiff" and not isinstance(value, gast.Attribute) and "constructs" not in annotations \
-            and not (rule is not None and rule.name in _GENERATOR_MAKERS)  # `rng.normal(...)`: not an array's
+            and not (rule is not None and rule.name in _GENERATOR_MAKERS | _CONTAINER_MAKERS)  # `rng.normal(...)`
 
     def _setattr(self, target, value_node, stmt):
         """``self.n = v``: bookkeeping on an object (a counter, a cache), run as it
@@ -1489,13 +1526,13 @@ class _Lowering:
             return
         if name in self.own_lists and self._list_setitem(user, name, target, value_node, stmt):
             return
-        if name in self.containers:
+        if name in self.containers and not self._written_as_runtime_list(name):
             raise errors.at(stmt, f"writing into an element of the list, tuple or dict `{user}` is not "
                             "supported yet", f"build a new one (`{user} = [x * 3, {user}[1]]`), "
                             "append to a list, or keep the values in an array")
         # Other names that share `name`'s memory (aliases, views) and are read after the
         # write are found by analysis/sharing.py, once the whole function is lowered.
-        if not fresh or name in self.escaped:
+        if (not fresh or name in self.escaped) and name not in self.runtime_lists:
             where = self._shared_at(name) or (f" (made at {origin.where}: `{origin.text.strip()}`)" if origin
                                                else " (it is an argument: the caller's array)"
                                                if name in self.params else "")
@@ -1506,13 +1543,21 @@ class _Lowering:
         index = self._index(target.slice)
         value = self._lower(value_node)
         saved = self.core.fresh(f"{name}_overwritten")
-        old = gast.Subscript(value=nodes.name(name), slice=nodes.copy(index), ctx=gast.Load())
-        self._emit_stmt(nodes.assign(saved, nodes.call(f"{self.backend.MODULE_NAME}.copy", [old])),
-                        stmt, kind="nondiff", rule=None)
+        # Into a name known to hold an array, NumPy's own code; into a preallocated list
+        # (`hs = [None] * n`), a dict or a value known only when it runs, the runtime's,
+        # which does the same for each kind (`rt.overwritten`).
+        generic = name not in self.arrays
+        container = name in self.runtime_lists  # (an item replaced: no array changed, for the sharing analysis)
+        if generic:
+            old = nodes.call("rt.overwritten", [nodes.name(name), templates._slices_as_calls(nodes.copy(index))])
+        else:
+            old = nodes.call(f"{self.backend.MODULE_NAME}.copy", [
+                gast.Subscript(value=nodes.name(name), slice=nodes.copy(index), ctx=gast.Load())])
+        self._emit_stmt(nodes.assign(saved, old), stmt, kind="nondiff", rule=None)
         write = nodes.assign(gast.Subscript(value=nodes.name(name), slice=nodes.copy(index),
                                             ctx=gast.Store()), nodes.copy(value))
         self._emit_stmt(write, stmt, kind="setitem", array=name, index=index, value=value,
-                        saved=saved)
+                        saved=saved, generic=generic, container=container)
 
     # ---- expressions ------------------------------------------------------
     def _lower(self, node, target=None, target_hint=None, effect=False):
@@ -1849,7 +1894,9 @@ class _Lowering:
                 copied = self._copied_container(callee, args[0], node, **emit)
                 if copied is not None:
                     return copied
-                if callee is tuple and isinstance(args[0], gast.Name) and args[0].id in self.lists:
+                at_run_time = isinstance(args[0], gast.Name) and args[0].id not in self.dicts and (
+                    args[0].id in self.lists or args[0].id in self.runtime_lists or args[0].id in self.containers)
+                if callee is tuple and at_run_time:
                     # (`tuple(p[1] for p in params)`: a list made by appends, as a tuple)
                     made = self._apply(runtime.as_tuple, None, args, {}, node, func_node=nodes.dotted("rt.as_tuple"),
                                        **emit)
@@ -1857,7 +1904,7 @@ class _Lowering:
                         self.containers.add(made.id)
                         self.tuples.add(made.id)
                     return made
-                if callee is list and isinstance(args[0], gast.Name) and args[0].id in self.lists:
+                if callee is list and at_run_time:
                     # A list whose items are known when it runs only (grown by append): a new
                     # list of the same items is `xs + []`, a join, item by item.
                     joined = anno.inherit(gast.BinOp(left=args[0], op=gast.Add(),
@@ -2146,6 +2193,10 @@ def _clip_arguments(args, kwargs):
 
 
 # NumPy's random generators (``rng = np.random.default_rng(0)``): objects, not arrays.
+# Calls whose result is a Python container, never an array (`[None] * n`, `list(m)`).
+_CONTAINER_MAKERS = {"srcgrad.runtime.repeated", "srcgrad.runtime.concatenated", "srcgrad.runtime.as_tuple",
+                     "builtins.list", "builtins.tuple", "builtins.dict", "builtins.sorted", "builtins.zip",
+                     "builtins.enumerate", "collections.OrderedDict", "collections.defaultdict"}
 _GENERATOR_MAKERS = {"numpy.random.default_rng", "numpy.random.mtrand.RandomState",
                      "numpy.random._generator.Generator"}
 

@@ -1184,6 +1184,9 @@ class _Reverse:
         """Reverse of ``y[i] = v``: ``v`` gets ``y_bar[i]``; the overwritten elements
         had no effect (``y_bar[i] = 0``); then ``y[i]`` gets its old values back."""
         array, index, value = anno.get(stmt, "array"), anno.get(stmt, "index"), anno.get(stmt, "value")
+        if anno.get(stmt, "generic"):
+            self._entry_write_adjoint(stmt, array, index, value)
+            return
         module = self.backend.MODULE_NAME
         if self.activity.active(array) and array in self.defined:
             g = self.bar[array]
@@ -1213,6 +1216,34 @@ class _Reverse:
                                               ctx=gast.Store()), nodes.name(anno.get(stmt, "saved")))
         anno.set(restore, "restore", array)  # (a pullback called again redoes the write: pipeline.py)
         self._append(restore, self.group)
+
+    def _entry_write_adjoint(self, stmt, xs, index, value):
+        """Reverse of ``xs[i] = v`` into a list, a dict or a value of a kind known when it
+        runs: the same three steps through the runtime, which does each for that kind."""
+        if self.activity.active(xs) and xs in self.defined:
+            g = self.bar[xs]
+            contribution = None
+            if self._active_name(value):
+                contribution = nodes.call("rt.entry_adjoint", [nodes.name(g), nodes.name(xs), self._index_argument(index),
+                                                               nodes.name(value.id)])
+                if value.id == xs:  # (`xs[0] = xs`: its own part is added after the zeroing)
+                    written = self.core.fresh()
+                    self._append(nodes.assign(written, contribution), self.group)
+                    contribution = nodes.name(written)
+                else:
+                    self._accumulate(value.id, contribution)
+            self._append(nodes.assign(g, nodes.call("rt.without_entry", [nodes.name(g), nodes.name(xs),
+                                                                         self._index_argument(index)])), self.group)
+            if contribution is not None and value.id == xs:
+                self._accumulate(xs, contribution)
+        restore = gast.Expr(value=nodes.call("rt.restore_entry", [nodes.name(xs), self._index_argument(index),
+                                                                  nodes.name(anno.get(stmt, "saved"))]))
+        anno.set(restore, "restore", xs)  # (a pullback called again redoes the write: pipeline.py)
+        self._append(restore, self.group)
+
+    @staticmethod
+    def _index_argument(index):
+        return templates._slices_as_calls(nodes.copy(index))  # (`::-1` as an argument: `slice(None, None, -1)`)
 
     def _call_adjoint(self, stmt, target, g):
         """``y = f(a, b)`` → forward ``y, y_pullback = dispatch.vjp_call(f, (0, 1), a, b)``,
