@@ -220,6 +220,7 @@ class _Lowering:
         # structure whose ranks are known too (`self.layer1`).
         self.field_arrays = set()
         self.field_structures = {}
+        self.field_reads = set()  # names bound to a field of an object passed in (`P = self.parameters`)
         self.reads = None  # user name -> how many times the function reads it (for `_carried`)
 
     def run(self) -> Core:
@@ -1468,11 +1469,63 @@ class _Lowering:
         self._same_kind(new.id, name)
         return True
 
+    def _object_entry(self, target, value_node, stmt) -> bool:
+        """``self.parameters["running_mean"] = v``, ``P["k"] = v`` on ``P = self.parameters``,
+        ``self.cache[key] = v``: an entry of a dict or list an object holds (the field's kind
+        known from the specialisation) replaced, as ``self.n = v`` replaces a field.  It runs
+        as written (kind ``setentry``); the reverse pass keeps the value as bookkeeping, with
+        no adjoint, or refuses it where the entry may be read back.  False where ``target``
+        is not such an entry."""
+        base = target.value
+        if isinstance(base, gast.Attribute):
+            if not isinstance(base.value, gast.Name) or anno.has(base.value, "resolved") \
+                    or not self._holds_field(self._lower(base.value)):
+                return False
+        elif not isinstance(base, gast.Name) or anno.has(base, "resolved") \
+                or self._object_container(self.current.get(base.id, base.id)) is False:
+            return False
+        value = self._lower(value_node)
+        holder = self._lower(base)
+        known = self._object_container(holder.id if isinstance(holder, gast.Name) else None)
+        where = nodes.to_source(base)
+        if known is False:
+            raise errors.at(stmt, f"writing into `{where}[...]` is supported where `{where}` holds a dict "
+                            "or a list (an object's cache, counters, running statistics), not an array: "
+                            "srcgrad cannot follow a write into an array an object holds",
+                            f"replace the field instead (`{where} = ...`), with a new array made from "
+                            "the old one")
+        index = self._index(target.slice)
+        self._escape([value], stmt)
+        self.aggregates.pop(holder.id, None)
+        container = nodes.copy(holder)
+        if known is None:  # (a dict in an object, of counters or of arrays: its kind is checked when it runs)
+            origin = anno.get(stmt, "origin")
+            container = nodes.call("rt.entries", [container, nodes.const(where),
+                                                  nodes.const(origin.where if origin else "?")])
+        write = nodes.assign(gast.Subscript(value=container, slice=nodes.copy(index), ctx=gast.Store()),
+                             nodes.copy(value))
+        self._emit_stmt(write, stmt, kind="setentry", holder=holder.id, index=index, value=value, impure=True)
+        return True
+
+    def _object_container(self, name):
+        """Whether ``name``, a field read from an object passed in, holds a dict or list: True,
+        False (an array, or not a field read), or None where the specialisation does not say
+        (a container of no float: counters, labels, an empty cache)."""
+        if name not in self.field_reads or self.made_by.get(name, (False,))[0] or name in self.containers:
+            return False
+        rank = self.field_structures.get(name)
+        if isinstance(rank, TreeRank) and rank.kind in ("mapping", "sequence"):
+            return True
+        # (In an object, a dict's ranks are an object's: which kind of structure, checked when it runs.)
+        return False if name in self.field_arrays else None
+
     # ---- writes into arrays -------------------------------------------------
     def _setitem(self, target, value_node, stmt):
         """``y[i] = v`` stays an in-place write.  The overwritten elements are saved
         first (``y_overwritten``) so the backward sweep can put them back, and the
         write is refused where ``y`` may share memory with another name."""
+        if self._object_entry(target, value_node, stmt):
+            return
         if not isinstance(target.value, gast.Name) or anno.has(target.value, "resolved"):
             held = nodes.to_source(target.value)
             what = f"the global `{held}`" if isinstance(target.value, gast.Name) else f"`{held}`"
@@ -1791,6 +1844,7 @@ class _Lowering:
         atom = self._apply(getattr, value, [nodes.copy(base), nodes.const(node.attr)], {}, node, **emit)
         if isinstance(base, gast.Name) and isinstance(atom, gast.Name):
             self._field_rank(atom, base, node.attr)
+            self.field_reads.add(atom.id)
         return atom
 
     def _constant_entry(self, base, key) -> bool:
