@@ -1697,7 +1697,7 @@ class _StoresReadBack:
             elif rule is item and isinstance(stmt.targets[0], gast.Name):
                 base = anno.get(stmt, "bound").get("a")
                 key = templates.static_value(anno.get(stmt, "bound").get("index"))
-                if isinstance(base, gast.Name) and key is not templates.UNKNOWN:
+                if isinstance(base, gast.Name) and type(key) in (str, int, bool):  # (not a slice)
                     self.item_reads.setdefault(base.id, []).append((key, stmt.targets[0].id))
                 if isinstance(base, gast.Name) and base.id in self.held:
                     self.held[stmt.targets[0].id] = self.held[base.id]
@@ -1773,7 +1773,7 @@ class _StoresReadBack:
             base = anno.get(stmt, "bound")["a"].id
             key = templates.static_value(anno.get(stmt, "bound").get("index"))
             field = self.held[base][1]
-            if keyed and key is not templates.UNKNOWN and self.keys_read(base, None) is not None:
+            if keyed and type(key) in (str, int, bool) and self.keys_read(base, None) is not None:
                 return _entry_name(field, key)
             return field
         if self.grows(stmt) is not None or kind == "setentry":
@@ -1803,6 +1803,7 @@ class _StoresReadBack:
                 self.read_after[id(stmt)] = stmt.targets[0].attr in later or "" in later
             elif anno.get(stmt, "kind") == "setentry" and self.entry_store(stmt) is not None:
                 key = templates.static_value(anno.get(stmt, "index"))
+                key = key if type(key) in (str, int, bool) else templates.UNKNOWN
                 self.read_after[id(stmt)] = _touches(later, self.entry_store(stmt)[1], key)
             elif self.grows(stmt) is not None:
                 self.read_after[id(stmt)] = _touches(later, self.grows(stmt)[1], templates.UNKNOWN)
