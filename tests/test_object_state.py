@@ -740,3 +740,48 @@ def test_an_optimizer_update_method_is_the_users(loss, dtype):
     for i, got in enumerate(g):
         assert got.dtype == dtype
         np.testing.assert_allclose(got, finite_differences(loss, (w, X), i)[0], rtol=tol, atol=tol)
+
+
+# ---- caches grown in a loop that also calls a layer srcgrad does not inline --------------------
+
+class KeepsItsInput:
+    """A layer with state of its own: compiled on its own, called at run time."""
+
+    def __init__(self, w):
+        self.w, self.last = w, None
+
+    def __call__(self, x):
+        self.last = x
+        return np.tanh(x @ self.w)
+
+
+class GrowsInALoop:
+    def __init__(self, w):
+        self.sub, self.derived = KeepsItsInput(w), {"Z": []}
+
+    def forward(self, x):
+        for _ in range(3):
+            x = self.sub(x)
+            self.derived["Z"].append(x)
+        return x
+
+
+class GrowsAfterTheLoop(GrowsInALoop):
+    def forward(self, x):  # (the refusal's advice)
+        values = []
+        for _ in range(3):
+            x = self.sub(x)
+            values.append(x)
+        self.derived["Z"].extend(values)
+        return x
+
+
+def test_a_cache_grown_in_a_loop_calling_a_stateful_layer():
+    w = RS.randn(3, 3) * 0.5
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r'self.derived\["Z"\].extend\(values\)'):
+        srcgrad.grad(lambda m, x: np.sum(m.forward(x) ** 2), wrt=1)(GrowsInALoop(w), X)
+    m = GrowsAfterTheLoop(w)
+    g = srcgrad.grad(lambda m, x: np.sum(m.forward(x) ** 2), wrt=1)(m, X)
+    expected = finite_differences(lambda x: np.sum(GrowsAfterTheLoop(w).forward(x) ** 2), (X,), 0)[0]
+    np.testing.assert_allclose(g, expected, rtol=1e-6, atol=1e-8)
+    assert len(m.derived["Z"]) == 3

@@ -519,9 +519,7 @@ class _Reverse:
                                 f"being differentiated, and `.{attr}` (or a call that may read it) is read "
                                 "after it: srcgrad keeps what a call adds to an object's state as "
                                 "bookkeeping, with no adjoint, so a gradient through that read would be lost",
-                                f"use the value itself where it is read, rather than reading it back from "
-                                f"`.{attr}`, or build the list in a local name and return it",
-                                kind=errors.UnsupportedSyntaxError)
+                                self.stores.advice(stmt, attr), kind=errors.UnsupportedSyntaxError)
             if varied and fn is None and method in _CONTAINER_MUTATORS:
                 # `obj.items.append(h)`, `ys[i].append(h)`: a list or dict that normalize does
                 # not track (not made here, or reached through a key known only at run time).
@@ -1101,6 +1099,7 @@ class _Reverse:
                             f"and {field} (or a call that may read it) is read after it in this function: "
                             "srcgrad keeps what is stored in an object's state as bookkeeping, with no "
                             "adjoint, so a gradient through that read would be lost",
+                            self.stores.advice(stmt, stored[1]) if stored is not None else
                             "keep the value in a local name and use that name where it is read, or return "
                             "it (with has_aux=True)")
         obj, attr, root = stored
@@ -1665,6 +1664,7 @@ class _StoresReadBack:
 
     def __init__(self, body):
         self.read_after = {}  # id(store) -> whether a read may follow it
+        self.by_call_only = {}  # id(store) -> whether only a call of code not inlined may read it
         self._containers(body)
         self._walk(body, frozenset())
         self.body, self.reads_after_calls = body, None
@@ -1805,13 +1805,33 @@ class _StoresReadBack:
                 key = templates.static_value(anno.get(stmt, "index"))
                 key = key if type(key) in (str, int, bool) else templates.UNKNOWN
                 self.read_after[id(stmt)] = _touches(later, self.entry_store(stmt)[1], key)
+                self.by_call_only[id(stmt)] = _touches(later - {""}, self.entry_store(stmt)[1], key) is False
             elif self.grows(stmt) is not None:
                 self.read_after[id(stmt)] = _touches(later, self.grows(stmt)[1], templates.UNKNOWN)
+                self.by_call_only[id(stmt)] = _touches(later - {""}, self.grows(stmt)[1], templates.UNKNOWN) is False
             else:
                 read = self._read(stmt)
                 if read is not None:
                     later = later | {read}
         return later
+
+    def advice(self, store, attr) -> str:
+        """What to write instead of a store or grow that something reads back."""
+        if self.by_call_only.get(id(store)):
+            origin = anno.get(store, "origin")
+            text = origin.text.strip() if origin is not None else ""
+            later = "a call after it (of code srcgrad does not inline: a layer that keeps state of its own) " \
+                f"may read `.{attr}`: "
+            if anno.get(store, "kind") == "setentry" and "[" in text:
+                held = text[:text.index("[")]
+                return later + (f"collect the values in a local dict and store them after the loop or the call "
+                                f"(`values[key] = v` in the loop, `{held}.update(values)` after it)")
+            head = text.split("(")[0]  # (`self.derived["Z"].append`)
+            held = head[:head.rindex(".")] if "." in head else f"self.{attr}"
+            return later + (f"collect the values in a local list and store them after the loop or the call "
+                            f"(`values.append(v)` in the loop, `{held}.extend(values)` after it)")
+        return (f"use the value itself where it is read, rather than reading it back from `.{attr}`, "
+                "or build the list in a local name and return it (with has_aux=True)")
 
     def read_back(self, store) -> bool:
         return self.read_after.get(id(store), True)
