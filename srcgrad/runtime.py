@@ -1445,6 +1445,18 @@ def read_back(obj, name: str, value):
     return value
 
 
+def entry_read_back(container, key, value):
+    """``container[key]`` read right after ``container[key] = value`` (an entry of a dict or
+    list an object holds, in the same block): ``value`` itself, so its adjoint reaches what
+    made it.  A container that gave back another value is refused when it runs."""
+    if container[key] is not value:
+        raise errors.UnsupportedSyntaxError(
+            f"an entry read back right after it was stored gives another value (the container's "
+            f"`__setitem__` changes what is stored), which srcgrad cannot follow", None,
+            "keep the value in a local name and use it, rather than reading the entry back")
+    return value
+
+
 def flattened_adjoint(ans_bar, ans):
     """Adjoint of ``value`` in ``vector, unflatten = srcgrad.misc.flatten(value)``: the
     vector's adjoint put back in ``value``'s structure (``unflatten`` of it); None where

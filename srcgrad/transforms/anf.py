@@ -221,6 +221,8 @@ class _Lowering:
         self.field_arrays = set()
         self.field_structures = {}
         self.field_reads = set()  # names bound to a field of an object passed in (`P = self.parameters`)
+        self.field_of = {}  # such a name -> (the object's name, the field)
+        self.stored_entries = {}  # ((object's name, field), key) -> the atom stored there in this block
         self.reads = None  # user name -> how many times the function reads it (for `_carried`)
 
     def run(self) -> Core:
@@ -237,7 +239,7 @@ class _Lowering:
     def _in_block(self, stmts, prelude=None) -> list:
         """Lower ``stmts`` into a new statement list (a branch or loop body)."""
         group, saved, self.block = self.group, self.block, []
-        fields = dict(self.stored_fields)
+        fields, entries = dict(self.stored_fields), dict(self.stored_entries)
         if prelude is not None:
             prelude()
         self._block(stmts)
@@ -245,6 +247,7 @@ class _Lowering:
         # A field stored in the block holds that value on some paths only (or from the
         # previous iteration, at a loop's top): reads after it read the object.
         self.stored_fields = {k: v for k, v in fields.items() if self.stored_fields.get(k) is v}
+        self.stored_entries = {k: v for k, v in entries.items() if self.stored_entries.get(k) is v}
         return out
 
     # ---- statements -------------------------------------------------------
@@ -922,6 +925,7 @@ class _Lowering:
         """Emit ``target = value`` (or ``value`` for effect) and return the target atom."""
         if annotations.get("kind") in ("call", "unknown"):
             self.stored_fields.clear()  # (code not inlined may store other values in them)
+            self.stored_entries.clear()
         anno.set(value, "origin", anno.get(origin_node, "origin"))
         if effect and (annotations.get("kind") == "op" or isinstance(value, gast.Compare)):
             # A primitive or a comparison alone on a line (`np.sin(x)`, `x > 0`) changes
@@ -1386,6 +1390,7 @@ class _Lowering:
         # through, where the object's field would carry none); any other object's `.name`
         # may be an alias of this one: forgotten.
         self.stored_fields = {k: v for k, v in self.stored_fields.items() if k[1] != target.attr}
+        self.stored_entries = {k: v for k, v in self.stored_entries.items() if k[0][1] != target.attr}
         if isinstance(obj, gast.Name) and isinstance(value, gast.Name):
             self.stored_fields[(obj.id, target.attr)] = value
 
@@ -1505,7 +1510,23 @@ class _Lowering:
         write = nodes.assign(gast.Subscript(value=container, slice=nodes.copy(index), ctx=gast.Store()),
                              nodes.copy(value))
         self._emit_stmt(write, stmt, kind="setentry", holder=holder.id, index=index, value=value, impure=True)
+        # Reads of this entry after it in this block are the value itself (differentiated through,
+        # as for `self.h = v`); the field's other entries another key may name are forgotten.
+        field, key = self.field_of.get(holder.id), self._entry_key(index)
+        self.stored_entries = {k: v for k, v in self.stored_entries.items() if field is None or k[0][1] != field[1]
+                               or isinstance(k[1], tuple) is False and isinstance(key, tuple) is False
+                               and k[1] != key}
+        if field is not None and key is not None and isinstance(value, gast.Name):
+            self.stored_entries[(field, key)] = value
         return True
+
+    def _entry_key(self, index):
+        """What names an entry within one block: a literal key, or ``("name", n)`` for a key
+        held in the name ``n`` (one value: single assignment); None for another expression."""
+        key = static_value(index)
+        if type(key) in (str, int, bool):
+            return key
+        return ("name", index.id) if isinstance(index, gast.Name) else None
 
     def _object_container(self, name):
         """Whether ``name``, a field read from an object passed in, holds a dict or list: True,
@@ -1635,6 +1656,12 @@ class _Lowering:
         if isinstance(node, gast.Subscript):
             base = self._lower(node.value)
             index = self._index(node.slice)
+            stored = self.stored_entries.get((self.field_of.get(base.id), self._entry_key(index))) \
+                if isinstance(base, gast.Name) and base.id in self.field_of else None
+            if stored is not None:  # `self.cache[k] = v` then `self.cache[k]` in the same block: `v` (checked)
+                args = [nodes.copy(base), nodes.copy(index), nodes.copy(stored)]
+                return self._apply(runtime.entry_read_back, nodes.call("rt.entry_read_back", args),
+                                   [nodes.copy(a) for a in args], {}, node, **emit)
             if isinstance(base, gast.Name) and base.id in self.lists:
                 return self._item(base, index, node, **emit)
             if isinstance(base, gast.Name) and base.id in self.records and base.id not in self.named_fields:
@@ -1845,6 +1872,7 @@ class _Lowering:
         if isinstance(base, gast.Name) and isinstance(atom, gast.Name):
             self._field_rank(atom, base, node.attr)
             self.field_reads.add(atom.id)
+            self.field_of[atom.id] = (base.id, node.attr)
         return atom
 
     def _constant_entry(self, base, key) -> bool:

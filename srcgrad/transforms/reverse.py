@@ -1703,10 +1703,16 @@ class _StoresReadBack:
                     self.held[stmt.targets[0].id] = self.held[base.id]
                     reached.setdefault(base.id, []).append(stmt.targets[0].id)
         growing = {}
+        read_back = registry_lookup(runtime.entry_read_back)
         for stmt in flat:
             receiver = self._receiver(stmt)
             if receiver is not None:
                 growing[receiver] = growing.get(receiver, 0) + 1
+            elif anno.get(stmt, "kind") == "op" and anno.get(stmt, "rule") is read_back:
+                # (an entry read right after it was stored: the stored value, not a read of the field)
+                container = anno.get(stmt, "bound").get("container")
+                if isinstance(container, gast.Name):
+                    growing[container.id] = growing.get(container.id, 0) + 1
         self.receivers = {n for n in self.held if uses.get(n, 0) == growing.get(n, 0) + len(reached.get(n, ()))}
         self.uses, self.growing = uses, growing
         changed = True
