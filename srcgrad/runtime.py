@@ -1261,6 +1261,21 @@ def entries(container, name: str, where: str):
         f"replace the field instead (`{name} = ...`), with a new value made from the old one")
 
 
+def not_in_place(container, key, name: str, op: str, where: str, field: bool = False):
+    """Refuse ``name[key] op= v`` (``obj.key op= v`` where ``field``) where the entry holds an
+    array, which NumPy changes in place (another name holding it sees the change): srcgrad
+    computes a new array.  A number (a counter) is rebound, as srcgrad does."""
+    value = getattr(container, key, None) if field else \
+        container[key] if isinstance(container, (dict, list)) else None
+    if hasattr(value, "__array__") and not isinstance(value, np.generic):
+        shown = name if field else f"{name}[...]"
+        raise errors.UnsupportedSyntaxError(
+            f"`{shown} {op}= ...` (at {where}) changes the array it holds in place, and another "
+            "name may hold the same array (a name it was read into, the caller)", None,
+            f"write `{shown} = {shown} {op} ...` (a new array)")
+    return None
+
+
 def kept_entry(holder, obj, name: str, key, value, where: str):
     """``holder`` (the dict or list ``obj.name``), about to get ``value`` at ``key`` with no
     adjoint (``self.parameters["running_mean"] = ...``): recorded as ``kept`` records a

@@ -832,3 +832,42 @@ def test_a_cache_grown_in_a_loop_calling_a_stateful_layer():
     expected = finite_differences(lambda x: np.sum(GrowsAfterTheLoop(w).forward(x) ** 2), (X,), 0)[0]
     np.testing.assert_allclose(g, expected, rtol=1e-6, atol=1e-8)
     assert len(m.derived["Z"]) == 3
+
+
+# ---- `self.acc += v`, `self.stats["sum"] += v` on an array: NumPy changes it in place -----------
+
+class AccumulatesInPlace:
+    def __init__(self):
+        self.w, self.acc, self.stats = RS.randn(3, 2), np.zeros(3), {"sum": np.zeros(3), "n": 0}
+
+    def field(self, x):
+        s = self.acc  # (sees the change: `+=` on an array is in place)
+        self.acc += x.sum(axis=0)
+        return (x + s) @ self.w
+
+    def entry(self, x):
+        s = self.stats["sum"]
+        self.stats["sum"] += x.sum(axis=0)
+        self.stats["n"] += x.shape[0]  # (a counter: rebound)
+        return (x + s) @ self.w
+
+    def rebound(self, x):  # (the refusal's advice)
+        s = self.stats["sum"]
+        self.stats["sum"] = self.stats["sum"] + x.sum(axis=0)
+        self.acc = self.acc + x.sum(axis=0)
+        self.stats["n"] += x.shape[0]
+        return (x + s) @ self.w
+
+
+@pytest.mark.parametrize("method", ["field", "entry"])
+def test_augmented_assignment_of_an_array_an_object_holds_is_refused(method):
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="changes the array it holds in place"):
+        srcgrad.grad(lambda m, x: np.sum(getattr(m, method)(x) ** 2), wrt=1)(AccumulatesInPlace(), X)
+
+
+def test_the_same_update_as_a_new_array():
+    m = AccumulatesInPlace()
+    g = srcgrad.grad(lambda m, x: np.sum(m.rebound(x) ** 2), wrt=1)(m, X)
+    np.testing.assert_allclose(g, 2 * (X @ m.w) @ m.w.T, rtol=1e-12)
+    np.testing.assert_allclose(m.stats["sum"], X.sum(0), rtol=1e-12)
+    assert m.stats["n"] == 4

@@ -259,6 +259,14 @@ class _Lowering:
         elif isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Attribute):
             self._setattr(stmt.targets[0], stmt.value, stmt)
         elif isinstance(stmt, gast.AugAssign) and isinstance(stmt.target, gast.Attribute):
+            # `self.acc += v` changes an array the field holds in place (`s = self.acc` sees it), which
+            # srcgrad computes as a new array: refused when it runs where the field holds an array.
+            obj, origin = self._lower(stmt.target.value), anno.get(stmt, "origin")
+            check = nodes.call("rt.not_in_place", [nodes.copy(obj), nodes.const(stmt.target.attr),
+                                                   nodes.const(nodes.to_source(stmt.target).strip()),
+                                                   nodes.const(_op_symbol(stmt.op)),
+                                                   nodes.const(origin.where if origin else "?"), nodes.const(True)])
+            self._emit(check, stmt, None, "_checked", False, kind="nondiff", rule=None, impure=True)
             read = nodes.copy(stmt.target)
             read.ctx = gast.Load()
             value = gast.BinOp(left=read, op=stmt.op, right=stmt.value)
@@ -1500,6 +1508,16 @@ class _Lowering:
                             f"replace the field instead (`{where} = ...`), with a new array made from "
                             "the old one")
         index = self._index(target.slice)
+        if isinstance(stmt, gast.AugAssign):
+            # `self.stats["sum"] += v` changes an array in that entry in place, which srcgrad computes
+            # as a new array (`... = self.stats["sum"] + v`): refused when it runs where the entry
+            # holds an array (a number, a counter, is rebound as srcgrad does).
+            origin = anno.get(stmt, "origin")
+            check = nodes.call("rt.not_in_place", [nodes.copy(holder), nodes.copy(index), nodes.const(where),
+                                                   nodes.const(_op_symbol(stmt.op)),
+                                                   nodes.const(origin.where if origin else "?")])
+            self._emit(check, stmt, None, "_checked", False, kind="nondiff", rule=None, impure=True,
+                       checks=holder.id)
         self._escape([value], stmt)
         self.aggregates.pop(holder.id, None)
         container = nodes.copy(holder)

@@ -1095,7 +1095,7 @@ class _Reverse:
         if stored is None or self.stores.read_back(stmt):
             field = f"`.{stored[1]}`" if stored is not None else "the container"
             raise errors.at(stmt, f"storing a value that is being differentiated in "
-                            f"`{origin.text.strip().split('=')[0].strip() if origin else 'an entry'}`, "
+                            f"`{_stored_target(origin)}`, "
                             f"and {field} (or a call that may read it) is read after it in this function: "
                             "srcgrad keeps what is stored in an object's state as bookkeeping, with no "
                             "adjoint, so a gradient through that read would be lost",
@@ -1708,6 +1708,8 @@ class _StoresReadBack:
             receiver = self._receiver(stmt)
             if receiver is not None:
                 growing[receiver] = growing.get(receiver, 0) + 1
+            elif anno.get(stmt, "checks") is not None:  # (`rt.not_in_place(_t, k, ...)` before `_t[k] += v`)
+                growing[anno.get(stmt, "checks")] = growing.get(anno.get(stmt, "checks"), 0) + 1
             elif anno.get(stmt, "kind") == "op" and anno.get(stmt, "rule") is read_back:
                 # (an entry read right after it was stored: the stored value, not a read of the field)
                 container = anno.get(stmt, "bound").get("container")
@@ -1863,6 +1865,11 @@ class _StoresReadBack:
                 elif read is not None and called:
                     self.reads_after_calls.add(id(stmt))
         return called
+
+
+def _stored_target(origin) -> str:
+    """``self.stats["sum"]`` of the line ``self.stats["sum"] += v``."""
+    return re.split(r"\s*[-+*/@%&|^]*=", origin.text.strip())[0] if origin is not None else "an entry"
 
 
 def _entry_name(field, key) -> str:
