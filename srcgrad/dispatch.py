@@ -692,8 +692,9 @@ def vjp_field(obj, name, where="?"):
     """
     if _is_array_value(obj):
         return _array_attribute(obj, name, where)
-    if rt.KEPT and name in rt.kept_fields(obj):  # (stored by an earlier call with no adjoint)
-        rt.refuse_read_back(obj, name, rt.kept_fields(obj)[name], f"the read of `.{name}` at {where}")
+    found = rt.kept_read(obj, name) if rt.KEPT else None
+    if found is not None:  # (stored by an earlier call with no adjoint)
+        rt.refuse_read_back(obj, found[0], found[1], f"the read of `.{name}` at {where}")
     attribute = None
     for klass in type(obj).__mro__:
         if name in vars(klass):

@@ -1250,23 +1250,89 @@ def growing(receiver, obj, name: str, field, where: str):
     return receiver
 
 
+def entries(container, name: str, where: str):
+    """``container`` (``self.name``), about to have an entry replaced (``self.name[k] = v``)
+    where its kind was not known when compiling: a dict or list is; an array is refused (a
+    write into it in place, which srcgrad does not follow)."""
+    if isinstance(container, (dict, list)):
+        return container
+    raise errors.UnsupportedSyntaxError(
+        f"writing into `{name}[...]` (at {where}) is supported where `{name}` holds a dict or a "
+        f"list (an object's cache, counters, running statistics), not a `{type(container).__name__}`: "
+        "srcgrad cannot follow a write into it in place", None,
+        f"replace the field instead (`{name} = ...`), with a new value made from the old one")
+
+
+def not_in_place(container, key, name: str, op: str, where: str, field: bool = False):
+    """Refuse ``name[key] op= v`` (``obj.key op= v`` where ``field``) where the entry holds an
+    array, which NumPy changes in place (another name holding it sees the change): srcgrad
+    computes a new array.  A number (a counter) is rebound, as srcgrad does."""
+    value = getattr(container, key, None) if field else \
+        container[key] if isinstance(container, (dict, list)) else None
+    if hasattr(value, "__array__") and not isinstance(value, np.generic):
+        shown = name if field else f"{name}[...]"
+        raise errors.UnsupportedSyntaxError(
+            f"`{shown} {op}= ...` (at {where}) changes the array it holds in place, and another "
+            "name may hold the same array (a name it was read into, the caller)", None,
+            f"write `{shown} = {shown} {op} ...` (a new array)")
+    return None
+
+
+def kept_entry(holder, obj, name: str, key, value, where: str):
+    """``holder`` (the dict or list ``obj.name``), about to get ``value`` at ``key`` with no
+    adjoint (``self.parameters["running_mean"] = ...``): recorded as ``kept`` records a
+    field, by ``(name, key)``, so that a later call reading that entry back is refused."""
+    if _COMPUTATIONS[0] and not isinstance(value, (bool, int, str, type(None))):
+        KEPT.setdefault(id(obj), (obj, {}))[1][(name, key)] = (value, where)
+    return holder
+
+
+def _still_held(obj, name, value) -> bool:
+    if isinstance(name, tuple):  # an entry of a container the object holds
+        holder = getattr(obj, name[0], None)
+        try:
+            return holder[name[1]] is value
+        except (KeyError, IndexError, TypeError):
+            return False
+    return getattr(obj, name, None) is value
+
+
 def kept_fields(obj) -> dict:
-    """``{name: where}`` of ``obj``'s fields that still hold what ``kept`` recorded."""
+    """``{name: where}`` of ``obj``'s fields (``(name, key)`` of entries of its containers)
+    that still hold what ``kept`` or ``kept_entry`` recorded."""
     entry = KEPT.get(id(obj))
     if entry is None or entry[0] is not obj:
         return {}
-    return {name: where for name, (value, where) in entry[1].items() if getattr(obj, name, None) is value}
+    return {name: where for name, (value, where) in entry[1].items() if _still_held(obj, name, value)}
 
 
-def field(obj, name: str, where: str):
+def kept_read(obj, name: str, keys=None):
+    """The first of ``obj``'s kept fields a read of ``obj.name`` takes in, as ``(name, where)``,
+    or None: the field itself, or an entry of it (among ``keys``, the entries the code reads
+    with an adjoint, where those are known; any of them where ``keys`` is None)."""
+    for kept_name, where in kept_fields(obj).items():
+        if kept_name == name or isinstance(kept_name, tuple) and kept_name[0] == name \
+                and (keys is None or kept_name[1] in keys):
+            return kept_name, where
+    return None
+
+
+def field(obj, name: str, where: str, keys=None):
     """``obj.name``, read with an adjoint after a call that may have stored it as
-    bookkeeping (``kept``): refused if it did."""
-    if KEPT and name in kept_fields(obj):
-        refuse_read_back(obj, name, kept_fields(obj)[name], f"the read of `.{name}` at {where}")
+    bookkeeping (``kept``): refused if it did (where ``obj.name`` holds a dict or list, and
+    ``keys`` are given, if it stored one of the entries read)."""
+    found = kept_read(obj, name, keys) if KEPT else None
+    if found is not None:
+        refuse_read_back(obj, found[0], found[1], f"the read of `.{name}` at {where}")
     return getattr(obj, name)
 
 
-def refuse_read_back(obj, name: str, where: str, reader: str):
+def _spelled(name) -> str:
+    return f"{name[0]}[{name[1]!r}]" if isinstance(name, tuple) else name
+
+
+def refuse_read_back(obj, name, where: str, reader: str):
+    name = _spelled(name)
     raise errors.UnsupportedSyntaxError(
         f"{reader} reads back `.{name}`, which an earlier call of this differentiated computation "
         f"stored (at {where}) as bookkeeping, with no adjoint: the adjoint of that read would go "
@@ -1285,7 +1351,7 @@ def check_kept_pullback(pullback, fn, wrt, objects):
         for position, obj, fields in objects:
             adjoint = adjoints if len(wrt) == 1 else adjoints[position]
             for name, where in fields.items():
-                g = tree.lookup(adjoint, (name,))
+                g = tree.lookup(adjoint, name if isinstance(name, tuple) else (name,))
                 if g is not None and any(np.any(np.asarray(leaf) != 0) for leaf in tree.flatten(g)[1]):
                     refuse_read_back(obj, name, where, reader)
         return adjoints
@@ -1394,6 +1460,18 @@ def read_back(obj, name: str, value):
             f"`.{name}` read back right after it was stored gives another value (the class's "
             f"`__setattr__` or a property changes what is stored), which srcgrad cannot follow", None,
             f"keep the value in a local name and use it, rather than reading `.{name}` back")
+    return value
+
+
+def entry_read_back(container, key, value):
+    """``container[key]`` read right after ``container[key] = value`` (an entry of a dict or
+    list an object holds, in the same block): ``value`` itself, so its adjoint reaches what
+    made it.  A container that gave back another value is refused when it runs."""
+    if container[key] is not value:
+        raise errors.UnsupportedSyntaxError(
+            f"an entry read back right after it was stored gives another value (the container's "
+            f"`__setitem__` changes what is stored), which srcgrad cannot follow", None,
+            "keep the value in a local name and use it, rather than reading the entry back")
     return value
 
 

@@ -522,3 +522,352 @@ def test_two_caches_in_one_dict_field():
     expected = finite_differences(lambda w: np.sum(TwoCaches(w).forward(X) ** 2), (w,), 0)[0]
     np.testing.assert_allclose(g.w, expected, rtol=1e-6, atol=1e-9)
     assert layer.derived["rows"] == [4] and len(layer.derived["Z"]) == 1
+
+
+# ---- entries of the dicts an object holds (numpy-ml's `self.parameters`, `self.derived_variables`) ----
+
+class DictBatchNorm:
+    """numpy-ml's BatchNorm1D: parameters, running statistics and counters in dicts."""
+
+    def __init__(self, n, dtype=np.float64):
+        rs = np.random.RandomState(2)
+        self.hyperparameters = {"momentum": 0.9, "epsilon": 1e-5}
+        self.parameters = {"scaler": (rs.rand(n) + 0.5).astype(dtype), "intercept": rs.randn(n).astype(dtype),
+                           "running_mean": np.zeros(n, dtype), "running_var": np.ones(n, dtype)}
+        self.derived_variables = {"n_calls": 0}
+        self.dv = {"n": 0}
+        self.trainable, self.X = True, []
+
+    def forward(self, X):
+        P = self.parameters
+        mm, ep = self.hyperparameters["momentum"], self.hyperparameters["epsilon"]
+        rm, rv = P["running_mean"], P["running_var"]
+        if self.trainable:
+            X_mean, X_var = X.mean(axis=0), X.var(axis=0)
+            self.parameters["running_mean"] = mm * rm + (1.0 - mm) * X_mean
+            self.parameters["running_var"] = mm * rv + (1.0 - mm) * X_var
+        else:
+            X_mean, X_var = rm, rv
+        self.X.append(X)
+        self.derived_variables["n_calls"] += 1
+        self.dv["n"] += 1
+        return P["scaler"] * (X - X_mean) / np.sqrt(X_var + ep) + self.parameters["intercept"]
+
+
+def dict_bn_loss(bn, x):
+    return np.sum(np.sin(bn.forward(x)) ** 2)
+
+
+def _dict_bn_helper(bn, x):
+    return bn.forward(x) * 2.0
+
+
+def dict_bn_in_a_helper(bn, x):
+    return np.sum(np.tanh(_dict_bn_helper(bn, x)))
+
+
+def _copied(make, f):
+    import copy
+    return lambda *args: f(copy.deepcopy(make), *args)
+
+
+@pytest.mark.parametrize("loss", [dict_bn_loss, dict_bn_in_a_helper])
+def test_running_statistics_and_counters_in_dict_entries(loss):
+    bn = DictBatchNorm(3)
+    g_bn, g_x = srcgrad.grad(loss, wrt=(0, 1))(bn, X)
+    np.testing.assert_allclose(g_x, finite_differences(_copied(DictBatchNorm(3), loss), (X,), 0)[0],
+                               rtol=1e-6, atol=1e-8)
+    scaler = DictBatchNorm(3).parameters["scaler"]
+
+    def by_scaler(s, x):
+        b = DictBatchNorm(3)
+        b.parameters["scaler"] = s
+        return loss(b, x)
+    np.testing.assert_allclose(g_bn.parameters["scaler"], finite_differences(by_scaler, (scaler, X), 0)[0],
+                               rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(g_bn.parameters["running_mean"], 0.0)  # (training: not read)
+    # Run as written, on the values: the statistics, the counters and the cache.
+    np.testing.assert_allclose(bn.parameters["running_mean"], 0.1 * X.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(bn.parameters["running_var"], 0.9 + 0.1 * X.var(0), rtol=1e-12)
+    assert bn.derived_variables["n_calls"] == 1 and bn.dv["n"] == 1 and len(bn.X) == 1
+    # Evaluation in a later gradient call: the statistics are inputs, with gradients of their own.
+    bn.trainable = False
+    g_bn = srcgrad.grad(loss)(bn, X)
+    rm = bn.parameters["running_mean"].copy()
+
+    def by_mean(m, x):
+        b = DictBatchNorm(3)
+        b.trainable, b.parameters["running_mean"], b.parameters["running_var"] = False, m, \
+            bn.parameters["running_var"]
+        return loss(b, x)
+    np.testing.assert_allclose(g_bn.parameters["running_mean"], finite_differences(by_mean, (rm, X), 0)[0],
+                               rtol=1e-6, atol=1e-8)
+    assert bn.derived_variables["n_calls"] == 2
+
+
+def test_dict_entries_in_float32():
+    g = srcgrad.grad(dict_bn_loss, wrt=1)(DictBatchNorm(3, np.float32), X.astype(np.float32))
+    assert g.dtype == np.float32
+    expected = finite_differences(_copied(DictBatchNorm(3), dict_bn_loss), (X,), 0)[0]
+    np.testing.assert_allclose(g, expected, rtol=2e-3, atol=2e-3)
+
+
+class Counted:
+    def __init__(self, w):
+        self.w, self.dv, self.derived_variables = w, {"n": 0}, {"n_calls": 0, "Z": []}
+
+    def forward(self, x):
+        self.dv["n"] += 1
+        self.derived_variables["n_calls"] += 1
+        z = x @ self.w
+        self.derived_variables["Z"].append(z)
+        return np.tanh(z)
+
+
+def counted_in_a_loop(m, x):
+    total = 0.0
+    for i in range(3):
+        total = total + np.sum(m.forward(x * (i + 1.0)) ** 2)
+    return total
+
+
+def test_counters_in_dict_entries_in_a_loop():
+    w = RS.randn(3, 2)
+    m = Counted(w)
+    g_m, g_x = srcgrad.grad(counted_in_a_loop, wrt=(0, 1))(m, X)
+    assert m.dv["n"] == 3 and m.derived_variables["n_calls"] == 3 and len(m.derived_variables["Z"]) == 3
+    np.testing.assert_allclose(g_m.w, finite_differences(lambda w: counted_in_a_loop(Counted(w), X), (w,), 0)[0],
+                               rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(g_x, finite_differences(lambda x: counted_in_a_loop(Counted(w), x), (X,), 0)[0],
+                               rtol=1e-6, atol=1e-8)
+
+
+class ReadsItsEntryBack:
+    def __init__(self):
+        self.w, self.cache = np.array(1.5), {"h": np.array(0.0)}
+
+    def forward(self, x):
+        self.cache["h"] = x * self.w
+        return self.cache["h"] ** 2
+
+
+class ReadsItsEntryBackAfterABranch(ReadsItsEntryBack):
+    def forward(self, x):
+        if x > 0:
+            self.cache["h"] = x * self.w
+        return self.cache["h"] ** 2
+
+
+class Momentum:
+    """An optimizer keeping a velocity per parameter name, read right after it is stored."""
+
+    def __init__(self):
+        self.cache = {}
+
+    def update(self, name, w, g):
+        if name not in self.cache:
+            self.cache[name] = np.zeros_like(g)
+        self.cache[name] = 0.9 * self.cache[name] + 0.1 * g
+        return w - 0.5 * self.cache[name]
+
+
+def momentum_step(w, x):
+    opt = Momentum()
+    w = opt.update("w", w, 2 * x.T @ np.tanh(x @ w))
+    return np.sum(np.tanh(x @ w) ** 2)
+
+
+def two_momentum_steps(w, x):
+    opt = Momentum()
+    for _ in range(2):  # (the second step reads the velocity the first kept: refused)
+        w = opt.update("w", w, 2 * x.T @ np.tanh(x @ w))
+    return np.sum(np.tanh(x @ w) ** 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_dict_entry_read_back_in_its_block_is_differentiated_through(dtype):
+    g = srcgrad.grad(lambda m, x: m.forward(x), wrt=1)(ReadsItsEntryBack(), np.array(2.0, dtype))
+    np.testing.assert_allclose(g, 2 * 2.0 * 1.5 ** 2, rtol=1e-6)
+    w = RS.randn(3, 2)
+    g_w, g_x = srcgrad.grad(momentum_step, wrt=(0, 1))(w.astype(dtype), X.astype(dtype))
+    assert g_w.dtype == dtype
+    tol = 1e-6 if dtype == np.float64 else 2e-3
+    np.testing.assert_allclose(g_w, finite_differences(momentum_step, (w, X), 0)[0], rtol=tol, atol=tol)
+    np.testing.assert_allclose(g_x, finite_differences(momentum_step, (w, X), 1)[0], rtol=tol, atol=tol)
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r"reads back `\.cache\['w'\]`"):
+        srcgrad.grad(two_momentum_steps)(w, X)
+
+
+def twice(bn, x):
+    return dict_bn_loss(bn, x) + dict_bn_loss(bn, 2.0 * x)
+
+
+def train_then_evaluate(bn, x):
+    first = dict_bn_loss(bn, x)
+    bn.trainable = False
+    return first + dict_bn_loss(bn, 2.0 * x)
+
+
+def test_a_dict_entry_read_back_is_refused():
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r"storing a value that is being differentiated in "
+                       r"`self.cache\[\"h\"\]`"):
+        srcgrad.grad(lambda m, x: m.forward(x), wrt=1)(ReadsItsEntryBackAfterABranch(), np.array(2.0))
+    # Read back by a later call of the same computation (the statistics depend on `x`).
+    for loss in (twice, train_then_evaluate):
+        with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r"reads back `\.parameters\['running_mean'\]`"):
+            srcgrad.grad(loss, wrt=1)(DictBatchNorm(3), X)
+
+
+class DetachedStatistics(DictBatchNorm):
+    def forward(self, X):  # (the refusal's advice: the statistics read through stop_gradient)
+        P = self.parameters
+        rm = srcgrad.stop_gradient(P["running_mean"])
+        X_mean = X.mean(axis=0)
+        self.parameters["running_mean"] = 0.9 * rm + 0.1 * X_mean
+        return P["scaler"] * (X - X_mean)
+
+
+def test_statistics_read_through_stop_gradient_by_a_later_call():
+    def loss(bn, x):
+        return np.sum(bn.forward(x) ** 2) + np.sum(np.sin(bn.forward(2.0 * x)))
+    g = srcgrad.grad(loss, wrt=1)(DetachedStatistics(3), X)
+    np.testing.assert_allclose(g, finite_differences(_copied(DetachedStatistics(3), loss), (X,), 0)[0],
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_writing_into_an_array_an_object_holds_is_refused():
+    class Writes:
+        def __init__(self):
+            self.w, self.b = np.ones(3), np.zeros(3)
+
+        def forward(self, x):
+            self.b[0] = np.sum(x)
+            return x * self.w + self.b
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r"not an array"):
+        srcgrad.grad(lambda m, x: np.sum(m.forward(x)), wrt=1)(Writes(), np.ones(3))
+
+
+# ---- a method of the user's named like a container's (`opt.update(w, g)`) ---------------------
+
+class SGD:
+    def __init__(self, lr):
+        self.lr, self.steps = lr, 0
+
+    def update(self, w, g):
+        self.steps += 1
+        return w - self.lr * g
+
+
+def unrolled_steps(w, x):
+    opt = SGD(0.1)
+    for _ in range(2):
+        w = opt.update(w, 2 * x.T @ (x @ w))
+    return np.sum((x @ w) ** 2)
+
+
+def _one_step(w, x, opt):
+    return opt.update(w, 2 * x.T @ (x @ w))
+
+
+def step_in_a_helper(w, x):
+    return np.sum((x @ _one_step(w, x, SGD(0.1))) ** 2)
+
+
+def step_by_an_optimizer_passed_in(w, x, opt):
+    return np.sum((x @ opt.update(w, 2 * x.T @ (x @ w))) ** 2)
+
+
+@pytest.mark.parametrize("loss", [unrolled_steps, step_in_a_helper,
+                                  lambda w, x: step_by_an_optimizer_passed_in(w, x, SGD(0.1))])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_an_optimizer_update_method_is_the_users(loss, dtype):
+    w = RS.randn(3, 2)
+    g = srcgrad.grad(loss, wrt=(0, 1))(w.astype(dtype), X.astype(dtype))
+    tol = 1e-6 if dtype == np.float64 else 2e-3
+    for i, got in enumerate(g):
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, finite_differences(loss, (w, X), i)[0], rtol=tol, atol=tol)
+
+
+# ---- caches grown in a loop that also calls a layer srcgrad does not inline --------------------
+
+class KeepsItsInput:
+    """A layer with state of its own: compiled on its own, called at run time."""
+
+    def __init__(self, w):
+        self.w, self.last = w, None
+
+    def __call__(self, x):
+        self.last = x
+        return np.tanh(x @ self.w)
+
+
+class GrowsInALoop:
+    def __init__(self, w):
+        self.sub, self.derived = KeepsItsInput(w), {"Z": []}
+
+    def forward(self, x):
+        for _ in range(3):
+            x = self.sub(x)
+            self.derived["Z"].append(x)
+        return x
+
+
+class GrowsAfterTheLoop(GrowsInALoop):
+    def forward(self, x):  # (the refusal's advice)
+        values = []
+        for _ in range(3):
+            x = self.sub(x)
+            values.append(x)
+        self.derived["Z"].extend(values)
+        return x
+
+
+def test_a_cache_grown_in_a_loop_calling_a_stateful_layer():
+    w = RS.randn(3, 3) * 0.5
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r'self.derived\["Z"\].extend\(values\)'):
+        srcgrad.grad(lambda m, x: np.sum(m.forward(x) ** 2), wrt=1)(GrowsInALoop(w), X)
+    m = GrowsAfterTheLoop(w)
+    g = srcgrad.grad(lambda m, x: np.sum(m.forward(x) ** 2), wrt=1)(m, X)
+    expected = finite_differences(lambda x: np.sum(GrowsAfterTheLoop(w).forward(x) ** 2), (X,), 0)[0]
+    np.testing.assert_allclose(g, expected, rtol=1e-6, atol=1e-8)
+    assert len(m.derived["Z"]) == 3
+
+
+# ---- `self.acc += v`, `self.stats["sum"] += v` on an array: NumPy changes it in place -----------
+
+class AccumulatesInPlace:
+    def __init__(self):
+        self.w, self.acc, self.stats = RS.randn(3, 2), np.zeros(3), {"sum": np.zeros(3), "n": 0}
+
+    def field(self, x):
+        s = self.acc  # (sees the change: `+=` on an array is in place)
+        self.acc += x.sum(axis=0)
+        return (x + s) @ self.w
+
+    def entry(self, x):
+        s = self.stats["sum"]
+        self.stats["sum"] += x.sum(axis=0)
+        self.stats["n"] += x.shape[0]  # (a counter: rebound)
+        return (x + s) @ self.w
+
+    def rebound(self, x):  # (the refusal's advice)
+        s = self.stats["sum"]
+        self.stats["sum"] = self.stats["sum"] + x.sum(axis=0)
+        self.acc = self.acc + x.sum(axis=0)
+        self.stats["n"] += x.shape[0]
+        return (x + s) @ self.w
+
+
+@pytest.mark.parametrize("method", ["field", "entry"])
+def test_augmented_assignment_of_an_array_an_object_holds_is_refused(method):
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="changes the array it holds in place"):
+        srcgrad.grad(lambda m, x: np.sum(getattr(m, method)(x) ** 2), wrt=1)(AccumulatesInPlace(), X)
+
+
+def test_the_same_update_as_a_new_array():
+    m = AccumulatesInPlace()
+    g = srcgrad.grad(lambda m, x: np.sum(m.rebound(x) ** 2), wrt=1)(m, X)
+    np.testing.assert_allclose(g, 2 * (X @ m.w) @ m.w.T, rtol=1e-12)
+    np.testing.assert_allclose(m.stats["sum"], X.sum(0), rtol=1e-12)
+    assert m.stats["n"] == 4

@@ -173,6 +173,12 @@ def read_back(ans_bar, ans, obj, name, value):
     return ans_bar
 
 
+@defadjoint(runtime.entry_read_back, diff=("value",), tangent="linear")
+def entry_read_back(ans_bar, ans, container, key, value):
+    """``obj.f[k]`` read right after ``obj.f[k] = value``: ``value`` itself."""
+    return ans_bar
+
+
 @defadjoint(runtime.concatenated, tangent=_concatenated_tangent)
 def concatenated(ans_bar, ans, a, b):
     """``a + b`` on tuples or lists: each item's adjoint goes to the item it came from."""

@@ -222,6 +222,9 @@ class _Lowering:
         # structure whose ranks are known too (`self.layer1`).
         self.field_arrays = set()
         self.field_structures = {}
+        self.field_reads = set()  # names bound to a field of an object passed in (`P = self.parameters`)
+        self.field_of = {}  # such a name -> (the object's name, the field)
+        self.stored_entries = {}  # ((object's name, field), key) -> the atom stored there in this block
         self.reads = None  # user name -> how many times the function reads it (for `_carried`)
 
     def run(self) -> Core:
@@ -238,7 +241,7 @@ class _Lowering:
     def _in_block(self, stmts, prelude=None) -> list:
         """Lower ``stmts`` into a new statement list (a branch or loop body)."""
         group, saved, self.block = self.group, self.block, []
-        fields = dict(self.stored_fields)
+        fields, entries = dict(self.stored_fields), dict(self.stored_entries)
         if prelude is not None:
             prelude()
         self._block(stmts)
@@ -246,6 +249,7 @@ class _Lowering:
         # A field stored in the block holds that value on some paths only (or from the
         # previous iteration, at a loop's top): reads after it read the object.
         self.stored_fields = {k: v for k, v in fields.items() if self.stored_fields.get(k) is v}
+        self.stored_entries = {k: v for k, v in entries.items() if self.stored_entries.get(k) is v}
         return out
 
     # ---- statements -------------------------------------------------------
@@ -257,6 +261,14 @@ class _Lowering:
         elif isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Attribute):
             self._setattr(stmt.targets[0], stmt.value, stmt)
         elif isinstance(stmt, gast.AugAssign) and isinstance(stmt.target, gast.Attribute):
+            # `self.acc += v` changes an array the field holds in place (`s = self.acc` sees it), which
+            # srcgrad computes as a new array: refused when it runs where the field holds an array.
+            obj, origin = self._lower(stmt.target.value), anno.get(stmt, "origin")
+            check = nodes.call("rt.not_in_place", [nodes.copy(obj), nodes.const(stmt.target.attr),
+                                                   nodes.const(nodes.to_source(stmt.target).strip()),
+                                                   nodes.const(_op_symbol(stmt.op)),
+                                                   nodes.const(origin.where if origin else "?"), nodes.const(True)])
+            self._emit(check, stmt, None, "_checked", False, kind="nondiff", rule=None, impure=True)
             read = nodes.copy(stmt.target)
             read.ctx = gast.Load()
             value = gast.BinOp(left=read, op=stmt.op, right=stmt.value)
@@ -923,6 +935,7 @@ class _Lowering:
         """Emit ``target = value`` (or ``value`` for effect) and return the target atom."""
         if annotations.get("kind") in ("call", "unknown"):
             self.stored_fields.clear()  # (code not inlined may store other values in them)
+            self.stored_entries.clear()
         anno.set(value, "origin", anno.get(origin_node, "origin"))
         if effect and (annotations.get("kind") == "op" or isinstance(value, gast.Compare)):
             # A primitive or a comparison alone on a line (`np.sin(x)`, `x > 0`) changes
@@ -1422,6 +1435,7 @@ class _Lowering:
         # through, where the object's field would carry none); any other object's `.name`
         # may be an alias of this one: forgotten.
         self.stored_fields = {k: v for k, v in self.stored_fields.items() if k[1] != target.attr}
+        self.stored_entries = {k: v for k, v in self.stored_entries.items() if k[0][1] != target.attr}
         if isinstance(obj, gast.Name) and isinstance(value, gast.Name):
             self.stored_fields[(obj.id, target.attr)] = value
 
@@ -1505,11 +1519,89 @@ class _Lowering:
         self._same_kind(new.id, name)
         return True
 
+    def _object_entry(self, target, value_node, stmt) -> bool:
+        """``self.parameters["running_mean"] = v``, ``P["k"] = v`` on ``P = self.parameters``,
+        ``self.cache[key] = v``: an entry of a dict or list an object holds (the field's kind
+        known from the specialisation) replaced, as ``self.n = v`` replaces a field.  It runs
+        as written (kind ``setentry``); the reverse pass keeps the value as bookkeeping, with
+        no adjoint, or refuses it where the entry may be read back.  False where ``target``
+        is not such an entry."""
+        base = target.value
+        if isinstance(base, gast.Attribute):
+            if not isinstance(base.value, gast.Name) or anno.has(base.value, "resolved") \
+                    or not self._holds_field(self._lower(base.value)):
+                return False
+        elif not isinstance(base, gast.Name) or anno.has(base, "resolved") \
+                or self._object_container(self.current.get(base.id, base.id)) is False:
+            return False
+        value = self._lower(value_node)
+        holder = self._lower(base)
+        known = self._object_container(holder.id if isinstance(holder, gast.Name) else None)
+        where = nodes.to_source(base)
+        if known is False:
+            raise errors.at(stmt, f"writing into `{where}[...]` is supported where `{where}` holds a dict "
+                            "or a list (an object's cache, counters, running statistics), not an array: "
+                            "srcgrad cannot follow a write into an array an object holds",
+                            f"replace the field instead (`{where} = ...`), with a new array made from "
+                            "the old one")
+        index = self._index(target.slice)
+        if isinstance(stmt, gast.AugAssign):
+            # `self.stats["sum"] += v` changes an array in that entry in place, which srcgrad computes
+            # as a new array (`... = self.stats["sum"] + v`): refused when it runs where the entry
+            # holds an array (a number, a counter, is rebound as srcgrad does).
+            origin = anno.get(stmt, "origin")
+            check = nodes.call("rt.not_in_place", [nodes.copy(holder), nodes.copy(index), nodes.const(where),
+                                                   nodes.const(_op_symbol(stmt.op)),
+                                                   nodes.const(origin.where if origin else "?")])
+            self._emit(check, stmt, None, "_checked", False, kind="nondiff", rule=None, impure=True,
+                       checks=holder.id)
+        self._escape([value], stmt)
+        self.aggregates.pop(holder.id, None)
+        container = nodes.copy(holder)
+        if known is None:  # (a dict in an object, of counters or of arrays: its kind is checked when it runs)
+            origin = anno.get(stmt, "origin")
+            container = nodes.call("rt.entries", [container, nodes.const(where),
+                                                  nodes.const(origin.where if origin else "?")])
+        write = nodes.assign(gast.Subscript(value=container, slice=nodes.copy(index), ctx=gast.Store()),
+                             nodes.copy(value))
+        self._emit_stmt(write, stmt, kind="setentry", holder=holder.id, index=index, value=value, impure=True)
+        # Reads of this entry after it in this block are the value itself (differentiated through,
+        # as for `self.h = v`); the field's other entries another key may name are forgotten.
+        field, key = self.field_of.get(holder.id), self._entry_key(index)
+        self.stored_entries = {k: v for k, v in self.stored_entries.items() if field is None or k[0][1] != field[1]
+                               or isinstance(k[1], tuple) is False and isinstance(key, tuple) is False
+                               and k[1] != key}
+        if field is not None and key is not None and isinstance(value, gast.Name):
+            self.stored_entries[(field, key)] = value
+        return True
+
+    def _entry_key(self, index):
+        """What names an entry within one block: a literal key, or ``("name", n)`` for a key
+        held in the name ``n`` (one value: single assignment); None for another expression."""
+        key = static_value(index)
+        if type(key) in (str, int, bool):
+            return key
+        return ("name", index.id) if isinstance(index, gast.Name) else None
+
+    def _object_container(self, name):
+        """Whether ``name``, a field read from an object passed in, holds a dict or list: True,
+        False (an array, or not a field read), or None where the specialisation does not say
+        (a container of no float: counters, labels, an empty cache)."""
+        if name not in self.field_reads or self.made_by.get(name, (False,))[0] or name in self.containers:
+            return False
+        rank = self.field_structures.get(name)
+        if isinstance(rank, TreeRank) and rank.kind in ("mapping", "sequence"):
+            return True
+        # (In an object, a dict's ranks are an object's: which kind of structure, checked when it runs.)
+        return False if name in self.field_arrays else None
+
     # ---- writes into arrays -------------------------------------------------
     def _setitem(self, target, value_node, stmt):
         """``y[i] = v`` stays an in-place write.  The overwritten elements are saved
         first (``y_overwritten``) so the backward sweep can put them back, and the
         write is refused where ``y`` may share memory with another name."""
+        if self._object_entry(target, value_node, stmt):
+            return
         if not isinstance(target.value, gast.Name) or anno.has(target.value, "resolved"):
             held = nodes.to_source(target.value)
             what = f"the global `{held}`" if isinstance(target.value, gast.Name) else f"`{held}`"
@@ -1627,6 +1719,12 @@ class _Lowering:
         if isinstance(node, gast.Subscript):
             base = self._lower(node.value)
             index = self._index(node.slice)
+            stored = self.stored_entries.get((self.field_of.get(base.id), self._entry_key(index))) \
+                if isinstance(base, gast.Name) and base.id in self.field_of else None
+            if stored is not None:  # `self.cache[k] = v` then `self.cache[k]` in the same block: `v` (checked)
+                args = [nodes.copy(base), nodes.copy(index), nodes.copy(stored)]
+                return self._apply(runtime.entry_read_back, nodes.call("rt.entry_read_back", args),
+                                   [nodes.copy(a) for a in args], {}, node, **emit)
             if isinstance(base, gast.Name) and base.id in self.lists:
                 return self._item(base, index, node, **emit)
             if isinstance(base, gast.Name) and base.id in self.records and base.id not in self.named_fields:
@@ -1836,6 +1934,8 @@ class _Lowering:
         atom = self._apply(getattr, value, [nodes.copy(base), nodes.const(node.attr)], {}, node, **emit)
         if isinstance(base, gast.Name) and isinstance(atom, gast.Name):
             self._field_rank(atom, base, node.attr)
+            self.field_reads.add(atom.id)
+            self.field_of[atom.id] = (base.id, node.attr)
         return atom
 
     def _constant_entry(self, base, key) -> bool:

@@ -78,6 +78,7 @@ def transform(fdef: gast.FunctionDef, fn=None) -> None:
                                                   or _nested_target(n.targets[0]) or isinstance(n.value, gast.Lambda)
                                                   or _parallel(n))
                or isinstance(n, gast.For) and isinstance(n.target, (gast.Tuple, gast.List))
+               or isinstance(n, gast.Call) and _lambda_arguments(n)
                for n in nodes.own_nodes(fdef)):
         return
     desugar = _Desugar(fdef, fn)
@@ -284,6 +285,15 @@ class _Desugar:
                              branch)] for branch in (node.body, node.orelse)]
             self.statement(_at(gast.If(test=test, body=branches[0], orelse=branches[1]), node), out)
             return _at(nodes.name(name), node)
+        if isinstance(node, gast.Call):
+            for holder, field in _lambda_arguments(node):
+                # `layer(x, act=lambda z: z)`: the lambda, made by a statement of its own first,
+                # is a nested function (`def _lambda(z): return z`), as `act = lambda z: z` is.
+                # (Making a lambda without defaults runs nothing: the order of calls holds.)
+                name = self.fresh("_lambda")
+                self.statement(_at(gast.Assign(targets=[nodes.name(name, "store")], value=getattr(holder, field),
+                                               type_comment=None), getattr(holder, field)), out)
+                setattr(holder, field, _at(nodes.name(name), getattr(holder, field)))
         children = _children_in_order(node)
         for k, (field, index, child) in enumerate(children):
             cond = conditional
@@ -472,6 +482,43 @@ class _Desugar:
 
     def fresh(self, base: str) -> str:
         return nodes.fresh_name(base, self.taken)
+
+
+def _lambda_arguments(call) -> list:
+    """``(holder, field)`` of each lambda given to ``call`` as an argument (``f(x, act=lambda z: z)``),
+    except where ``map``, ``filter``, ``reduce`` or ``partial`` take it (``functional`` reads those),
+    and a lambda with a computed default (computed when it is made: it stays where it is)."""
+    if isinstance(call.func, (gast.Name, gast.Attribute)) and _last_name(call.func) in ("map", "filter", "reduce",
+                                                                                          "partial"):
+        return []
+    found = []
+    for i, arg in enumerate(call.args):
+        if isinstance(arg, gast.Lambda) and not _has_defaults(arg):
+            found.append((_Item(call.args, i), "value"))
+    for keyword in call.keywords:
+        if isinstance(keyword.value, gast.Lambda) and not _has_defaults(keyword.value):
+            found.append((keyword, "value"))
+    return found
+
+
+def _has_defaults(lam) -> bool:
+    """Whether ``lam`` has a default that is computed (a literal one computes nothing)."""
+    return any(d is not None and not isinstance(d, gast.Constant) for d in lam.args.defaults + lam.args.kw_defaults)
+
+
+class _Item:
+    """Item ``index`` of a list, read and written as a field ``value``."""
+
+    def __init__(self, items, index):
+        self.items, self.index = items, index
+
+    @property
+    def value(self):
+        return self.items[self.index]
+
+    @value.setter
+    def value(self, new):
+        self.items[self.index] = new
 
 
 def _leaving(stmts, loop):

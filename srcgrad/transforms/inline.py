@@ -454,6 +454,7 @@ class _Inliner:
                 or any(isinstance(n, (gast.Attribute, gast.Subscript)) and isinstance(n.ctx, gast.Store)
                        and _root(n) not in local for n in inside) \
                 or any(isinstance(n, gast.Attribute) and isinstance(n.ctx, gast.Store) for n in inside) \
+                or _stores_object_entries(inside) \
                 or "__class__" in callee_free.names:
             return None
         # Every name it reads is its own or resolved in its module (else the caller's
@@ -695,6 +696,16 @@ def _descriptor(cls, attr) -> bool:
 
 def _plain_reads(cls) -> bool:
     return inspect.getattr_static(cls, "__getattribute__") is object.__getattribute__
+
+
+def _stores_object_entries(inside) -> bool:
+    """Whether a callee replaces an entry of a container an object holds (``self.cache[k] = v``,
+    ``P[k] = v`` on ``P = self.parameters``): state, as a stored attribute is (not inlined)."""
+    fields = {t.id for n in inside if isinstance(n, gast.Assign) and isinstance(n.value, gast.Attribute)
+              for t in n.targets if isinstance(t, gast.Name)}
+    return any(isinstance(n, gast.Subscript) and isinstance(n.ctx, gast.Store)
+               and (isinstance(n.value, gast.Attribute) or isinstance(n.value, gast.Name) and n.value.id in fields)
+               for n in inside)
 
 
 def _root(node):

@@ -439,8 +439,10 @@ class _Reverse:
                 # A call before it (or an earlier call of this function: state it keeps, read in
                 # the next call) may have stored the field as bookkeeping (no adjoint).
                 origin = anno.get(stmt, "origin")
+                keys = self.stores.keys_read(target, self.activity.useful)
                 stmt.value = nodes.call("rt.field", [stmt.value.value, nodes.const(stmt.value.attr),
-                                                     nodes.const(origin.where if origin else "?")])
+                                                     nodes.const(origin.where if origin else "?")]
+                                        + ([nodes.const(tuple(sorted(keys, key=repr)))] if keys is not None else []))
         if anno.get(stmt, "manager"):
             varied = [n for n in nodes.loaded_names(stmt) if n in self.activity.varied]
             if varied:
@@ -508,6 +510,8 @@ class _Reverse:
                      for n in nodes.loaded_names(a)]
             varied = [n for n in given if n in self.activity.varied]
             method = stmt.value.func.attr if isinstance(stmt.value.func, gast.Attribute) else None
+            if method in _CONTAINER_MUTATORS and self._user_object(anno.get(stmt, "receiver")):
+                method = None  # (`opt.update(w, g)` on an optimizer of the user's: a method like any other)
             if varied and fn is None and method in _CONTAINER_MUTATORS and self._grown_apart(stmt):
                 return  # (bookkeeping: a cache on the object grows by the value, with no adjoint)
             if varied and fn is None and self.stores is not None and self.stores.grows(stmt) is not None:
@@ -516,9 +520,7 @@ class _Reverse:
                                 f"being differentiated, and `.{attr}` (or a call that may read it) is read "
                                 "after it: srcgrad keeps what a call adds to an object's state as "
                                 "bookkeeping, with no adjoint, so a gradient through that read would be lost",
-                                f"use the value itself where it is read, rather than reading it back from "
-                                f"`.{attr}`, or build the list in a local name and return it",
-                                kind=errors.UnsupportedSyntaxError)
+                                self.stores.advice(stmt, attr), kind=errors.UnsupportedSyntaxError)
             if varied and fn is None and method in _CONTAINER_MUTATORS:
                 # `obj.items.append(h)`, `ys[i].append(h)`: a list or dict that normalize does
                 # not track (not made here, or reached through a key known only at run time).
@@ -583,6 +585,9 @@ class _Reverse:
                         nodes.const(v) for v in (origin.filename, origin.line, origin.col, origin.text)])
             self._check_outside_writes(stmt, fn)
         if isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") == "call":
+            return
+        if anno.get(stmt, "kind") == "setentry":
+            self._entry_store(stmt)
             return
         if anno.get(stmt, "kind") == "setattr":
             value = anno.get(stmt, "value")
@@ -1072,6 +1077,53 @@ class _Reverse:
                                                    nodes.name(root), nodes.const(origin.where if origin else "?")])
         return True
 
+    def _entry_store(self, stmt):
+        """``self.parameters["running_mean"] = v``, ``self.dv["n"] += 1``: an entry of a dict or
+        list an object holds replaced.  Bookkeeping as ``self.n = v`` is (``setattr``): run as
+        written, the value stored with no adjoint, where nothing in this function reads the
+        field back after it (``_StoresReadBack``); ``rt.kept_entry`` records it, so that a later
+        call reading the entry back with an adjoint is refused.  A differentiated value that
+        is read back is refused here."""
+        if self.stores is None:
+            self.stores = _StoresReadBack(self.core.body)
+        value, holder = anno.get(stmt, "value"), stmt.targets[0].value
+        varied = isinstance(value, gast.Name) and value.id in self.activity.varied \
+            and not self._bookkeeping(value.id)
+        stored = self.stores.entry_store(stmt)
+        if not varied:
+            return
+        origin = anno.get(stmt, "origin")
+        if stored is None or self.stores.read_back(stmt):
+            field = f"`.{stored[1]}`" if stored is not None else "the container"
+            raise errors.at(stmt, f"storing a value that is being differentiated in "
+                            f"`{_stored_target(origin)}`, "
+                            f"and {field} (or a call that may read it) is read after it in this function: "
+                            "srcgrad keeps what is stored in an object's state as bookkeeping, with no "
+                            "adjoint, so a gradient through that read would be lost",
+                            self.stores.advice(stmt, stored[1]) if stored is not None else
+                            "keep the value in a local name and use that name where it is read, or return "
+                            "it (with has_aux=True)")
+        obj, attr, root = stored
+        stmt.targets[0].value = nodes.call("rt.kept_entry", [
+            holder, nodes.copy(obj), nodes.const(attr), nodes.copy(anno.get(stmt, "index")),
+            nodes.name(value.id), nodes.const(origin.where if origin else "?")])
+
+    def _user_object(self, atom) -> bool:
+        """Whether ``atom`` holds an object of the user's class (not a list, dict or set), so
+        that its ``.update(...)``, ``.append(...)`` is its class's method, not a container's:
+        an object argument (its rank says so) or one made here (``opt = SGD(0.1)``)."""
+        if not isinstance(atom, gast.Name):
+            return False
+        rank = rank_of(atom, self.ranks)
+        if isinstance(rank, TreeRank) and atom.id in self.core.params:  # (in an object, a dict's kind is "object" too)
+            return rank.kind == "object"
+        if self.definitions is None:
+            self.definitions = {t: s for s in nodes.statements(self.core.body)
+                                for t in nodes.assigned_names(s)}
+        made = self.definitions.get(atom.id)
+        cls = anno.get(made, "constructs") if made is not None else None
+        return isinstance(cls, type) and not issubclass(cls, (list, dict, set))
+
     def _bookkeeping(self, name) -> bool:
         """``self.calls + 1``: an update of a field by constants (a counter), not a
         differentiated value, though the object it belongs to is differentiated."""
@@ -1082,14 +1134,16 @@ class _Reverse:
         stmt = defs.get(name)
         if stmt is None or anno.get(stmt, "kind") != "op":
             return False
-        field = registry_lookup(getattr)
-        for atom in anno.get(stmt, "bound").values():
-            if isinstance(atom, gast.Constant):
-                continue
+        field, item = registry_lookup(getattr), registry_lookup(operator.getitem)
+
+        def read_from_object(atom, depth=0):  # `self.calls`, `self.dv["n"]`
             source = defs.get(atom.id) if isinstance(atom, gast.Name) else None
-            if source is None or anno.get(source, "rule") is not field:
+            if source is None or anno.get(source, "kind") != "op" or depth > 8:
                 return False
-        return True
+            rule = anno.get(source, "rule")
+            return rule is field or rule is item and read_from_object(anno.get(source, "bound").get("a"), depth + 1)
+        return all(isinstance(atom, gast.Constant) or read_from_object(atom)
+                   for atom in anno.get(stmt, "bound").values())
 
     def _check_holders(self, stmt, xs):
         """``ys = [xs]`` then ``xs.append(h)``: ``ys`` holds the list itself, so what
@@ -1642,19 +1696,22 @@ class _StoresReadBack:
 
     def __init__(self, body):
         self.read_after = {}  # id(store) -> whether a read may follow it
+        self.by_call_only = {}  # id(store) -> whether only a call of code not inlined may read it
         self._containers(body)
         self._walk(body, frozenset())
         self.body, self.reads_after_calls = body, None
         # The fields this function stores or grows: an earlier call of it (a layer called
         # twice, a cell in a loop) may have kept them, which a read here must not take in.
         self.kept_names = {s.targets[0].attr for s in nodes.statements(body) if anno.get(s, "kind") == "setattr"} \
-            | {self.grows(s)[1] for s in nodes.statements(body) if self.grows(s) is not None}
+            | {self.grows(s)[1] for s in nodes.statements(body) if self.grows(s) is not None} \
+            | {self.entry_store(s)[1] for s in nodes.statements(body)
+               if anno.get(s, "kind") == "setentry" and self.entry_store(s) is not None}
 
     def _containers(self, body):
         """``self.held``: name -> (object, field, the name holding the field) for ``_t = obj.f``
         and ``_u = _t["k"]`` (a container an object holds, or an entry of one); ``self.receivers``:
         those whose every use is to grow them (``_t.append(v)``) or to reach one that is."""
-        self.held, uses, reached = {}, {}, {}
+        self.held, uses, reached, self.item_reads = {}, {}, {}, {}
         field, item = registry_lookup(getattr), registry_lookup(operator.getitem)
         flat = list(nodes.statements(body))
         for stmt in flat:
@@ -1671,15 +1728,27 @@ class _StoresReadBack:
                     self.held[stmt.targets[0].id] = (anno.get(stmt, "bound")["obj"], name, stmt.targets[0].id)
             elif rule is item and isinstance(stmt.targets[0], gast.Name):
                 base = anno.get(stmt, "bound").get("a")
+                key = templates.static_value(anno.get(stmt, "bound").get("index"))
+                if isinstance(base, gast.Name) and type(key) in (str, int, bool):  # (not a slice)
+                    self.item_reads.setdefault(base.id, []).append((key, stmt.targets[0].id))
                 if isinstance(base, gast.Name) and base.id in self.held:
                     self.held[stmt.targets[0].id] = self.held[base.id]
                     reached.setdefault(base.id, []).append(stmt.targets[0].id)
         growing = {}
+        read_back = registry_lookup(runtime.entry_read_back)
         for stmt in flat:
             receiver = self._receiver(stmt)
             if receiver is not None:
                 growing[receiver] = growing.get(receiver, 0) + 1
+            elif anno.get(stmt, "checks") is not None:  # (`rt.not_in_place(_t, k, ...)` before `_t[k] += v`)
+                growing[anno.get(stmt, "checks")] = growing.get(anno.get(stmt, "checks"), 0) + 1
+            elif anno.get(stmt, "kind") == "op" and anno.get(stmt, "rule") is read_back:
+                # (an entry read right after it was stored: the stored value, not a read of the field)
+                container = anno.get(stmt, "bound").get("container")
+                if isinstance(container, gast.Name):
+                    growing[container.id] = growing.get(container.id, 0) + 1
         self.receivers = {n for n in self.held if uses.get(n, 0) == growing.get(n, 0) + len(reached.get(n, ()))}
+        self.uses, self.growing = uses, growing
         changed = True
         while changed:  # (a name that reaches another is one only if that one is)
             kept = {n for n in self.receivers if all(r in self.receivers for r in reached.get(n, ()))}
@@ -1689,6 +1758,8 @@ class _StoresReadBack:
         """The name ``stmt`` grows (``_t.append(v)``, ``_t.update(d)``, or run for its effect on
         an object being differentiated, ``rt.keeping_fields(_t, "append", where, v)``), or None."""
         value = getattr(stmt, "value", None)
+        if anno.get(stmt, "kind") == "setentry":
+            return anno.get(stmt, "holder")
         if not (isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") == "call" and isinstance(value, gast.Call)
                 and isinstance(value.func, gast.Attribute)):
             return None
@@ -1701,18 +1772,51 @@ class _StoresReadBack:
             return value.func.value.id
         return None
 
+    def keys_read(self, name, useful):
+        """The literal keys of the entries of ``name`` (a field read: a dict or list) read into
+        names in ``useful``, where every use of ``name`` is such a read or a store into it;
+        else None (the code may read any entry)."""
+        reads = self.item_reads.get(name, [])
+        if name is None or self.uses.get(name, 0) != len(reads) + self.growing.get(name, 0):
+            return None
+        return {key for key, target in reads if useful is None or target in useful}
+
+    def entry_store(self, stmt):
+        """``(object, field, name holding it)`` where ``stmt`` (kind ``setentry``) replaces an
+        entry of a container that field holds, or None where that is not known."""
+        return self.held.get(anno.get(stmt, "holder"))
+
     def grows(self, stmt):
         """``(object, field, name holding it)`` where ``stmt`` grows a container that field holds."""
         receiver = self._receiver(stmt)
         return self.held.get(receiver) if receiver in self.receivers else None
 
-    def _read(self, stmt):
+    def _read(self, stmt, keyed=True):
+        """The field ``stmt`` reads (``"parameters"``), the entry of one (``"parameters['k']"``:
+        ``P["k"]`` on ``P = self.parameters``, where ``keyed`` and every use of ``P`` is such a
+        read), ``""`` for a call of code that is not inlined, or None."""
         kind = anno.get(stmt, "kind")
+        target = stmt.targets[0].id if isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name) \
+            else None
         if kind == "op" and anno.get(stmt, "rule") is registry_lookup(getattr):
-            if isinstance(stmt.targets[0], gast.Name) and stmt.targets[0].id in self.receivers:
+            if target in self.receivers:
                 return None  # (only reaches a container to grow it)
+            if keyed and target in self.held and self.keys_read(target, None) is not None:
+                return None  # (its entries' reads say which it reads)
             return templates.static_value(anno.get(stmt, "bound")["name"])
-        if self.grows(stmt) is not None:
+        if kind == "op" and anno.get(stmt, "rule") is registry_lookup(operator.getitem) \
+                and isinstance(anno.get(stmt, "bound").get("a"), gast.Name) \
+                and anno.get(stmt, "bound")["a"].id in self.held:
+            # `P["k"]` on `P = self.parameters`: a read of the field (`P["k"] = v` may have replaced it)
+            if target in self.receivers:
+                return None
+            base = anno.get(stmt, "bound")["a"].id
+            key = templates.static_value(anno.get(stmt, "bound").get("index"))
+            field = self.held[base][1]
+            if keyed and type(key) in (str, int, bool) and self.keys_read(base, None) is not None:
+                return _entry_name(field, key)
+            return field
+        if self.grows(stmt) is not None or kind == "setentry":
             return None
         calls = kind == "call" or kind == "unknown" and isinstance(getattr(stmt, "value", None), gast.Call)
         return "" if calls else None  # (a `raise` is "unknown" too: it ends the path)
@@ -1737,13 +1841,37 @@ class _StoresReadBack:
                 later = self._walk(stmt.body, later) | self._walk(stmt.orelse, later)
             elif anno.get(stmt, "kind") == "setattr":
                 self.read_after[id(stmt)] = stmt.targets[0].attr in later or "" in later
+            elif anno.get(stmt, "kind") == "setentry" and self.entry_store(stmt) is not None:
+                key = templates.static_value(anno.get(stmt, "index"))
+                key = key if type(key) in (str, int, bool) else templates.UNKNOWN
+                self.read_after[id(stmt)] = _touches(later, self.entry_store(stmt)[1], key)
+                self.by_call_only[id(stmt)] = _touches(later - {""}, self.entry_store(stmt)[1], key) is False
             elif self.grows(stmt) is not None:
-                self.read_after[id(stmt)] = self.grows(stmt)[1] in later or "" in later
+                self.read_after[id(stmt)] = _touches(later, self.grows(stmt)[1], templates.UNKNOWN)
+                self.by_call_only[id(stmt)] = _touches(later - {""}, self.grows(stmt)[1], templates.UNKNOWN) is False
             else:
                 read = self._read(stmt)
                 if read is not None:
                     later = later | {read}
         return later
+
+    def advice(self, store, attr) -> str:
+        """What to write instead of a store or grow that something reads back."""
+        if self.by_call_only.get(id(store)):
+            origin = anno.get(store, "origin")
+            text = origin.text.strip() if origin is not None else ""
+            later = "a call after it (of code srcgrad does not inline: a layer that keeps state of its own) " \
+                f"may read `.{attr}`: "
+            if anno.get(store, "kind") == "setentry" and "[" in text:
+                held = text[:text.index("[")]
+                return later + (f"collect the values in a local dict and store them after the loop or the call "
+                                f"(`values[key] = v` in the loop, `{held}.update(values)` after it)")
+            head = text.split("(")[0]  # (`self.derived["Z"].append`)
+            held = head[:head.rindex(".")] if "." in head else f"self.{attr}"
+            return later + (f"collect the values in a local list and store them after the loop or the call "
+                            f"(`values.append(v)` in the loop, `{held}.extend(values)` after it)")
+        return (f"use the value itself where it is read, rather than reading it back from `.{attr}`, "
+                "or build the list in a local name and return it (with has_aux=True)")
 
     def read_back(self, store) -> bool:
         return self.read_after.get(id(store), True)
@@ -1763,12 +1891,31 @@ class _StoresReadBack:
             elif isinstance(stmt, gast.If):
                 called = self._forward(stmt.body, called) | self._forward(stmt.orelse, called)
             else:
-                read = self._read(stmt)
+                read = self._read(stmt, keyed=False)
                 if read == "":
                     called = True
                 elif read is not None and called:
                     self.reads_after_calls.add(id(stmt))
         return called
+
+
+def _stored_target(origin) -> str:
+    """``self.stats["sum"]`` of the line ``self.stats["sum"] += v``."""
+    return re.split(r"\s*[-+*/@%&|^]*=", origin.text.strip())[0] if origin is not None else "an entry"
+
+
+def _entry_name(field, key) -> str:
+    return f"{field}[{key!r}]"
+
+
+def _touches(reads, field, key) -> bool:
+    """Whether ``reads`` (what ``_StoresReadBack._read`` gives) take in what a store into
+    ``field`` (an entry ``key`` of it; UNKNOWN: any) replaced."""
+    if "" in reads or field in reads:
+        return True
+    if key is templates.UNKNOWN:
+        return any(r.startswith(field + "[") for r in reads)
+    return _entry_name(field, key) in reads
 
 
 class _ActiveReads:

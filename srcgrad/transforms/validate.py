@@ -99,14 +99,16 @@ def _check_statement(stmt):
         target = stmt.targets[0]
         unpacking = isinstance(target, (gast.Tuple, gast.List)) and all(
             isinstance(t, gast.Name) for t in target.elts)
-        writes = isinstance(target, (gast.Subscript, gast.Attribute)) and isinstance(target.value, gast.Name)
+        writes = isinstance(target, (gast.Subscript, gast.Attribute)) and isinstance(target.value, gast.Name) \
+            or _object_entry(target)
         if len(stmt.targets) != 1 or not (isinstance(target, gast.Name) or unpacking or writes):
             raise errors.at(stmt, "this assignment target is not supported yet",
                             "assign to a name (`a = ...`), unpack into names (`a, b = ...`), "
                             "write into a local array (`y[i] = ...`) or set an attribute (`self.n = ...`)")
     if isinstance(stmt, gast.AugAssign) and not (
             isinstance(stmt.target, gast.Name) or (isinstance(stmt.target, (gast.Subscript, gast.Attribute))
-                                                  and isinstance(stmt.target.value, gast.Name))):
+                                                  and isinstance(stmt.target.value, gast.Name))
+            or _object_entry(stmt.target)):
         raise errors.at(stmt, "this augmented assignment target is not supported yet",
                         "update a name, an array element (`y[i] += v`) or an attribute (`self.n += 1`)")
     if isinstance(stmt, gast.For):
@@ -130,6 +132,13 @@ def _check_statement(stmt):
         return
     for child in gast.iter_child_nodes(stmt):
         _check_expression(child)
+
+
+def _object_entry(target) -> bool:
+    """``self.parameters["k"]``, ``self.cache[key]``: an entry of a container an object
+    holds (normalize decides, from the field's kind, whether it is one)."""
+    return isinstance(target, gast.Subscript) and isinstance(target.value, gast.Attribute) \
+        and isinstance(target.value.value, gast.Name)
 
 
 def _check_expression(root):
