@@ -1701,13 +1701,23 @@ def add_items(adjoints, more, items):
 
 def add_item(items, index, g):
     """A new list of adjoints: ``items`` with ``g`` added to item ``index`` (the
-    adjoint of ``xs[index]`` read from a list grown with append).
+    adjoint of ``xs[index]`` read from a list grown with append), or, for a slice
+    (``xs[1:]``), each of ``g``'s parts (a list of adjoints, or sparse: ``{0: a}``) to the
+    item it came from.
 
     Raises:
-        TypeError: ``index`` is not an integer (a list is read by one integer index).
+        TypeError: ``index`` is neither an integer nor a slice.
     """
-    index = operator.index(index)
     out = list(items)
+    if isinstance(index, slice):
+        positions = range(len(out))[index]
+        parts = g.items() if isinstance(g, dict) else enumerate(g)
+        for j, part in parts:
+            if part is not None:
+                k = positions[j]
+                out[k] = part if out[k] is None else add(out[k], part)
+        return out
+    index = operator.index(index)
     out[index] = g if out[index] is None else add(out[index], g)
     return out
 

@@ -1086,13 +1086,18 @@ class _Lowering:
         append, changed by pop in a loop or branch): one integer index, the item as it
         is; the backward sweep adds ``h``'s adjoint to the list's adjoint at ``i``."""
         key = static_value(index)
-        if isinstance(index, (gast.Slice, gast.Tuple, gast.List)) \
-                or key is not UNKNOWN and not isinstance(key, int):
-            raise errors.at(node, "reading a list grown with append (or changed by pop in a loop or "
-                            "branch) by anything but one integer index is not supported",
+        if isinstance(index, (gast.Tuple, gast.List)) \
+                or key is not UNKNOWN and not isinstance(key, (int, slice)):
+            raise errors.at(node, "reading a list whose items are known when the code runs only (grown "
+                            "with append or by a comprehension, changed by pop in a loop or branch) by "
+                            "anything but one integer index or a slice is not supported",
                             f"stack it first (`np.stack({base.id})[...]`), or read items one by one")
         value = gast.Subscript(value=nodes.copy(base), slice=nodes.copy(index), ctx=gast.Load())
-        return self._emit(value, kind="item", list=base.id, index=index, **emit)
+        result = self._emit(value, kind="item", list=base.id, index=index, **emit)
+        if isinstance(index, gast.Slice) and isinstance(result, gast.Name):
+            self.runtime_lists.add(result.id)  # (`xs[1:]`: a new list of the same items)
+            self.made_by[result.id] = (True, anno.get(node, "origin"))
+        return result
 
     def _changed_in(self, loop):
         """Lists and dicts made here that ``loop``'s body changes in place (append, pop,

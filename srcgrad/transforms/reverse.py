@@ -1232,7 +1232,7 @@ class _Reverse:
             self.out.append(self._zeros(xs))
             self.defined.add(xs)
         self._append(nodes.assign(self.bar[xs], nodes.call("rt.add_item", [
-            nodes.name(self.bar[xs]), nodes.copy(index), g])), self.group)
+            nodes.name(self.bar[xs]), self._index_argument(index), g])), self.group)
 
     def _setitem_adjoint(self, stmt):
         """Reverse of ``y[i] = v``: ``v`` gets ``y_bar[i]``; the overwritten elements

@@ -1,0 +1,84 @@
+"""A slice of a list whose items are known when the code runs only (grown with append,
+built by a comprehension, a MAML step's list of parameters): a new list of the same
+items, each item's adjoint added back to the one it came from (``rt.add_item``)."""
+import numpy as np
+import pytest
+
+import srcgrad
+from conftest import numerical_grad
+
+
+def of_a_comprehension(w):
+    hs = [w * i for i in range(4)]
+    tail = hs[1:]
+    return np.sum(np.stack(tail) ** 2) + np.sum(hs[-1])
+
+
+def all_but_the_last_parameter(w):
+    params = [w, w * 2.0, w * 3.0]
+    for _ in range(2):
+        grads = [p * 0.1 for p in params]
+        params = [p - g * 0.5 for p, g in zip(params, grads)]
+    hidden = params[:-1]
+    return sum(np.sum(p ** 2) for p in hidden) + np.sum(params[-1])
+
+
+def of_appended_states_with_a_step(w):
+    hs = []
+    h = w
+    for _ in range(4):
+        h = np.tanh(h * w)
+        hs.append(h)
+    return np.sum(np.stack(hs[1:])) + np.sum(hs[::2][0]) + np.sum(hs[::2][1])
+
+
+def in_a_loop(w):
+    hs = [w]
+    total = 0.0
+    for _ in range(3):
+        hs.append(hs[-1] * w)
+        last_two = hs[-2:]
+        total = total + np.sum(last_two[0] * last_two[-1])
+    return total
+
+
+class Stack:
+    def __init__(self, depth):
+        self.depth = depth
+
+    def run(self, w):
+        outs = [np.sin(w * k) for k in range(self.depth)]
+        return np.sum(np.stack(outs[1:-1]) ** 2)
+
+
+def as_a_method(w):
+    return Stack(4).run(w)
+
+
+CASES = [of_a_comprehension, all_but_the_last_parameter, of_appended_states_with_a_step, in_a_loop, as_a_method]
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("f", CASES, ids=[f.__name__ for f in CASES])
+def test_gradient_matches_finite_differences(f, optimize):
+    w = np.array([0.3, -0.7, 1.1])
+    got = srcgrad.grad(f, optimize=optimize)(w)
+    np.testing.assert_allclose(got, numerical_grad(f, (w,), 0), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("f", CASES, ids=[f.__name__ for f in CASES])
+def test_float32(f):
+    w = np.array([0.3, -0.7, 1.1], dtype=np.float32)
+    got = srcgrad.grad(f)(w)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, numerical_grad(f, (w.astype(np.float64),), 0), rtol=2e-3, atol=1e-4)
+
+
+def test_an_index_list_is_still_refused_at_the_users_line():
+    def picked(w):
+        hs = [w * i for i in range(4)]
+        return np.sum(hs[[0, 2]])
+
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="one integer index or a slice") as raised:
+        srcgrad.grad(picked)(np.ones(3))
+    assert "test_slices_of_lists.py:" in str(raised.value)
