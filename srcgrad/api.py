@@ -20,6 +20,7 @@ import optree
 from . import anno, backends, checking, errors, runtime, tree
 from .rules import registry
 from .pipeline import Compiled, Options, compile_function, rank_of_argument, rank_of_layout
+from .transforms import resolve
 
 
 def _parts_of(value, path, held, depth=0):
@@ -305,7 +306,7 @@ class GradientFunction:
         if program is None:
             backends.get(self.options.backend).check_device()
             try:
-                program = self._cache[key] = compile_function(self.fn, self.options, key, bind_vjp, args)
+                program = self._cache[key] = _compiled_once(self.fn, self.options, key, args)
                 if args is not None:
                     self._check_free_names(program, args)
             except errors.UserCodeError as error:
@@ -685,9 +686,43 @@ def _unbound(fn, wrt, mode):
     return fn, args, kwargs, wrt
 
 
+# ---- compiled once per code ------------------------------------------------------
+PROGRAMS: dict = {}  # (id(code), options, ranks) -> [(closure key, Compiled)], most recent first
+KEPT = 8  # programs kept per (code, options, ranks); functions' vjps kept per code (VJPS)
+
+
+def _compiled_once(fn, options, ranks, args) -> Compiled:
+    """``fn``'s program for arguments of these ranks: compiled at the first call of
+    its code, and for another function of the same code (a closure or nested ``def``
+    made again at each call, a lambda made in a loop, a gradient's generated code
+    loaded again) the same program reading that function's own cells, globals and
+    defaults (``Compiled.rebound``).  Also keyed on what the program is specialised
+    on among the closure's values (``resolve.closure_key``: the function or class a
+    cell holds, the kind of the data in the others), so closures over two different
+    layers alternate between two programs; what it was specialised on besides (the
+    classes of the objects it inlined, the free names it guards) is checked at each
+    call as for any program, and compiled again where it differs."""
+    if not isinstance(fn, types.FunctionType):
+        return compile_function(fn, options, ranks, bind_vjp, args)
+    # (By the code's identity: code objects compare equal by their contents, so two
+    # lambdas written alike on the same line of two files are equal.  The programs kept
+    # hold their function, so the code, and its id, live as long as the entry.)
+    where, cells = (id(fn.__code__), options, ranks), resolve.closure_key(fn)
+    kept = PROGRAMS.setdefault(where, [])
+    for i, (key, program) in enumerate(kept):
+        if key == cells and program.free.fn.__code__ is fn.__code__:
+            kept.insert(0, kept.pop(i))
+            return program if program.free.fn is fn else program.rebound(fn)
+    program = compile_function(fn, options, ranks, bind_vjp, args)
+    kept.insert(0, (cells, program))
+    del kept[KEPT:]
+    return program
+
+
 # ---- callees: the vjps generated code calls ---------------------------------
 VJPS: dict = {}  # (function, wrt, backend) -> its internal vjp GradientFunction
 JVPS: dict = {}  # (function, wrt, backend) -> its internal jvp GradientFunction
+_MADE: dict = {}  # (mode, id(code), wrt, backend) -> the functions of that code in VJPS/JVPS, oldest first
 
 
 def jvp_function(fn, wrt, backend=None) -> GradientFunction:
@@ -709,6 +744,12 @@ def _internal(cache: dict, mode: str, fn, wrt, backend) -> GradientFunction:
     if transformed is None:
         transformed = cache[key] = GradientFunction(fn, mode, wrt if len(wrt) > 1 else wrt[0],
                                                     backend=backend, internal=True)
+        # A closure made at each call is a new function each time: the last few are kept
+        # (their programs are the code's, shared: ``_compiled_once``), not every one made.
+        made = _MADE.setdefault((mode, id(getattr(fn, "__code__", fn)), wrt, backend), [])
+        made.append(key)
+        if len(made) > KEPT:
+            cache.pop(made.pop(0), None)
     return transformed
 
 

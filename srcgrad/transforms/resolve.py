@@ -108,6 +108,23 @@ class FreeNames:
                 return False
         return True
 
+    def rebound(self, fn) -> FreeNames:
+        """The same names read from ``fn``, another function of this one's code (a
+        closure made again): its cells, its globals, its closure's and globals' scopes.
+        The guards and kinds stay the values compiled for, so :meth:`refresh` reports
+        where ``fn``'s differ; the inlined callees' names are theirs, shared."""
+        cells, names = _closure(fn), {}
+        for key, value in self.names.items():
+            if key in self.scopes:
+                value = runtime.Cells({k: cells[k] for k in value._cells}) if isinstance(value, runtime.Cells) \
+                    else _module_of(fn)
+            elif key in cells or key in fn.__globals__:
+                value = lookup(fn, key)
+            names[key] = value
+        free = FreeNames(fn, names, self.guards, self.scopes, self.kinds)
+        free.parts = self.parts
+        return free
+
     def scope_ranks(self) -> dict:
         """``{name in the code: TreeRank}``: the ranks of the data read from each scope
         (``model.G``) that the code is specialised on, as a model's fields are, with
@@ -138,6 +155,22 @@ def data_kind(value):
     if kind is float or kind is int or isinstance(value, (np.floating, np.integer)):
         return 0
     return None
+
+
+def closure_key(fn) -> tuple:
+    """What code compiled for ``fn`` is specialised on among its closure's values, as a
+    key: each cell's function or class (by identity: ``id``, which the program compiled
+    for it keeps alive in its guards), or the kind of its data (:func:`data_kind`), or
+    ``"empty"``.  Two closures of one code with equal keys can share a program."""
+    key = []
+    for cell in fn.__closure__ or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # assigned later in the enclosing scope
+            key.append("empty")
+            continue
+        key.append(id(value) if _specialises(value) else (data_kind(value),))
+    return tuple(key)
 
 
 def _closure(fn) -> dict:
