@@ -11,6 +11,7 @@ import importlib
 import inspect
 import linecache
 import os
+import random
 import textwrap
 import types
 
@@ -19,7 +20,7 @@ import optree
 
 from . import anno, backends, checking, errors, runtime, tree
 from .rules import registry
-from .pipeline import Compiled, Options, compile_function, rank_of_argument, rank_of_layout
+from .pipeline import Compiled, Options, compile_function, programs_run, rank_of_argument, rank_of_layout
 from .transforms import resolve
 
 
@@ -1180,8 +1181,15 @@ def jvp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True):
 def source(fn, *example_args, **example_kwargs) -> str:
     """The generated Python source of a function made by ``grad``/``value_and_grad``/``vjp``/``jvp``.
 
-    With example arguments, the code specialised for their ranks; without, the
-    code last run (or a version compiled without rank information).
+    With example arguments, the code specialised for their ranks, followed by the
+    code of each function it calls that is compiled when the code runs (a closure or
+    nested ``def``, a callable passed in, a method of an object known only then,
+    a helper whose vjp is bound at its first call), at any depth, each headed by
+    ``# ---- called when it runs: make.<locals>.scaled (model.py:12) ----``: what
+    those calls run is known once their arguments are seen, so the gradient is
+    called once on the example arguments to find them (NumPy's and Python's global
+    random states are put back after it).  Without example arguments, the code last
+    run (or a version compiled without rank information), without its callees.
 
     Raises:
         TypeError: ``fn`` is not a srcgrad-transformed function.
@@ -1195,17 +1203,43 @@ def source(fn, *example_args, **example_kwargs) -> str:
     if not isinstance(fn, GradientFunction):
         raise TypeError("srcgrad.source expects a function made by srcgrad.grad, "
                         f"value_and_grad, vjp, jvp, hvp or hessian; got {fn!r}")
+    given, given_kwargs = example_args, example_kwargs
     try:
+        complete = fn.options.mode != "jvp" or fn._variadic or len(example_args) > len(fn._params)
         if fn.options.mode == "jvp" and not fn._variadic and len(example_args) > len(fn._params):
             example_args = example_args[:len(fn._params)]  # (the tangents: of the primals' ranks)
         if example_args or example_kwargs:
             example_args = (*fn._fixed_args, *example_args)
             example_kwargs = {**fn._fixed_kwargs, **example_kwargs}
             arguments = fn._arguments(example_args, example_kwargs)
-            return fn.compiled(arguments).current(arguments).source
+            text = fn.compiled(arguments).current(arguments).source
+            return text + _callees_run(fn, text, given, given_kwargs) if complete else text
         return fn.source
     except errors.UserCodeError as error:
         raise errors.shown_to_user(error, _origin_of(fn.fn)) from None
+
+
+def _callees_run(fn, text, args, kwargs) -> str:
+    """The code of the programs that calling ``fn(*args, **kwargs)`` runs besides its own
+    (``text``), in the order they first run, each after a comment naming its function and
+    its ``file:line``; ``""`` where the code calls nothing compiled when it runs."""
+    if "from srcgrad import dispatch" not in text and "compiled at its first call" not in text:
+        return ""
+    states = np.random.get_state(), random.getstate()
+    try:
+        with programs_run() as run:
+            fn(*args, **kwargs)
+    finally:
+        np.random.set_state(states[0])
+        random.setstate(states[1])
+    shown, parts = {text}, []
+    for callee, code in run:
+        if code in shown:
+            continue
+        shown.add(code)
+        where = f"{callee.__code__.co_filename.rsplit('/', 1)[-1]}:{callee.__code__.co_firstlineno}"
+        parts.append(f"\n\n# ---- called when it runs: {callee.__qualname__} ({where}) ----\n{code}")
+    return "".join(parts)
 
 
 def show(fn, *example_args, **example_kwargs) -> None:

@@ -81,6 +81,8 @@ class Compiled:
     def __call__(self, *args):
         if not (self.free.refresh(self.namespace) and self.inlined.holds(args)):
             self._renew(args)
+        if _RUN is not None:  # (srcgrad.show: which programs a call runs)
+            _RUN.append((self.free.fn, self.source))
         return self.function(*args)
 
     def current(self, args) -> Compiled:
@@ -123,6 +125,22 @@ class Compiled:
         remake = functools.partial(compile_function, fn, *self.remake.args[1:])
         free.refresh(namespace)
         return Compiled(self.source, function, free, namespace, remake, self.inlined, watch)
+
+
+_RUN: list | None = None  # while ``programs_run`` watches: (function, source) of each program run
+
+
+@contextlib.contextmanager
+def programs_run():
+    """Collect, as ``[(function, source)]`` in the order they run, the programs called
+    inside the block: the caller's, and those of the callees compiled when it runs
+    (``dispatch.vjp_call``, ``api.bind_vjp``), at any depth (``srcgrad.show``)."""
+    global _RUN
+    outer, _RUN = _RUN, []
+    try:
+        yield _RUN
+    finally:
+        _RUN = outer
 
 
 def compile_function(fn, options: Options, param_ranks: tuple, link=None, args=None) -> Compiled:
