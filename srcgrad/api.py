@@ -219,6 +219,11 @@ class GradientFunction:
         self._over: dict = {}
         self._plain = mode in ("grad", "value_and_grad") and self._whole and not (
             has_aux or intermediates or internal or self._variadic or self._check)
+        # Code that calls this function reads it when it runs (through dispatch): one made
+        # again alike (`g = grad(f)` in a factory, at each call) is the same to it, so that
+        # code is not compiled again for it (``resolve._same``).
+        self._alike = (id(fn), self.options, self._entries, internal, self._check,
+                       tuple(map(id, self._fixed_args)), tuple((k, id(v)) for k, v in self._fixed_kwargs.items()))
 
     def _wrt_entries(self, wrt):
         as_tuple = isinstance(wrt, (tuple, list))

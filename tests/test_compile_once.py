@@ -238,6 +238,56 @@ def test_a_gradient_made_inside_a_differentiated_function(compiles):
     assert len(compiles) == compiled
 
 
+def make_penalty(f):
+    g = srcgrad.grad(f)  # a gradient function made again with each closure
+
+    def penalty(w):
+        return np.sum(g(w) ** 2)
+    return penalty
+
+
+def sin_squared(w):
+    return np.sum(np.sin(w) ** 2)
+
+
+def test_a_closure_over_a_gradient_function_made_again(compiles):
+    w = rng.standard_normal(3)
+    for _ in range(4):
+        f = make_penalty(sin_squared)
+        assert_right(srcgrad.grad(f)(w), f, (w,), rtol=1e-5, atol=1e-7)
+    assert compiles.count("make_penalty.<locals>.penalty") == 1
+    f = make_penalty(lambda w: np.sum(np.cos(w) ** 2))  # another function: its own program
+    assert_right(srcgrad.grad(f)(w), f, (w,), rtol=1e-5, atol=1e-7)
+    assert compiles.count("make_penalty.<locals>.penalty") == 2
+
+
+class Scaled:
+    def __init__(self, s):
+        self.s = s
+
+    def act(self, v):
+        return np.tanh(v * self.s)
+
+
+def make_bound(model):
+    act = model.act  # a bound method, made again at each read
+
+    def total(w):
+        return np.sum(act(w))
+    return total
+
+
+def test_a_closure_over_a_bound_method_made_again(compiles):
+    w = rng.standard_normal(3)
+    model = Scaled(2.0)
+    for _ in range(4):
+        f = make_bound(model)
+        assert_right(srcgrad.grad(f)(w), f, (w,))
+    assert compiles.count("make_bound.<locals>.total") == 1
+    f = make_bound(Scaled(3.0))  # another object: the code checks it as before
+    assert_right(srcgrad.grad(f)(w), f, (w,))
+
+
 # ---- receivers whose class alternates ----------------------------------------------
 
 class Sigmoid:

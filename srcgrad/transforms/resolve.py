@@ -87,7 +87,7 @@ class FreeNames:
             current = namespace.get(key if rename is None else rename[key], _MISSING)
             for attr in attrs:
                 current = getattr(current, attr, _MISSING)
-            if current is not value and not (isinstance(value, _BOUND) and current == value):
+            if current is not value and not _same(current, value):
                 return False
         for scope, attr, kind in self._kinds:
             if scope is not None:
@@ -157,11 +157,23 @@ def data_kind(value):
     return None
 
 
+def _same(current, value) -> bool:
+    """Whether code specialised on the free value ``value`` runs as well with ``current``,
+    another object: a bound method of the same function and object, or a gradient function
+    made again of the same function, options and fixed arguments (the code calls it
+    through ``dispatch``, reading it when it runs: ``GradientFunction._alike``)."""
+    if isinstance(value, _BOUND):
+        return current == value
+    alike = getattr(value, "_alike", None) if runtime.is_gradient_function(value) else None
+    return alike is not None and type(current) is type(value) and getattr(current, "_alike", None) == alike
+
+
 def closure_key(fn) -> tuple:
     """What code compiled for ``fn`` is specialised on among its closure's values, as a
     key: each cell's function or class (by identity: ``id``, which the program compiled
-    for it keeps alive in its guards), or the kind of its data (:func:`data_kind`), or
-    ``"empty"``.  Two closures of one code with equal keys can share a program."""
+    for it keeps alive in its guards; a bound method by its function and object, a
+    gradient function by what :func:`_same` compares), or the kind of its data
+    (:func:`data_kind`), or ``"empty"``.  Two closures of one code with equal keys can share a program."""
     key = []
     for cell in fn.__closure__ or ():
         try:
@@ -169,7 +181,12 @@ def closure_key(fn) -> tuple:
         except ValueError:  # assigned later in the enclosing scope
             key.append("empty")
             continue
-        key.append(id(value) if _specialises(value) else (data_kind(value),))
+        if isinstance(value, types.MethodType):  # (made again at each read: `act = self.act`)
+            key.append((id(value.__func__), id(value.__self__)))
+        elif runtime.is_gradient_function(value) and hasattr(value, "_alike"):  # (`g = grad(f)`, made again)
+            key.append(value._alike)
+        else:
+            key.append(id(value) if _specialises(value) else (data_kind(value),))
     return tuple(key)
 
 
