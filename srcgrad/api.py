@@ -714,7 +714,10 @@ def _compiled_once(fn, options, ranks, args) -> Compiled:
     # lambdas written alike on the same line of two files are equal.  The programs kept
     # hold their function, so the code, and its id, live as long as the entry.)
     where, cells = (id(fn.__code__), options, ranks), resolve.closure_key(fn)
-    kept = PROGRAMS.setdefault(where, [])
+    try:
+        kept = PROGRAMS.setdefault(where, [])
+    except TypeError:  # (a hook that is an object without a hash: compiled for this function alone)
+        return compile_function(fn, options, ranks, bind_vjp, args)
     for i, (key, program) in enumerate(kept):
         if key == cells and program.free.fn.__code__ is fn.__code__:
             kept.insert(0, kept.pop(i))
