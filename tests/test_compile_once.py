@@ -189,6 +189,16 @@ def test_float32_closures(compiles):
     assert len(compiles) == 1
 
 
+def test_forward_mode_of_closures_made_again(compiles):
+    x, v = rng.standard_normal(4), rng.standard_normal(4)
+    for i in range(5):
+        a = rng.standard_normal(4) + i
+        value, tangent = srcgrad.jvp(make_scaled(a))(x, v)
+        np.testing.assert_allclose(tangent, np.sum(a * (np.cos(x) * x + np.sin(x)) * v), rtol=1e-12)
+        np.testing.assert_allclose(value, make_scaled(a)(x), rtol=1e-12)
+    assert len(compiles) == 1
+
+
 # ---- second order ------------------------------------------------------------------
 
 def make_cubic(a):
