@@ -163,7 +163,8 @@ def alternating_row(repeats: int, warmup: int) -> Row:
               Dense(rng.standard_normal((16, 16)) * 0.3, Tanh())]
     args = (layers, rng.standard_normal((8, 16)))
     ours = srcgrad.grad(cell_loss)
-    agree = all(np.allclose(a.w, b, rtol=1e-10, atol=1e-12) for a, b in zip(ours(*args), cell_backward(*args)))
+    agree = all(np.allclose(a.w, b, rtol=1e-10, atol=1e-12)
+                for a, b in zip(ours(*args), cell_backward(*args)))
     return _timed("alternating layers (Sigmoid, Tanh)", "hand-written backward", ours, cell_backward, args,
                   agree, repeats, warmup)
 
@@ -174,7 +175,8 @@ def measure(repeats: int, warmup: int) -> list[Row]:
 
 
 def table(rows) -> str:
-    lines = ["| workload | reference | srcgrad (ms) | reference (ms) | ratio | compiles while timed | agree |",
+    lines = ["| workload | reference | srcgrad (ms) | reference (ms) | ratio | compiles while timed "
+             "| agree |",
              "|---|---|---:|---:|---:|---:|---|"]
     for row in rows:
         lines.append(f"| {row.workload} | {row.reference} | {row.srcgrad.median * 1e3:.3f} | "
@@ -195,12 +197,12 @@ def main(argv=None) -> list[Row]:
     print(text)
     if args.write:
         threads = args.threads or _env.DEFAULT_THREADS
-        body = (f"## Closures compiled once\n\n{_env.machine_line(threads)}\n\n`{COMMAND}`: the gradient call of "
-                "code that makes functions while it runs, against a reference timed in the same process "
-                "(ratio: srcgrad over the reference, median of interleaved repeats).  Before programs were "
-                "kept per code (issue 21), the same run gave 1.95 and 878, compiling 26 and 52 programs while "
-                "timed: the nested `def` at every call, `Dense.__call__` at every change of layer class.\n\n"
-                + text)
+        body = (f"## Closures compiled once\n\n{_env.machine_line(threads)}\n\n`{COMMAND}`: the gradient "
+                "call of code that makes functions while it runs, against a reference timed in the same "
+                "process (ratio: srcgrad over the reference, median of interleaved repeats).  Before "
+                "programs were kept per code (issue 21), the same run gave 1.95 and 878, compiling 26 and "
+                "52 programs while timed: the nested `def` at every call, `Dense.__call__` at every change "
+                "of layer class.\n\n" + text)
         _env.write_section(SECTION, body)
     return rows
 

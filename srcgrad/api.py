@@ -20,7 +20,8 @@ import optree
 
 from . import anno, backends, checking, errors, runtime, tree
 from .rules import registry
-from .pipeline import Compiled, Options, compile_function, programs_run, rank_of_argument, rank_of_layout
+from .pipeline import (Compiled, Options, compile_function, programs_run, rank_of_argument,
+                       rank_of_layout)
 from .transforms import resolve
 
 
@@ -222,8 +223,8 @@ class GradientFunction:
         # Code that calls this function reads it when it runs (through dispatch): one made
         # again alike (`g = grad(f)` in a factory, at each call) is the same to it, so that
         # code is not compiled again for it (``resolve._same``).
-        self._alike = (id(fn), self.options, self._entries, internal, self._check,
-                       tuple(map(id, self._fixed_args)), tuple((k, id(v)) for k, v in self._fixed_kwargs.items()))
+        fixed = tuple(map(id, self._fixed_args)), tuple((k, id(v)) for k, v in self._fixed_kwargs.items())
+        self._alike = (id(fn), self.options, self._entries, internal, self._check, fixed)
 
     def _wrt_entries(self, wrt):
         as_tuple = isinstance(wrt, (tuple, list))

@@ -297,8 +297,8 @@ def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backen
                           + [nodes.ret(result)])
     text = emit.render(nodes.module(header + imports + [fdef]))
     signature = ",".join("?" if r is None else "tree" if isinstance(r, tuple) else str(r) for r in param_ranks)
-    filename = _unique(f"<srcgrad {fn.__module__}.{fn.__qualname__} jvp{' batched' if options.batched else ''} "
-                       f"ndim=({signature})>", text)
+    batched = " batched" if options.batched else ""
+    filename = _unique(f"<srcgrad {fn.__module__}.{fn.__qualname__} jvp{batched} ndim=({signature})>", text)
     namespace = {"__name__": "srcgrad.generated", backend.MODULE_NAME: backend.module(), "rt": runtime,
                  **tangents.extras}
     watch.bind(namespace)

@@ -23,7 +23,8 @@ def closure_loss(w, x):
 
 def header(fn) -> str:
     code = fn.__code__
-    return f"# ---- called when it runs: {fn.__qualname__} ({code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}) ----"
+    where = f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}"
+    return f"# ---- called when it runs: {fn.__qualname__} ({where}) ----"
 
 
 def test_show_prints_the_code_of_a_closure_called_at_run_time(capsys):

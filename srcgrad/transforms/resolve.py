@@ -116,8 +116,8 @@ class FreeNames:
         cells, names = _closure(fn), {}
         for key, value in self.names.items():
             if key in self.scopes:
-                value = runtime.Cells({k: cells[k] for k in value._cells}) if isinstance(value, runtime.Cells) \
-                    else _module_of(fn)
+                closure = isinstance(value, runtime.Cells)
+                value = runtime.Cells({k: cells[k] for k in value._cells}) if closure else _module_of(fn)
             elif key in cells or key in fn.__globals__:
                 value = lookup(fn, key)
             names[key] = value
