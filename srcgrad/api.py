@@ -11,6 +11,7 @@ import importlib
 import inspect
 import linecache
 import os
+import random
 import textwrap
 import types
 
@@ -19,7 +20,9 @@ import optree
 
 from . import anno, backends, checking, errors, runtime, tree
 from .rules import registry
-from .pipeline import Compiled, Options, compile_function, rank_of_argument, rank_of_layout
+from .pipeline import (Compiled, Options, compile_function, programs_run, rank_of_argument,
+                       rank_of_layout)
+from .transforms import resolve
 
 
 def _parts_of(value, path, held, depth=0):
@@ -217,6 +220,11 @@ class GradientFunction:
         self._over: dict = {}
         self._plain = mode in ("grad", "value_and_grad") and self._whole and not (
             has_aux or intermediates or internal or self._variadic or self._check)
+        # Code that calls this function reads it when it runs (through dispatch): one made
+        # again alike (`g = grad(f)` in a factory, at each call) is the same to it, so that
+        # code is not compiled again for it (``resolve._same``).
+        fixed = tuple(map(id, self._fixed_args)), tuple((k, id(v)) for k, v in self._fixed_kwargs.items())
+        self._alike = (id(fn), self.options, self._entries, internal, self._check, fixed)
 
     def _wrt_entries(self, wrt):
         as_tuple = isinstance(wrt, (tuple, list))
@@ -305,7 +313,7 @@ class GradientFunction:
         if program is None:
             backends.get(self.options.backend).check_device()
             try:
-                program = self._cache[key] = compile_function(self.fn, self.options, key, bind_vjp, args)
+                program = self._cache[key] = _compiled_once(self.fn, self.options, key, args)
                 if args is not None:
                     self._check_free_names(program, args)
             except errors.UserCodeError as error:
@@ -685,9 +693,46 @@ def _unbound(fn, wrt, mode):
     return fn, args, kwargs, wrt
 
 
+# ---- compiled once per code ------------------------------------------------------
+PROGRAMS: dict = {}  # (id(code), options, ranks) -> [(closure key, Compiled)], most recent first
+KEPT = 8  # programs kept per (code, options, ranks); functions' vjps kept per code (VJPS)
+
+
+def _compiled_once(fn, options, ranks, args) -> Compiled:
+    """``fn``'s program for arguments of these ranks: compiled at the first call of
+    its code, and for another function of the same code (a closure or nested ``def``
+    made again at each call, a lambda made in a loop, a gradient's generated code
+    loaded again) the same program reading that function's own cells, globals and
+    defaults (``Compiled.rebound``).  Also keyed on what the program is specialised
+    on among the closure's values (``resolve.closure_key``: the function or class a
+    cell holds, the kind of the data in the others), so closures over two different
+    layers alternate between two programs; what it was specialised on besides (the
+    classes of the objects it inlined, the free names it guards) is checked at each
+    call as for any program, and compiled again where it differs."""
+    if not isinstance(fn, types.FunctionType):
+        return compile_function(fn, options, ranks, bind_vjp, args)
+    # (By the code's identity: code objects compare equal by their contents, so two
+    # lambdas written alike on the same line of two files are equal.  The programs kept
+    # hold their function, so the code, and its id, live as long as the entry.)
+    where, cells = (id(fn.__code__), options, ranks), resolve.closure_key(fn)
+    try:
+        kept = PROGRAMS.setdefault(where, [])
+    except TypeError:  # (a hook that is an object without a hash: compiled for this function alone)
+        return compile_function(fn, options, ranks, bind_vjp, args)
+    for i, (key, program) in enumerate(kept):
+        if key == cells and program.free.fn.__code__ is fn.__code__:
+            kept.insert(0, kept.pop(i))
+            return program if program.free.fn is fn else program.rebound(fn)
+    program = compile_function(fn, options, ranks, bind_vjp, args)
+    kept.insert(0, (cells, program))
+    del kept[KEPT:]
+    return program
+
+
 # ---- callees: the vjps generated code calls ---------------------------------
 VJPS: dict = {}  # (function, wrt, backend) -> its internal vjp GradientFunction
 JVPS: dict = {}  # (function, wrt, backend) -> its internal jvp GradientFunction
+_MADE: dict = {}  # (mode, id(code), wrt, backend) -> the functions of that code in VJPS/JVPS, oldest first
 
 
 def jvp_function(fn, wrt, backend=None) -> GradientFunction:
@@ -709,6 +754,12 @@ def _internal(cache: dict, mode: str, fn, wrt, backend) -> GradientFunction:
     if transformed is None:
         transformed = cache[key] = GradientFunction(fn, mode, wrt if len(wrt) > 1 else wrt[0],
                                                     backend=backend, internal=True)
+        # A closure made at each call is a new function each time: the last few are kept
+        # (their programs are the code's, shared: ``_compiled_once``), not every one made.
+        made = _MADE.setdefault((mode, id(getattr(fn, "__code__", fn)), wrt, backend), [])
+        made.append(key)
+        if len(made) > KEPT:
+            cache.pop(made.pop(0), None)
     return transformed
 
 
@@ -1139,8 +1190,15 @@ def jvp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True):
 def source(fn, *example_args, **example_kwargs) -> str:
     """The generated Python source of a function made by ``grad``/``value_and_grad``/``vjp``/``jvp``.
 
-    With example arguments, the code specialised for their ranks; without, the
-    code last run (or a version compiled without rank information).
+    With example arguments, the code specialised for their ranks, followed by the
+    code of each function it calls that is compiled when the code runs (a closure or
+    nested ``def``, a callable passed in, a method of an object known only then,
+    a helper whose vjp is bound at its first call), at any depth, each headed by
+    ``# ---- called when it runs: make.<locals>.scaled (model.py:12) ----``: what
+    those calls run is known once their arguments are seen, so the gradient is
+    called once on the example arguments to find them (NumPy's and Python's global
+    random states are put back after it).  Without example arguments, the code last
+    run (or a version compiled without rank information), without its callees.
 
     Raises:
         TypeError: ``fn`` is not a srcgrad-transformed function.
@@ -1154,17 +1212,43 @@ def source(fn, *example_args, **example_kwargs) -> str:
     if not isinstance(fn, GradientFunction):
         raise TypeError("srcgrad.source expects a function made by srcgrad.grad, "
                         f"value_and_grad, vjp, jvp, hvp or hessian; got {fn!r}")
+    given, given_kwargs = example_args, example_kwargs
     try:
+        complete = fn.options.mode != "jvp" or fn._variadic or len(example_args) > len(fn._params)
         if fn.options.mode == "jvp" and not fn._variadic and len(example_args) > len(fn._params):
             example_args = example_args[:len(fn._params)]  # (the tangents: of the primals' ranks)
         if example_args or example_kwargs:
             example_args = (*fn._fixed_args, *example_args)
             example_kwargs = {**fn._fixed_kwargs, **example_kwargs}
             arguments = fn._arguments(example_args, example_kwargs)
-            return fn.compiled(arguments).current(arguments).source
+            text = fn.compiled(arguments).current(arguments).source
+            return text + _callees_run(fn, text, given, given_kwargs) if complete else text
         return fn.source
     except errors.UserCodeError as error:
         raise errors.shown_to_user(error, _origin_of(fn.fn)) from None
+
+
+def _callees_run(fn, text, args, kwargs) -> str:
+    """The code of the programs that calling ``fn(*args, **kwargs)`` runs besides its own
+    (``text``), in the order they first run, each after a comment naming its function and
+    its ``file:line``; ``""`` where the code calls nothing compiled when it runs."""
+    if "from srcgrad import dispatch" not in text and "compiled at its first call" not in text:
+        return ""
+    states = np.random.get_state(), random.getstate()
+    try:
+        with programs_run() as run:
+            fn(*args, **kwargs)
+    finally:
+        np.random.set_state(states[0])
+        random.setstate(states[1])
+    shown, parts = {text}, []
+    for callee, code in run:
+        if code in shown:
+            continue
+        shown.add(code)
+        where = f"{callee.__code__.co_filename.rsplit('/', 1)[-1]}:{callee.__code__.co_firstlineno}"
+        parts.append(f"\n\n# ---- called when it runs: {callee.__qualname__} ({where}) ----\n{code}")
+    return "".join(parts)
 
 
 def show(fn, *example_args, **example_kwargs) -> None:

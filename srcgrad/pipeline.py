@@ -11,6 +11,8 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import linecache
+import types
 
 import gast
 import numpy as np
@@ -68,10 +70,19 @@ class Compiled:
     namespace: dict
     remake: object = None  # (args) -> a new Compiled of the same function, options and ranks
     inlined: inline.Inlined = None
+    watch: _Specialisation = None  # (what the code checks after its calls not inlined)
+    # The programs compiled before for other classes of the objects it inlined (or other
+    # functions behind its free names), most recent first: a call site whose receiver's
+    # layer alternates (a Sigmoid, then a Tanh) switches between them, compiled once each.
+    others: list = dataclasses.field(default_factory=list)
+
+    KEPT = 8  # programs kept in ``others``
 
     def __call__(self, *args):
         if not (self.free.refresh(self.namespace) and self.inlined.holds(args)):
             self._renew(args)
+        if _RUN is not None:  # (srcgrad.show: which programs a call runs)
+            _RUN.append((self.free.fn, self.source))
         return self.function(*args)
 
     def current(self, args) -> Compiled:
@@ -81,15 +92,55 @@ class Compiled:
             self._renew(args)
         return self
 
+    def _parts(self) -> tuple:
+        return self.source, self.function, self.free, self.namespace, self.inlined, self.watch
+
     def _renew(self, args):
         # A function or class the code was specialised on was rebound, a global holds
         # data of another kind, or an object whose methods it inlined has another class:
-        # compile again from what the names and arguments hold now (in place: callers
-        # keep this object).
+        # the program compiled for what the names and arguments hold now, kept from an
+        # earlier call or compiled again (in place: callers keep this object).
+        for i, (source, function, free, namespace, inlined, watch) in enumerate(self.others):
+            if free.refresh(namespace) and inlined.holds(args):
+                self.others[i] = self._parts()
+                self.source, self.function, self.free, self.namespace, self.inlined, self.watch = \
+                    source, function, free, namespace, inlined, watch
+                return
         fresh = self.remake(args)
-        self.source, self.function, self.free, self.namespace, self.inlined = \
-            fresh.source, fresh.function, fresh.free, fresh.namespace, fresh.inlined
+        self.others = [self._parts()] + self.others[:self.KEPT - 1]
+        self.source, self.function, self.free, self.namespace, self.inlined, self.watch = fresh._parts()
         self.free.refresh(self.namespace)
+
+    def rebound(self, fn) -> Compiled:
+        """This program for ``fn``, another function of the same code (a closure or
+        nested ``def`` made again, a lambda made in a loop), specialised alike: it
+        reads ``fn``'s closure cells, its globals and its defaults when it runs, in a
+        namespace of its own (so two closures of one code, live at once, never read
+        each other's values).  Nothing is compiled: the loaded code is run again."""
+        free = self.free.rebound(fn)
+        namespace = dict(self.namespace)
+        watch = self.watch.rebound(free, namespace) if self.watch is not None else None
+        function = types.FunctionType(self.function.__code__, namespace, self.function.__name__,
+                                      self.function.__defaults__)
+        remake = functools.partial(compile_function, fn, *self.remake.args[1:])
+        free.refresh(namespace)
+        return Compiled(self.source, function, free, namespace, remake, self.inlined, watch)
+
+
+_RUN: list | None = None  # while ``programs_run`` watches: (function, source) of each program run
+
+
+@contextlib.contextmanager
+def programs_run():
+    """Collect, as ``[(function, source)]`` in the order they run, the programs called
+    inside the block: the caller's, and those of the callees compiled when it runs
+    (``dispatch.vjp_call``, ``api.bind_vjp``), at any depth (``srcgrad.show``)."""
+    global _RUN
+    outer, _RUN = _RUN, []
+    try:
+        yield _RUN
+    finally:
+        _RUN = outer
 
 
 def compile_function(fn, options: Options, param_ranks: tuple, link=None, args=None) -> Compiled:
@@ -211,7 +262,7 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     text = emit.render(module)
     signature = ",".join("?" if r is None else "tree" if isinstance(r, tuple) else str(r)
                          for r in param_ranks)
-    filename = f"<srcgrad {fn.__module__}.{fn.__qualname__} {options.mode} ndim=({signature})>"
+    filename = _unique(f"<srcgrad {fn.__module__}.{fn.__qualname__} {options.mode} ndim=({signature})>", text)
     namespace = {"__name__": "srcgrad.generated", backend.MODULE_NAME: backend.module(), "rt": runtime}
     for (name, hook), variable in zip(options.hooks, hook_names.values()):
         namespace[variable] = runtime.hooked(hook)
@@ -225,7 +276,7 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     emit.load(text, filename, namespace)
     namespace[backend.MODULE_NAME] = backend.module()  # the module the backend chose (tests: a stand-in)
     return Compiled(text, namespace[_function_name(core, options)], free, namespace,
-                    functools.partial(compile_function, fn, options, param_ranks, link), inlined)
+                    functools.partial(compile_function, fn, options, param_ranks, link), inlined, watch)
 
 
 def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backend, free, shared,
@@ -262,8 +313,8 @@ def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backen
                           + [nodes.ret(result)])
     text = emit.render(nodes.module(header + imports + [fdef]))
     signature = ",".join("?" if r is None else "tree" if isinstance(r, tuple) else str(r) for r in param_ranks)
-    filename = f"<srcgrad {fn.__module__}.{fn.__qualname__} jvp{' batched' if options.batched else ''} " \
-               f"ndim=({signature})>"
+    batched = " batched" if options.batched else ""
+    filename = _unique(f"<srcgrad {fn.__module__}.{fn.__qualname__} jvp{batched} ndim=({signature})>", text)
     namespace = {"__name__": "srcgrad.generated", backend.MODULE_NAME: backend.module(), "rt": runtime,
                  **tangents.extras}
     watch.bind(namespace)
@@ -272,7 +323,20 @@ def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backen
     emit.load(text, filename, namespace)
     namespace[backend.MODULE_NAME] = backend.module()
     return Compiled(text, namespace[name], free, namespace,
-                    functools.partial(compile_function, fn, options, param_ranks, link), inlined)
+                    functools.partial(compile_function, fn, options, param_ranks, link), inlined, watch)
+
+
+def _unique(filename: str, text: str) -> str:
+    """``filename``, or ``filename`` numbered (``<srcgrad m.f grad ndim=(1) #2>``) where
+    linecache holds other code under it (the same function compiled with other options,
+    a tuple of gradients or one): a program is parsed again from its file (forward mode
+    over it), so two programs must not share one.  The same order of compiles gives the
+    same names."""
+    number, named = 1, filename
+    while named in linecache.cache and "".join(linecache.cache[named][2]) != text:
+        number += 1
+        named = f"{filename[:-1]} #{number}>"
+    return named
 
 
 class _Specialisation:
@@ -321,6 +385,14 @@ class _Specialisation:
         if self.name is not None:
             self.namespace = namespace
             namespace[self.name] = self
+
+    def rebound(self, free, namespace) -> _Specialisation:
+        """The same checks in another namespace, of another function's free names
+        (``Compiled.rebound``)."""
+        watch = _Specialisation(free, self.inlined)
+        watch.name, watch.origins = self.name, self.origins
+        watch.bind(namespace)
+        return watch
 
     def check(self, args, where):
         """Raises ``UnsupportedSyntaxError`` (at the call's line) when what the code was

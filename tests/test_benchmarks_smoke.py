@@ -158,3 +158,15 @@ def test_jacobian_quick_runs_and_batched_columns_agree(capsys):
     assert all(all(agree.values()) for _, agree in results.values())
     printed = capsys.readouterr().out
     assert "| hessian | batched | True |" in printed and "| jacrev | batched | True |" in printed
+
+
+def test_compile_once_quick_runs_and_compiles_nothing_while_timed(capsys):
+    from benchmarks import compile_once
+
+    rows = compile_once.main(["--quick"])
+    assert rows and rows[-1].workload.startswith("alternating layers")
+    for row in rows:
+        assert row.agree, row
+        assert row.compiles == 0, row  # each code compiled once, before the timed calls
+        assert row.ratio > 0
+    assert "| alternating layers" in capsys.readouterr().out

@@ -87,7 +87,7 @@ class FreeNames:
             current = namespace.get(key if rename is None else rename[key], _MISSING)
             for attr in attrs:
                 current = getattr(current, attr, _MISSING)
-            if current is not value and not (isinstance(value, _BOUND) and current == value):
+            if current is not value and not _same(current, value):
                 return False
         for scope, attr, kind in self._kinds:
             if scope is not None:
@@ -107,6 +107,23 @@ class FreeNames:
             if not part.refresh(namespace, names, between):
                 return False
         return True
+
+    def rebound(self, fn) -> FreeNames:
+        """The same names read from ``fn``, another function of this one's code (a
+        closure made again): its cells, its globals, its closure's and globals' scopes.
+        The guards and kinds stay the values compiled for, so :meth:`refresh` reports
+        where ``fn``'s differ; the inlined callees' names are theirs, shared."""
+        cells, names = _closure(fn), {}
+        for key, value in self.names.items():
+            if key in self.scopes:
+                closure = isinstance(value, runtime.Cells)
+                value = runtime.Cells({k: cells[k] for k in value._cells}) if closure else _module_of(fn)
+            elif key in cells or key in fn.__globals__:
+                value = lookup(fn, key)
+            names[key] = value
+        free = FreeNames(fn, names, self.guards, self.scopes, self.kinds)
+        free.parts = self.parts
+        return free
 
     def scope_ranks(self) -> dict:
         """``{name in the code: TreeRank}``: the ranks of the data read from each scope
@@ -138,6 +155,39 @@ def data_kind(value):
     if kind is float or kind is int or isinstance(value, (np.floating, np.integer)):
         return 0
     return None
+
+
+def _same(current, value) -> bool:
+    """Whether code specialised on the free value ``value`` runs as well with ``current``,
+    another object: a bound method of the same function and object, or a gradient function
+    made again of the same function, options and fixed arguments (the code calls it
+    through ``dispatch``, reading it when it runs: ``GradientFunction._alike``)."""
+    if isinstance(value, _BOUND):
+        return current == value
+    alike = getattr(value, "_alike", None) if runtime.is_gradient_function(value) else None
+    return alike is not None and type(current) is type(value) and getattr(current, "_alike", None) == alike
+
+
+def closure_key(fn) -> tuple:
+    """What code compiled for ``fn`` is specialised on among its closure's values, as a
+    key: each cell's function or class (by identity: ``id``, which the program compiled
+    for it keeps alive in its guards; a bound method by its function and object, a
+    gradient function by what :func:`_same` compares), or the kind of its data
+    (:func:`data_kind`), or ``"empty"``.  Two closures of one code with equal keys can share a program."""
+    key = []
+    for cell in fn.__closure__ or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # assigned later in the enclosing scope
+            key.append("empty")
+            continue
+        if isinstance(value, types.MethodType):  # (made again at each read: `act = self.act`)
+            key.append((id(value.__func__), id(value.__self__)))
+        elif runtime.is_gradient_function(value) and hasattr(value, "_alike"):  # (`g = grad(f)`, made again)
+            key.append(value._alike)
+        else:
+            key.append(id(value) if _specialises(value) else (data_kind(value),))
+    return tuple(key)
 
 
 def _closure(fn) -> dict:
