@@ -443,6 +443,7 @@ def _selfless_vjp(fn, wrt, args, kwargs):
     adjoint is the empty structure ``{}``; the other entries as usual."""
     if _holds_params(fn):  # (a lambda in a model's list of hooks reading a layer: its adjoint lost)
         _refuse_held_callable(fn)
+    _refuse_container_method(fn)
     position, rest = wrt.index("self"), tuple(w for w in wrt if w != "self")
     if not rest:
         return fn(*args, **kwargs), lambda value_bar: {}
@@ -485,6 +486,7 @@ def _selfless_jvp(fn, wrt, dots, args, kwargs, where):
     the function's own tangent does not reach its output."""
     if _holds_params(fn):
         _refuse_held_callable(fn)
+    _refuse_container_method(fn)
     rest = [(w, d) for w, d in zip(wrt, dots) if w != "self"]
     if not rest:
         value = fn(*args, **kwargs)
@@ -601,6 +603,21 @@ def _refuse_held_callable(fn):
         "arguments (a closure, a global, a partial's or bound method's receiver): srcgrad does not "
         "follow the values it reads that way, and their gradient would be lost", None,
         "pass what it reads as arguments, or make it a method of the model")
+
+
+def _refuse_container_method(fn):
+    """A method of a list, tuple, dict or set holding values being differentiated, called
+    where the compiler did not know the receiver's kind (``ys.pop()`` on a list known only
+    when it runs): its receiver is an argument whose derivative reaches the result, which
+    ``_selfless_vjp`` would drop.  Refused, never silently zero."""
+    owner = getattr(fn, "__self__", None)
+    if isinstance(fn, types.BuiltinMethodType) and isinstance(owner, (list, tuple, dict, set)):
+        raise errors.UnsupportedSyntaxError(
+            f"`.{fn.__name__}()` of a {type(owner).__name__} that holds values being differentiated, "
+            "where srcgrad knows the list only when the code runs: srcgrad does not differentiate "
+            "this method there", None,
+            "read the items by index (`xs[-1]`, then `xs = xs[:-1]` for a pop), or build the list "
+            "with a display or appends in this function")
 
 
 def _plain_method(fn) -> bool:

@@ -1515,6 +1515,11 @@ def as_tuple(items):
     return tuple(items)
 
 
+def as_list(items):
+    """``list(xs)`` of a list or tuple whose items are known when it runs only."""
+    return list(items)
+
+
 def concatenated(a, b):
     """``a + b`` on tuples or lists (how the compiler writes a join whose items it does
     not know when compiling): Python's own ``+``."""

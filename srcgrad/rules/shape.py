@@ -192,6 +192,12 @@ def as_tuple(ans_bar, ans, items):
     return ans_bar
 
 
+@defadjoint(runtime.as_list, tangent="linear")
+def as_list(ans_bar, ans, items):
+    """``list(xs)``: each item's adjoint is its own."""
+    return ans_bar
+
+
 @defadjoint(runtime.repeated, diff=("items",), zero=("count",), tangent="linear")
 def repeated(ans_bar, ans, items, count):
     """``items * count`` on a tuple or list: each copy's item adjoints summed."""

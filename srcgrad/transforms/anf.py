@@ -2009,12 +2009,18 @@ class _Lowering:
                         self.containers.add(made.id)
                         self.tuples.add(made.id)
                     return made
-                if callee is list and at_run_time:
+                if callee is list and at_run_time and args[0].id in self.lists:
                     # A list whose items are known when it runs only (grown by append): a new
                     # list of the same items is `xs + []`, a join, item by item.
                     joined = anno.inherit(gast.BinOp(left=args[0], op=gast.Add(),
                                                      right=gast.List(elts=[], ctx=gast.Load())), node)
                     return self._lower(joined, **{k: v for k, v in emit.items() if k != "origin_node"})
+                if callee is list and at_run_time:  # (of a tuple too: `rest + list(axes)`)
+                    made = self._apply(runtime.as_list, None, args, {}, node, func_node=nodes.dotted("rt.as_list"),
+                                       **emit)
+                    if isinstance(made, gast.Name):
+                        self.runtime_lists.add(made.id)
+                    return made
             if callee is np.einsum:
                 args = _einsum_sublists(args)
             if callee in (max, min) and len(args) > 1:  # Python's max(a, b) is max((a, b)): one rule
@@ -2300,6 +2306,7 @@ def _clip_arguments(args, kwargs):
 # NumPy's random generators (``rng = np.random.default_rng(0)``): objects, not arrays.
 # Calls whose result is a Python container, never an array (`[None] * n`, `list(m)`).
 _CONTAINER_MAKERS = {"srcgrad.runtime.repeated", "srcgrad.runtime.concatenated", "srcgrad.runtime.as_tuple",
+                     "srcgrad.runtime.as_list",
                      "builtins.list", "builtins.tuple", "builtins.dict", "builtins.sorted", "builtins.zip",
                      "builtins.enumerate", "collections.OrderedDict", "collections.defaultdict"}
 _GENERATOR_MAKERS = {"numpy.random.default_rng", "numpy.random.mtrand.RandomState",
