@@ -2,7 +2,7 @@
 one analysis in ``analysis/``; read this file to see the whole of srcgrad.
 
     source → desugar → resolve → inline → exits → validate → normalize (ANF)
-           → analyze (activity, ranks) → reverse → optimize → emit and load
+           → analyze (ranks, aliases, activity, sharing) → reverse → optimize → emit and load
                  (forward mode: → forward → optimize → emit and load)
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ import numpy as np
 
 from . import anno, backends, errors, nodes, runtime, templates, tree
 from .analysis import activity, ranks, sharing
-from .transforms import aliases, anf, desugar, emit, exits, forward, inline, optimize, parse, resolve, reverse, validate
+from .transforms import (aliases, anf, desugar, emit, exits, forward, inline, optimize, parse, resolve, reverse,
+                         validate)
 
 MODES = ("grad", "value_and_grad", "vjp", "jvp", "pullback")
 

@@ -658,7 +658,8 @@ def check(program: Program, tries: int = 3) -> list:
 
 def stale_source(exc) -> bool:
     """Whether ``exc`` refuses a function whose file changed after it was imported."""
-    return isinstance(exc, srcgrad.errors.NoSourceError) and "changed after its module was imported" in str(exc)
+    return isinstance(exc, srcgrad.errors.NoSourceError) \
+        and "changed after its module was imported" in str(exc)
 
 
 def _check_mode(fn, module, args, reference, optimize, changes):
@@ -679,7 +680,8 @@ def _check_mode(fn, module, args, reference, optimize, changes):
         except srcgrad.UserCodeError as exc:
             if exc.origin is None or srcgrad.errors.is_library_file(exc.origin.filename):
                 return Outcome("unlocated refusal", str(exc).splitlines()[0], optimize)
-            return Outcome("stale source" if stale_source(exc) else "refused", str(exc).splitlines()[0], optimize)
+            kind = "stale source" if stale_source(exc) else "refused"
+            return Outcome(kind, str(exc).splitlines()[0], optimize)
         except Exception as exc:  # noqa: BLE001 - the oracle's point
             where = "srcgrad" if _is_srcgrad_frame(exc.__traceback__) else "elsewhere"
             return Outcome("crash", f"{type(exc).__name__} ({where}): {str(exc).splitlines()[0][:200]}", optimize)

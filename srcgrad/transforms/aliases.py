@@ -73,7 +73,8 @@ _FACTS = ("origin", "group", "resolved", "rule", "kind", "callee", "constructs",
 
 def transform(core, ranks) -> bool:
     """Rename reads of aliases and stale views in ``core.body`` (in place); see the module."""
-    if not any(anno.get(s, "kind") == "setitem" or anno.has(s, "augments") for s in nodes.statements(core.body)):
+    if not any(anno.get(s, "kind") == "setitem" or anno.has(s, "augments")
+               for s in nodes.statements(core.body)):
         return False  # (nothing changes an array in place: every name holds its value)
     walk = _Walk(core, ranks)
     core.body[:] = walk.block(core.body)
@@ -102,14 +103,15 @@ class _Walk:
         self.views = {}      # class -> _View, for a class made as a view
         self.views_of = {}   # class -> the view classes made from it
         self.readers = {}    # name -> the view classes whose statement reads it
-        self.order = {}      # name -> when it was bound (the latest current name is read)
+        self.order = {}      # name -> when it was bound (of the names holding the value, the first is read)
         self.log = []        # (name, previous entry)
         self.classes = itertools.count()
         self.clock = itertools.count()
         self.view_rules = {registry.lookup(fn) for fn in _ALWAYS_VIEWS} - {None}
         self.view_rules_getitem = registry.lookup(operator.getitem)
         self.as_given = {registry.lookup(fn) for fn in (np.asarray, np.asanyarray)} - {None}
-        self.written = {anno.get(s, "array") for s in nodes.statements(core.body) if anno.get(s, "kind") == "setitem"}
+        self.written = {anno.get(s, "array") for s in nodes.statements(core.body)
+                        if anno.get(s, "kind") == "setitem"}  # (arrays, whatever their rank)
         self.changed = False
 
     # ---- state ------------------------------------------------------------
@@ -341,7 +343,8 @@ class _Walk:
         for key, value in table.items():
             if key in _FACTS:
                 continue
-            names = [value] if isinstance(value, str) else value if isinstance(value, (list, tuple, set)) else []
+            names = [value] if isinstance(value, str) else value if isinstance(value, (list, tuple, set)) \
+                else []
             if key not in _NAMED and any(isinstance(n, str) and n in mapping for n in names):
                 return  # (a name kept in an annotation this pass does not know: left as written)
         for key, value in list(table.items()):
@@ -367,7 +370,8 @@ class _Walk:
         if view is None:
             return None
         entry = self.state.get(view.base)
-        base = view.base if entry is None or entry[1] else self._holder(entry[0]) or self._again(entry[0], stmt, out)
+        base = view.base if entry is None or entry[1] else \
+            self._holder(entry[0]) or self._again(entry[0], stmt, out)  # (a view of a view: made again too)
         if base is None:
             return None
         template = view.stmt.targets[0].id
