@@ -160,7 +160,8 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     #    (aliases: it needs the ranks, to know the arrays; activity then sees what is read).
     rank_env = ranks.infer(core.body, {**scope_ranks, **dict(zip(core.params, param_ranks))})
     anf.drop_decided_checks(core.body, rank_env)  # (`n, c, h, w = x.shape` of a rank-4 x: no check)
-    aliases.transform(core, rank_env)
+    asked = {core.final_names.get(n) for n in [*(name for name, _ in options.hooks), *options.intermediates]}
+    aliases.transform(core, rank_env, keep=asked - {None})  # (an adjoint asked for: its own name's reads)
     body_activity = activity.analyze(core.body, options.wrt)
     shared = sharing.check(core.body, rank_env, core.params)  # a write seen through another name is refused
     if options.mode == "jvp":

@@ -71,12 +71,14 @@ _FACTS = ("origin", "group", "resolved", "rule", "kind", "callee", "constructs",
           "saved", "impure", "maybe_object", "static", "operator", "manager", "flags", "carried")
 
 
-def transform(core, ranks) -> bool:
-    """Rename reads of aliases and stale views in ``core.body`` (in place); see the module."""
+def transform(core, ranks, keep=()) -> bool:
+    """Rename reads of aliases and stale views in ``core.body`` (in place); see the module.
+    Reads of the names in ``keep`` (those ``hooks=``/``intermediates=`` ask the adjoint of)
+    are left as written."""
     if not any(anno.get(s, "kind") == "setitem" or anno.has(s, "augments")
                for s in nodes.statements(core.body)):
         return False  # (nothing changes an array in place: every name holds its value)
-    walk = _Walk(core, ranks)
+    walk = _Walk(core, ranks, set(keep))
     core.body[:] = walk.block(core.body)
     return walk.changed
 
@@ -96,8 +98,8 @@ class _Walk:
     branch's changes are logged, so the other branch starts from the same state and
     the two are joined after."""
 
-    def __init__(self, core, ranks):
-        self.core, self.ranks = core, ranks
+    def __init__(self, core, ranks, keep):
+        self.core, self.ranks, self.keep = core, ranks, keep
         self.state = {}      # name -> (class, current)
         self.members = {}    # class -> names in it
         self.views = {}      # class -> _View, for a class made as a view
@@ -326,7 +328,7 @@ class _Walk:
         mapping = {}
         for name in dict.fromkeys(read):
             entry = self.state.get(name)
-            if entry is None:
+            if entry is None or name in self.keep:
                 continue
             holder = self._holder(entry[0]) or self._again(entry[0], stmt, out)
             if holder is not None and holder != name:
