@@ -90,6 +90,7 @@ class _View:
     stmt: gast.stmt
     base: str
     reads: tuple
+    of: int  # the class of the base
 
 
 class _Walk:
@@ -102,8 +103,12 @@ class _Walk:
         self.core, self.ranks, self.keep = core, ranks, keep
         self.state = {}      # name -> (class, current)
         self.members = {}    # class -> names in it
+        self.current = {}    # class -> those of them that hold its present value
+        self.first = {}      # class -> the first bound of those (the name read), when known
         self.views = {}      # class -> _View, for a class made as a view
         self.views_of = {}   # class -> the view classes made from it
+        self.fresh = {}      # class -> those of them a name may hold as it is (so each write
+        #                      visits a view once, not every view made so far)
         self.readers = {}    # name -> the view classes whose statement reads it
         self.order = {}      # name -> when it was bound (of the names holding the value, the first is read)
         self.log = []        # (name, previous entry)
@@ -126,11 +131,17 @@ class _Walk:
     def _put(self, name, old, entry):
         if old is not None:
             self.members[old[0]].discard(name)
+            self.current[old[0]].discard(name)
         if entry is None:
             self.state.pop(name, None)
         else:
             self.state[name] = entry
             self.members.setdefault(entry[0], set()).add(name)
+            current = self.current.setdefault(entry[0], set())
+            if entry[1]:
+                current.add(name)
+                if entry[0] in self.views:
+                    self.fresh.setdefault(self.views[entry[0]].of, set()).add(entry[0])
 
     def _undo(self, mark):
         while len(self.log) > mark:
@@ -168,16 +179,20 @@ class _Walk:
 
     def _changed_in_place(self, cls):
         """The array of ``cls`` changed: its views hold old elements in the generated code."""
-        for view in self.views_of.get(cls, ()):
-            for name in list(self.members.get(view, ())):
+        for view in sorted(self.fresh.pop(cls, ())):
+            for name in sorted(self.current.get(view, ())):
                 self._set(name, (view, False))
             self._changed_in_place(view)
 
     def _holder(self, cls):
         """The name that holds the present value of the array of ``cls`` (the first bound
         of those that do: the user's own name rather than a copy of it)."""
-        names = [n for n in self.members.get(cls, ()) if self.state[n][1]]
-        return min(names, key=lambda n: self.order.get(n, -1)) if names else None
+        current = self.current.get(cls)
+        if not current:
+            return None
+        if self.first.get(cls) not in current:  # (names bound later come after it: kept till it goes)
+            self.first[cls] = min(current, key=lambda n: self.order.get(n, -1))
+        return self.first[cls]
 
     # ---- blocks -----------------------------------------------------------
     def block(self, stmts) -> list:
@@ -264,7 +279,7 @@ class _Walk:
             self._bound(targets[0])
             if entry is not None and self._array(augmented) and self._array(targets[0]):
                 # an array: NumPy changed it in place, and `targets[0]` holds it now
-                for name in list(self.members[entry[0]]):
+                for name in sorted(self.current[entry[0]]):
                     self._set(name, (entry[0], False))
                 self._set(targets[0], (entry[0], True))
                 self.order[targets[0]] = next(self.clock)
@@ -277,9 +292,8 @@ class _Walk:
             if entry is not None:
                 self._changed_in_place(entry[0])
             return
-        if kind in ("call", "unknown", "setattr"):
-            # (may change an array's shape, `v.shape = s`, `v.resize(n)`: its views are not made again)
-            for name in nodes.loaded_names(stmt):
+        if kind == "setattr":  # (`v.shape = s` changes what `v[0]` is: its views are not made again)
+            for name in nodes.loaded_names(stmt.targets[0]):
                 entry = self.state.get(name)
                 if entry is not None:
                     for view in self.views_of.get(entry[0], ()):
@@ -290,7 +304,7 @@ class _Walk:
             base = next(iter(anno.get(stmt, "bound").values())).id
             entry = self._track(base)
             cls = next(self.classes)
-            self.views[cls] = _View(stmt, base, tuple(dict.fromkeys(nodes.loaded_names(stmt.value))))
+            self.views[cls] = _View(stmt, base, tuple(dict.fromkeys(nodes.loaded_names(stmt.value))), entry[0])
             self.views_of.setdefault(entry[0], []).append(cls)
             for name in self.views[cls].reads:
                 self.readers.setdefault(name, []).append(cls)
