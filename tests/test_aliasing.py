@@ -129,6 +129,31 @@ def helper_writing_by_index(x):
     return np.sum(y * x)
 
 
+def both_names_augmented(x):
+    v = x * 1.0
+    a = v
+    v += 1.0
+    a += x * 2.0  # (the array `v` holds: `v` reads it after)
+    return np.sum(v * x)
+
+
+def alias_of_an_alias_augmented_in_a_branch(x):
+    v = x * 1.0
+    a = v
+    b = a
+    if x[0] > 0:
+        b *= 2.0
+    return np.sum(v * x) + np.sum(a)
+
+
+def alias_made_in_each_iteration(x):
+    v = x * 1.0
+    for i in range(2):
+        a = v
+        v[i] = a[i + 1] * x[i]
+    return np.sum(a * x)
+
+
 class Model:
     def __init__(self, w):
         self.w = w
@@ -148,7 +173,8 @@ def as_a_method(x):
 @pytest.mark.parametrize("fn", [alias_then_write, write_through_the_alias, alias_read_twice, alias_of_an_alias,
                                 alias_then_write_in_a_loop, alias_then_augmented, alias_augmented_in_a_branch,
                                 helper_result_and_argument, helper_for_its_effect, helper_writing_by_index,
-                                as_a_method], ids=lambda f: f.__name__)
+                                both_names_augmented, alias_of_an_alias_augmented_in_a_branch,
+                                alias_made_in_each_iteration, as_a_method], ids=lambda f: f.__name__)
 def test_a_name_copied_from_the_array_is_the_array(fn, optimize):
     check_gradient(fn, X, optimize=optimize)
     check_gradient(fn, -X[::-1].copy(), optimize=optimize)  # (the other branch)
@@ -221,9 +247,36 @@ def view_read_twice(m):
     return np.sum(w[1]) * np.sum(w * m.T)
 
 
+def views_by_functions(m):
+    v = m * 1.0
+    w = np.swapaxes(v, 0, 1)
+    d = np.diagonal(v)
+    v[0, 0] = m[1, 1] ** 3
+    return np.sum(w[0] * m[:, 0]) + np.sum(d * m[0, :3])
+
+
+def view_written_after_a_write_into_its_base(m):
+    v = m * 1.0
+    r = v[1]
+    v[1, 2] = 0.0
+    r[0] = m[0, 0] * 2.0  # (into `v[1]` made again: `v` is not read after)
+    return np.sum(r * m[2])
+
+
+def view_with_an_index_bound_again(m):
+    v = m * 1.0
+    i = 1
+    w = v[i:]
+    i = 2
+    v[2] = m[0] * 2.0
+    return np.sum(w * m[i - 1:])
+
+
 @OPT
 @pytest.mark.parametrize("fn", [view_of_a_slice, view_of_a_transpose, view_of_a_column, view_of_a_view,
-                                view_after_an_augmented_base, view_read_in_a_loop, view_read_twice],
+                                view_after_an_augmented_base, view_read_in_a_loop, view_read_twice,
+                                views_by_functions, view_written_after_a_write_into_its_base,
+                                view_with_an_index_bound_again],
                          ids=lambda f: f.__name__)
 def test_a_view_read_after_a_write_into_its_base_is_made_again(fn, optimize):
     check_gradient(fn, M, optimize=optimize)
@@ -272,6 +325,16 @@ def alias_augmented_in_a_loop(x):
     return s
 
 
+def alias_augmented_through_a_copy_in_a_loop(x):
+    v = x * 1.0
+    s = 0.0
+    for i in range(3):
+        t = v
+        t += x[i]  # refused here
+        s = s + np.sum(v * x)  # (`v` changed too; in the next iteration `t = v` reads it again)
+    return s
+
+
 def view_by_a_reshape(x):
     v = x * 1.0
     w = v.reshape(2, 2)  # (a view here; a copy of a base laid out otherwise)
@@ -298,7 +361,7 @@ def alias_of_the_argument(x):
 
 @OPT
 @pytest.mark.parametrize("fn", [alias_through_a_tuple, write_through_a_view, alias_augmented_in_a_loop,
-                                view_by_a_reshape, view_bound_again_in_a_loop, alias_of_the_argument],
+                                alias_augmented_through_a_copy_in_a_loop, view_by_a_reshape, view_bound_again_in_a_loop, alias_of_the_argument],
                          ids=lambda f: f.__name__)
 def test_what_cannot_be_decided_is_refused_at_the_users_line(fn, optimize):
     assert_refused(fn, X, optimize=optimize)

@@ -28,7 +28,7 @@ refusal, never a wrong gradient.
 Requires: a :class:`~srcgrad.transforms.anf.Core` body and its ranks (arrays are
 the names of a known rank above 0: only they change in place).
 Guarantees: reads are renamed (statements, their ``bound``/``index``/``value``
-annotations, ``array`` and ``augments``), views are made again where read,
+annotations, ``array``; not ``augments``: see ``_AUGMENTS``), views are made again where read,
 their ranks added to ``ranks``; one walk over the body (a loop's or branch's
 body once).  Returns whether anything changed.
 
@@ -65,7 +65,12 @@ _ALWAYS_VIEWS = (operator.getitem, np.transpose, np.swapaxes, np.moveaxis, np.ex
                  np.atleast_1d, np.atleast_2d, np.atleast_3d, np.asarray, np.asanyarray,
                  np.lib.stride_tricks.sliding_window_view, np.lib.stride_tricks.as_strided)
 # String annotations that name an array a statement reads or writes (renamed with it).
-_NAMED = ("array", "augments", "source")
+_NAMED = ("array", "source")
+# ... and one left as written: ``augments`` names the user's array that ``y += v`` changed, which
+# analysis/sharing.py takes as no longer read after it (SSA: the user's later reads read ``y_2``).
+# The statement may now read another name for that array (``y_2 = a + v``), one still read after
+# it (in the next iteration of a loop): that name then shares the array, and is refused there.
+_AUGMENTS = "augments"
 # Annotations that are facts about the user's code, not names the statement reads.
 _FACTS = ("origin", "group", "resolved", "rule", "kind", "callee", "constructs", "first_defined", "why",
           "saved", "impure", "maybe_object", "static", "operator", "manager", "flags", "carried")
@@ -316,11 +321,14 @@ class _Walk:
         ``y[idx]`` of an index array, nor a ``reshape``, which copy where they must: a copy
         keeps the old elements), made again from the same arguments where it is read
         after a write into ``y``."""
-        arguments = list((anno.get(stmt, "bound") or {}).values())
-        if anno.get(stmt, "rule") not in self.view_rules or anno.get(stmt, "impure") or not arguments \
-                or not isinstance(stmt.targets[0], gast.Name) or not self._array(stmt.targets[0].id) \
+        arguments, rule = list((anno.get(stmt, "bound") or {}).values()), anno.get(stmt, "rule")
+        if rule not in self.view_rules or anno.get(stmt, "impure") or not arguments \
+                or not isinstance(stmt.targets[0], gast.Name) \
                 or not isinstance(arguments[0], gast.Name) or not self._array(arguments[0].id):
             return False
+        target = self.ranks.get(stmt.targets[0].id)
+        if not (type(target) is int and target > 0 or target is None and rule is not self.view_rules_getitem):
+            return False  # (`y[i]` may be an element: a number, not a view)
         if anno.get(stmt, "rule") in self.as_given:  # (`np.asarray(y, dtype)` may convert: a copy)
             return all(isinstance(a, gast.Constant) and a.value is None for a in arguments[1:])
         flags = anno.get(stmt, "rule") is not self.view_rules_getitem  # (`y[True]` is an index array)
@@ -357,7 +365,7 @@ class _Walk:
             return
         table = getattr(stmt, anno.KEY, {})
         for key, value in table.items():
-            if key in _FACTS:
+            if key in _FACTS or key == _AUGMENTS:
                 continue
             names = [value] if isinstance(value, str) else value if isinstance(value, (list, tuple, set)) \
                 else []
@@ -366,7 +374,7 @@ class _Walk:
         for key, value in list(table.items()):
             if key in _NAMED and isinstance(value, str) and value in mapping:
                 table[key] = mapping[value]
-            elif key not in _FACTS:
+            elif key not in _FACTS and key != _AUGMENTS:
                 _rename_nodes(value, mapping)
         _rename_nodes(stmt, mapping)
         if anno.get(stmt, "kind") == "return":
@@ -376,7 +384,7 @@ class _Walk:
     def _reads(self, stmt) -> list:
         read = nodes.loaded_names(stmt)
         for key, value in getattr(stmt, anno.KEY, {}).items():
-            if key in _NAMED and isinstance(value, str):
+            if (key in _NAMED or key == _AUGMENTS) and isinstance(value, str):
                 read.append(value)
         return read
 
