@@ -272,6 +272,13 @@ def view_with_an_index_bound_again(m):
     return np.sum(w * m[i - 1:])
 
 
+def test_the_generated_code_makes_the_view_again_after_the_write():
+    text = srcgrad.source(srcgrad.grad(view_of_a_slice), M)
+    code = [line.strip() for line in text.split("# ---- backward sweep")[0].splitlines()
+            if not line.strip().startswith("#")]
+    assert code.index("w_2 = v[0:2]") > code.index("v[0] = _t2"), text
+
+
 @OPT
 @pytest.mark.parametrize("fn", [view_of_a_slice, view_of_a_transpose, view_of_a_column, view_of_a_view,
                                 view_after_an_augmented_base, view_read_in_a_loop, view_read_twice,

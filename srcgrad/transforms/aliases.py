@@ -13,20 +13,22 @@ name holds, the program need not read that name at all:
   again; after ``y_2 = y + v`` (an augmented assignment: the same array,
   changed in place) they are ``y_2``.  A read of any of them is a read of the
   name that holds the array's value now;
-* a view made by a primitive of known arguments (``w = y[0:2]``,
-  ``w = np.transpose(y)``) read after a write into its base is made again
-  there, from the base's present name (``w_2 = y[0:2]``), while neither its
-  base nor its other arguments were bound again.
+* a view NumPy always makes (``w = y[0:2]``, ``w = np.transpose(y)``; not
+  ``y[idx]`` of an index array nor a ``reshape``, which copy where they must)
+  read after a write into its base is made again there, from the base's
+  present name (``w_2 = y[0:2]``), while neither its base nor its other
+  arguments were bound again.
 
 Both are the same array (or the same elements) in Python's semantics, so the
 program means what it meant; ``analysis/sharing.py`` then checks the rewritten
 program, and refuses what it still reads through another name (a write through
 a view, an alias bound again in a loop).  What the rewrite decides is only which
 of several names for one array a statement reads, so a wrong guess is a
-refusal, never a wrong gradient.
+refusal, never a wrong gradient (``_AUGMENTS`` says what that needs).
 
 Requires: a :class:`~srcgrad.transforms.anf.Core` body and its ranks (arrays are
-the names of a known rank above 0: only they change in place).
+the names of a known rank above 0, and values of unknown rank written by index;
+an augmented assignment changes only the first in place).
 Guarantees: reads are renamed (statements, their ``bound``/``index``/``value``
 annotations, ``array``; not ``augments``: see ``_AUGMENTS``), views are made again where read,
 their ranks added to ``ranks``; one walk over the body (a loop's or branch's
