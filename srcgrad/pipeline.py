@@ -2,7 +2,7 @@
 one analysis in ``analysis/``; read this file to see the whole of srcgrad.
 
     source → desugar → resolve → inline → exits → validate → normalize (ANF)
-           → analyze (activity, ranks) → reverse → optimize → emit and load
+           → analyze (ranks, aliases, activity, sharing) → reverse → optimize → emit and load
                  (forward mode: → forward → optimize → emit and load)
 """
 from __future__ import annotations
@@ -19,7 +19,8 @@ import numpy as np
 
 from . import anno, backends, errors, nodes, runtime, templates, tree
 from .analysis import activity, ranks, sharing
-from .transforms import anf, desugar, emit, exits, forward, inline, optimize, parse, resolve, reverse, validate
+from .transforms import (aliases, anf, desugar, emit, exits, forward, inline, optimize, parse, resolve, reverse,
+                         validate)
 
 MODES = ("grad", "value_and_grad", "vjp", "jvp", "pullback")
 
@@ -221,10 +222,14 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     scope_ranks = free.scope_ranks()
     core = anf.transform(fdef, free.names, backend, reserved=(backend.MODULE_NAME, "rt", "dispatch"),
                          param_ranks=param_ranks, scope_ranks=scope_ranks)
-    # 5. analyze: activity (who needs an adjoint) and ranks (which rule form applies).
-    body_activity = activity.analyze(core.body, options.wrt)
+    # 5. analyze: ranks (which rule form applies) and activity (who needs an adjoint); between
+    #    them, a read through another name for an array reads the name holding its value now
+    #    (aliases: it needs the ranks, to know the arrays; activity then sees what is read).
     rank_env = ranks.infer(core.body, {**scope_ranks, **dict(zip(core.params, param_ranks))}, _callee_core)
     anf.drop_decided_checks(core.body, rank_env)  # (`n, c, h, w = x.shape` of a rank-4 x: no check)
+    asked = {core.final_names.get(n) for n in [*(name for name, _ in options.hooks), *options.intermediates]}
+    aliases.transform(core, rank_env, keep=asked - {None})  # (an adjoint asked for: its own name's reads)
+    body_activity = activity.analyze(core.body, options.wrt)
     shared = sharing.check(core.body, rank_env, core.params)  # a write seen through another name is refused
     if options.mode == "jvp":
         return _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backend, free, shared,

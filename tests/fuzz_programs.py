@@ -18,6 +18,11 @@ The oracle, for ``optimize=True`` and ``False``:
   central differences (also after the module's globals change, for programs
   that change them between calls);
 * ``refused``: srcgrad raised a :class:`srcgrad.UserCodeError` (counted, fine);
+* ``stale source``: the refusal of a function whose file was edited after its
+  module was imported (the ``edited_source`` feature edits it on purpose: Python
+  runs the old code, and srcgrad will not differentiate the new text).  A
+  deliberate refusal, tallied apart so that ``refused`` counts what srcgrad
+  does not follow;
 * ``wrong value`` / ``wrong gradient``: a silent wrong answer (a failure);
 * ``crash``: any other exception from inside srcgrad (a failure);
 * ``unlocated refusal``: a refusal that names no line of the user's file (a failure);
@@ -548,7 +553,7 @@ def load(source: str, edits=()):
 # ---- the oracle ------------------------------------------------------------------------
 @dataclasses.dataclass
 class Outcome:
-    kind: str  # pass, refused, wrong value, wrong gradient, crash, unreliable, invalid
+    kind: str  # pass, refused, stale source, wrong value, wrong gradient, crash, unreliable, invalid
     detail: str = ""
     optimize: bool | None = None
 
@@ -651,6 +656,12 @@ def check(program: Program, tries: int = 3) -> list:
     return outcomes
 
 
+def stale_source(exc) -> bool:
+    """Whether ``exc`` refuses a function whose file changed after it was imported."""
+    return isinstance(exc, srcgrad.errors.NoSourceError) \
+        and "changed after its module was imported" in str(exc)
+
+
 def _check_mode(fn, module, args, reference, optimize, changes):
     gradient = srcgrad.value_and_grad(fn, wrt=(0, 1, 2, 3), optimize=optimize)
     for call in range(2 if changes else 1):
@@ -669,7 +680,8 @@ def _check_mode(fn, module, args, reference, optimize, changes):
         except srcgrad.UserCodeError as exc:
             if exc.origin is None or srcgrad.errors.is_library_file(exc.origin.filename):
                 return Outcome("unlocated refusal", str(exc).splitlines()[0], optimize)
-            return Outcome("refused", str(exc).splitlines()[0], optimize)
+            kind = "stale source" if stale_source(exc) else "refused"
+            return Outcome(kind, str(exc).splitlines()[0], optimize)
         except Exception as exc:  # noqa: BLE001 - the oracle's point
             where = "srcgrad" if _is_srcgrad_frame(exc.__traceback__) else "elsewhere"
             return Outcome("crash", f"{type(exc).__name__} ({where}): {str(exc).splitlines()[0][:200]}", optimize)

@@ -271,14 +271,27 @@ def no_tangent_rule(x):
 
 
 def test_refusals_of_reverse_mode_hold():
-    def writes_view(x):
+    def writes_through_view(x):
         y = np.copy(x)
         v = y[0:2]
-        y[0] = 3.0
-        return np.sum(v * x)
+        v[0] = 3.0 * x[1]
+        return np.sum(y * x)
 
     with pytest.raises(srcgrad.UserCodeError):
-        srcgrad.jvp(writes_view)(np.ones(3), np.ones(3))
+        srcgrad.jvp(writes_through_view)(np.ones(3), np.ones(3))
+
+
+def test_a_view_read_after_a_write_into_its_base_is_made_again():
+    def reads_view(x):
+        y = np.copy(x)
+        v = y[0:2]
+        y[0] = 3.0 * x[2]
+        return np.sum(v * x[:2])
+
+    x, dx = np.array([0.3, -1.2, 0.7]), np.array([1.0, 2.0, -0.5])
+    value, tangent = srcgrad.jvp(reads_view)(x, dx)
+    assert value == pytest.approx(reads_view(x))
+    assert tangent == pytest.approx(np.dot(srcgrad.grad(reads_view)(x), dx))
 
 
 def test_missing_rule_refused():

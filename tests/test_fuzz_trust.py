@@ -75,6 +75,13 @@ def test_fuzzer_oracle_catches_a_wrong_gradient_and_a_crash():
     assert [o.kind for o in fuzz.check(refused)] == ["refused", "refused"]
 
 
+def test_a_file_edited_after_import_is_tallied_apart():
+    """The deliberate refusal of a file edited after its import is ``stale source``, not ``refused``."""
+    edited = fuzz.Program(0, [fuzz.Snippet("edited_source", ["v9 = x * 1.25"], "v9", "vec",
+                                           edit=("v9 = ", "v9 = 2.0 + "))], ["1.0"])
+    assert [o.kind for o in fuzz.check(edited)] == ["stale source", "stale source"]
+
+
 def test_shrinking_keeps_the_failing_snippet():
     program = fuzz.generate(5, ("elementwise", "loop"), size=(3, 3))
     marked = fuzz.Program(0, program.snippets + [fuzz.Snippet("t", ["v99 = undefined_name"], "v99", "vec")],
@@ -96,7 +103,7 @@ def test_check_true_agrees_with_the_oracle(seed):
         pytest.skip(f"finite differences unreliable at this point ({first.kind})")
     seen = fuzz.with_check(program)
     expected = {"pass": "quiet", "wrong value": "caught", "wrong gradient": "caught", "refused": "refused",
-                "unlocated refusal": "refused", "crash": "crash"}[first.kind]
+                "stale source": "refused", "unlocated refusal": "refused", "crash": "crash"}[first.kind]
     assert seen == expected, f"oracle: {first.kind} {first.detail}\n{program.source()}"
 
 

@@ -132,19 +132,26 @@ class Model:
         return np.sum(a * x)
 
 
+# A name copied from the array (`a = c`, a helper's parameter, `ident(c)` inlined) is read as
+# the array itself, and a view of known arguments (`c.T`, `c[:, 2]`) read after a write into
+# its base is made again there (transforms/aliases.py): right, as written.
+@OPT
+@pytest.mark.parametrize("fn", [alias_then_write_original, alias_then_write_alias, alias_through_call,
+                                view_by_transpose, column_view, alias_in_a_method_helper],
+                         ids=lambda f: f.__name__)
+def test_a_write_seen_through_a_known_alias_or_view_is_right(fn, optimize):
+    _assert_right(fn, optimize=optimize)
+
+
+# What the compiler cannot follow by name (an alias through a container, a view bound again in
+# a loop, a reshape, which copies where its base's layout asks for it) is still refused.
 @OPT
 @pytest.mark.parametrize("fn, says", [
-    (alias_then_write_original, "`a` share memory"),
-    (alias_then_write_alias, "cannot write into `a`"),
     (alias_through_tuple, "cannot write into `c`"),
     (alias_through_list, "cannot write into `c`"),
-    (alias_through_call, "cannot write into `c`"),
-    (view_by_transpose, "`v` is a view of it"),
     (view_by_reshape, "`v` is a view of it"),
     (view_of_view, "`v` is a view of it"),
-    (column_view, "`v` is a view of it"),
     (view_carried_by_a_loop, "`v` is a view of it"),
-    (alias_in_a_method_helper, "`a` share memory"),
 ], ids=lambda v: getattr(v, "__name__", None))
 def test_a_write_seen_through_another_name_is_refused(fn, says, optimize):
     message = _assert_refused(fn, says, optimize=optimize)
@@ -228,8 +235,13 @@ Model.scale_under_view = _scale_under_view
 
 
 @OPT
-@pytest.mark.parametrize("fn", [augmented_under_a_view, augmented_under_a_transpose_in_a_loop,
-                                augmented_in_a_helper], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("fn", [augmented_under_a_view, augmented_in_a_helper], ids=lambda f: f.__name__)
+def test_an_augmented_assignment_under_a_view_read_after_it_is_right(fn, optimize):
+    _assert_right(fn, optimize=optimize)  # (the view is made again from `c` as it is then)
+
+
+@OPT
+@pytest.mark.parametrize("fn", [augmented_under_a_transpose_in_a_loop], ids=lambda f: f.__name__)
 def test_an_augmented_assignment_under_a_view_is_refused(fn, optimize):
     _assert_refused(fn, "changes the array `c` in place", optimize=optimize)
 
@@ -751,10 +763,10 @@ RIGHT = [alias_not_read_after_the_write, element_read_before_write, view_rebound
          argument_written_in_a_loop, value_written_in_nested_loops, reversed_into_itself,
          permuted_into_itself, shifted_into_itself, reversed_into_itself_in_a_loop, rows_swapped,
          transposed_row_read_in_each_iteration_before_a_write, column_read_in_each_iteration_before_a_write,
-         written_into_an_integer_array, merged_new_arrays_written, augmented_in_a_loop]
-REFUSED = [alias_then_write_original, alias_then_write_alias, view_by_transpose, view_of_view, column_view,
-           view_carried_by_a_loop, augmented_under_a_view, changed_through_a_view,
-           argument_written_in_a_later_iteration]
+         written_into_an_integer_array, merged_new_arrays_written, augmented_in_a_loop,
+         alias_then_write_original, alias_then_write_alias, view_by_transpose, column_view,
+         augmented_under_a_view]
+REFUSED = [view_of_view, view_carried_by_a_loop, changed_through_a_view, argument_written_in_a_later_iteration]
 
 
 def _through_helper(fn):

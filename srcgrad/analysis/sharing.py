@@ -19,13 +19,17 @@ to the same array is live (read before it is bound again; in a loop, also by a
 later iteration; a parameter is live to the end: the caller holds it).  An
 integer index of a vector (``s = y[0]``) is a number, not a view.
 
+``transforms/aliases.py`` runs first: a name copied from an array, and a view of
+known arguments, are read by then as the array's present name or made again after
+the write, so what is left here is what the compiler cannot follow by name.
+
 Requires: a :class:`~srcgrad.transforms.anf.Core` body and its ranks.
 Guarantees: nothing is changed; raises :class:`~srcgrad.errors.UnsupportedSyntaxError`.
 
 Example (refused at the write; ``np.copy(c)`` instead of ``c`` makes it right)::
 
     c = x * 1.0
-    a = c
+    a = (c, 1.0)[0]
     c[1] = c[1] - a[2]
     return np.sum(a)       # `a` is read after the write
 """
