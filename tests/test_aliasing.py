@@ -390,3 +390,67 @@ def test_a_copy_by_an_index_array_is_not_made_again(optimize):
         check_gradient(copy_by_an_index_array, X, optimize=optimize)
     except srcgrad.UserCodeError as exc:
         assert "test_aliasing.py:" in str(exc)
+
+
+# ---- an array made in a loop's body and written there: each iteration's is new ------------
+
+def states_written_then_appended(x):
+    h = x
+    hs = []
+    for _ in range(3):
+        h = np.tanh(h * x)
+        h[0] = h[0] * 2.0  # `hs` holds the arrays of earlier iterations, not this one
+        hs.append(h)
+    return np.sum(np.stack(hs) ** 2)
+
+
+def double_buffered(x):
+    alpha = x * 1.0
+    for _ in range(3):
+        new = np.empty(3)
+        new[0] = alpha[1] * x[0]  # `alpha` is the array the iteration before made
+        new[1] = alpha[2] * x[1]
+        new[2] = alpha[0] * x[2]
+        alpha = new
+    return np.sum(alpha ** 2)
+
+
+class _Recurrence:
+    def step(self, h, x):
+        out = np.tanh(h * x)
+        out[-1] = out[-1] + 1.0
+        return out
+
+    def run(self, x):
+        h, hs = x, []
+        for _ in range(2):
+            h = self.step(h, x)
+            hs.append(h)
+        return np.sum(hs[0] * hs[1])
+
+
+def written_in_a_method_in_a_loop(x):
+    return _Recurrence().run(x)
+
+
+def given_the_array_before_the_write(x):
+    hs = []
+    for t in range(2):
+        h = np.tanh(x * (t + 1.0))
+        a = h
+        hs.append(a)
+        h[0] = h[0] * 2.0  # refused here: `hs` holds this very array
+    return np.sum(np.stack(hs))
+
+
+@OPT
+@pytest.mark.parametrize("fn", [states_written_then_appended, double_buffered, written_in_a_method_in_a_loop],
+                         ids=lambda f: f.__name__)
+def test_an_array_made_in_each_iteration_is_its_own(fn, optimize):
+    check_gradient(fn, X, optimize=optimize)
+    check_gradient(fn, X, optimize=optimize, dtype=np.float32, rtol=2e-3, atol=1e-4)
+
+
+@OPT
+def test_an_array_given_to_a_list_before_the_write_is_still_refused(optimize):
+    assert_refused(given_the_array_before_the_write, X, optimize=optimize)

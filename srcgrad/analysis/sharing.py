@@ -102,8 +102,13 @@ def check(body, ranks, params=()) -> dict:
         own = {array, *nodes.assigned_names(stmt)}  # (`y += v` binds the new value: not an alias)
         if anno.get(stmt, "container"):
             seen = sorted(n for n in after.get(id(stmt), ()) if n not in own and lists.overlap(n, array))
-        elif id(stmt) in fresh:  # `y` holds the array made above it, whatever else it holds elsewhere
+        elif id(stmt) in fresh:  # `y` holds the array made above it, whatever else it holds elsewhere:
+            # only what was made to share it since (`hs.append(h)` after the write, in a loop,
+            # holds the arrays of earlier iterations)
             seen = sorted(n for n in after.get(id(stmt), ()) if n not in own and array in memory.points.get(n, ()))
+            if seen:  # (only then: the statements in between are read once per such write)
+                holders = _holders(array, fresh[id(stmt)], ranks)
+                seen = [n for n in seen if n in holders]
         else:
             seen = sorted(n for n in after.get(id(stmt), ()) if n not in own and memory.overlap(n, array))
         if seen:
@@ -111,34 +116,54 @@ def check(body, ranks, params=()) -> dict:
     return {a: memory.sharing(a) - {a} for a in {anno.get(s, "array") for s in writes}}
 
 
-def _into_new_arrays(body, ranks, views, params) -> set:
+def _into_new_arrays(body, ranks, views, params) -> dict:
     """The writes ``y[i] = v`` whose ``y`` was last bound, earlier in the same statement
     list, to a new array (``y = np.zeros_like(x)``): there ``y`` is that array only,
     though the points-to sets, flow-insensitive, also give ``y`` what another branch
-    binds to it (``else: y = x``, as gradient code's adjoints are)."""
-    found = set()
+    binds to it (``else: y = x``, as gradient code's adjoints are).  Each maps to the
+    statements between the one that made the array and the write: the only ones that
+    can have given another name that array (in a loop, each iteration makes a new one)."""
+    found = {}
 
     def walk(stmts):
-        new = set()  # names bound to a new array above, in this list
-        for stmt in stmts:
+        new = {}  # name bound to a new array above, in this list -> where
+        for at, stmt in enumerate(stmts):
             if isinstance(stmt, (gast.If, gast.For, gast.While)):
                 walk(stmt.body)
                 walk(stmt.orelse)
-                new -= set(n for s in stmt.body + stmt.orelse for n in _bound_within(s))
-                new -= set(nodes.assigned_names(stmt)) if isinstance(stmt, gast.For) else set()
+                for n in {n for s in stmt.body + stmt.orelse for n in _bound_within(s)} \
+                        | (set(nodes.assigned_names(stmt)) if isinstance(stmt, gast.For) else set()):
+                    new.pop(n, None)
                 continue
             if anno.get(stmt, "kind") == "setitem":
                 if anno.get(stmt, "array") in new:
-                    found.add(id(stmt))
+                    found[id(stmt)] = stmts[new[anno.get(stmt, "array")] + 1:at]
                 continue
             bound = set(nodes.assigned_names(stmt))
             shared = {t for t, _ in _sharing(stmt, ranks, views)}
             kind = anno.get(stmt, "kind")
             made = bound - shared if kind not in ("call", "unknown") and isinstance(stmt, gast.Assign) \
                 and not anno.has(stmt, "augments") else set()  # (`y += v`: the same array)
-            new = (new - bound) | (made - params)
+            for n in bound:
+                new.pop(n, None)
+            new.update({n: at for n in made - params})
     walk(body)
     return found
+
+
+def _holders(array, between, ranks) -> set:
+    """The names ``between`` (statements, in order) gives ``array``'s memory, through
+    copies, views, containers and calls, and chains of them."""
+    holders, views = {array}, _view_rules()
+    pairs = [pair for stmt in nodes.statements(between) for pair in _sharing(stmt, ranks, views)]
+    grown = True
+    while grown:  # (a loop in between may give a name it before the name it copies has it)
+        grown = False
+        for target, source in pairs:
+            if source in holders and target not in holders:
+                holders.add(target)
+                grown = True
+    return holders
 
 
 def _bound_within(stmt):
