@@ -1516,8 +1516,21 @@ def as_tuple(items):
 
 
 def as_list(items):
-    """``list(xs)`` of a list or tuple whose items are known when it runs only."""
+    """``list(xs)`` of a list or tuple whose items are known when it runs only, or of an
+    array (its rows)."""
     return list(items)
+
+
+def list_adjoint(ans_bar, items):
+    """The adjoint of ``items`` in ``list(items)`` from the list's (sparse, ``{0: g}``, or
+    a list of adjoints): that, for a list or tuple; an array's rows filled in for an array."""
+    if isinstance(items, (list, tuple)) or not hasattr(items, "shape"):
+        return ans_bar
+    items_bar = array_module(items).zeros(np.shape(items), np.result_type(items, 1.0))
+    for i, g in ans_bar.items() if isinstance(ans_bar, dict) else enumerate(ans_bar):
+        if g is not None:
+            items_bar[i] += g
+    return items_bar
 
 
 def concatenated(a, b):

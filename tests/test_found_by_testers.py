@@ -278,12 +278,13 @@ def sorted_list(x):
 
 @pytest.mark.parametrize("f, method", [(reversed_list, "reverse"), (sorted_list, "sort")])
 def test_a_list_method_is_not_called_the_array_method(f, method):
-    with pytest.raises(errors.UnsupportedSyntaxError, match=f"`.{method}\\(\\)` of `vals`, which holds an "
-                       "array's values") as info:
+    # (`list(x)` of an array is the list of its rows; a change of their order is refused)
+    with pytest.raises(errors.UnsupportedSyntaxError, match=f"`.{method}\\(\\)` of `vals`, a list whose "
+                       "items it knows only when the code runs") as info:
         srcgrad.grad(f)(X)
     assert "the array method" not in str(info.value)
     assert info.value.origin.line == _line(f, f"vals.{method}()")
-    assert "x[::-1]" in info.value.advice
+    assert "vals[::-1]" in info.value.advice
 
 
 # ---- a functools.partial named by its function ---------------------------------------------

@@ -1680,7 +1680,8 @@ class _Lowering:
             joined = self._joined(node.op, left, right, node, emit)
             if joined is not None:
                 return joined
-            sequences = [isinstance(a, gast.Name) and (a.id in self.containers or a.id in self.tuples)
+            sequences = [isinstance(a, gast.Name) and (a.id in self.containers or a.id in self.tuples
+                                                       or a.id in self.runtime_lists)
                          and a.id not in self.dicts for a in (left, right)]
             if isinstance(node.op, gast.Add) and all(sequences):
                 # A join of tuples or lists whose items are known when it runs only (a tuple
@@ -2015,7 +2016,8 @@ class _Lowering:
                     joined = anno.inherit(gast.BinOp(left=args[0], op=gast.Add(),
                                                      right=gast.List(elts=[], ctx=gast.Load())), node)
                     return self._lower(joined, **{k: v for k, v in emit.items() if k != "origin_node"})
-                if callee is list and at_run_time:  # (of a tuple too: `rest + list(axes)`)
+                if callee is list and (at_run_time or isinstance(args[0], gast.Name) and args[0].id in self.arrays):
+                    # (of a tuple too: `rest + list(axes)`; of an array: its rows)
                     made = self._apply(runtime.as_list, None, args, {}, node, func_node=nodes.dotted("rt.as_list"),
                                        **emit)
                     if isinstance(made, gast.Name):
@@ -2070,6 +2072,15 @@ class _Lowering:
                             "which srcgrad does not follow",
                             f"build a list of your own from its items (`items = [{user}[0], {user}[1]]`) "
                             "and change that")
+        if isinstance(func, gast.Attribute) and func.attr in _CHANGES and isinstance(func.value, gast.Name) \
+                and self.current.get(func.value.id, func.value.id) in self.runtime_lists:
+            # (`vals = list(x)`, `hs = [None] * n`: its items are known when it runs only, and
+            # their adjoints are followed by position: a change of order or length is not)
+            user = func.value.id
+            raise errors.at(node, f"srcgrad does not follow `.{func.attr}()` of `{user}`, a list whose "
+                            "items it knows only when the code runs (their adjoints go by position)",
+                            f"make a new list instead (`{user} = {user}[::-1]`, `{user} = {user}[:-1]`, "
+                            f"`{user} = {user} + [v]`), or build `{user}` with appends in this function")
         # A list or dict made here, by its name or as an item of another (`ys[0].append(h)`).
         held = self._held(func.value) if isinstance(func, gast.Attribute) else None
         user = nodes.to_source(func.value) if held is not None else None
