@@ -365,19 +365,16 @@ def _differentiated_output(core, options):
 def _scalar_output_check(core, result, rank_env, seed):
     """``grad`` needs a scalar output (or an array of one element, as autograd takes):
     checked in the code where the rank is unknown, or is not 0; an array output's seed
-    takes its shape (``result_bar = rt.size_one_seed(result, result_bar, where)``)."""
+    takes its shape (``result_bar = rt.size_one_seed(result, result_bar, where)``, or
+    ``rt.scalar_seed`` where the rank is known only when the code runs)."""
     rank = ranks.rank_of(result, rank_env)
     if rank == 0:
         return None
     return_stmt = core.body[-1]
     origin = anno.get(return_stmt, "origin")
     where = origin.where if origin else core.name
-    if rank is not None:
-        check = nodes.assign(seed, nodes.call("rt.size_one_seed", [nodes.copy(result), nodes.name(seed),
-                                                                   nodes.const(where)]))
-    else:
-        check = gast.Expr(value=nodes.call("rt.check_scalar_output",
-                                           [nodes.copy(result), nodes.const(where)]))
+    helper = "rt.size_one_seed" if rank is not None else "rt.scalar_seed"
+    check = nodes.assign(seed, nodes.call(helper, [nodes.copy(result), nodes.name(seed), nodes.const(where)]))
     anno.set(check, "group", anno.get(return_stmt, "group"))
     anno.set(check, "impure", True)
     return check

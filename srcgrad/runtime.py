@@ -1318,6 +1318,18 @@ def check_scalar_output(value, where: str):
     return value
 
 
+def scalar_seed(value, seed, where: str):
+    """The seed of ``grad`` for an output ``value`` whose rank is known only when the code
+    runs: ``seed`` for a scalar, ``seed`` in ``value``'s shape for an array of one element
+    (shape ``(1,)``, ``(1, 1)``, as autograd takes); anything else is refused, as
+    :func:`check_scalar_output` says."""
+    if isinstance(value, (dict, list, tuple)) or np.ndim(value) == 0 or np.size(value) != 1:
+        check_scalar_output(value, where)
+        return seed
+    check_scalar_output(value.reshape(()), where)  # (a complex value is refused)
+    return np.full(np.shape(value), seed, dtype=np.result_type(value, 1.0))
+
+
 def size_one_seed(value, seed, where: str):
     """The seed of ``grad`` for an array output ``value`` of one element (shape ``(1,)``,
     ``(1, 1)``): ``seed`` in its shape.  Any other size is refused (NonScalarOutputError)."""
