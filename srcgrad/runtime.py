@@ -1568,6 +1568,27 @@ def add_items(adjoints, more, items):
     return add(adjoints, more)
 
 
+def in_form_of(u, g):
+    """``u``, an adjoint of one item each (a list, or sparse ``{i: a}``), in the form of
+    ``g`` (a sparse adjoint, a list, the rows of an array, or a plain zero that reached no
+    item): the transpose of reading ``g`` item by item (:func:`as_items`, :func:`add_each`)."""
+    if isinstance(g, dict):
+        return {k: item_of(u, k) for k in g}
+    if isinstance(g, (list, tuple)):
+        return [item_of(u, i) for i in range(len(g))]
+    if hasattr(g, "ndim") and g.ndim > 0:
+        return np.reshape(np.stack([entry(u, i, row) for i, row in enumerate(g)]), np.shape(g))
+    return zeros_like(g)
+
+
+def no_items_dot(dot, g):
+    """The tangent ``dot`` of a sequence of adjoints ``g``, or, where it is constant (zero),
+    a form :func:`add_each` adds as nothing: ``{}`` for a sparse ``g``, else one None per item."""
+    if not is_constant(dot):
+        return dot
+    return {} if isinstance(g, dict) else [None] * len(g) if isinstance(g, (list, tuple)) else None
+
+
 def add_item(items, index, g):
     """A new list of adjoints: ``items`` with ``g`` added to item ``index`` (the
     adjoint of ``xs[index]`` read from a list grown with append).

@@ -331,6 +331,17 @@ HELPERS = [  # (helper, arguments, the position of each linear argument)
         r.standard_normal((3, 4))), (0,)),
     (rt.item_of, lambda r: ((r.standard_normal(3), r.standard_normal((2, 2))), 1), (0,)),
     (rt.item_of, lambda r: ({0: r.standard_normal(3)}, 0), (0,)),
+    # a list's adjoint, one per item (popped by the appends that grew it)
+    (rt.as_items, lambda r: (r.standard_normal((3, 2)), [r.standard_normal(2) for _ in range(3)]), (0,)),
+    (rt.as_items, lambda r: ([r.standard_normal(2) for _ in range(3)],) * 2, (0,)),
+    (rt.as_items, lambda r: ({1: r.standard_normal(2)}, [r.standard_normal(2) for _ in range(3)]), (0,)),
+    (rt.items_adjoint, lambda r: (r.standard_normal((3, 2)), [r.standard_normal(2) for _ in range(3)]), (0,)),
+    (rt.items_adjoint, lambda r: (r.standard_normal((3, 2)), r.standard_normal((3, 2))), (0,)),
+    (rt.add_each, lambda r: ([r.standard_normal(2) for _ in range(3)], r.standard_normal((3, 2))), (0, 1)),
+    (rt.add_each, lambda r: ({2: r.standard_normal(2)}, [r.standard_normal(2) for _ in range(3)]), (0, 1)),
+    (rt.add_items, lambda r: ([r.standard_normal(2) for _ in range(3)], r.standard_normal((3, 2)),
+                              [np.ones(2)] * 3), (0, 1)),
+    (rt.add_items, lambda r: (r.standard_normal((3, 2)), r.standard_normal(2), np.ones((3, 2))), (0, 1)),
 ]
 
 
@@ -455,6 +466,63 @@ def test_hessian_of_gradient_code_that_calls_runtime_helpers(fn, shapes):
                                atol=1e-7)
     H = srcgrad.hessian(fn)(*args).reshape(args[0].size, args[0].size)
     np.testing.assert_allclose(H, H.T, atol=1e-10)
+
+
+# ---- gradient code that pops the adjoint of a list grown by append (rt.as_items): gmm.py's
+# `cluster_lls.append(...)` read whole by np.vstack
+
+def _grown_rows(w, x):
+    rows = []
+    for i in range(w.shape[0]):
+        rows.append(np.tanh(w[i] * x))
+    return rows
+
+
+def _read_by_vstack(w, x):
+    return np.sum(np.vstack(_grown_rows(w, x)) ** 3)
+
+
+def _read_by_hstack(w, x):
+    return np.sum(np.hstack(_grown_rows(w, x)) * np.arange(2 * w.shape[0]))
+
+
+def _read_by_concatenate_and_stack(w, x):
+    rows = _grown_rows(w, x)
+    return np.sum(np.concatenate(rows) ** 3) + np.sum(np.stack(rows, axis=1) ** 4)
+
+
+def _read_by_array_and_sum(w, x):
+    rows = _grown_rows(w, x)
+    return np.sum(np.array(rows) ** 3) + np.sum(sum(rows) ** 2)
+
+
+def _read_twice(w, x):  # (the list's own name: its adjoints accumulated item by item, rt.add_each)
+    rows = []
+    for i in range(w.shape[0]):
+        rows.append(np.tanh(w[i] * x))
+    return np.sum(np.vstack(rows) ** 3) + np.sum(np.concatenate(rows) * np.sum(np.stack(rows) ** 2))
+
+
+def _read_by_logsumexp(w, x):  # (gmm.py's log likelihood, in small)
+    lls = []
+    for i in range(3):
+        lls.append(w[i] - (x - w[3 + i]) ** 2)
+    stacked = np.vstack(lls)
+    m = np.max(stacked, axis=0)
+    return np.sum(m + np.log(np.sum(np.exp(stacked - m), axis=0)))
+
+
+@pytest.mark.parametrize("fn", [_read_by_vstack, _read_by_hstack, _read_by_concatenate_and_stack,
+                                _read_by_array_and_sum, _read_twice, _read_by_logsumexp])
+def test_hvp_of_code_that_grows_a_list(fn):
+    r = np.random.default_rng(3)
+    args = (r.standard_normal(6 if fn is _read_by_logsumexp else 3), r.standard_normal(2))
+    v = r.standard_normal(args[0].shape)
+    np.testing.assert_allclose(srcgrad.hvp(fn)(*args, v), gradient_difference(fn, args, 0, v), rtol=1e-5,
+                               atol=1e-7)
+    H = srcgrad.hessian(fn)(*args)
+    np.testing.assert_allclose(H, H.T, atol=1e-10)
+    np.testing.assert_allclose(H @ v, srcgrad.hvp(fn)(*args, v), rtol=1e-10, atol=1e-12)
 
 
 # ---- the gallery's models: hvp with respect to a whole model ------------------------

@@ -961,6 +961,8 @@ class _Lowering:
                 self.made_by[new] = self.made_by[value.id]
             if value.id in self.containers:
                 self.containers.add(new)
+            if value.id in self.lists:  # (the same list: its items known when it runs only)
+                self.lists.add(new)
             if value.id in self.tuples:  # (immutable: what it holds is known under either name)
                 self.tuples.add(new)
                 if value.id in self.aggregates:
@@ -969,7 +971,17 @@ class _Lowering:
             self.scalars.add(new)
         if self._holds_array(annotations, value):
             self.arrays.add(new)
+        elif kind == "op" and annotations.get("rule") in _LIST_ADJOINTS:
+            self._own_list(new)  # (a list adjoint in gradient code, popped by the appends)
         return nodes.name(new)
+
+    def _own_list(self, name):
+        """``name`` holds a new list of this function's own, its items known when it runs
+        only: it may grow and shrink (append, pop), as a list made by ``[]`` does."""
+        self.arrays.discard(name)
+        self.lists.add(name)
+        self.own_lists.add(name)
+        self.list_depth[name] = len(self.loop_writes)
 
     def _escape(self, atoms, node):
         """Arrays stored in a list or passed to a function: another name may see them
@@ -1365,7 +1377,7 @@ class _Lowering:
             if rule is registry.lookup(operator.getitem):
                 base = annotations["bound"]["a"]
                 return isinstance(base, gast.Name) and base.id in self.arrays
-            return True
+            return rule not in _LIST_ADJOINTS
         if kind == "unpack":  # `a, b = m`: the rows of an array
             return annotations["source"] in self.arrays or annotations["source"] in self.field_arrays
         return kind == "nondiff" and not isinstance(value, gast.Attribute) and "constructs" not in annotations \
@@ -1862,7 +1874,10 @@ class _Lowering:
                     # list of the same items is `xs + []`, a join, item by item.
                     joined = anno.inherit(gast.BinOp(left=args[0], op=gast.Add(),
                                                      right=gast.List(elts=[], ctx=gast.Load())), node)
-                    return self._lower(joined, **{k: v for k, v in emit.items() if k != "origin_node"})
+                    made = self._lower(joined, **{k: v for k, v in emit.items() if k != "origin_node"})
+                    if isinstance(made, gast.Name):
+                        self._own_list(made.id)
+                    return made
             if callee is np.einsum:
                 args = _einsum_sublists(args)
             if callee in (max, min) and len(args) > 1:  # Python's max(a, b) is max((a, b)): one rule
@@ -2146,6 +2161,9 @@ def _clip_arguments(args, kwargs):
 
 
 # NumPy's random generators (``rng = np.random.default_rng(0)``): objects, not arrays.
+# The runtime helpers of gradient code that make a list of adjoints, one per item of a list
+# grown by append: the backward sweep pops it (forward mode over it mirrors the pops).
+_LIST_ADJOINTS = {registry.lookup(runtime.as_items), registry.lookup(runtime.add_each)}
 _GENERATOR_MAKERS = {"numpy.random.default_rng", "numpy.random.mtrand.RandomState",
                      "numpy.random._generator.Generator"}
 

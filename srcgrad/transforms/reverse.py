@@ -1403,7 +1403,7 @@ class _Reverse:
                         if unknown else nodes.call("rt.add_each", [nodes.name(name), expr])
                 else:
                     expr = nodes.call("rt.items_adjoint", [expr, nodes.name(atom.id)]) if unknown \
-                        else nodes.call("list", [expr])
+                        else nodes.call("rt.as_items", [expr, nodes.name(atom.id)])
                     self.defined.add(atom.id)
                 self._append(nodes.assign(name, expr), self.group)
             elif param in rule.sequence_params:
