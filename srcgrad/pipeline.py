@@ -18,6 +18,7 @@ import numpy as np
 from . import anno, backends, errors, nodes, runtime, templates, tree
 from .analysis import activity, ranks, sharing
 from .transforms import anf, desugar, emit, exits, forward, inline, optimize, parse, resolve, reverse, validate
+from .rules import registry
 
 MODES = ("grad", "value_and_grad", "vjp", "jvp", "pullback")
 
@@ -200,6 +201,7 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     for (name, hook), variable in zip(options.hooks, hook_names.values()):
         namespace[variable] = runtime.hooked(hook)
     watch.bind(namespace)
+    namespace.update(sweeps.bound)
     # (A callee is a free name, guarded by `free`: rebound, the program is compiled again.)
     if link is not None:
         for (_, callee, wrt, arg_ranks), name in sweeps.callees.items():
@@ -317,6 +319,10 @@ class _Specialisation:
             "model, or replaced a method of a class): the code would go on using the old one",
             self.origins.get(where), "make the change before calling the gradient function (a change "
             "between calls is seen), or pass the layer to use as an argument")
+
+
+# (Bookkeeping: forward mode over gradient code that checks passes the check by as it is.)
+registry.nondifferentiable(methods=((_Specialisation, "check"),), impure=True)
 
 
 def _function_name(core, options) -> str:

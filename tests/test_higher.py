@@ -638,3 +638,74 @@ def test_what_forward_mode_cannot_follow_in_gradient_code_is_refused_at_the_user
     message = str(refused.value)
     assert message.splitlines()[0].split(":")[0].endswith("test_higher.py") and "second derivative" in message
     assert srcgrad.grad(fn)(x).shape == x.shape  # the first derivative stays right
+
+
+# ---- a rule of the user's that runs as a function (its adjoint calls a helper of theirs):
+# second order through it by a rule of the adjoint itself (fixed_point's, srcgrad.misc)
+
+def _three_g_x_squared(g, x):  # (a helper: the rule is not inlined, it runs as a function)
+    return 3.0 * g * x ** 2
+
+
+@srcgrad.custom_adjoint
+def _cube(x):
+    return x ** 3
+
+
+@_cube.defadjoint
+def _cube_adjoint(ans_bar, ans, x):
+    return _three_g_x_squared(ans_bar, x)
+
+
+@_cube.defjvp
+def _cube_tangent(ans, x, x_dot=None):
+    return 3.0 * x ** 2 * x_dot
+
+
+@srcgrad.custom_adjoint
+def _square(x):
+    return x ** 2
+
+
+@_square.defadjoint
+def _square_adjoint(ans_bar, ans, x):
+    return _three_g_x_squared(ans_bar, x) / (1.5 * x)
+
+
+def _adjoint_tangent(x_bar, ans_bar, ans, x, ans_bar_dot=None, x_dot=None):
+    """d(3 g x^2) = 3 g' x^2 + 6 g x x'."""
+    out = 0.0 if ans_bar_dot is None else 3.0 * ans_bar_dot * x ** 2
+    return out if x_dot is None else out + 6.0 * ans_bar * x * x_dot
+
+
+@srcgrad.defadjoint(_cube_adjoint, diff=("ans_bar", "x"), zero=("ans",), tangent=_adjoint_tangent)
+def _cube_adjoint_transposed(u, x_bar, ans_bar, ans, x):
+    return _three_g_x_squared(u, x), 6.0 * u * ans_bar * x
+
+
+def _sum_of_cubes(x):
+    return np.sum(np.sin(_cube(x)))
+
+
+def _sin_of_cube(s):
+    return np.sin(_cube(s))
+
+
+def _sum_of_squares(x):
+    return np.sum(np.sin(_square(x)))
+
+
+def test_second_order_through_a_rule_whose_adjoint_has_a_rule():
+    x = np.array([0.3, -0.8, 1.1])
+    exact = np.diag(6 * x * np.cos(x ** 3) - 9 * x ** 4 * np.sin(x ** 3))
+    np.testing.assert_allclose(srcgrad.hessian(_sum_of_cubes)(x), exact, rtol=1e-12, atol=1e-14)
+    for s in (0.7, -1.2):
+        np.testing.assert_allclose(srcgrad.grad(srcgrad.grad(_sin_of_cube))(s),
+                                   6 * s * np.cos(s ** 3) - 9 * s ** 4 * np.sin(s ** 3), rtol=1e-12)
+    v = np.array([1.0, -2.0, 0.5])
+    np.testing.assert_allclose(srcgrad.hvp(_sum_of_cubes)(x, v), exact @ v, rtol=1e-12)
+
+
+def test_second_order_through_a_rule_run_as_a_function_without_one_is_refused():
+    with pytest.raises(errors.UnsupportedSyntaxError, match="_square"):
+        srcgrad.hessian(_sum_of_squares)(np.array([0.3, -0.8]))

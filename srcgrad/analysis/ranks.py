@@ -168,7 +168,18 @@ def _rank(stmt, env):
     if kind == "call" and isinstance(value, gast.Call) and anno.has(value.func, "resolved") \
             and not value.keywords and not any(isinstance(a, gast.Starred) for a in value.args):
         ranks = tuple(r if isinstance(r, int) else None for r in (rank_of(a, env) for a in value.args))
-        return callee_rank(anno.get(value.func, "resolved"), ranks)
+        callee = anno.get(value.func, "resolved")
+        rule = _rule_of(callee)
+        if rule is not None and rule.ndim is not None and rule.signature is not None:
+            # A primitive whose rule runs as a function (it calls helpers of its own): its rank
+            # as the rule says.
+            try:
+                bound = rule.signature.bind(*value.args).arguments
+            except TypeError:
+                return None
+            return rule.ndim({p: r for p, r in zip(bound, ranks)},
+                             {p: v for p, a in bound.items() if (v := _partial_static(a)) is not UNKNOWN})
+        return callee_rank(callee, ranks)
     rule = anno.get(stmt, "rule")
     if rule is not None and rule.ndim is not None and anno.has(stmt, "bound"):
         bound = anno.get(stmt, "bound")
@@ -186,6 +197,12 @@ def _rank(stmt, env):
             return None  # an object's own `__gt__`: whatever it returns
         return elementwise_ndim(dict(enumerate(operands)), {})
     return None
+
+
+def _rule_of(fn):
+    from ..rules import registry
+
+    return registry.lookup(fn) if callable(fn) else None
 
 
 def _register_structural():
