@@ -331,6 +331,10 @@ HELPERS = [  # (helper, arguments, the position of each linear argument)
         r.standard_normal((3, 4))), (0,)),
     (rt.item_of, lambda r: ((r.standard_normal(3), r.standard_normal((2, 2))), 1), (0,)),
     (rt.item_of, lambda r: ({0: r.standard_normal(3)}, 0), (0,)),
+    # forward-mode code's helpers (a third derivative is forward mode over such code)
+    (rt.broadcast_tangent, lambda r: (r.standard_normal(3), r.standard_normal((2, 3))), (0,)),
+    (rt.cast_tangent, lambda r: (r.standard_normal((2, 3)), r.standard_normal((2, 3))), (0,)),
+    (rt.cast_tangent, lambda r: (r.standard_normal(3), np.arange(3)), (0,)),
     # a list's adjoint, one per item (popped by the appends that grew it)
     (rt.as_items, lambda r: (r.standard_normal((3, 2)), [r.standard_normal(2) for _ in range(3)]), (0,)),
     (rt.as_items, lambda r: ([r.standard_normal(2) for _ in range(3)],) * 2, (0,)),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime import (add, add_each, add_items, as_items, broadcast_reduced, in_form_of, items_adjoint, no_items_dot, broadcast_tangent, cast_adjoint, count_reduced, diag_adjoint,
+from ..runtime import (add, add_each, add_items, as_items, broadcast_reduced, cast_tangent, in_form_of, items_adjoint, no_items_dot, broadcast_tangent, cast_adjoint, count_reduced, diag_adjoint,
                        dtype_adjoint, einsum_adjoints, einsum_adjoints_tangent, einsum_adjoints_transposed,
                        fill_like, gather_adjoint, real_input, gathered, getitem_adjoint, is_constant, item_of,
                        item_of_transposed, items_extremum_adjoint, items_extremum_transposed, matmul_lhs,
@@ -44,6 +44,21 @@ def add_tangent(ans, a, b, a_dot=None, b_dot=None):
     if is_constant(b_dot):
         return broadcast_tangent(a_dot, ans)
     return add(a_dot, b_dot)
+
+
+# ---- the helpers of forward-mode code (a third derivative: forward mode over it)
+
+@defadjoint(broadcast_tangent, diff=("t",), zero=("ans",), tangent="linear")
+def broadcast_tangent_transposed(u, out, t, ans):
+    """Spreading a tangent over its output's shape, transposed: summed back to its own."""
+    return unbroadcast(u, t)
+
+
+@defadjoint(cast_tangent, diff=("t",), zero=("ans", "lead"), tangent="linear")
+def cast_tangent_transposed(u, out, t, ans, lead=()):
+    """A cast to the output's floating dtype (the identity) or zeros (an integer output),
+    transposed: the same, back in ``t``'s dtype."""
+    return cast_tangent(cast_tangent(u, ans, lead), t)
 
 
 # ---- the adjoint of a list, one adjoint per item (popped by the appends that grew it)
