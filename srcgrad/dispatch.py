@@ -91,6 +91,9 @@ def unchanging(fn, filename: str, line: int, col: int, text: str, outside: bool 
     return fn
 
 
+gradient_pullback = higher.gradient_pullback  # (what the backward sweep of code calling srcgrad.grad(f) calls)
+
+
 def vjp_call(fn, wrt, /, *args, **kwargs):
     objects = _holding_kept(fn, wrt, args, kwargs) if rt.KEPT else None
     value, pullback = _vjp_call(fn, wrt, *args, **kwargs)

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import linecache
 
 import gast
 import numpy as np
@@ -207,6 +208,7 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
         for (_, callee, wrt, arg_ranks), name in sweeps.callees.items():
             link(namespace, name, callee, wrt, arg_ranks)
     free.refresh(namespace)
+    filename = _own_filename(filename, text)
     errors.register_generated(filename, fn.__code__.co_filename)
     emit.load(text, filename, namespace)
     namespace[backend.MODULE_NAME] = backend.module()  # the module the backend chose (tests: a stand-in)
@@ -254,6 +256,7 @@ def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backen
                  **tangents.extras}
     watch.bind(namespace)
     free.refresh(namespace)
+    filename = _own_filename(filename, text)
     errors.register_generated(filename, fn.__code__.co_filename)
     emit.load(text, filename, namespace)
     namespace[backend.MODULE_NAME] = backend.module()
@@ -323,6 +326,17 @@ class _Specialisation:
 
 # (Bookkeeping: forward mode over gradient code that checks passes the check by as it is.)
 registry.nondifferentiable(methods=((_Specialisation, "check"),), impure=True)
+
+
+def _own_filename(filename: str, text: str) -> str:
+    """``filename``, or it numbered (``... ndim=(1) #2>``) where linecache holds other code
+    under it (two programs of one function for the same ranks: another ``wrt=``, ``optimize=``):
+    source read back (forward mode over a gradient's code parses it) must be this program's."""
+    name, count = filename, 1
+    while name in linecache.cache and "".join(linecache.cache[name][2]) != text:
+        count += 1
+        name = f"{filename[:-1]} #{count}>"
+    return name
 
 
 def _function_name(core, options) -> str:

@@ -713,3 +713,97 @@ def test_second_order_through_a_rule_whose_adjoint_has_a_rule():
 def test_second_order_through_a_rule_run_as_a_function_without_one_is_refused():
     with pytest.raises(errors.UnsupportedSyntaxError, match="_square"):
         srcgrad.hessian(_sum_of_squares)(np.array([0.3, -0.8]))
+
+
+# ---- third derivatives: forward mode over the gradient code of a function that calls a
+# gradient function (srcgrad.grad(f) there: its pullback H u is called by name,
+# dispatch.gradient_pullback, whose tangent is forward mode over f's hvp code)
+
+def _tanh_by_exp(x):
+    return (1.0 - np.exp(-2 * x)) / (1.0 + np.exp(-(2 * x)))
+
+
+def _logistic(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _third_tanh(t):
+    return -2 * (1 - t ** 2) ** 2 + 4 * t ** 2 * (1 - t ** 2)
+
+
+@pytest.mark.parametrize("f, exact", [
+    (_tanh_by_exp, lambda x: _third_tanh(np.tanh(x))),
+    (np.sin, lambda x: -np.cos(x)),
+    (np.exp, np.exp),
+    (_logistic, lambda x: (lambda s: s * (1 - s) * (1 - 6 * s + 6 * s ** 2))(1 / (1 + np.exp(-x)))),
+])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_third_derivative_of_elementwise_functions(f, exact, dtype):
+    x = np.linspace(-2, 2, 9).astype(dtype)
+    third = srcgrad.elementwise_grad(srcgrad.elementwise_grad(srcgrad.elementwise_grad(f)))(x)
+    assert third.dtype == dtype and third.shape == x.shape
+    np.testing.assert_allclose(third, exact(x.astype(np.float64)), rtol=2e-4 if dtype == np.float32 else 1e-10,
+                               atol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def _sin_x_squared(x):
+    return np.sin(x) * x ** 2
+
+
+_slope_of = srcgrad.grad(_sin_x_squared)
+
+
+def _slope(x):  # a gradient function called by a function of the user's
+    return _slope_of(x)
+
+
+def _summed_sin_x_squared(x):
+    return np.sum(np.sin(x) * x ** 2)
+
+
+_slopes_of = srcgrad.grad(_summed_sin_x_squared)
+
+
+def _summed_slopes(x):  # (its rank known when compiling: a free name's, the parameter's)
+    return np.sum(_slopes_of(x) ** 2)
+
+
+def test_third_derivative_through_a_gradient_called_in_the_function():
+    for x in (0.7, -1.3):
+        exact = -np.cos(x) * x ** 2 - 6 * x * np.sin(x) + 6 * np.cos(x)
+        np.testing.assert_allclose(srcgrad.grad(srcgrad.grad(_slope))(x), exact, rtol=1e-12)
+    x, v = np.array([0.7, -0.3, 1.2]), np.array([1.0, 0.5, -0.2])
+    np.testing.assert_allclose(srcgrad.hvp(_summed_slopes)(x, v), gradient_difference(_summed_slopes, (x,), 0, v),
+                               rtol=1e-6)
+    H = srcgrad.hessian(_summed_slopes)(x)
+    np.testing.assert_allclose(H, H.T, rtol=1e-12, atol=1e-12)
+
+
+_DATA = np.array([1.0, 4.0, 7.0, 2.0, 12.0, 0.0, 3.0])
+
+
+def _loglike(r, p):
+    return np.sum(np.log(r + _DATA) * p - r * np.log1p(p) + _DATA * np.log(p))
+
+
+def _p_of(r):
+    return np.sum(_DATA) / np.sum(r + _DATA)
+
+
+def _r_prime(r):  # negative_binomial_maxlike.py's rprime, its helpers at module level
+    return srcgrad.grad(_loglike)(r, _p_of(r))
+
+
+def test_third_derivative_through_a_gradient_made_in_the_function():
+    g = srcgrad.grad(_r_prime)
+    eps = 1e-5
+    for r in (0.8, 2.0):
+        np.testing.assert_allclose(g(r), (_r_prime(r + eps) - _r_prime(r - eps)) / (2 * eps), rtol=1e-7)
+        np.testing.assert_allclose(srcgrad.grad(g)(r), (g(r + eps) - g(r - eps)) / (2 * eps), rtol=1e-6)
+
+
+def test_a_fourth_derivative_through_gradients_called_in_the_function_is_refused():
+    fourth = srcgrad.elementwise_grad(srcgrad.elementwise_grad(srcgrad.elementwise_grad(
+        srcgrad.elementwise_grad(_tanh_by_exp))))
+    with pytest.raises(errors.UnsupportedSyntaxError):
+        fourth(np.linspace(-1, 1, 3))

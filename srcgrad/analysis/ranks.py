@@ -179,6 +179,8 @@ def _rank(stmt, env):
                 return None
             return rule.ndim({p: r for p, r in zip(bound, ranks)},
                              {p: v for p, a in bound.items() if (v := _partial_static(a)) is not UNKNOWN})
+        if runtime_is_gradient_function(callee):
+            return _gradient_rank(callee, ranks)
         return callee_rank(callee, ranks)
     rule = anno.get(stmt, "rule")
     if rule is not None and rule.ndim is not None and anno.has(stmt, "bound"):
@@ -197,6 +199,24 @@ def _rank(stmt, env):
             return None  # an object's own `__gt__`: whatever it returns
         return elementwise_ndim(dict(enumerate(operands)), {})
     return None
+
+
+def runtime_is_gradient_function(fn) -> bool:
+    from .. import runtime
+
+    return runtime.is_gradient_function(fn)
+
+
+def _gradient_rank(fn, arg_ranks):
+    """The rank of what ``srcgrad.grad(f)`` (of one whole parameter) returns: its parameter's."""
+    options = getattr(fn, "options", None)
+    if getattr(options, "mode", None) != "grad" \
+            or len(options.wrt) != 1 or getattr(fn, "_as_tuple", True) or not getattr(fn, "_whole", False):
+        return None
+    params = list(getattr(fn, "_params", ()))
+    position = params.index(options.wrt[0]) if options.wrt[0] in params else None
+    rank = arg_ranks[position] if position is not None and position < len(arg_ranks) else None
+    return rank if isinstance(rank, int) else None
 
 
 def _rule_of(fn):

@@ -109,6 +109,7 @@ class _Reverse:
         self.save_ids = 0
         self.callees = {}    # (name, function, wrt, ranks) -> name of its vjp in the code
         self.bound = {}      # name -> function the code reads under it (a rule's adjoint it calls)
+        self.grad_made = None  # names bound to srcgrad.grad(f) here (found at the first call of one)
         self.first_bound = set()  # names an enclosing loop binds first (unbound on its first iteration)
         self.prebound = set()   # names bound on some paths only, bound to None first (see _branch_zeros)
         self.memory = None      # which arrays names may refer to (analysis/sharing.py), when needed
@@ -1231,7 +1232,8 @@ class _Reverse:
             return
         call = stmt.value
         if not (anno.get(stmt, "field") or anno.get(stmt, "operator")) \
-                and self._adjoint_called(stmt, target, g, call, [w for w, _ in wrt]):
+                and (self._adjoint_called(stmt, target, g, call, [w for w, _ in wrt])
+                     or self._gradient_pulled_back(call, g, wrt)):
             return
         pullback = self.core.fresh(f"{target}_pullback")
         stmt.targets = [nodes.tuple_([nodes.name(target, "store"), nodes.name(pullback, "store")], "store")]
@@ -1300,6 +1302,41 @@ class _Reverse:
                 value=nodes.name(adjoints), slice=nodes.const(rule.diff_params.index(param)), ctx=gast.Load())
             self._accumulate(call.args[w].id, part)
         return True
+
+    def _gradient_pulled_back(self, call, g, wrt) -> bool:
+        """``y = grad_f(a, b)`` of ``grad_f = srcgrad.grad(f)`` (a free name, or made in the
+        function): the forward sweep calls it as it is, the backward sweep computes the
+        adjoints by name (``dispatch.gradient_pullback``: ``H y_bar``, forward mode over
+        ``f``'s gradient code, as ``dispatch.vjp_call``'s pullback does), which forward mode
+        over this code differentiates by its rule (a third derivative).  False for any
+        other call."""
+        if not isinstance(call.func, gast.Name) or call.keywords \
+                or any(isinstance(a, gast.Starred) for a in call.args) \
+                or not all(isinstance(w, int) for w, _ in wrt) or not self._makes_gradient(call.func):
+            return False
+        adjoints = self.core.fresh("_adjoints")
+        self._append(nodes.assign(adjoints, nodes.call("dispatch.gradient_pullback", [
+            nodes.copy(call.func), nodes.tuple_([nodes.const(w) for w, _ in wrt]), g,
+            nodes.tuple_([nodes.copy(a) for a in call.args])])), self.group)
+        for k, (_, atom) in enumerate(wrt):
+            part = nodes.name(adjoints) if len(wrt) == 1 else gast.Subscript(
+                value=nodes.name(adjoints), slice=nodes.const(k), ctx=gast.Load())
+            self._accumulate(atom.id, part)
+        return True
+
+    def _makes_gradient(self, func) -> bool:
+        """``func`` (a name) holds ``srcgrad.grad(f)`` (its plain ``grad`` mode): a free name
+        bound to one, or a name the function binds to a call of ``srcgrad.grad``."""
+        if anno.has(func, "resolved"):
+            value = anno.get(func, "resolved")
+            return runtime.is_gradient_function(value) and getattr(getattr(value, "options", None), "mode",
+                                                                     None) == "grad"
+        if self.grad_made is None:
+            self.grad_made = {s.targets[0].id for s in nodes.statements(self.core.body)
+                              if isinstance(s, gast.Assign) and len(s.targets) == 1
+                              and isinstance(s.targets[0], gast.Name) and isinstance(s.value, gast.Call)
+                              and _is_srcgrad_grad(anno.get(s.value.func, "resolved", None))}
+        return func.id in self.grad_made
 
     def bound_name(self, fn) -> str:
         """The name under which the loaded code reads ``fn`` (``Sweeps.bound``)."""
@@ -1968,6 +2005,11 @@ def _changed_in_place(body, params, fn=None, returned=None) -> set:
 
 # Constructors that copy the values they are given: without a rule, a gradient through
 # them would silently be zero.
+def _is_srcgrad_grad(fn) -> bool:
+    """``srcgrad.grad`` itself (reverse mode sits below the API: by its module and name)."""
+    return getattr(fn, "__module__", None) == "srcgrad.api" and getattr(fn, "__name__", None) == "grad"
+
+
 # Calls for their effect that read their arguments only: print, and the check after a call
 # that what the code was specialised on is unchanged (in gradient code that forward mode reads).
 _READS_ONLY = {"builtins.print", "srcgrad.pipeline._Specialisation.check"}

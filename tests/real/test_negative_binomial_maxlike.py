@@ -11,11 +11,13 @@ from .conftest import assert_close, load, main_block
 SKIP = ("r, p = fit_maxlike", "print(", "grad_both", "import matplotlib", "xm =", "plt.")
 
 XFAIL = pytest.mark.xfail(strict=True, raises=srcgrad.errors.UnsupportedSyntaxError, reason=(
-    "grad(rprime), rprime = lambda r: grad(loglike)(r, p(r)) with loglike a lambda local to "
-    "fit_maxlike (a closure cell): refused, 'this second derivative needs forward mode over the "
-    "gradient code of <lambda>, which differentiates a function known only when it runs through a "
-    "pullback closure ... that forward mode does not follow yet' (the same with loglike at module "
-    "level works)"))
+    "fprime2=grad(grad(rprime)), rprime = lambda r: grad(loglike)(r, p(r)): the third derivative "
+    "through the gradient made in rprime runs (tests/test_higher.py::"
+    "test_third_derivative_through_a_gradient_made_in_the_function, with p at module level), but p "
+    "is a lambda local to fit_maxlike (a closure over x), which the inliner does not inline "
+    "(inline.py: a callee with co_freevars), so rprime's gradient code calls p's compiled vjp, a "
+    "pullback closure that forward mode over that code does not follow ('which differentiates `p` "
+    "through a pullback closure')"))
 
 
 def _data(m):

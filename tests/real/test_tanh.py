@@ -19,10 +19,11 @@ def _load_recording_plots(flavour, directory):
 
 
 @pytest.mark.xfail(strict=True, raises=srcgrad.errors.UnsupportedSyntaxError, reason=(
-    "egrad(egrad(egrad(tanh))) is refused (the first and second derivatives run): a third "
-    "derivative is forward mode over the gradient code of egrad(egrad(tanh)), which calls the "
-    "inner gradient through a pullback closure ('which differentiates `_f` through a pullback "
-    "closure ... that forward mode does not follow yet')"))
+    "the fourth derivative, egrad(egrad(egrad(egrad(tanh)))), is refused (the first three run, "
+    "and are right: tests/test_higher.py::test_third_derivative_of_elementwise_functions): its step "
+    "is forward mode over the code of the third's hvp, which calls the second derivative's "
+    "gradient code through dispatch.jvp_call (forward mode does not differentiate a call it "
+    "dispatches when it runs), so dispatch.gradient_pullback's tangent rule stops there"))
 def test_tanh_plotted_derivatives(tmp_path):
     matplotlib.use("Agg")
     ours, ours_curves = _load_recording_plots("srcgrad", tmp_path)
