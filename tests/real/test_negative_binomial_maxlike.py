@@ -3,21 +3,10 @@ binomial by scipy's Newton (Halley) iteration on rprime, a lambda returning
 grad(loglike)(r, p(r)), with fprime=grad(rprime) and fprime2=grad(grad(rprime)): second
 and third derivatives through a gradient taken inside the differentiated function."""
 import numpy as np
-import pytest
-import srcgrad.errors
 
 from .conftest import assert_close, load, main_block
 
 SKIP = ("r, p = fit_maxlike", "print(", "grad_both", "import matplotlib", "xm =", "plt.")
-
-XFAIL = pytest.mark.xfail(strict=True, raises=srcgrad.errors.UnsupportedSyntaxError, reason=(
-    "fprime2=grad(grad(rprime)), rprime = lambda r: grad(loglike)(r, p(r)): the third derivative "
-    "through the gradient made in rprime runs (tests/test_higher.py::"
-    "test_third_derivative_through_a_gradient_made_in_the_function, with p at module level), but p "
-    "is a lambda local to fit_maxlike (a closure over x), which the inliner does not inline "
-    "(inline.py: a callee with co_freevars), so rprime's gradient code calls p's compiled vjp, a "
-    "pullback closure that forward mode over that code does not follow ('which differentiates `p` "
-    "through a pullback closure')"))
 
 
 def _data(m):
@@ -35,7 +24,6 @@ def test_negative_binomial_loglike_gradient():
     assert_close(results[0], results[1])
 
 
-@XFAIL
 def test_negative_binomial_fit_maxlike():
     results = []
     for m in (load("negative_binomial_maxlike"), load("negative_binomial_maxlike", "autograd")):
