@@ -780,6 +780,8 @@ def bind_vjp(namespace, name, fn, wrt, ranks):
         several = isinstance(value, tuple)  # whether fn returns a tuple is fixed by its source
         namespace[name] = several_outputs if several else program
         return value, tuple_pullback(pullback, value) if several else pullback
+    # (named as the code calls it, for messages: `p` of a `p = lambda r: ...` too)
+    first_call.__name__ = fn.__name__ if fn.__name__.isidentifier() else name.split("_vjp")[0]
     namespace[name] = first_call
 
 

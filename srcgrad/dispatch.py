@@ -91,6 +91,9 @@ def unchanging(fn, filename: str, line: int, col: int, text: str, outside: bool 
     return fn
 
 
+gradient_pullback = higher.gradient_pullback  # (what the backward sweep of code calling srcgrad.grad(f) calls)
+
+
 def vjp_call(fn, wrt, /, *args, **kwargs):
     objects = _holding_kept(fn, wrt, args, kwargs) if rt.KEPT else None
     value, pullback = _vjp_call(fn, wrt, *args, **kwargs)
@@ -376,7 +379,8 @@ def _rule_jvp(rule, fn, wrt, dots, args, kwargs, where):
     names = list(rule.signature.parameters)
     param = {(names[w] if isinstance(w, int) else w): (w, d) for w, d in zip(wrt, dots)}
     for p in [p for p in param if p not in rule.diff_params]:
-        if p not in rule.discrete_params:  # (`ord=p` with a tangent: a derivative the rule lacks)
+        if p not in rule.discrete_params and p not in rule.zero_params:
+            # (`ord=p` with a tangent: a derivative the rule lacks; a `zero=` one has none)
             raise errors.NoDerivativeRuleError(
                 f"`{rule.name}` is given a value with a tangent as `{p}` at {where}, and its rule has no "
                 f"derivative with respect to `{p}`", None, f"pass a constant `{p}`")

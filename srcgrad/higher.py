@@ -28,7 +28,7 @@ import os
 import numpy as np
 
 from . import anno, errors, runtime, tree
-from .api import GradientFunction, _match, _origin_of, _tangent_of_structure, with_argnum
+from .api import GradientFunction, _match, _origin_of, _tangent_of_structure, grad, with_argnum
 from .pipeline import rank_of_argument
 from .rules import registry
 from .transforms.forward import NotBatchable
@@ -142,8 +142,9 @@ class ForwardOverReverse:
                 targets[f"{func.value.id}.{func.attr}"] = getattr(namespace[func.value.id], func.attr, None)
         called = sorted(n for n, value in targets.items()
                         if callable(value) and not isinstance(value, (type, type(np)))
-                        and registry.lookup(value) is None)
-        if called or "dispatch." in program.source:
+                        and registry.lookup(value) is None
+                        and not runtime.is_gradient_function(value))  # (forward over reverse, in turn)
+        if called or "dispatch." in program.source.replace("dispatch.gradient_pullback(", ""):
             # Named as the user wrote them (the names the code binds, `specialised`, are srcgrad's).
             named = [what for call in ast.walk(tree) if (what := _dispatched(call)) is not None]
             named += [f"`{getattr(targets[n], '__name__', n)}`" for n in called]
@@ -850,25 +851,79 @@ def gradient_vjp(gradient, wrt, args, kwargs):
         UnsupportedSyntaxError: ``g`` is not a plain ``grad``/``value_and_grad`` of whole
             named parameters (``has_aux=``, bound arguments, ``hvp`` ...).
     """
-    primals, given, names, composed = _called_gradient(gradient, wrt, args, kwargs)
+    called = _called_gradient(gradient, wrt, args, kwargs)
     value = gradient(*args, **kwargs)
+    return value, functools.partial(_pulled_back, gradient, called)
+
+
+def _pulled_back(gradient, called, value_bar):
+    """:func:`gradient_vjp`'s pullback: ``value_bar`` pulled back through the call
+    ``_called_gradient`` describes (``called``)."""
+    primals, given, names, composed = called
     index = {name: gradient._params.index(name) for name in names}
     own = gradient.options.wrt
+    v_bar, u = _parts(value_bar, 2) if gradient.options.mode == "value_and_grad" else (None, value_bar)
+    u = _parts(u, len(own)) if gradient._as_tuple else [u]
+    tangents = tuple(_match(u[own.index(n)] if n in own else None, primals[index[n]]) for n in names)
+    grads, hu = composed(primals, tangents)
+    adjoints = []
+    for name in given:
+        k, x = names.index(name), primals[index[name]]
+        a_bar = _match(hu[k], x)
+        if v_bar is not None:
+            a_bar = _match(_plus_scaled(a_bar, _match(grads[k], x), v_bar), x)
+        adjoints.append(a_bar)
+    return adjoints[0] if len(adjoints) == 1 else tuple(adjoints)
 
-    def pullback(value_bar):
-        v_bar, u = _parts(value_bar, 2) if gradient.options.mode == "value_and_grad" else (None, value_bar)
-        u = _parts(u, len(own)) if gradient._as_tuple else [u]
-        tangents = tuple(_match(u[own.index(n)] if n in own else None, primals[index[n]]) for n in names)
-        grads, hu = composed(primals, tangents)
-        adjoints = []
-        for name in given:
-            k, x = names.index(name), primals[index[name]]
-            a_bar = _match(hu[k], x)
-            if v_bar is not None:
-                a_bar = _match(_plus_scaled(a_bar, _match(grads[k], x), v_bar), x)
-            adjoints.append(a_bar)
-        return adjoints[0] if len(adjoints) == 1 else tuple(adjoints)
-    return value, pullback
+
+def gradient_pullback(gradient, wrt, value_bar, args):
+    """The adjoints of ``args`` (at the call's positions ``wrt``) in a call ``gradient(*args)``
+    of ``g = srcgrad.grad(f)`` whose output's adjoint is ``value_bar``: ``H value_bar`` (see
+    :func:`gradient_vjp`), as the backward sweep of code calling ``g`` computes it, by name
+    (``dispatch.gradient_pullback``), so that forward mode over that code differentiates it
+    by :func:`gradient_pullback_tangent` (a third derivative)."""
+    return _pulled_back(gradient, _called_gradient(gradient, wrt, args, {}), value_bar)
+
+
+def gradient_pullback_tangent(ans, gradient, wrt, value_bar, args, value_bar_dot=None, args_dot=None):
+    """The tangent of :func:`gradient_pullback` along ``value_bar_dot`` and the arguments'
+    tangents ``args_dot`` (a tuple, None for a constant): ``H(x) v̇ + D³f(x)[ẋ] v`` for
+    ``g = grad(f)``, the tangent of the forward-over-reverse program of ``f`` (whose second
+    output is ``H v``, linear in ``v``) along ``(ẋ, v̇)``: forward mode over that program's
+    code (Pearlmutter's construction applied once more).
+
+    Raises:
+        UnsupportedSyntaxError: a ``value_and_grad``, a call given a tangent in an argument
+            it does not differentiate, or a structure argument (not derived yet).
+    """
+    from . import api
+
+    primals, given, names, composed = _called_gradient(gradient, wrt, args, {})
+    dots = list(args_dot) if args_dot is not None else [None] * len(args)
+    # (an argument's tangent inside the tuple may be a Python float: a tangent all the same)
+    moved = {gradient._params[i]: d for i, d in enumerate(dots)
+             if d is not None and not (tree.is_structure(d) and not d) and np.any(np.asarray(d) != 0)}
+    if gradient.options.mode != "grad" or gradient._as_tuple or not set(moved) <= set(given) \
+            or any(tree.is_structure(primals[gradient._params.index(n)]) for n in names):
+        raise errors.UnsupportedSyntaxError(
+            f"a third derivative through `{getattr(gradient, '__name__', gradient)}` (srcgrad.grad(f) called "
+            "in the function) is derived for srcgrad.grad of arrays and floats, with respect to the "
+            "arguments the call differentiates, only", None,
+            "take this derivative by central differences of the second")
+    index = {name: gradient._params.index(name) for name in names}
+    own = gradient.options.wrt[0]
+    tangents = tuple(_match(value_bar if n == own else None, primals[index[n]]) for n in names)
+    transformed = composed.transformed(primals)
+    full = transformed._arguments(tuple(primals), {})
+    program = transformed.compiled(full)
+    count = len(full)
+    along = tuple(_match(moved.get(n), primals[index[n]]) for n in names) + tuple(
+        _match(value_bar_dot if n == own else None, primals[index[n]])
+        for n in names)
+    positions = tuple(index[n] for n in names) + tuple(range(count, count + len(names)))
+    _, (_, hu_dot) = api.jvp(program.function, wrt=positions)(*full, *tangents, along)
+    out = [_match(hu_dot[names.index(n)], primals[index[n]]) for n in given]
+    return out[0] if len(out) == 1 else tuple(out)
 
 
 def _inner_product(a, b):
@@ -906,3 +961,19 @@ def gradient_jvp(gradient, wrt, dots, args, kwargs):
     value_dot = sum((_inner_product(_match(grads[names.index(n)], primals[index[n]]), t)
                      for n, t in zip(names, tangents) if n in given), 0.0)
     return (value, packed(grads)), (value_dot, packed(hu))
+
+
+@registry.defadjoint(gradient_pullback, diff=("value_bar", "args"), zero=("gradient", "wrt"), sequence=("args",),
+                     tangent=gradient_pullback_tangent)
+def gradient_pullback_transposed(u, ans, gradient, wrt, value_bar, args):
+    """Reverse mode over a gradient function's pullback (a fourth derivative through it, or a
+    reverse-mode jacobian of a third): not derived; refused."""
+    raise errors.UnsupportedSyntaxError(
+        f"srcgrad differentiates the pullback of `{getattr(gradient, '__name__', gradient)}` (srcgrad.grad(f) "
+        "called in the function) in forward mode only: a third derivative, not a fourth", None,
+        "take the fourth derivative by central differences of the third")
+
+
+# srcgrad.grad(f) called in a function makes a function: no derivative (forward mode over
+# code that calls it passes it by; the call of what it made is differentiated).
+registry.nondifferentiable(grad)

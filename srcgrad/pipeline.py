@@ -21,6 +21,7 @@ from . import anno, backends, errors, nodes, runtime, templates, tree
 from .analysis import activity, ranks, sharing
 from .transforms import (aliases, anf, desugar, emit, exits, forward, inline, optimize, parse, resolve, reverse,
                          validate)
+from .rules import registry
 
 MODES = ("grad", "value_and_grad", "vjp", "jvp", "pullback")
 
@@ -272,11 +273,13 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     for (name, hook), variable in zip(options.hooks, hook_names.values()):
         namespace[variable] = runtime.hooked(hook)
     watch.bind(namespace)
+    namespace.update(sweeps.bound)
     # (A callee is a free name, guarded by `free`: rebound, the program is compiled again.)
     if link is not None:
         for (_, callee, wrt, arg_ranks), name in sweeps.callees.items():
             link(namespace, name, callee, wrt, arg_ranks)
     free.refresh(namespace)
+    filename = _own_filename(filename, text)
     errors.register_generated(filename, fn.__code__.co_filename)
     emit.load(text, filename, namespace)
     namespace[backend.MODULE_NAME] = backend.module()  # the module the backend chose (tests: a stand-in)
@@ -324,6 +327,7 @@ def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backen
                  **tangents.extras}
     watch.bind(namespace)
     free.refresh(namespace)
+    filename = _own_filename(filename, text)
     errors.register_generated(filename, fn.__code__.co_filename)
     emit.load(text, filename, namespace)
     namespace[backend.MODULE_NAME] = backend.module()
@@ -412,6 +416,21 @@ class _Specialisation:
             "between calls is seen), or pass the layer to use as an argument")
 
 
+# (Bookkeeping: forward mode over gradient code that checks passes the check by as it is.)
+registry.nondifferentiable(methods=((_Specialisation, "check"),), impure=True)
+
+
+def _own_filename(filename: str, text: str) -> str:
+    """``filename``, or it numbered (``... ndim=(1) #2>``) where linecache holds other code
+    under it (two programs of one function for the same ranks: another ``wrt=``, ``optimize=``):
+    source read back (forward mode over a gradient's code parses it) must be this program's."""
+    name, count = filename, 1
+    while name in linecache.cache and "".join(linecache.cache[name][2]) != text:
+        count += 1
+        name = f"{filename[:-1]} #{count}>"
+    return name
+
+
 def _function_name(core, options) -> str:
     return f"{core.name}_{options.mode}"
 
@@ -458,19 +477,16 @@ def _differentiated_output(core, options):
 def _scalar_output_check(core, result, rank_env, seed):
     """``grad`` needs a scalar output (or an array of one element, as autograd takes):
     checked in the code where the rank is unknown, or is not 0; an array output's seed
-    takes its shape (``result_bar = rt.size_one_seed(result, result_bar, where)``)."""
+    takes its shape (``result_bar = rt.size_one_seed(result, result_bar, where)``, or
+    ``rt.scalar_seed`` where the rank is known only when the code runs)."""
     rank = ranks.rank_of(result, rank_env)
     if rank == 0:
         return None
     return_stmt = core.body[-1]
     origin = anno.get(return_stmt, "origin")
     where = origin.where if origin else core.name
-    if rank is not None:
-        check = nodes.assign(seed, nodes.call("rt.size_one_seed", [nodes.copy(result), nodes.name(seed),
-                                                                   nodes.const(where)]))
-    else:
-        check = gast.Expr(value=nodes.call("rt.check_scalar_output",
-                                           [nodes.copy(result), nodes.const(where)]))
+    helper = "rt.size_one_seed" if rank is not None else "rt.scalar_seed"
+    check = nodes.assign(seed, nodes.call(helper, [nodes.copy(result), nodes.name(seed), nodes.const(where)]))
     anno.set(check, "group", anno.get(return_stmt, "group"))
     anno.set(check, "impure", True)
     return check

@@ -1386,6 +1386,18 @@ def check_scalar_output(value, where: str):
     return value
 
 
+def scalar_seed(value, seed, where: str):
+    """The seed of ``grad`` for an output ``value`` whose rank is known only when the code
+    runs: ``seed`` for a scalar, ``seed`` in ``value``'s shape for an array of one element
+    (shape ``(1,)``, ``(1, 1)``, as autograd takes); anything else is refused, as
+    :func:`check_scalar_output` says."""
+    if isinstance(value, (dict, list, tuple)) or np.ndim(value) == 0 or np.size(value) != 1:
+        check_scalar_output(value, where)
+        return seed
+    check_scalar_output(value.reshape(()), where)  # (a complex value is refused)
+    return np.full(np.shape(value), seed, dtype=np.result_type(value, 1.0))
+
+
 def size_one_seed(value, seed, where: str):
     """The seed of ``grad`` for an array output ``value`` of one element (shape ``(1,)``,
     ``(1, 1)``): ``seed`` in its shape.  Any other size is refused (NonScalarOutputError)."""
@@ -1715,6 +1727,27 @@ def add_items(adjoints, more, items):
     if isinstance(items, (list, tuple)):
         return add_each(adjoints, more if isinstance(adjoints, dict) else list(more))
     return add(adjoints, more)
+
+
+def in_form_of(u, g):
+    """``u``, an adjoint of one item each (a list, or sparse ``{i: a}``), in the form of
+    ``g`` (a sparse adjoint, a list, the rows of an array, or a plain zero that reached no
+    item): the transpose of reading ``g`` item by item (:func:`as_items`, :func:`add_each`)."""
+    if isinstance(g, dict):
+        return {k: item_of(u, k) for k in g}
+    if isinstance(g, (list, tuple)):
+        return [item_of(u, i) for i in range(len(g))]
+    if hasattr(g, "ndim") and g.ndim > 0:
+        return np.reshape(np.stack([entry(u, i, row) for i, row in enumerate(g)]), np.shape(g))
+    return zeros_like(g)
+
+
+def no_items_dot(dot, g):
+    """The tangent ``dot`` of a sequence of adjoints ``g``, or, where it is constant (zero),
+    a form :func:`add_each` adds as nothing: ``{}`` for a sparse ``g``, else one None per item."""
+    if not is_constant(dot):
+        return dot
+    return {} if isinstance(g, dict) else [None] * len(g) if isinstance(g, (list, tuple)) else None
 
 
 def add_item(items, index, g):

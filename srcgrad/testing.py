@@ -86,7 +86,7 @@ def _central_differences(f, args, index, path, paths, leaves, spec, eps):
             replaced = tree.unflatten(spec, [new_leaf if p == path else leaf for p, leaf in zip(paths, leaves)])
         call = list(args)
         call[index] = replaced
-        return float(f(*call))
+        return float(np.reshape(f(*call), ()))  # (an output of one element, as grad takes)
 
     for i in range(flat.size):
         old = flat[i]

@@ -126,6 +126,63 @@ def test_grad_of_an_output_of_more_elements_is_refused():
         srcgrad.grad(lambda v: v * 2)(np.ones(2))
 
 
+def _either(a, whole):
+    return a if whole else a[0]  # (the result's rank is known only when the code runs)
+
+
+def _picked(w, whole):
+    return _either(np.sin(w[:1]) * 2.0, whole)
+
+
+def _summed_in_a_loop(w, x, whole):
+    total = np.zeros((1, 1), w.dtype) if whole else 0.0
+    for i in range(3):
+        total = total + np.tanh(x[i:i + 1] @ w[:, None]) * (i + 1)
+    return total
+
+
+class _Reshaped:
+    def __init__(self, shape):
+        self.shape = shape
+
+    def loss(self, w):
+        return np.reshape(np.sum(np.sin(w)), self.shape)
+
+
+def _through_a_method(w, model):
+    return model.loss(w)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("whole", [True, False])
+def test_grad_of_an_output_of_one_element_whose_rank_is_known_when_it_runs(dtype, whole):
+    """An output of shape (1,) or (1, 1), or a scalar, from the same code (a helper, a loop,
+    a method): the seed takes the output's shape, as autograd's does."""
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    w, x = np.array([0.3, -0.2], dtype), np.arange(6, dtype=dtype).reshape(3, 2) / 4
+    value, g = srcgrad.value_and_grad(_picked)(w, whole)
+    assert np.shape(value) == ((1,) if whole else ())
+    assert g.dtype == dtype
+    np.testing.assert_allclose(g, [2 * np.cos(0.3), 0], rtol=rtol)
+    g = srcgrad.grad(_summed_in_a_loop)(w, x, whole)
+    exact = sum((i + 1) * x[i] / np.cosh(x[i] @ w) ** 2 for i in range(3))
+    assert g.dtype == dtype
+    np.testing.assert_allclose(g, exact, rtol=rtol * 10)
+    for shape in ((1,), (1, 1), ()):
+        g = srcgrad.grad(_through_a_method)(w, _Reshaped(shape))
+        np.testing.assert_allclose(g, np.cos(w), rtol=rtol)
+    if dtype == np.float64:
+        srcgrad.testing.check_grads(_summed_in_a_loop, (w, x, whole))
+        srcgrad.testing.check_grads(_through_a_method, (w, _Reshaped((1, 1))))
+
+
+def test_grad_of_more_elements_whose_rank_is_known_when_it_runs_is_refused():
+    with pytest.raises(srcgrad.NonScalarOutputError, match=r"returned shape \(1, 2\)"):
+        srcgrad.grad(_either)(np.ones((1, 2)), True)
+    with pytest.raises(srcgrad.NonScalarOutputError, match=r"returned shape \(2,\)"):
+        srcgrad.grad(_either)(np.ones(2), True)
+
+
 def test_check_grads_in_autograds_curried_form():
     from srcgrad.testing import check_grads
 

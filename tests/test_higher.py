@@ -331,6 +331,21 @@ HELPERS = [  # (helper, arguments, the position of each linear argument)
         r.standard_normal((3, 4))), (0,)),
     (rt.item_of, lambda r: ((r.standard_normal(3), r.standard_normal((2, 2))), 1), (0,)),
     (rt.item_of, lambda r: ({0: r.standard_normal(3)}, 0), (0,)),
+    # forward-mode code's helpers (a third derivative is forward mode over such code)
+    (rt.broadcast_tangent, lambda r: (r.standard_normal(3), r.standard_normal((2, 3))), (0,)),
+    (rt.cast_tangent, lambda r: (r.standard_normal((2, 3)), r.standard_normal((2, 3))), (0,)),
+    (rt.cast_tangent, lambda r: (r.standard_normal(3), np.arange(3)), (0,)),
+    # a list's adjoint, one per item (popped by the appends that grew it)
+    (rt.as_items, lambda r: (r.standard_normal((3, 2)), [r.standard_normal(2) for _ in range(3)]), (0,)),
+    (rt.as_items, lambda r: ([r.standard_normal(2) for _ in range(3)],) * 2, (0,)),
+    (rt.as_items, lambda r: ({1: r.standard_normal(2)}, [r.standard_normal(2) for _ in range(3)]), (0,)),
+    (rt.items_adjoint, lambda r: (r.standard_normal((3, 2)), [r.standard_normal(2) for _ in range(3)]), (0,)),
+    (rt.items_adjoint, lambda r: (r.standard_normal((3, 2)), r.standard_normal((3, 2))), (0,)),
+    (rt.add_each, lambda r: ([r.standard_normal(2) for _ in range(3)], r.standard_normal((3, 2))), (0, 1)),
+    (rt.add_each, lambda r: ({2: r.standard_normal(2)}, [r.standard_normal(2) for _ in range(3)]), (0, 1)),
+    (rt.add_items, lambda r: ([r.standard_normal(2) for _ in range(3)], r.standard_normal((3, 2)),
+                              [np.ones(2)] * 3), (0, 1)),
+    (rt.add_items, lambda r: (r.standard_normal((3, 2)), r.standard_normal(2), np.ones((3, 2))), (0, 1)),
 ]
 
 
@@ -457,6 +472,63 @@ def test_hessian_of_gradient_code_that_calls_runtime_helpers(fn, shapes):
     np.testing.assert_allclose(H, H.T, atol=1e-10)
 
 
+# ---- gradient code that pops the adjoint of a list grown by append (rt.as_items): gmm.py's
+# `cluster_lls.append(...)` read whole by np.vstack
+
+def _grown_rows(w, x):
+    rows = []
+    for i in range(w.shape[0]):
+        rows.append(np.tanh(w[i] * x))
+    return rows
+
+
+def _read_by_vstack(w, x):
+    return np.sum(np.vstack(_grown_rows(w, x)) ** 3)
+
+
+def _read_by_hstack(w, x):
+    return np.sum(np.hstack(_grown_rows(w, x)) * np.arange(2 * w.shape[0]))
+
+
+def _read_by_concatenate_and_stack(w, x):
+    rows = _grown_rows(w, x)
+    return np.sum(np.concatenate(rows) ** 3) + np.sum(np.stack(rows, axis=1) ** 4)
+
+
+def _read_by_array_and_sum(w, x):
+    rows = _grown_rows(w, x)
+    return np.sum(np.array(rows) ** 3) + np.sum(sum(rows) ** 2)
+
+
+def _read_twice(w, x):  # (the list's own name: its adjoints accumulated item by item, rt.add_each)
+    rows = []
+    for i in range(w.shape[0]):
+        rows.append(np.tanh(w[i] * x))
+    return np.sum(np.vstack(rows) ** 3) + np.sum(np.concatenate(rows) * np.sum(np.stack(rows) ** 2))
+
+
+def _read_by_logsumexp(w, x):  # (gmm.py's log likelihood, in small)
+    lls = []
+    for i in range(3):
+        lls.append(w[i] - (x - w[3 + i]) ** 2)
+    stacked = np.vstack(lls)
+    m = np.max(stacked, axis=0)
+    return np.sum(m + np.log(np.sum(np.exp(stacked - m), axis=0)))
+
+
+@pytest.mark.parametrize("fn", [_read_by_vstack, _read_by_hstack, _read_by_concatenate_and_stack,
+                                _read_by_array_and_sum, _read_twice, _read_by_logsumexp])
+def test_hvp_of_code_that_grows_a_list(fn):
+    r = np.random.default_rng(3)
+    args = (r.standard_normal(6 if fn is _read_by_logsumexp else 3), r.standard_normal(2))
+    v = r.standard_normal(args[0].shape)
+    np.testing.assert_allclose(srcgrad.hvp(fn)(*args, v), gradient_difference(fn, args, 0, v), rtol=1e-5,
+                               atol=1e-7)
+    H = srcgrad.hessian(fn)(*args)
+    np.testing.assert_allclose(H, H.T, atol=1e-10)
+    np.testing.assert_allclose(H @ v, srcgrad.hvp(fn)(*args, v), rtol=1e-10, atol=1e-12)
+
+
 # ---- the gallery's models: hvp with respect to a whole model ------------------------
 class DynamicNet(nn.Module):
     """examples/09's network, at a fixed depth: the middle layer shared three times."""
@@ -578,3 +650,168 @@ def test_what_forward_mode_cannot_follow_in_gradient_code_is_refused_at_the_user
     message = str(refused.value)
     assert message.splitlines()[0].split(":")[0].endswith("test_higher.py") and "second derivative" in message
     assert srcgrad.grad(fn)(x).shape == x.shape  # the first derivative stays right
+
+
+# ---- a rule of the user's that runs as a function (its adjoint calls a helper of theirs):
+# second order through it by a rule of the adjoint itself (fixed_point's, srcgrad.misc)
+
+def _three_g_x_squared(g, x):  # (a helper: the rule is not inlined, it runs as a function)
+    return 3.0 * g * x ** 2
+
+
+@srcgrad.custom_adjoint
+def _cube(x):
+    return x ** 3
+
+
+@_cube.defadjoint
+def _cube_adjoint(ans_bar, ans, x):
+    return _three_g_x_squared(ans_bar, x)
+
+
+@_cube.defjvp
+def _cube_tangent(ans, x, x_dot=None):
+    return 3.0 * x ** 2 * x_dot
+
+
+@srcgrad.custom_adjoint
+def _square(x):
+    return x ** 2
+
+
+@_square.defadjoint
+def _square_adjoint(ans_bar, ans, x):
+    return _three_g_x_squared(ans_bar, x) / (1.5 * x)
+
+
+def _adjoint_tangent(x_bar, ans_bar, ans, x, ans_bar_dot=None, x_dot=None):
+    """d(3 g x^2) = 3 g' x^2 + 6 g x x'."""
+    out = 0.0 if ans_bar_dot is None else 3.0 * ans_bar_dot * x ** 2
+    return out if x_dot is None else out + 6.0 * ans_bar * x * x_dot
+
+
+@srcgrad.defadjoint(_cube_adjoint, diff=("ans_bar", "x"), zero=("ans",), tangent=_adjoint_tangent)
+def _cube_adjoint_transposed(u, x_bar, ans_bar, ans, x):
+    return _three_g_x_squared(u, x), 6.0 * u * ans_bar * x
+
+
+def _sum_of_cubes(x):
+    return np.sum(np.sin(_cube(x)))
+
+
+def _sin_of_cube(s):
+    return np.sin(_cube(s))
+
+
+def _sum_of_squares(x):
+    return np.sum(np.sin(_square(x)))
+
+
+def test_second_order_through_a_rule_whose_adjoint_has_a_rule():
+    x = np.array([0.3, -0.8, 1.1])
+    exact = np.diag(6 * x * np.cos(x ** 3) - 9 * x ** 4 * np.sin(x ** 3))
+    np.testing.assert_allclose(srcgrad.hessian(_sum_of_cubes)(x), exact, rtol=1e-12, atol=1e-14)
+    for s in (0.7, -1.2):
+        np.testing.assert_allclose(srcgrad.grad(srcgrad.grad(_sin_of_cube))(s),
+                                   6 * s * np.cos(s ** 3) - 9 * s ** 4 * np.sin(s ** 3), rtol=1e-12)
+    v = np.array([1.0, -2.0, 0.5])
+    np.testing.assert_allclose(srcgrad.hvp(_sum_of_cubes)(x, v), exact @ v, rtol=1e-12)
+
+
+def test_second_order_through_a_rule_run_as_a_function_without_one_is_refused():
+    with pytest.raises(errors.UnsupportedSyntaxError, match="_square"):
+        srcgrad.hessian(_sum_of_squares)(np.array([0.3, -0.8]))
+
+
+# ---- third derivatives: forward mode over the gradient code of a function that calls a
+# gradient function (srcgrad.grad(f) there: its pullback H u is called by name,
+# dispatch.gradient_pullback, whose tangent is forward mode over f's hvp code)
+
+def _tanh_by_exp(x):
+    return (1.0 - np.exp(-2 * x)) / (1.0 + np.exp(-(2 * x)))
+
+
+def _logistic(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _third_tanh(t):
+    return -2 * (1 - t ** 2) ** 2 + 4 * t ** 2 * (1 - t ** 2)
+
+
+@pytest.mark.parametrize("f, exact", [
+    (_tanh_by_exp, lambda x: _third_tanh(np.tanh(x))),
+    (np.sin, lambda x: -np.cos(x)),
+    (np.exp, np.exp),
+    (_logistic, lambda x: (lambda s: s * (1 - s) * (1 - 6 * s + 6 * s ** 2))(1 / (1 + np.exp(-x)))),
+])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_third_derivative_of_elementwise_functions(f, exact, dtype):
+    x = np.linspace(-2, 2, 9).astype(dtype)
+    third = srcgrad.elementwise_grad(srcgrad.elementwise_grad(srcgrad.elementwise_grad(f)))(x)
+    assert third.dtype == dtype and third.shape == x.shape
+    np.testing.assert_allclose(third, exact(x.astype(np.float64)), rtol=2e-4 if dtype == np.float32 else 1e-10,
+                               atol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def _sin_x_squared(x):
+    return np.sin(x) * x ** 2
+
+
+_slope_of = srcgrad.grad(_sin_x_squared)
+
+
+def _slope(x):  # a gradient function called by a function of the user's
+    return _slope_of(x)
+
+
+def _summed_sin_x_squared(x):
+    return np.sum(np.sin(x) * x ** 2)
+
+
+_slopes_of = srcgrad.grad(_summed_sin_x_squared)
+
+
+def _summed_slopes(x):  # (its rank known when compiling: a free name's, the parameter's)
+    return np.sum(_slopes_of(x) ** 2)
+
+
+def test_third_derivative_through_a_gradient_called_in_the_function():
+    for x in (0.7, -1.3):
+        exact = -np.cos(x) * x ** 2 - 6 * x * np.sin(x) + 6 * np.cos(x)
+        np.testing.assert_allclose(srcgrad.grad(srcgrad.grad(_slope))(x), exact, rtol=1e-12)
+    x, v = np.array([0.7, -0.3, 1.2]), np.array([1.0, 0.5, -0.2])
+    np.testing.assert_allclose(srcgrad.hvp(_summed_slopes)(x, v), gradient_difference(_summed_slopes, (x,), 0, v),
+                               rtol=1e-6)
+    H = srcgrad.hessian(_summed_slopes)(x)
+    np.testing.assert_allclose(H, H.T, rtol=1e-12, atol=1e-12)
+
+
+_DATA = np.array([1.0, 4.0, 7.0, 2.0, 12.0, 0.0, 3.0])
+
+
+def _loglike(r, p):
+    return np.sum(np.log(r + _DATA) * p - r * np.log1p(p) + _DATA * np.log(p))
+
+
+def _p_of(r):
+    return np.sum(_DATA) / np.sum(r + _DATA)
+
+
+def _r_prime(r):  # negative_binomial_maxlike.py's rprime, its helpers at module level
+    return srcgrad.grad(_loglike)(r, _p_of(r))
+
+
+def test_third_derivative_through_a_gradient_made_in_the_function():
+    g = srcgrad.grad(_r_prime)
+    eps = 1e-5
+    for r in (0.8, 2.0):
+        np.testing.assert_allclose(g(r), (_r_prime(r + eps) - _r_prime(r - eps)) / (2 * eps), rtol=1e-7)
+        np.testing.assert_allclose(srcgrad.grad(g)(r), (g(r + eps) - g(r - eps)) / (2 * eps), rtol=1e-6)
+
+
+def test_a_fourth_derivative_through_gradients_called_in_the_function_is_refused():
+    fourth = srcgrad.elementwise_grad(srcgrad.elementwise_grad(srcgrad.elementwise_grad(
+        srcgrad.elementwise_grad(_tanh_by_exp))))
+    with pytest.raises(errors.UnsupportedSyntaxError):
+        fourth(np.linspace(-1, 1, 3))

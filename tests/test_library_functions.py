@@ -223,6 +223,35 @@ def test_fixed_point_in_forward_mode():
     np.testing.assert_allclose(tangent, np.dot(srcgrad.grad(equilibrium, wrt=1)(W0, B0), v), rtol=1e-8)
 
 
+def cubed_roots(a):
+    return np.sum(fixed_point(newton_sqrt, a, np.ones(3), absolute, 1e-12) ** 3)
+
+
+def test_second_derivatives_through_fixed_point():
+    """grad(grad), hessian and hvp: forward mode over the gradient code, which calls the
+    adjoint of fixed_point (its rule runs as a function) by the adjoint's own tangent rule."""
+    for a in (0.5, 2.0, 9.0):
+        np.testing.assert_allclose(srcgrad.grad(srcgrad.grad(root))(a), -0.25 * a ** -1.5, rtol=1e-10)
+    a = np.array([0.5, 2.0, 3.0])
+    np.testing.assert_allclose(srcgrad.hessian(cubed_roots)(a), np.diag(0.75 * a ** -0.5), rtol=1e-10, atol=1e-14)
+    # the parameters a tuple (W, b), the contraction a closure over them
+    H = srcgrad.hessian(equilibrium, wrt=1)(W0, B0)
+    np.testing.assert_allclose(H, H.T, rtol=1e-8)
+    gradient = srcgrad.grad(equilibrium, wrt=1)
+    for v in np.eye(3):
+        np.testing.assert_allclose(H @ v, srcgrad.hvp(equilibrium, wrt=1)(W0, B0, v), rtol=1e-10)
+        e = 1e-6
+        np.testing.assert_allclose(H @ v, (gradient(W0, B0 + e * v) - gradient(W0, B0 - e * v)) / (2 * e),
+                                   rtol=1e-6, atol=1e-8)
+    H_W = srcgrad.hessian(equilibrium, wrt=0)(W0, B0).reshape(9, 9)
+    np.testing.assert_allclose(H_W, H_W.T, rtol=1e-8, atol=1e-12)
+
+
+def test_a_third_derivative_through_fixed_point_is_refused():
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="plain srcgrad.grad"):
+        srcgrad.grad(srcgrad.grad(srcgrad.grad(root)))(2.0)
+
+
 def test_odeint_in_forward_mode_is_refused():
     def loss(y0):
         return np.sum(odeint(oscillator, y0, T, (A,)))

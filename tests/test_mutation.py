@@ -217,6 +217,29 @@ def pop_after_appends_then_stack(x):
     return np.sum(np.stack(xs) * last)
 
 
+def _grown(x):
+    ys = []
+    for i in range(3):
+        ys.append(np.sin(x * (i + 1)))
+    return ys
+
+
+def pop_from_a_copy_of_a_grown_list(x):
+    ys = []
+    for i in range(3):
+        ys.append(np.tanh(x * (i + 1)))
+    zs = list(ys)  # a list of this function's own: popped, read whole, the original too
+    a = zs.pop()
+    return np.sum(a ** 3) + np.sum(np.vstack(zs) ** 2) + np.sum(np.stack(ys) * x)
+
+
+def pop_from_a_copy_of_a_helpers_list(x):
+    zs = list(_grown(x))
+    zs.append(np.cos(x))
+    b = zs.pop(0)
+    return np.sum(b * np.stack(zs))
+
+
 POPS = [
     (pop_last, (np.array([0.3, -0.7, 1.1]),), (0,)),
     (pop_at_indices_then_stack, (np.array([0.3, -0.7, 1.1]),), (0,)),
@@ -226,6 +249,8 @@ POPS = [
     (pop_in_one_branch, (np.array([0.3, -0.7, 1.1]),), (0,)),
     (pop_in_one_branch, (np.array([-0.3, -0.7, 0.1]),), (0,)),
     (pop_after_appends_then_stack, (np.array([0.3, -0.7, 1.1]),), (0,)),
+    (pop_from_a_copy_of_a_grown_list, (np.array([0.3, -0.7, 1.1]),), (0,)),
+    (pop_from_a_copy_of_a_helpers_list, (np.array([0.3, -0.7, 1.1]),), (0,)),
 ]
 
 
@@ -235,6 +260,14 @@ def test_list_pop_matches_finite_differences(fn, args, wrt, optimize):
     grads = srcgrad.grad(fn, wrt=wrt, optimize=optimize)(*args)
     for i, g in zip(wrt, grads):
         np.testing.assert_allclose(g, numerical_grad(fn, args, i), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("fn", [pop_from_a_copy_of_a_grown_list, pop_from_a_copy_of_a_helpers_list])
+def test_list_pop_from_a_copy_in_forward_mode(fn):
+    x, v = np.array([0.3, -0.7, 1.1]), np.array([1.0, -0.5, 2.0])
+    value, tangent = srcgrad.jvp(fn)(x, v)
+    assert value == pytest.approx(fn(x))
+    np.testing.assert_allclose(tangent, srcgrad.grad(fn)(x) @ v, rtol=1e-12)
 
 
 def test_a_pullback_of_a_drained_stack_can_be_called_twice():

@@ -122,9 +122,19 @@ def test_a_structure_of_parameters():
     check_grads(dict_step, (p, X), wrt=(0, 1))
 
 
-def test_a_second_derivative_of_a_function_calling_a_gradient_is_refused_by_name():
+@pytest.mark.parametrize("f", [penalised, one_step, three_steps, step_in_a_helper])
+def test_a_second_derivative_of_a_function_calling_a_gradient(f):
+    """A third derivative of ``loss``: forward mode over the gradient code, whose backward
+    sweep calls ``d_loss``'s pullback by name (``dispatch.gradient_pullback``)."""
+    v = RNG.normal(size=W.shape)
+    g, eps = srcgrad.grad(f), 1e-6
+    np.testing.assert_allclose(srcgrad.hvp(f)(W, X, v), (g(W + eps * v, X) - g(W - eps * v, X)) / (2 * eps),
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_a_second_derivative_of_a_function_calling_value_and_grad_is_refused_by_name():
     with pytest.raises(srcgrad.UnsupportedSyntaxError) as refused:
-        srcgrad.hvp(penalised)(W, X, W)
+        srcgrad.hvp(value_and_gradient)(W, X, W)
     message = str(refused.value)
-    assert f"{__file__}:{penalised.__code__.co_firstlineno}:" in message.splitlines()[0]
-    assert "`d_loss`" in message and "pullback" in message
+    assert f"{__file__}:{value_and_gradient.__code__.co_firstlineno}:" in message.splitlines()[0]
+    assert "`value_and_d_loss`" in message and "pullback" in message

@@ -374,3 +374,79 @@ def test_dict_methods():
         _jvp_matches_grad(f, (X,))
     check_grads(values_keys_known_at_run_time, (X, ["a", "bb"]), wrt=0)
     _jvp_matches_grad(values_keys_known_at_run_time, (X, ["a", "bb"]))
+
+
+# ---- a closure made in another function, called by the differentiated one: inlined, its
+# cells' data read live, the functions they hold guarded (rebound: compiled again)
+
+def _made(scale, act):
+    def shaped(x):
+        return act(x) * scale
+
+    def set_scale(s):
+        nonlocal scale
+        scale = s
+
+    def set_act(a):
+        nonlocal act
+        act = a
+    return shaped, set_scale, set_act
+
+
+def test_a_closure_callee_reads_its_cells_as_they_are():
+    shaped, set_scale, set_act = _made(np.array([1.0, 2.0]), np.tanh)
+
+    def loss(x):
+        return np.sum(shaped(x) ** 2)
+    g, x = srcgrad.grad(loss), np.array([0.3, -0.7])
+    np.testing.assert_allclose(g(x), 2 * np.tanh(x) * np.array([1.0, 4.0]) / np.cosh(x) ** 2, rtol=1e-12)
+    assert "dispatch" not in srcgrad.source(g, x) and "_vjp" not in srcgrad.source(g, x)  # (inlined)
+    set_scale(np.array([3.0, 1.0]))
+    np.testing.assert_allclose(g(x), 2 * np.tanh(x) * np.array([9.0, 1.0]) / np.cosh(x) ** 2, rtol=1e-12)
+    set_act(np.sin)
+    np.testing.assert_allclose(g(x), 2 * np.sin(x) * np.array([9.0, 1.0]) * np.cos(x), rtol=1e-12)
+    set_scale(2.0)  # (a number now: the code is specialised on the kind, and compiled again)
+    np.testing.assert_allclose(g(x), 8 * np.sin(x) * np.cos(x), rtol=1e-12)
+    np.testing.assert_allclose(srcgrad.hessian(loss)(x), np.diag(8 * np.cos(2 * x)), rtol=1e-12, atol=1e-14)
+
+
+def test_a_closure_callee_changed_during_the_call_is_refused():
+    shaped, _, set_act = _made(np.array([1.0, 2.0]), np.tanh)
+
+    def loss(x):
+        a = shaped(x)
+        set_act(np.sin)
+        return np.sum(a ** 2) + np.sum(shaped(x))
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="changed, while the differentiated code ran"):
+        srcgrad.grad(loss)(np.array([0.3, -0.7]))
+
+
+def _two_closures(a, b):
+    first = lambda x: np.tanh(x) * a  # noqa: E731
+    second = lambda x: np.sin(x) * b  # noqa: E731
+    return lambda x: np.sum(first(x) * second(x))
+
+
+def test_two_closures_of_one_maker_keep_their_own_cells():
+    f = _two_closures(np.array([1.0, 2.0]), np.array([3.0, -1.0]))
+    x = np.array([0.4, -0.9])
+    check_grads(f, (x,))
+    g = _two_closures(0.5, 2.0)  # the same code, other cells
+    check_grads(g, (x,))
+    np.testing.assert_allclose(srcgrad.grad(g)(x), np.sin(x) / np.cosh(x) ** 2 + np.tanh(x) * np.cos(x),
+                               rtol=1e-12)
+
+
+def test_second_and_third_derivatives_through_closures():
+    """negative_binomial_maxlike.py's fit in small: rprime = lambda r: grad(loglike)(r, p(r)),
+    loglike and p closures over the data."""
+    def fit(x):
+        loglike = lambda r, p: np.sum(np.log(r + x) * p - r * np.log1p(p) + x * np.log(p))  # noqa: E731
+        p = lambda r: np.sum(x) / np.sum(r + x)  # noqa: E731
+        return lambda r: srcgrad.grad(loglike)(r, p(r))
+    rprime = fit(np.array([1.0, 4.0, 7.0, 2.0, 12.0, 0.0, 3.0]))
+    first, eps = srcgrad.grad(rprime), 1e-5
+    second = srcgrad.grad(first)
+    for r in (0.8, 2.0):
+        np.testing.assert_allclose(first(r), (rprime(r + eps) - rprime(r - eps)) / (2 * eps), rtol=1e-7)
+        np.testing.assert_allclose(second(r), (first(r + eps) - first(r - eps)) / (2 * eps), rtol=1e-6)

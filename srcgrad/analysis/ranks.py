@@ -127,7 +127,20 @@ def _rank(stmt, env, callee_core):
     if kind == "call" and isinstance(value, gast.Call) and anno.has(value.func, "resolved") \
             and not value.keywords and not any(isinstance(a, gast.Starred) for a in value.args):
         ranks = tuple(r if isinstance(r, int) else None for r in (rank_of(a, env) for a in value.args))
-        return callee_rank(anno.get(value.func, "resolved"), ranks, callee_core)
+        callee = anno.get(value.func, "resolved")
+        rule = _rule_of(callee)
+        if rule is not None and rule.ndim is not None and rule.signature is not None:
+            # A primitive whose rule runs as a function (it calls helpers of its own): its rank
+            # as the rule says.
+            try:
+                bound = rule.signature.bind(*value.args).arguments
+            except TypeError:
+                return None
+            return rule.ndim({p: r for p, r in zip(bound, ranks)},
+                             {p: v for p, a in bound.items() if (v := _partial_static(a)) is not UNKNOWN})
+        if runtime_is_gradient_function(callee):
+            return _gradient_rank(callee, ranks)
+        return callee_rank(callee, ranks, callee_core)
     rule = anno.get(stmt, "rule")
     if rule is not None and rule.ndim is not None and anno.has(stmt, "bound"):
         bound = anno.get(stmt, "bound")
@@ -145,6 +158,30 @@ def _rank(stmt, env, callee_core):
             return None  # an object's own `__gt__`: whatever it returns
         return elementwise_ndim(dict(enumerate(operands)), {})
     return None
+
+
+def runtime_is_gradient_function(fn) -> bool:
+    from .. import runtime
+
+    return runtime.is_gradient_function(fn)
+
+
+def _gradient_rank(fn, arg_ranks):
+    """The rank of what ``srcgrad.grad(f)`` (of one whole parameter) returns: its parameter's."""
+    options = getattr(fn, "options", None)
+    if getattr(options, "mode", None) != "grad" \
+            or len(options.wrt) != 1 or getattr(fn, "_as_tuple", True) or not getattr(fn, "_whole", False):
+        return None
+    params = list(getattr(fn, "_params", ()))
+    position = params.index(options.wrt[0]) if options.wrt[0] in params else None
+    rank = arg_ranks[position] if position is not None and position < len(arg_ranks) else None
+    return rank if isinstance(rank, int) else None
+
+
+def _rule_of(fn):
+    from ..rules import registry
+
+    return registry.lookup(fn) if callable(fn) else None
 
 
 def _register_structural():

@@ -25,7 +25,8 @@ import weakref
 
 import numpy as np
 
-from .. import api, errors
+from .. import api, errors, tree
+from ..rules import _ndim
 from ..rules.registry import defadjoint
 
 
@@ -75,10 +76,15 @@ def fixed_point_adjoint(ans_bar, ans, f, a, distance, tol):
         UnsupportedSyntaxError: ``f`` is not of a form :func:`uncurried` reads.
     """
     applied = uncurried(f)
-    _, pull_x = _vjp(applied, 1)(a, ans)
-    w = fixed_point(lambda _: lambda w: pull_x(w) + ans_bar, None, np.zeros_like(ans), distance, tol)
+    w = _weights(applied, ans_bar, ans, a, distance, tol)
     _, pull_a = _vjp(applied, 0)(a, ans)
     return pull_a(w)
+
+
+def _weights(applied, ans_bar, ans, a, distance, tol):
+    """``w = ans_bar + ∂F/∂x^T w`` at ``(a, ans)``, by :func:`fixed_point` from zero."""
+    _, pull_x = _vjp(applied, 1)(a, ans)
+    return fixed_point(lambda _: lambda w: pull_x(w) + ans_bar, None, np.zeros_like(ans), distance, tol)
 
 
 def fixed_point_tangent(ans, f, a, x0, distance, tol, a_dot=None, x0_dot=None, tol_dot=None):
@@ -94,10 +100,72 @@ def fixed_point_tangent(ans, f, a, x0, distance, tol, a_dot=None, x0_dot=None, t
                        distance, tol)
 
 
-@defadjoint(fixed_point, diff=("a",), zero=("x0", "tol"), tangent=fixed_point_tangent)
+@defadjoint(fixed_point, diff=("a",), zero=("x0", "tol"), tangent=fixed_point_tangent, ndim=_ndim.same_as("x0"))
 def fixed_point_rule(ans_bar, ans, f, a, x0, distance, tol):
     """``ans = fixed_point(f, a, x0, distance, tol)``: :func:`fixed_point_adjoint`."""
     return fixed_point_adjoint(ans_bar, ans, f, a, distance, tol)
+
+
+def fixed_point_rule_tangent(a_bar, ans_bar, ans, f, a, x0, distance, tol, ans_bar_dot=None, ans_dot=None,
+                             a_dot=None):
+    """The tangent of the adjoint ``a_bar = ∂F/∂a^T w``, ``w = ans_bar + ∂F/∂x^T w``
+    (:func:`fixed_point_adjoint`), along the tangents of ``ans_bar``, of the fixed point
+    ``ans`` and of ``a``: what forward mode over a gradient's code needs (``grad(grad(f))``,
+    ``hvp``).
+
+    With ``φ(a, x) = ⟨w, F(a, x)⟩`` for the ``w`` of these arguments held fixed, the second
+    derivatives ``(h_a, h_x)`` of ``φ`` along ``(a_dot, ans_dot)`` (``srcgrad.hvp`` of
+    :func:`_paired`), ``w``'s tangent solves ``t = ans_bar_dot + h_x + ∂F/∂x^T t`` (the
+    same iteration, from zero), and ``a_bar``'s is ``∂F/∂a^T t + h_a``.
+    """
+    from .. import higher
+
+    applied = uncurried(f)
+    w = _weights(applied, ans_bar, ans, a, distance, tol)
+    da = _zeros(a) if a_dot is None else a_dot
+    dx = np.zeros_like(ans, dtype=float) if ans_dot is None else ans_dot
+    h_a, h_x = higher.hvp(_paired(applied), wrt=(0, 1))(a, ans, w, (da, dx))
+    moved = h_x if ans_bar_dot is None else ans_bar_dot + h_x
+    t = _weights(applied, moved, ans, a, distance, tol)
+    _, pull_a = _vjp(applied, 0)(a, ans)
+    return tree.add(pull_a(t), h_a)  # (a structure's adjoints: leaf by leaf)
+
+
+def _zeros(a):
+    """Zeros of ``a``'s shape (each leaf's, for a structure): a tangent that moves nothing."""
+    if not tree.is_structure(a):
+        return np.zeros_like(a, dtype=float)
+    _, leaves, spec = tree.flatten(a)
+    return tree.unflatten(spec, [np.zeros_like(leaf, dtype=float) for leaf in leaves])
+
+
+@defadjoint(fixed_point_rule, diff=("ans_bar", "ans", "a"), zero=("x0", "tol"), tangent=fixed_point_rule_tangent,
+            ndim=_ndim.same_as("a"))
+def fixed_point_rule_transposed(u, a_bar, ans_bar, ans, f, a, x0, distance, tol):
+    """Reverse mode over the adjoint of ``fixed_point`` (a third derivative, or a reverse-mode
+    jacobian of a gradient through it): not derived; refused."""
+    raise errors.UnsupportedSyntaxError(
+        "srcgrad differentiates fixed_point's adjoint in forward mode only (grad(grad(f)), hvp, "
+        "hessian), not in reverse mode (a third derivative)", None,
+        "take the third derivative by central differences of the second")
+
+
+_PAIRED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # F -> its pairing φ
+
+
+def _paired(applied):
+    """``φ(a, x, w) = Σ w F(a, x)`` as a function with source (its gradient in ``(a, x)`` is
+    ``F``'s two vector-Jacobian products of ``w``), registered with linecache."""
+    made = _PAIRED.get(applied)
+    if made is None:
+        name = f"{applied.__name__}_paired"
+        source = f"def {name}(a, x, w):\n    return _np.sum(w * _F(a, x))\n"
+        filename = f"<srcgrad: {name}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        scope = {"_np": np, "_F": applied}
+        exec(compile(source, filename, "exec"), scope)
+        made = _PAIRED[applied] = scope[name]
+    return made
 
 
 _TRANSFORMED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # uncurried F -> {(mode, wrt): made}

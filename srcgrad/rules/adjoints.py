@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime import (add, broadcast_reduced, broadcast_tangent, cast_adjoint, count_reduced, diag_adjoint,
+from ..runtime import (add, add_each, add_items, as_items, broadcast_reduced, cast_tangent, in_form_of, items_adjoint, no_items_dot, broadcast_tangent, cast_adjoint, count_reduced, diag_adjoint,
                        dtype_adjoint, einsum_adjoints, einsum_adjoints_tangent, einsum_adjoints_transposed,
                        fill_like, gather_adjoint, real_input, gathered, getitem_adjoint, is_constant, item_of,
                        item_of_transposed, items_extremum_adjoint, items_extremum_transposed, matmul_lhs,
@@ -44,6 +44,60 @@ def add_tangent(ans, a, b, a_dot=None, b_dot=None):
     if is_constant(b_dot):
         return broadcast_tangent(a_dot, ans)
     return add(a_dot, b_dot)
+
+
+# ---- the helpers of forward-mode code (a third derivative: forward mode over it)
+
+@defadjoint(broadcast_tangent, diff=("t",), zero=("ans",), tangent="linear")
+def broadcast_tangent_transposed(u, out, t, ans):
+    """Spreading a tangent over its output's shape, transposed: summed back to its own."""
+    return unbroadcast(u, t)
+
+
+@defadjoint(cast_tangent, diff=("t",), zero=("ans", "lead"), tangent="linear")
+def cast_tangent_transposed(u, out, t, ans, lead=()):
+    """A cast to the output's floating dtype (the identity) or zeros (an integer output),
+    transposed: the same, back in ``t``'s dtype."""
+    return cast_tangent(cast_tangent(u, ans, lead), t)
+
+
+# ---- the adjoint of a list, one adjoint per item (popped by the appends that grew it)
+
+@defadjoint(as_items, diff=("g",), zero=("items",), tangent="linear")
+def as_items_transposed(u, ans, g, items):
+    """A list's adjoint as one adjoint per item, transposed: ``u`` in ``g``'s own form."""
+    return in_form_of(u, g)
+
+
+@defadjoint(items_adjoint, diff=("g",), zero=("items",), tangent="linear")
+def items_adjoint_transposed(u, ans, g, items):
+    return in_form_of(u, g) if isinstance(items, (list, tuple)) else u
+
+
+@defadjoint(add_each, diff=("adjoints", "more"))
+def add_each_transposed(u, ans, adjoints, more):
+    """Accumulation item by item: each addend gets ``u``, in its own form."""
+    return in_form_of(u, adjoints), in_form_of(u, more)
+
+
+@deftangent(add_each)
+def add_each_tangent(ans, adjoints, more, adjoints_dot=None, more_dot=None):
+    """Linear in the two together (a zero tangent adds nothing)."""
+    return add_each(no_items_dot(adjoints_dot, adjoints), no_items_dot(more_dot, more))
+
+
+@defadjoint(add_items, diff=("adjoints", "more"), zero=("items",))
+def add_items_transposed(u, ans, adjoints, more, items):
+    if isinstance(items, (list, tuple)):
+        return in_form_of(u, adjoints), in_form_of(u, more)
+    return unbroadcast(u, adjoints), unbroadcast(u, more)
+
+
+@deftangent(add_items)
+def add_items_tangent(ans, adjoints, more, items, adjoints_dot=None, more_dot=None):
+    if not isinstance(items, (list, tuple)):
+        return add_tangent(ans, adjoints, more, adjoints_dot, more_dot)
+    return add_each(no_items_dot(adjoints_dot, adjoints), no_items_dot(more_dot, more))
 
 
 @defadjoint(cast_adjoint, diff=("g",), zero=("like",), tangent="linear")

@@ -341,9 +341,11 @@ def diff_params(adjoint) -> tuple:
     raise KeyError(adjoint)
 
 
-def nondifferentiable(*primals, ndim=None) -> None:
+def nondifferentiable(*primals, ndim=None, methods=(), impure=False) -> None:
     """Declare that the outputs of ``primals`` have zero derivative with respect to
-    every argument, wherever they are defined (``np.argmax``, ``np.floor``, ``len``).
+    every argument, wherever they are defined (``np.argmax``, ``np.floor``, ``len``);
+    ``methods``: ``(class, name)`` pairs, ``obj.name`` of each instance too, ``impure``
+    for those (a check with an effect: never dropped or repeated).
 
     Not for "no rule yet": a function with one differentiable argument needs a
     rule (``defadjoint(..., diff=(...))``), else its gradient is silently wrong.
@@ -351,6 +353,9 @@ def nondifferentiable(*primals, ndim=None) -> None:
     for primal in primals:
         _RULES[id(primal)] = (primal, Rule(label(primal), None, None, ndim=ndim, zero_derivative=True,
                                            impure=is_random(primal)))
+    for cls, name in methods:
+        _METHOD_RULES[cls, name] = Rule(f"{cls.__module__}.{cls.__name__}.{name}", None, None, ndim=ndim,
+                                        zero_derivative=True, impure=impure)
 
 
 def is_random(obj) -> bool:

@@ -977,6 +977,8 @@ class _Lowering:
             if value.id in self.containers:
                 self.containers.add(new)
                 self.copied_from[new] = value.id
+            if value.id in self.lists:  # (the same list: its items known when it runs only)
+                self.lists.add(new)
             if value.id in self.tuples:  # (immutable: what it holds is known under either name)
                 self.tuples.add(new)
                 if value.id in self.aggregates:
@@ -985,11 +987,22 @@ class _Lowering:
             self.scalars.add(new)
         if self._holds_array(annotations, value):
             self.arrays.add(new)
+        elif kind == "op" and annotations.get("rule") in _LIST_ADJOINTS:
+            self._own_list(new)  # (a list adjoint in gradient code, popped by the appends)
         elif annotations.get("rule") is not None and annotations["rule"].name in _CONTAINER_MAKERS:
             self.runtime_lists.add(new)
         elif kind == "copy" and isinstance(value, gast.Name) and value.id in self.runtime_lists:
             self.runtime_lists.add(new)
         return nodes.name(new)
+
+    def _own_list(self, name):
+        """``name`` holds a new list of this function's own, its items known when it runs
+        only: it may grow and shrink (append, pop), as a list made by ``[]`` does."""
+        self.arrays.discard(name)
+        self.runtime_lists.discard(name)  # (followed as a list of its own: pops and appends mirrored)
+        self.lists.add(name)
+        self.own_lists.add(name)
+        self.list_depth[name] = len(self.loop_writes)
 
     def _escape(self, atoms, node):
         """Arrays stored in a list or passed to a function: another name may see them
@@ -1420,7 +1433,7 @@ class _Lowering:
             if rule is registry.lookup(operator.getitem):
                 base = annotations["bound"]["a"]
                 return isinstance(base, gast.Name) and base.id in self.arrays
-            return True
+            return rule not in _LIST_ADJOINTS
         if kind == "unpack":  # `a, b = m`: the rows of an array
             return annotations["source"] in self.arrays or annotations["source"] in self.field_arrays
         return kind == "nondiff" and not isinstance(value, gast.Attribute) and "constructs" not in annotations \
@@ -2015,7 +2028,10 @@ class _Lowering:
                     # list of the same items is `xs + []`, a join, item by item.
                     joined = anno.inherit(gast.BinOp(left=args[0], op=gast.Add(),
                                                      right=gast.List(elts=[], ctx=gast.Load())), node)
-                    return self._lower(joined, **{k: v for k, v in emit.items() if k != "origin_node"})
+                    made = self._lower(joined, **{k: v for k, v in emit.items() if k != "origin_node"})
+                    if isinstance(made, gast.Name):
+                        self._own_list(made.id)
+                    return made
                 if callee is list and (at_run_time or isinstance(args[0], gast.Name) and args[0].id in self.arrays):
                     # (of a tuple too: `rest + list(axes)`; of an array: its rows)
                     made = self._apply(runtime.as_list, None, args, {}, node, func_node=nodes.dotted("rt.as_list"),
@@ -2320,6 +2336,9 @@ _CONTAINER_MAKERS = {"srcgrad.runtime.repeated", "srcgrad.runtime.concatenated",
                      "srcgrad.runtime.as_list",
                      "builtins.list", "builtins.tuple", "builtins.dict", "builtins.sorted", "builtins.zip",
                      "builtins.enumerate", "collections.OrderedDict", "collections.defaultdict"}
+# The runtime helpers of gradient code that make a list of adjoints, one per item of a list
+# grown by append: the backward sweep pops it (forward mode over it mirrors the pops).
+_LIST_ADJOINTS = {registry.lookup(runtime.as_items), registry.lookup(runtime.add_each)}
 _GENERATOR_MAKERS = {"numpy.random.default_rng", "numpy.random.mtrand.RandomState",
                      "numpy.random._generator.Generator"}
 

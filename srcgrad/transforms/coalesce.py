@@ -304,7 +304,7 @@ def _crossable(stmt, moved, a, facts) -> bool:
 
 
 # ``rt.`` functions that run user code (a callee's pullback) or check and raise.
-_NOT_PURE = {"vjp_call", "vjp_method", "bind_vjp", "check_scalar_output", "size_one_seed", "unpop", "to_device", "to_host"}
+_NOT_PURE = {"vjp_call", "vjp_method", "bind_vjp", "check_scalar_output", "scalar_seed", "size_one_seed", "unpop", "to_device", "to_host"}
 
 
 def _mutated(stmt) -> set:

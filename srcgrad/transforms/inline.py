@@ -27,8 +27,15 @@ the compiled code is specialised on (the class at each object path, the
 function behind each method it inlined), for ``pipeline.Compiled`` to check on
 every call, and the callees' free names for ``resolve.FreeNames``.
 
+A closure (``p = lambda r: np.sum(x) / r`` made in another function) is inlined as
+a function is: resolve reads the data its cells hold live (``runtime.Cells``) and guards
+the functions they hold, as for the compiled function's own closure (a name of the
+callee's that the caller's free names hold for another value is renamed).  Not into a
+nested ``def`` of generated code (compiled on its own while its frame runs), whose
+free names are that code's.
+
 Not inlined (today's run-time call, ``dispatch.vjp_call``, stays): recursion, functions
-without source, closures and ``super()`` (their meaning is a separate frame),
+without source, ``super()`` (its meaning is a separate frame),
 ``*args``/``**kwargs``, generators, decorated wrappers, callees that change an
 argument or a global in place or store attributes, unresolved or run-time
 targets, a default that is not a literal, and calls inside ``and``/``or``,
@@ -363,7 +370,7 @@ class _Inliner:
             if name in self.free.names and self.free.names[name] is value and (
                     isinstance(value, types.ModuleType) or _same_binding(self.fn, target.fn, name)):
                 renamed_free[name] = name
-            elif name not in self.taken:
+            elif name not in self.taken and name not in self.free.names:  # (the caller's, another value)
                 self.taken.add(name)
                 renamed_free[name] = name
             else:
@@ -426,7 +433,8 @@ class _Inliner:
         code = fn.__code__
         if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
                             | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE) \
-                or code.co_freevars or registry.lookup(fn) is not None or hasattr(fn, "defadjoint") \
+                or code.co_freevars and self.fn.__globals__.get("__name__") == "srcgrad.generated" \
+                or registry.lookup(fn) is not None or hasattr(fn, "defadjoint") \
                 or runtime.is_gradient_function(fn) \
                 or fn.__module__ and fn.__module__.split(".")[0] in ("numpy", "scipy", "cupy") \
                 or fn.__module__ in _TRANSFORMS:  # (`grad(f)` made inside the function: called as it is)

@@ -47,6 +47,7 @@ class Sweeps:
     notes: list      # (stack or trip-count name, loop's file:line), for the header
     intermediates: dict = dataclasses.field(default_factory=dict)  # name -> its adjoint variable
     callees: dict = dataclasses.field(default_factory=dict)  # (name, fn, wrt, ranks) -> its vjp's name
+    bound: dict = dataclasses.field(default_factory=dict)  # name -> a function the code calls by it
 
 
 def transform(core, activity, ranks, wrt, backend, output=None, hooks=None, intermediates=(),
@@ -108,6 +109,8 @@ class _Reverse:
         self.loop_depth = 0
         self.save_ids = 0
         self.callees = {}    # (name, function, wrt, ranks) -> name of its vjp in the code
+        self.bound = {}      # name -> function the code reads under it (a rule's adjoint it calls)
+        self.grad_made = None  # names bound to srcgrad.grad(f) here (found at the first call of one)
         self.first_bound = set()  # names an enclosing loop binds first (unbound on its first iteration)
         self.prebound = set()   # names bound on some paths only, bound to None first (see _branch_zeros)
         self.memory = None      # which arrays names may refer to (analysis/sharing.py), when needed
@@ -173,7 +176,7 @@ class _Reverse:
         if self.taken:
             nodes.rename(prebind + self.saves + self.core.body + self.out, self.taken)
         return Sweeps(prebind + self.saves + forward, self.out, adjoints, seed,
-                      {b: v for v, b in self.bar.items()}, self.notes, callees=self.callees)
+                      {b: v for v, b in self.bar.items()}, self.notes, callees=self.callees, bound=self.bound)
 
     def _gather_unpacked(self, source):
         """The adjoints of the names ``a, b = source`` bound, put together as ``source``'s."""
@@ -462,7 +465,7 @@ class _Reverse:
                 # Also an array the backward sweep reads (`v = y.T` used before `np.copyto(y, 0)`).
                 active += self._read_by_backward(nodes.loaded_names(stmt.value.args[0])
                                                  if stmt.value.args else [], stmt)
-            if active and not (rule is not None and rule.name == "builtins.print"):
+            if active and not (rule is not None and rule.name in _READS_ONLY):
                 raise errors.at(stmt.value, f"a call whose result is not used, given `{active[0]}`, "
                                 "which is being differentiated (or read by the backward sweep): if it "
                                 "changes its argument in place, "
@@ -1313,8 +1316,12 @@ class _Reverse:
             raise _self_keyword(stmt)
         if not wrt:
             return
-        pullback = self.core.fresh(f"{target}_pullback")
         call = stmt.value
+        if not (anno.get(stmt, "field") or anno.get(stmt, "operator")) \
+                and (self._adjoint_called(stmt, target, g, call, [w for w, _ in wrt])
+                     or self._gradient_pulled_back(call, g, wrt)):
+            return
+        pullback = self.core.fresh(f"{target}_pullback")
         stmt.targets = [nodes.tuple_([nodes.name(target, "store"), nodes.name(pullback, "store")], "store")]
         spec = nodes.tuple_([nodes.const(w) for w, _ in wrt])
         field = anno.get(stmt, "field")
@@ -1353,6 +1360,78 @@ class _Reverse:
         self.defined |= claimed
         for var, temp in later:
             self._accumulate(var, nodes.name(temp))
+
+    def _adjoint_called(self, stmt, target, g, call, wrt) -> bool:
+        """``y = f(a, b)`` of a primitive whose rule is not inlined (its adjoint calls helpers
+        of its own module) but whose adjoint has a rule of its own, a derivative of the
+        derivative (``fixed_point``'s): the forward sweep calls ``f`` as it is, the backward
+        sweep its adjoint (bound in the loaded module as ``self.bound``), so forward mode over
+        the gradient code differentiates that call by the adjoint's rule (``grad(grad(f))``)
+        where a pullback closure (``dispatch.vjp_call``) would stop it.  False (nothing done)
+        for any other call."""
+        fn = anno.get(call.func, "resolved", None) if isinstance(call.func, (gast.Name, gast.Attribute)) else None
+        rule = registry_lookup(fn) if isinstance(fn, types.FunctionType) else None
+        if rule is None or rule.adjoint is None or registry_lookup(rule.adjoint) is None or rule.elementwise \
+                or call.keywords or any(isinstance(a, gast.Starred) for a in call.args) \
+                or not all(isinstance(w, int) for w in wrt):
+            return False
+        params = list(rule.signature.parameters)
+        if len(call.args) > len(params) or any(params[w] not in rule.diff_params for w in wrt):
+            return False  # (dispatch.vjp_call refuses a parameter the rule has no derivative for)
+        adjoint = self.bound_name(rule.adjoint)
+        adjoints = self.core.fresh(f"{target}_adjoints")
+        self._append(nodes.assign(adjoints, nodes.call(adjoint, [g, nodes.name(target)]
+                                                       + [nodes.copy(a) for a in call.args])), self.group)
+        for w in wrt:
+            param = params[w]
+            part = nodes.name(adjoints) if len(rule.diff_params) == 1 else gast.Subscript(
+                value=nodes.name(adjoints), slice=nodes.const(rule.diff_params.index(param)), ctx=gast.Load())
+            self._accumulate(call.args[w].id, part)
+        return True
+
+    def _gradient_pulled_back(self, call, g, wrt) -> bool:
+        """``y = grad_f(a, b)`` of ``grad_f = srcgrad.grad(f)`` (a free name, or made in the
+        function): the forward sweep calls it as it is, the backward sweep computes the
+        adjoints by name (``dispatch.gradient_pullback``: ``H y_bar``, forward mode over
+        ``f``'s gradient code, as ``dispatch.vjp_call``'s pullback does), which forward mode
+        over this code differentiates by its rule (a third derivative).  False for any
+        other call."""
+        if not isinstance(call.func, gast.Name) or call.keywords \
+                or any(isinstance(a, gast.Starred) for a in call.args) \
+                or not all(isinstance(w, int) for w, _ in wrt) or not self._makes_gradient(call.func):
+            return False
+        adjoints = self.core.fresh("_adjoints")
+        self._append(nodes.assign(adjoints, nodes.call("dispatch.gradient_pullback", [
+            nodes.copy(call.func), nodes.tuple_([nodes.const(w) for w, _ in wrt]), g,
+            nodes.tuple_([nodes.copy(a) for a in call.args])])), self.group)
+        for k, (_, atom) in enumerate(wrt):
+            part = nodes.name(adjoints) if len(wrt) == 1 else gast.Subscript(
+                value=nodes.name(adjoints), slice=nodes.const(k), ctx=gast.Load())
+            self._accumulate(atom.id, part)
+        return True
+
+    def _makes_gradient(self, func) -> bool:
+        """``func`` (a name) holds ``srcgrad.grad(f)`` (its plain ``grad`` mode): a free name
+        bound to one, or a name the function binds to a call of ``srcgrad.grad``."""
+        if anno.has(func, "resolved"):
+            value = anno.get(func, "resolved")
+            return runtime.is_gradient_function(value) and getattr(getattr(value, "options", None), "mode",
+                                                                     None) == "grad"
+        if self.grad_made is None:
+            self.grad_made = {s.targets[0].id for s in nodes.statements(self.core.body)
+                              if isinstance(s, gast.Assign) and len(s.targets) == 1
+                              and isinstance(s.targets[0], gast.Name) and isinstance(s.value, gast.Call)
+                              and _is_srcgrad_grad(anno.get(s.value.func, "resolved", None))}
+        return func.id in self.grad_made
+
+    def bound_name(self, fn) -> str:
+        """The name under which the loaded code reads ``fn`` (``Sweeps.bound``)."""
+        for name, value in self.bound.items():
+            if value is fn:
+                return name
+        name = self.core.fresh(f"_{fn.__name__}")
+        self.bound[name] = fn
+        return name
 
     def _direct_callee(self, call, wrt):
         """The name under which the loaded code calls ``call``'s callee's compiled
@@ -1489,7 +1568,7 @@ class _Reverse:
                         if unknown else nodes.call("rt.add_each", [nodes.name(name), expr])
                 else:
                     expr = nodes.call("rt.items_adjoint", [expr, nodes.name(atom.id)]) if unknown \
-                        else nodes.call("list", [expr])
+                        else nodes.call("rt.as_items", [expr, nodes.name(atom.id)])
                     self.defined.add(atom.id)
                 self._append(nodes.assign(name, expr), self.group)
             elif param in rule.sequence_params:
@@ -2105,6 +2184,14 @@ def _changed_in_place(body, params, fn=None, returned=None) -> set:
 
 # Constructors that copy the values they are given: without a rule, a gradient through
 # them would silently be zero.
+def _is_srcgrad_grad(fn) -> bool:
+    """``srcgrad.grad`` itself (reverse mode sits below the API: by its module and name)."""
+    return getattr(fn, "__module__", None) == "srcgrad.api" and getattr(fn, "__name__", None) == "grad"
+
+
+# Calls for their effect that read their arguments only: print, and the check after a call
+# that what the code was specialised on is unchanged (in gradient code that forward mode reads).
+_READS_ONLY = {"builtins.print", "srcgrad.pipeline._Specialisation.check"}
 _CONTAINERS = {f"builtins.{t}" for t in ("list", "tuple", "dict", "set", "frozenset", "zip", "enumerate",
                                           "reversed", "map", "filter")}
 

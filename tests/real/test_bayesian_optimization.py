@@ -3,8 +3,6 @@ and expected improvement, each next query point found by L-BFGS-B on value_and_g
 the acquisition function (closures with default arguments), the GP's hyperparameters by
 CG; the main block's example_function over [0, 1.1]."""
 import numpy as np
-import pytest
-import srcgrad.errors
 
 from .conftest import assert_close, load, main_block
 
@@ -29,11 +27,6 @@ def test_bayesian_optimization_acquisition_gradients():
     assert_close(results[:2], results[2:])
 
 
-@pytest.mark.xfail(strict=True, raises=srcgrad.errors.NonScalarOutputError, reason=(
-    "the acquisition function's output has shape (1,) and a rank unknown when compiling "
-    "(defaultmax returns a default or np.max), so the generated code checks it with "
-    "rt.check_scalar_output, which refuses shape (1,): grad of a one-element output is taken "
-    "only where its rank is known when compiling"))
 def test_bayesian_optimize():
     results = []
     for ns in (_main("srcgrad"), _main("autograd")):

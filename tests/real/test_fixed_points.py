@@ -4,9 +4,7 @@ import linecache
 import re
 
 import numpy as np
-import pytest
 
-import srcgrad
 from .conftest import PROGRAMS, load
 
 SECOND = "print(grad(grad(sqrt))(2.0))\n"
@@ -16,10 +14,6 @@ def _numbers(text):
     return np.array([float(s) for s in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", text)])
 
 
-@pytest.mark.xfail(strict=True, raises=srcgrad.UnsupportedSyntaxError, reason=(
-    "grad(grad(sqrt)) through fixed_point: the gradient code calls fixed_point's rule through a "
-    "pullback closure (the rule compiles the step's vjp when it runs), which forward mode over the "
-    "gradient code does not follow (higher.ForwardOverReverse._refuse_calls)"))
 def test_fixed_points_printed_derivatives(capsys):
     ours = load("fixed_points")
     printed_ours = capsys.readouterr().out

@@ -2,19 +2,11 @@
 and covariance differentiated, logsumexp) over a dict of parameters, flattened by
 flatten_func; grad and hessian_vector_product handed to scipy's Newton-CG."""
 import numpy as np
-import pytest
-import srcgrad.errors
 from scipy.optimize import minimize
 
 from .conftest import assert_close, load, main_block
 
 SKIP = ("plt.", "fig = ", "ax = fig", "def callback", "minimize(")
-
-HVP_OF_A_GROWN_LIST = pytest.mark.xfail(strict=True, raises=srcgrad.errors.UnsupportedSyntaxError, reason=(
-    "hessian_vector_product(flattened_obj): forward mode over the gradient code meets the backward "
-    "sweep's `cluster_lls_bar.pop()` on `cluster_lls_bar = list(rt.joined_adjoint(...))` (the adjoint "
-    "of a list grown by append, read by np.vstack), a list anf takes for an array's rows"))
-
 
 def _main(flavour):
     return main_block(load("gmm", flavour), skip=SKIP)
@@ -34,7 +26,6 @@ def test_gmm_flattened_grad():
     assert_close(ours["grad"](ours["flattened_obj"])(x0), theirs["grad"](theirs["flattened_obj"])(x0))
 
 
-@HVP_OF_A_GROWN_LIST
 def test_gmm_flattened_hvp():
     ours, theirs = _main("srcgrad"), _main("autograd")
     x0 = ours["flattened_init_params"]
@@ -43,7 +34,6 @@ def test_gmm_flattened_hvp():
                  theirs["hessian_vector_product"](theirs["flattened_obj"])(x0, v))
 
 
-@HVP_OF_A_GROWN_LIST
 def test_gmm_newton_cg():
     results = []
     for ns in (_main("srcgrad"), _main("autograd")):

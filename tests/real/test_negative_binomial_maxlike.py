@@ -3,19 +3,10 @@ binomial by scipy's Newton (Halley) iteration on rprime, a lambda returning
 grad(loglike)(r, p(r)), with fprime=grad(rprime) and fprime2=grad(grad(rprime)): second
 and third derivatives through a gradient taken inside the differentiated function."""
 import numpy as np
-import pytest
-import srcgrad.errors
 
 from .conftest import assert_close, load, main_block
 
 SKIP = ("r, p = fit_maxlike", "print(", "grad_both", "import matplotlib", "xm =", "plt.")
-
-XFAIL = pytest.mark.xfail(strict=True, raises=srcgrad.errors.UnsupportedSyntaxError, reason=(
-    "grad(rprime), rprime = lambda r: grad(loglike)(r, p(r)) with loglike a lambda local to "
-    "fit_maxlike (a closure cell): refused, 'this second derivative needs forward mode over the "
-    "gradient code of <lambda>, which differentiates a function known only when it runs through a "
-    "pullback closure ... that forward mode does not follow yet' (the same with loglike at module "
-    "level works)"))
 
 
 def _data(m):
@@ -33,7 +24,6 @@ def test_negative_binomial_loglike_gradient():
     assert_close(results[0], results[1])
 
 
-@XFAIL
 def test_negative_binomial_fit_maxlike():
     results = []
     for m in (load("negative_binomial_maxlike"), load("negative_binomial_maxlike", "autograd")):
