@@ -97,6 +97,7 @@ class Core:
     counter: list = dataclasses.field(default_factory=lambda: [0])
     final_names: dict = dataclasses.field(default_factory=dict)  # user name -> its last SSA name
     maybe_unbound: set = dataclasses.field(default_factory=set)  # bound on some paths only
+    renamed: dict = dataclasses.field(default_factory=dict)  # user name -> its name here (`_rename_reserved`)
 
     def fresh(self, base: str | None = None) -> str:
         """A new name: ``_t<n>`` for temporaries, else ``base``, ``base_2``, ..."""
@@ -177,9 +178,10 @@ class _Lowering:
     def __init__(self, fdef, free_names, backend, reserved, param_ranks=(), scope_ranks=None):
         self.fdef, self.backend = fdef, backend
         self.free_names = free_names
-        self.params = parameters(fdef.args)
         names = nodes.names_in(fdef) | set(free_names) | set(reserved)
-        self.core = Core(fdef.name, self.params, [], None, names)
+        renamed = _rename_reserved(fdef, set(reserved), names)
+        self.params = parameters(fdef.args)
+        self.core = Core(fdef.name, self.params, [], None, names, renamed=renamed)
         self.current = {p: p for p in self.params}  # user name -> its current SSA name
         self.group = None
         self.block = self.core.body  # the statement list being filled
@@ -2166,6 +2168,39 @@ def array_method(name, receiver, args):
     if name in _VARARG_METHODS and len(args) > 1:
         args = (tuple(args),)
     return _METHODS[name], (receiver,) + tuple(args)
+
+
+def _rename_reserved(fdef, reserved: set, names: set) -> dict:
+    """The function's own names that the generated code reads as its modules (``rt``, ``np``,
+    ``dispatch``: ``reserved``) renamed, ``rt`` → ``rt_2``, in one walk: a GRU's reset gate
+    ``rt`` would hide ``rt.fill_like``.  Parameters too (the code is called by position;
+    ``Core.renamed`` maps ``wrt=`` names), a nested ``def``'s and its keywords at its calls.
+    Returns ``{user name: new name}``."""
+    found = [n for n in nodes.walk(fdef)
+             if isinstance(n, (gast.Name, gast.FunctionDef, gast.Call, gast.Global, gast.Nonlocal))]
+    bound = {n.name for n in found if isinstance(n, gast.FunctionDef) and n is not fdef}
+    bound |= {n.id for n in found if isinstance(n, gast.Name) and not isinstance(n.ctx, gast.Load)}
+    declared = {name for n in found if isinstance(n, (gast.Global, gast.Nonlocal)) for name in n.names}
+    clash = sorted(bound & reserved - declared)  # (a `global rt` is the module's name: kept)
+    if not clash:
+        return {}
+    renamed = {}
+    for user in clash:
+        k = 2
+        while f"{user}_{k}" in names:
+            k += 1
+        renamed[user] = f"{user}_{k}"
+        names.add(renamed[user])
+    defs = {n.name for n in found if isinstance(n, gast.FunctionDef) and n is not fdef}
+    for n in found:
+        if isinstance(n, gast.Name) and n.id in renamed:
+            n.id = renamed[n.id]
+        elif isinstance(n, gast.FunctionDef) and n is not fdef and n.name in renamed:
+            n.name = renamed[n.name]
+        elif isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and n.func.id in defs:
+            for keyword in n.keywords:  # (a nested def's parameter renamed: `g(x, rt=rt)`)
+                keyword.arg = renamed.get(keyword.arg, keyword.arg)
+    return renamed
 
 
 def parameters(args: gast.arguments) -> list:

@@ -112,7 +112,7 @@ class _Reverse:
         self.prebound = set()   # names bound on some paths only, bound to None first (see _branch_zeros)
         self.memory = None      # which arrays names may refer to (analysis/sharing.py), when needed
         self.taken = {}         # test of an `if` in a loop -> its plain name (`if2_taken`)
-        self.stacks = set()     # the stacks created so far (in self.saves)
+        self.stacks = {}        # the stacks created so far (in self.saves): `loop1_stack` -> its name
         self.unpacked_sources = None  # names `a, b = name` unpacks (_unpacked_source), when needed
         self.bound_within = None      # id(compound statement) -> names bound inside it, when needed
         self.stores = None            # which attribute stores something reads back (_kept_apart), when needed
@@ -399,13 +399,14 @@ class _Reverse:
         if not needed:
             return
         self.save_ids += 1
-        if stack not in self.stacks:
-            self.stacks.add(stack)
-            create = nodes.assign(stack, gast.List(elts=[], ctx=gast.Load()))
+        if stack not in self.stacks:  # (a fresh name: a user's own `loop1_stack` keeps its name)
+            self.stacks[stack] = name = self.core.fresh(stack)
+            create = nodes.assign(name, gast.List(elts=[], ctx=gast.Load()))
             anno.set(create, "impure", True)
-            anno.set(create, "stack", stack)
+            anno.set(create, "stack", name)
             self.saves.append(create)
-            self.notes.append((stack, self._where(owner)))
+            self.notes.append((name, self._where(owner)))
+        stack = self.stacks[stack]
         values = nodes.tuple_([nodes.name(n) for n in needed]) if len(needed) > 1 else nodes.name(needed[0])
         push = gast.Expr(value=nodes.call(gast.Attribute(value=nodes.name(stack), attr="append",
                                                          ctx=gast.Load()), [values]))
