@@ -130,7 +130,7 @@ def front_end(fn, param_ranks=None):
     (resolve, before validate: its messages may name resolved callees).
     Returns ``(fdef, free names)``."""
     fdef = parse.transform(fn)
-    desugar.transform(fdef, fn)
+    desugar.transform(fdef, fn, param_ranks)
     if param_ranks is not None:
         desugar.spread_variadic(fdef, param_ranks)
     return fdef, resolve.transform(fdef, fn)

@@ -1429,6 +1429,12 @@ def unflattened_tangent(ans, vector_dot):
     return tree.unflatten(spec, [p.reshape(np.shape(leaf)) for p, leaf in zip(parts, leaves)])
 
 
+def rows(x):
+    """``list(x)`` of an array (how the compiler writes it): its rows, Python's own ``list``;
+    their adjoints reach ``x``'s rows (``rules/shape.rows``)."""
+    return list(x)
+
+
 def as_tuple(items):
     """``tuple(xs)`` of a list whose items are known when it runs only (grown by append)."""
     return tuple(items)

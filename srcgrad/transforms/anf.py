@@ -1245,8 +1245,9 @@ class _Lowering:
         emit.setdefault("target", None)
         emit.setdefault("effect", False)
         keys = self._dict_keys(name)
-        args = node.args if isinstance(node, gast.Call) and node.func.attr == method else []
-        keywords = node.keywords if isinstance(node, gast.Call) and node.func.attr == method else []
+        called = isinstance(node, gast.Call) and getattr(node.func, "attr", None) == method  # (not `list(d)`)
+        args = node.args if called else []
+        keywords = node.keywords if called else []
         if keywords or (method != "get" and args) or (method == "get" and not 1 <= len(args) <= 2):
             raise errors.at(node, f"srcgrad reads `.{method}()` of a dict with "
                             f"{'a key and perhaps a default' if method == 'get' else 'no arguments'}",
@@ -1859,6 +1860,9 @@ class _Lowering:
                         self.containers.add(made.id)
                         self.tuples.add(made.id)
                     return made
+                if callee is list and isinstance(args[0], gast.Name) and args[0].id in self.arrays:
+                    # `list(x)` of an array: its rows, whose adjoints reach `x` (`rules/shape.rows`)
+                    return self._apply(runtime.rows, None, args, {}, node, func_node=nodes.dotted("rt.rows"), **emit)
                 if callee is list and isinstance(args[0], gast.Name) and args[0].id in self.lists:
                     # A list whose items are known when it runs only (grown by append): a new
                     # list of the same items is `xs + []`, a join, item by item.
