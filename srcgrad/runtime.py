@@ -141,6 +141,23 @@ def without_item(g, key):
     return g
 
 
+def overwritten_adjoint(g, y, index):
+    """``y``'s adjoint before ``y[index] = v`` from its adjoint after: what was overwritten
+    had no effect.  An array's: a copy with those elements zeroed; a list's or dict's
+    (sparse, ``{key: adjoint}``): a copy without those entries (a ``defaultdict``, an
+    ``OrderedDict``, ``[0.0] * n``: containers whose kind is known when the code runs)."""
+    if isinstance(g, dict):
+        if isinstance(y, (list, tuple)):
+            keys = range(len(y))[index] if isinstance(index, slice) else [index % len(y)]
+            return {k: v for k, v in g.items() if k not in keys}
+        return without_item(g, index)
+    if not hasattr(g, "shape"):  # (a zero: nothing reached `y`)
+        return g
+    g = array_module(g).copy(g)
+    g[index] = 0
+    return g
+
+
 def stop_gradient(x):
     """``x`` itself, through which no adjoint flows (its derivative is taken as 0).
 
@@ -1066,9 +1083,11 @@ def basic_index(index) -> bool:
 
 def cast_adjoint(g, like):
     """``g``, or zeros where ``like`` has an integer or boolean dtype (a creation function
-    given ``dtype=int``, a cast to int): a value rounded to integers has zero derivative."""
+    given ``dtype=int``, a cast to int) or is an integer: a value rounded to integers has
+    zero derivative.  A list or dict (``xs[1] = v`` into ``[0] * n``) keeps what is
+    written in it as it is: ``g``."""
     dtype = getattr(like, "dtype", None)
-    if dtype.kind in "fc" if dtype is not None else isinstance(like, (float, complex)):
+    if dtype.kind in "fc" if dtype is not None else not isinstance(like, (int, np.integer, np.bool_)):
         return g
     return array_module(g).zeros_like(g)
 
@@ -1510,6 +1529,20 @@ def written_adjoint(g, index, value):
     winner = xp.full(np.shape(g), -1)
     winner[index] = order
     return unbroadcast(picked * (winner[index] == order), value)
+
+
+def written_entry(g, y, index, value):
+    """Adjoint of ``value`` in ``y[index] = value`` where ``y``'s kind is known when the code
+    runs only: an array's (:func:`written_adjoint`), or from a list's or dict's sparse adjoint
+    ``g`` its entry (``defaultdict(float)``, ``[0.0] * n``), zeros where nothing reached it."""
+    if hasattr(g, "shape"):
+        return written_adjoint(g, index, value)
+    if isinstance(y, (list, tuple)) and isinstance(index, slice):  # (`xs[1:3] = [a, b]`)
+        parts = g if isinstance(g, dict) else dict(enumerate(g)) if isinstance(g, (list, tuple)) else {}
+        return {i: parts[k] for i, k in enumerate(range(len(y))[index]) if parts.get(k) is not None}
+    if isinstance(y, (list, tuple)) and isinstance(index, int):
+        index %= len(y)
+    return entry(g, index, value)
 
 
 def add_each(adjoints, more):

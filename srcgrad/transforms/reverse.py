@@ -1191,7 +1191,11 @@ class _Reverse:
             if self._active_name(value):
                 basic = templates.static_value(index) is not templates.UNKNOWN or \
                     rank_of(index, self.ranks) == 0
-                if basic:  # each element written once
+                if not self._is_array(array):  # (a list or dict known when the code runs: its entry)
+                    contribution = nodes.call("rt.written_entry", [
+                        nodes.name(g), nodes.name(array), templates._slices_as_calls(nodes.copy(index)),
+                        nodes.name(value.id)])
+                elif basic:  # each element written once
                     read = gast.Subscript(value=nodes.name(g), slice=nodes.copy(index), ctx=gast.Load())
                     contribution = nodes.call("rt.unbroadcast", [read, nodes.name(value.id)])
                 else:
@@ -1205,9 +1209,13 @@ class _Reverse:
                     contribution = nodes.name(written)
                 else:
                     self._accumulate(value.id, contribution)
-            self._append(nodes.assign(g, nodes.call(f"{module}.copy", [nodes.name(g)])), self.group)
-            self._append(nodes.assign(gast.Subscript(value=nodes.name(g), slice=nodes.copy(index),
-                                                     ctx=gast.Store()), nodes.const(0)), self.group)
+            if self._is_array(array):
+                self._append(nodes.assign(g, nodes.call(f"{module}.copy", [nodes.name(g)])), self.group)
+                self._append(nodes.assign(gast.Subscript(value=nodes.name(g), slice=nodes.copy(index),
+                                                         ctx=gast.Store()), nodes.const(0)), self.group)
+            else:  # (a list or dict whose kind is known when the code runs: `defaultdict(float)`)
+                self._append(nodes.assign(g, nodes.call("rt.overwritten_adjoint", [
+                    nodes.name(g), nodes.name(array), templates._slices_as_calls(nodes.copy(index))])), self.group)
             if self._active_name(value) and value.id == array:
                 self._accumulate(array, contribution)
         restore = nodes.assign(gast.Subscript(value=nodes.name(array), slice=nodes.copy(index),
