@@ -893,7 +893,7 @@ def _check_generators_read_once(fdef, fn) -> None:
 def _collect_generator(fdef: gast.FunctionDef) -> None:
     """A generator function as one that returns the list of what it yields: ``yield e``
     becomes ``yielded.append(e)``, ``yield from xs`` a loop appending each item, ``return``
-    ``return yielded``.  Its consumer (``for``, ``list``, ``zip``, ``sum``) reads a list as it
+    ``return yielded`` (before the end, ``return yielded + []``: a new list).  Its consumer (``for``, ``list``, ``zip``, ``sum``) reads a list as it
     reads the generator, the body running whole before the consumer's first iteration (a
     generator that reads state its consumer changes as it goes is outside this model).  Refused:
     ``yield`` used as a value, and a ``while`` whose test is a constant (maybe endless, and
@@ -927,8 +927,11 @@ def _collect_generator(fdef: gast.FunctionDef) -> None:
                                                                    ctx=gast.Load()), [nodes.name(item)]))
                 out.append(_at(gast.For(target=nodes.name(item, "store"), iter=stmt.value.value,
                                         body=[append], orelse=[], type_comment=None), stmt))
-            elif isinstance(stmt, gast.Return):
-                out.append(_at(gast.Return(value=nodes.name(name)), stmt))
+            elif isinstance(stmt, gast.Return):  # (ends the iteration: a copy of what it yielded so
+                # far, as the appends after it, on the paths that go on, must not change it)
+                last = stmt is fdef.body[-1]
+                out.append(_at(gast.Return(value=nodes.name(name) if last else gast.BinOp(
+                    left=nodes.name(name), op=gast.Add(), right=gast.List(elts=[], ctx=gast.Load()))), stmt))
             else:
                 for field in ("body", "orelse", "finalbody"):
                     if isinstance(getattr(stmt, field, None), list) and not isinstance(stmt, gast.FunctionDef):
