@@ -189,3 +189,38 @@ def test_a_local_named_like_the_pullback():
     value, pullback = srcgrad.vjp(f)(W)
     np.testing.assert_allclose(pullback(1.0), numerical_grad(f, [W], 0), rtol=1e-6)
     _check(f, W)
+
+
+# ---- the user's free names (globals) named like a module of the generated code ------------
+
+def rt(x, n=2):  # recursive: called, not inlined, under its own name
+    if n == 0:
+        return np.sin(x)
+    return rt(x, n - 1) * 1.5
+
+
+def dispatch(x, n=1):
+    if n == 0:
+        return np.cos(x)
+    return dispatch(x, n - 1) * 2.0
+
+
+def reads_a_global_rt(w, x):
+    return np.sum(rt(w) ** 2 * x[0])
+
+
+def _reads_dispatch(w):
+    return dispatch(w) * w
+
+
+def a_helper_reads_a_global_dispatch(w, x):
+    return np.sum(_reads_dispatch(w) * x[1])
+
+
+@pytest.mark.parametrize("f", [reads_a_global_rt, a_helper_reads_a_global_dispatch])
+def test_a_global_named_like_a_module_of_the_generated_code(f):
+    _check(f, W, X)
+    _check(f, W, X, dtype=np.float32)
+    v = np.array([1.0, -2.0, 0.5])
+    _, tangent = srcgrad.jvp(f)(W, X, v)
+    assert tangent == pytest.approx(numerical_grad(f, [W, X], 0) @ v, rel=1e-6)
