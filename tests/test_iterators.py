@@ -163,7 +163,22 @@ def loops_over_iterators_in_place(w, X):
     return tot
 
 
-CASES = [skip_a_header, first_and_the_rest, two_nexts_in_a_statement, map_in_a_name, zip_in_a_name,
+def generator_expression_in_a_name(w, X):
+    k = 1.0
+    g = (np.sum(np.sin(x * w)) * k for x in X if x[0] > -0.3)
+    k = 3.0  # (read when the items are: Python's generator sees it)
+    return sum(g)
+
+
+def loop_over_a_generator_expression(w, X):
+    x = 5.0
+    tot = 0.0
+    for v in (np.tanh(x * w) for x in X):  # (its `x` is its own)
+        tot = tot + np.sum(v ** 2)
+    return tot + x
+
+
+CASES = [generator_expression_in_a_name, loop_over_a_generator_expression, skip_a_header, first_and_the_rest, two_nexts_in_a_statement, map_in_a_name, zip_in_a_name,
          zip_and_next, enumerate_in_a_name, reversed_in_a_name, filter_in_a_name, iterator_made_in_a_loop,
          one_name_two_iterators, iter_of_a_generator, in_a_helper, as_a_method,
          loops_over_iterators_in_place]
@@ -248,7 +263,14 @@ def filter_in_a_zip(w, X):
     return tot
 
 
+def next_on_a_generator_expression(w, X):
+    g = (np.sum(x * w) for x in X)
+    first = next(g)
+    return first * 2.0
+
+
 @pytest.mark.parametrize("f, line, text", [
+    (next_on_a_generator_expression, "first = next(g)", "generator expression that `next` reads"),
     (read_twice, "return sum(", "kept as an iterator"),
     (next_on_some_paths, "for x in it:", "kept as an iterator"),
     (changed_while_iterated, "xs.append(", "changes `xs` while `it` iterates"),
@@ -278,7 +300,11 @@ def test_the_advice_compiles():
             tot = tot + np.sum(a * b * w)
         return tot
 
-    for f in (listed, mapped, kept):
+    def generated(w, X):  # next_on_a_generator_expression's
+        g = [np.sum(x * w) for x in X]
+        return g[0] * 2.0
+
+    for f in (listed, mapped, kept, generated):
         np.testing.assert_allclose(srcgrad.grad(f)(W, X), numerical_grad(f, [W, X], 0), rtol=1e-6, atol=1e-8)
 
 

@@ -199,6 +199,18 @@ class _Desugar:
                 and not stmt.iter.keywords and not isinstance(stmt.iter.args[0], gast.Starred):
             stmt.iter = stmt.iter.args[0]
         node = stmt.iter
+        if isinstance(node, gast.GeneratorExp) and len(node.generators) == 1 and not node.generators[0].is_async:
+            # `for v in (e for x in xs if c):` is `for x in xs: if c: v = e ...` (e when the loop asks)
+            gen = node.generators[0]
+            if any(isinstance(n, gast.Name) and n.id in self.elsewhere for n in nodes.walk(gen.target)):
+                mapping = {n.id: self.fresh(f"_{n.id.lstrip('_')}") for n in nodes.walk(gen.target)
+                           if isinstance(n, gast.Name)}
+                _rename_inside(node, mapping)
+            body = [_at(gast.Assign(targets=[stmt.target], value=node.elt, type_comment=None), node)] + stmt.body
+            for test in reversed(gen.ifs):
+                body = [_at(gast.If(test=test, body=body, orelse=[]), test)]
+            stmt.target, stmt.iter, stmt.body = gen.target, gen.iter, body
+            return
         if isinstance(node, gast.Call) and isinstance(node.func, gast.Name) and node.func.id in ("zip", "enumerate") \
                 and node.func.id not in self.local and (self.fn is None or node.func.id not in self.fn.__globals__):
             self.lazy_zip(stmt, out)

@@ -1,19 +1,22 @@
 """Pass 1b (part of desugar) — an iterator held in a name, as what reads it.
 
 Requires: the parsed ``FunctionDef`` (run by ``desugar.transform``, before its own lowering).
-Guarantees: a name bound once to ``iter(xs)``, ``zip(...)``, ``enumerate(...)``,
-``reversed(xs)``, ``map(f, ...)`` or ``filter(f, xs)`` (the builtins) and read, in the
-block that binds it, by ``next(it)`` calls in statements of their own and then by at
+Guarantees: a name bound to ``iter(xs)``, ``zip(...)``, ``enumerate(...)``,
+``reversed(xs)``, ``map(f, ...)``, ``filter(f, xs)`` (the builtins) or a generator
+expression, only by statements of one block (each binding owns the reads up to the
+next), and read there by ``next(it)`` calls in statements of their own and then by at
 most one read of the rest (a ``for``, a generator, ``list(it)``), none of them repeated
 by a loop, is gone:
 
 - with no ``next``, the call is written where the name is read (Python's laziness:
   ``map``'s function runs as the loop asks; arguments other than names not rebound in
   between are computed where the call was, ``_it_arg``); ``iter(xs)`` read whole is ``xs``;
-- with ``next`` calls, the name holds the list of the items (``it = list(xs)``, which
-  the rest of the function would have seen too), the ``k``-th ``next(it)`` is ``it[k]``
-  and the rest ``it[n:]`` (``map``/``filter`` refused there: their function would run
-  before its time; so is a change to what the iterator reads before the rest is read).
+- with ``next`` calls, each sequence it reads is a list (``it = list(xs)``: an array's
+  rows carry their adjoints) or, for ``iter(xs)`` of an array or list passed in, ``xs``
+  itself; the ``k``-th ``next(it)`` is item ``k`` (``it[k]``, ``(a[k], b[k])``) and the
+  rest a slice (``it[n:]``).  ``map``, ``filter`` and generator expressions are refused
+  there (their items would be computed before their time), and so is a change to what
+  the iterator reads before the rest is read.
 
 A name holding such an iterator that a loop iterates but that does not fit is refused
 at that read (normalize indexes what a loop iterates over; an iterator has no length).
@@ -43,9 +46,8 @@ def transform(fdef: gast.FunctionDef, fn=None, sequences=()) -> None:
     """Rewrite, in place, the iterators ``fdef`` holds in names (see the module docstring);
     ``sequences``: parameters known to hold arrays, lists or tuples (indexed in place)."""
     builtin = _builtins(fdef, fn)
-    if not builtin & set(_ITERATORS) or not any(
-            isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and n.func.id in _ITERATORS
-            for n in nodes.own_nodes(fdef)):
+    if not any(isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and n.func.id in _ITERATORS
+               and n.func.id in builtin or isinstance(n, gast.GeneratorExp) for n in nodes.own_nodes(fdef)):
         return
     _Held(fdef, builtin, sequences).run()
 
@@ -157,7 +159,10 @@ class _Held:
         self.nested.update(n.id for n in nodes.walk(node) if isinstance(n, gast.Name))
 
     def _iterator(self, value):
-        """``"iter"``, ``"zip"``... for a call of one of those builtins this pass follows."""
+        """``"iter"``, ``"zip"``... for a call of one of those builtins this pass follows;
+        ``"generator"`` for a generator expression."""
+        if isinstance(value, gast.GeneratorExp) and not any(g.is_async for g in value.generators):
+            return "generator"
         if isinstance(value, gast.Call) and isinstance(value.func, gast.Name) and value.func.id in _ITERATORS \
                 and value.func.id in self.builtin and value.args and not value.keywords \
                 and not any(isinstance(a, gast.Starred) for a in value.args) \
@@ -193,11 +198,13 @@ class _Held:
             if any(self._iterated(r) for r in reads):
                 raise self._refusal(name, call, bad)
             return None
-        if nexts and kind in ("map", "filter"):
-            raise errors.at(nexts[0][1].node, f"`{name}` holds a `{kind}` object that `next` reads item by "
-                            f"item: srcgrad follows `next` on a list of the items, which would call `{kind}`'s "
-                            "function for every item at once, before its time",
-                            f"make the list yourself (`{name} = list({nodes.to_source(call).strip()})`), "
+        if nexts and kind in ("map", "filter", "generator"):
+            listed = nodes.to_source(gast.ListComp(elt=call.elt, generators=call.generators)).strip() \
+                if kind == "generator" else f"list({nodes.to_source(call).strip()})"
+            what = "a generator expression" if kind == "generator" else f"a `{kind}` object"
+            raise errors.at(nexts[0][1].node, f"`{name}` holds {what} that `next` reads item by item: "
+                            "srcgrad follows `next` on a list of the items, which would compute every item "
+                            "at once, before its time", f"make the list yourself (`{name} = {listed}`), "
                             f"then index it (`{name}[0]`, `for v in {name}[1:]:`)")
         if not nexts:
             spills = self._spilled(name, call, kind, block, i, rest[0][0])
@@ -265,7 +272,13 @@ class _Held:
 
     def _refusal(self, name, call, read):
         kind = self._iterator(call)
-        source = nodes.to_source(call.args[0] if kind == "iter" else call).strip()
+        source = nodes.to_source(call.args[0] if kind == "iter" else gast.ListComp(
+            elt=call.elt, generators=call.generators) if kind == "generator" else call).strip()
+        if kind == "generator":
+            return errors.at(read.node, f"`{name}` is kept as a generator expression, read here again, in a "
+                             "loop, or on a path of its own: srcgrad follows one held in a name through one "
+                             "read, in the block that makes it", f"make it a list where it is made "
+                             f"(`{name} = {source}`, which each read sees whole)")
         return errors.at(read.node, f"`{name}` is kept as an iterator (`{kind}(...)`), read here again, in a "
                          "loop, or on a path of its own: srcgrad follows an iterator held in a name through "
                          "`next` calls and then one read of the rest, in the block that makes it",
@@ -304,6 +317,13 @@ class _Held:
         rebound = {n.id for stmt in block[i + 1:last + 1] for n in nodes.walk(stmt)
                    if isinstance(n, gast.Name) and not isinstance(n.ctx, gast.Load)}
         out = []
+        if kind == "generator":  # (its first iterable is read where it is made; the rest, lazily)
+            first = call.generators[0]
+            if not (isinstance(first.iter, gast.Name) and first.iter.id not in rebound):
+                held = nodes.fresh_name(f"_{name}_items", self.taken)
+                out.append(_at(nodes.assign(held, first.iter), block[i]))
+                first.iter = _at(nodes.name(held), first.iter)
+            return out
         for k, arg in enumerate(call.args):
             root = arg
             while isinstance(root, gast.Attribute) and k == 0 and kind in ("map", "filter"):
