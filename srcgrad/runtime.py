@@ -1084,10 +1084,10 @@ def basic_index(index) -> bool:
 def cast_adjoint(g, like):
     """``g``, or zeros where ``like`` has an integer or boolean dtype (a creation function
     given ``dtype=int``, a cast to int) or is an integer: a value rounded to integers has
-    zero derivative.  A list or dict (``xs[1] = v`` into ``[0] * n``) keeps what is
-    written in it as it is: ``g``."""
+    zero derivative.  A list or dict (``xs[1] = v`` into ``[0] * n``), or an array of
+    objects, keeps what is written in it as it is: ``g``."""
     dtype = getattr(like, "dtype", None)
-    if dtype.kind in "fc" if dtype is not None else not isinstance(like, (int, np.integer, np.bool_)):
+    if dtype.kind in "fcO" if dtype is not None else not isinstance(like, (int, np.integer, np.bool_)):
         return g
     return array_module(g).zeros_like(g)
 

@@ -117,3 +117,15 @@ def test_a_write_into_a_container_made_by_a_call(f, dtype):
 
 def test_a_list_of_zeros_of_a_length_passed_in():
     np.testing.assert_allclose(srcgrad.grad(list_of_zeros)(W, 2), 2 * W)
+
+
+def test_an_array_of_objects_keeps_what_is_written():
+    # (its dtype is not an integer's: the value written is held as it is, not rounded)
+    def f(w):
+        buf = np.empty(2, dtype=object)
+        buf[0] = w * 2
+        buf[1] = np.sin(w)
+        buf[0] = buf[0] * buf[1]
+        return np.sum(buf[0] ** 2) + np.sum(buf[1])
+
+    np.testing.assert_allclose(srcgrad.grad(f)(W), numerical_grad(f, [W], 0), rtol=1e-6)
