@@ -318,3 +318,19 @@ def test_the_rows_of_an_array_as_a_list():
     V = np.ones_like(X)
     _, tangent = srcgrad.jvp(f, wrt=1)(W, X, V)
     assert tangent == pytest.approx(np.sum(numerical_grad(f, [W, X], 1) * V), rel=1e-6)
+
+
+def test_an_iterator_made_on_two_paths_is_refused_where_the_loop_reads_it():
+    def f(w, X):
+        if np.sum(w) > 0:
+            pairs = zip(X, X[::-1])
+        else:
+            pairs = zip(X[::-1], X)
+        tot = 0.0
+        for a, b in pairs:
+            tot = tot + np.sum(a * b * w)
+        return tot
+
+    with pytest.raises(srcgrad.UserCodeError, match="kept as an iterator") as info:
+        srcgrad.grad(f)(W, X)
+    assert "for a, b in pairs:" in info.value.origin.text

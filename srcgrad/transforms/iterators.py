@@ -83,9 +83,16 @@ class _Held:
         rewrites = []
         for name, binds in self.binds.items():
             made = [(block, i) for block, i in binds if self._iterator(block[i].value) is not None]
-            if not made or self.stores.get(name) != len(binds) or name in self.nested \
+            if not made:
+                continue
+            if self.stores.get(name) != len(binds) or name in self.nested \
                     or any(block is not binds[0][0] for block, _ in binds):
-                continue  # (bound by a loop or in another block too, read by a nested function: as it is)
+                # (bound by a loop or in another block too, read by a nested function: as it is,
+                # but a loop cannot index it)
+                read = next((r for r in self.reads.get(name, []) if self._iterated(r)), None)
+                if read is not None:
+                    raise self._refusal(name, made[0][0][made[0][1]].value, read)
+                continue
             block, starts = binds[0][0], [i for _, i in binds]
             owned = {i: [] for _, i in made}
             for read in self.reads.get(name, []):
@@ -280,8 +287,9 @@ class _Held:
                              "read, in the block that makes it", f"make it a list where it is made "
                              f"(`{name} = {source}`, which each read sees whole)")
         return errors.at(read.node, f"`{name}` is kept as an iterator (`{kind}(...)`), read here again, in a "
-                         "loop, or on a path of its own: srcgrad follows an iterator held in a name through "
-                         "`next` calls and then one read of the rest, in the block that makes it",
+                         "loop, or on a path of its own (or made in more than one block): srcgrad follows an "
+                         "iterator held in a name through `next` calls and then one read of the rest, in "
+                         "the block that makes it",
                          f"make it a list where it is made (`{name} = list({source})`, which each read sees "
                          f"whole) and index it (`{name}[0]`, `for v in {name}[1:]:`)")
 
