@@ -30,6 +30,8 @@ Before/after::
 """
 from __future__ import annotations
 
+import bisect
+
 import gast
 
 from .. import anno, errors, nodes
@@ -98,7 +100,8 @@ class _Held:
             for read in self.reads.get(name, []):
                 # (a read belongs to the last binding before the statement it is in)
                 j = next((j for b, j, _ in read.path if b is block), None)
-                owner = max((i for i in starts if j is not None and i < j), default=None)
+                k = bisect.bisect_left(starts, j) - 1 if j is not None else -1
+                owner = starts[k] if k >= 0 else None
                 if owner in owned:
                     owned[owner].append(read)
                 elif owner is None and self._iterated(read):
