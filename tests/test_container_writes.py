@@ -129,3 +129,22 @@ def test_an_array_of_objects_keeps_what_is_written():
         return np.sum(buf[0] ** 2) + np.sum(buf[1])
 
     np.testing.assert_allclose(srcgrad.grad(f)(W), numerical_grad(f, [W], 0), rtol=1e-6)
+
+
+def test_a_dict_made_by_a_call_that_may_share_is_refused_with_advice_that_compiles():
+    def shared(w):
+        d = dict.fromkeys(KEYS)
+        d["a"] = w ** 2
+        return np.sum(d["a"])
+
+    with pytest.raises(srcgrad.UserCodeError, match=r"d = dict\(d\)") as info:
+        srcgrad.grad(shared)(W)
+    assert 'd["a"] = w ** 2' in info.value.origin.text
+
+    def advised(w):
+        d = dict.fromkeys(KEYS)
+        d = dict(d)
+        d["a"] = w ** 2
+        return np.sum(d["a"])
+
+    np.testing.assert_allclose(srcgrad.grad(advised)(W), 2 * W)

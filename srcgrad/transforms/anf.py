@@ -1504,7 +1504,8 @@ class _Lowering:
                                                if name in self.params else "")
             raise errors.at(stmt, f"cannot write into `{user}`: it may share memory with another "
                             f"array{where}, and the write would change that one too",
-                            f"write into a copy: `{user} = np.copy({user})` before the write")
+                            f"write into a copy: `{user} = np.copy({user})` before the write (for a dict "
+                            f"or a list, `{user} = dict({user})`, `{user} = list({user})`)")
         self.writes.append((name, stmt))
         index = self._index(target.slice)
         value = self._lower(value_node)
