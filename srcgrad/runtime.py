@@ -146,11 +146,12 @@ def overwritten_adjoint(g, y, index):
     had no effect.  An array's: a copy with those elements zeroed; a list's or dict's
     (sparse, ``{key: adjoint}``): a copy without those entries (a ``defaultdict``, an
     ``OrderedDict``, ``[0.0] * n``: containers whose kind is known when the code runs)."""
-    if isinstance(g, dict):
+    if isinstance(g, (dict, list, tuple)):  # (a list's adjoint, dense: as sparse, one key per item)
+        parts = g if isinstance(g, dict) else {k: v for k, v in enumerate(g) if v is not None}
         if isinstance(y, (list, tuple)):
             keys = range(len(y))[index] if isinstance(index, slice) else [index % len(y)]
-            return {k: v for k, v in g.items() if k not in keys}
-        return without_item(g, index)
+            return {k: v for k, v in parts.items() if k not in keys}
+        return without_item(parts, index)
     if not hasattr(g, "shape"):  # (a zero: nothing reached `y`)
         return g
     g = array_module(g).copy(g)

@@ -115,8 +115,23 @@ def test_a_write_into_a_container_made_by_a_call(f, dtype):
         np.testing.assert_allclose(pullback(2.0), 2 * want, rtol=1e-6, atol=1e-8)
 
 
-def test_a_list_of_zeros_of_a_length_passed_in():
-    np.testing.assert_allclose(srcgrad.grad(list_of_zeros)(W, 2), 2 * W)
+def accumulated_in_a_list(w, k):
+    losses = [0.0] * k
+    for i in range(4):
+        losses[i % k] = losses[i % k] + np.sum(w ** (i + 1))
+    return losses[0] * 2.0 + sum(losses)
+
+
+@pytest.mark.parametrize("f", [list_of_zeros, accumulated_in_a_list])
+def test_a_list_of_zeros_of_a_length_passed_in(f):
+    # (the list's adjoint is dense, one per item: the entry overwritten is dropped from it)
+    want = numerical_grad(f, [W, 2], 0)
+    np.testing.assert_allclose(srcgrad.grad(f)(W, 2), want, rtol=1e-6)
+    g32 = srcgrad.grad(f)(W.astype(np.float32), 2)
+    assert g32.dtype == np.float32
+    np.testing.assert_allclose(g32, want, rtol=1e-4)
+    v = np.array([1.0, -2.0, 0.5])
+    assert srcgrad.jvp(f)(W, 2, v)[1] == pytest.approx(want @ v, rel=1e-6)
 
 
 def test_an_array_of_objects_keeps_what_is_written():
