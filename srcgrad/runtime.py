@@ -1546,6 +1546,31 @@ def written_entry(g, y, index, value):
     return entry(g, index, value)
 
 
+def written_entry_transposed(u, g, y, index, value):
+    """Transpose of :func:`written_entry` in ``g``: ``u`` (of ``value``'s shape) put where the
+    entry was read, in ``g``'s kind (an array's elements, the winners of a repeated index;
+    a list's or dict's sparse ``{key: u}``)."""
+    if hasattr(g, "shape"):
+        xp = array_module(g)
+        picked = g[index]
+        spread = xp.broadcast_to(u, np.shape(picked))  # (the transpose of unbroadcast)
+        out = xp.zeros(np.shape(g), np.result_type(g, u))
+        if is_basic_index(index):
+            out[index] = spread
+            return out
+        order = xp.arange(np.size(picked)).reshape(np.shape(picked))
+        winner = xp.full(np.shape(g), -1)
+        winner[index] = order
+        xp.add.at(out, index, spread * (winner[index] == order))
+        return out
+    if isinstance(y, (list, tuple)) and isinstance(index, slice):
+        parts = u if isinstance(u, dict) else dict(enumerate(u)) if isinstance(u, (list, tuple)) else {}
+        return {k: parts[i] for i, k in enumerate(range(len(y))[index]) if parts.get(i) is not None}
+    if isinstance(y, (list, tuple)) and isinstance(index, int):
+        index %= len(y)
+    return {index: u}
+
+
 def add_each(adjoints, more):
     """Add two sequences of adjoints element by element (a list used twice); a
     sparse adjoint (``{0: g}``, from ``xs[0]``) takes the other's by index."""
