@@ -224,3 +224,30 @@ def test_a_global_named_like_a_module_of_the_generated_code(f):
     v = np.array([1.0, -2.0, 0.5])
     _, tangent = srcgrad.jvp(f)(W, X, v)
     assert tangent == pytest.approx(numerical_grad(f, [W, X], 0) @ v, rel=1e-6)
+
+
+# ---- the tester's GRU: its reset gate is `rt`, its states a list written by index ---------
+
+def _sigmoid(z):
+    return 1 / (1 + np.exp(-z))
+
+
+def gru(Wz, Wr, Wh, xs):
+    T = len(xs)
+    hs = [None] * (T + 1)
+    hs[0] = np.zeros(3)
+    for t in range(1, T + 1):
+        xh = np.concatenate([xs[t - 1], hs[t - 1]])
+        zt = _sigmoid(Wz @ xh)
+        rt = _sigmoid(Wr @ xh)
+        hh = np.tanh(Wh @ np.concatenate([xs[t - 1], rt * hs[t - 1]]))
+        hs[t] = (1 - zt) * hs[t - 1] + zt * hh
+    return np.sum(hs[-1]) + 0.5 * np.sum(hs[T // 2] ** 2)
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_a_gru_whose_reset_gate_is_rt(index):
+    r = np.random.default_rng(2)
+    args = [r.standard_normal((3, 5)) * 0.5 for _ in range(3)] + [r.standard_normal((5, 2))]
+    np.testing.assert_allclose(srcgrad.grad(gru, wrt=index)(*args), numerical_grad(gru, args, index),
+                               rtol=1e-6, atol=1e-8)
