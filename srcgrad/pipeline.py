@@ -183,10 +183,16 @@ def front_end(fn, param_ranks=None):
     (resolve, before validate: its messages may name resolved callees).
     Returns ``(fdef, free names)``."""
     fdef = parse.transform(fn)
-    desugar.transform(fdef, fn)
+    desugar.transform(fdef, fn, param_ranks)
     if param_ranks is not None:
         desugar.spread_variadic(fdef, param_ranks)
     return fdef, resolve.transform(fdef, fn)
+
+
+def _reserved(backend) -> tuple:
+    """The modules the generated code reads by name (``pipeline._imports``): a local of the
+    user's so named is renamed (``anf._rename_reserved``), not read as the module."""
+    return backend.MODULE_NAME, "rt", "dispatch", "math", "scipy"
 
 
 def _callee_core(fn, param_ranks):
@@ -196,7 +202,7 @@ def _callee_core(fn, param_ranks):
     exits.transform(fdef)
     validate.transform(fdef)
     backend = backends.get("numpy")
-    return anf.transform(fdef, free.names, backend, reserved=(backend.MODULE_NAME, "rt", "dispatch"),
+    return anf.transform(fdef, free.names, backend, reserved=_reserved(backend),
                          param_ranks=param_ranks)
 
 
@@ -221,16 +227,17 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     # (The data read live from a scope, `model.G`, is specialised on its rank as an argument
     # is: `free.kinds`, checked at each call.)
     scope_ranks = free.scope_ranks()
-    core = anf.transform(fdef, free.names, backend, reserved=(backend.MODULE_NAME, "rt", "dispatch"),
+    core = anf.transform(fdef, free.names, backend, reserved=_reserved(backend),
                          param_ranks=param_ranks, scope_ranks=scope_ranks)
     # 5. analyze: ranks (which rule form applies) and activity (who needs an adjoint); between
     #    them, a read through another name for an array reads the name holding its value now
     #    (aliases: it needs the ranks, to know the arrays; activity then sees what is read).
+    wrt = _wrt(core, options)
     rank_env = ranks.infer(core.body, {**scope_ranks, **dict(zip(core.params, param_ranks))}, _callee_core)
     anf.drop_decided_checks(core.body, rank_env)  # (`n, c, h, w = x.shape` of a rank-4 x: no check)
     asked = {core.final_names.get(n) for n in [*(name for name, _ in options.hooks), *options.intermediates]}
     aliases.transform(core, rank_env, keep=asked - {None})  # (an adjoint asked for: its own name's reads)
-    body_activity = activity.analyze(core.body, options.wrt)
+    body_activity = activity.analyze(core.body, wrt)
     shared = sharing.check(core.body, rank_env, core.params)  # a write seen through another name is refused
     if options.mode == "jvp":
         return _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backend, free, shared,
@@ -239,7 +246,7 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     output = _differentiated_output(core, options)
     hook_names = {_final_name(core, own, name, "hooks"): core.fresh(f"{name}_hook") for name, _ in options.hooks}
     watched = [_final_name(core, own, name, "intermediates") for name in options.intermediates]
-    sweeps = reverse.transform(core, body_activity, rank_env, options.wrt, backend, output,
+    sweeps = reverse.transform(core, body_activity, rank_env, wrt, backend, output,
                                hooks=hook_names, intermediates=watched, free=free.names)
     live_out = set(sweeps.adjoints.values()) | set(sweeps.intermediates.values())
     # A nested def reads the names it captures when it is called, which the optimizer's
@@ -294,11 +301,12 @@ def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backen
     # calls that change their arguments, values stored where srcgrad does not look):
     # it runs, on a copy, for them alone.
     checked = forward.checked_copy(core)
-    sweeps = reverse.transform(checked, body_activity, rank_env, options.wrt, backend, checked.result,
+    wrt = _wrt(core, options)
+    sweeps = reverse.transform(checked, body_activity, rank_env, wrt, backend, checked.result,
                                free=free.names)
     # Names a merge copy may read before any path bound them (see reverse.run): None first.
     prebound = [s.targets[0].id for s in sweeps.forward if anno.get(s, "prebound")]
-    tangents = forward.transform(core, body_activity, rank_env, options.wrt, backend, options.batched)
+    tangents = forward.transform(core, body_activity, rank_env, wrt, backend, options.batched)
     result = nodes.tuple_([nodes.copy(core.result), tangents.result])
     body = tangents.body
     if options.optimize:  # (the passes see one sweep: no backward one)
@@ -316,7 +324,7 @@ def _compile_jvp(fn, options, param_ranks, core, body_activity, rank_env, backen
                             f"{', '.join(options.wrt)} | backend: {options.backend}")]
     imports = _imports(body, backend)
     name = _function_name(core, options)
-    params = core.params + [tangents.tangents[p] for p in options.wrt]
+    params = core.params + [tangents.tangents[p] for p in wrt]
     fdef = nodes.function(name, params, unbound + emit.with_group_comments(emit.with_blocks(body))
                           + [nodes.ret(result)])
     text = emit.render(nodes.module(header + imports + [fdef]))
@@ -432,16 +440,32 @@ def _own_filename(filename: str, text: str) -> str:
 
 
 def _function_name(core, options) -> str:
-    return f"{core.name}_{options.mode}"
+    """``f_grad``; ``f_grad_2`` where ``f`` reads or binds a name ``f_grad`` (the module's
+    own ``def`` would replace it: the same name each time it is asked)."""
+    name, k = f"{core.name}_{options.mode}", 1
+    while name in core.names:
+        k += 1
+        name = f"{core.name}_{options.mode}_{k}"
+    return name
+
+
+def _wrt(core, options) -> tuple:
+    """``options.wrt`` as the code names them (a parameter ``rt`` is ``rt_2``: anf._rename_reserved)."""
+    return tuple(core.renamed.get(p, p) for p in options.wrt)
+
+
+def _final(core, name) -> str:
+    return core.final_names[core.renamed.get(name, name)]
 
 
 def _final_name(core, own, name, option):
     """The one version of ``name`` that ``intermediates=``/``hooks=`` refer to;
     ``own``: the function's own names (not those of the calls inlined into it)."""
     origin = anno.get(core.body[-1], "origin")
-    if name not in core.final_names or name not in own:
+    if core.renamed.get(name, name) not in core.final_names or name not in own:
         raise errors.UserCodeError(f"{option}= names `{name}`, which {core.name} never assigns",
                                    origin, "name a variable the function assigns (`h = x @ w1`)")
+    user, name = name, core.renamed.get(name, name)  # (`rt` is `rt_2` here: anf._rename_reserved)
     versions = [s for s in nodes.statements(core.body)
                 if any(n == name or n.startswith(f"{name}_") and n[len(name) + 1:].isdigit()
                        for n in nodes.assigned_names(s))]
@@ -449,9 +473,9 @@ def _final_name(core, own, name, option):
         name in nodes.assigned_names(t) for t in nodes.statements(s.body)) for s in nodes.statements(core.body))
     if len(versions) != 1 or in_loop:
         raise errors.UserCodeError(
-            f"{option}= names `{name}`, which {core.name} assigns more than once (or in a loop), "
+            f"{option}= names `{user}`, which {core.name} assigns more than once (or in a loop), "
             "so which value is meant is ambiguous", anno.get(versions[-1], "origin") if versions else origin,
-            f"give the value you want a name of its own, assigned once (`{name}_out = ...`)")
+            f"give the value you want a name of its own, assigned once (`{user}_out = ...`)")
     return core.final_names[name]
 
 
@@ -602,7 +626,7 @@ def _imports(body, backend) -> list:
 
 
 def _assemble(fn, core, forward, backward, sweeps, options, backend, rank_env=None):
-    grads = [nodes.name(sweeps.adjoints[p]) for p in options.wrt]
+    grads = [nodes.name(sweeps.adjoints[p]) for p in _wrt(core, options)]
     grads_value = nodes.tuple_(grads) if options.wrt_tuple else grads[0]
     origin = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"
     header = [
@@ -635,7 +659,7 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend, rank_env=No
     aux = [nodes.copy(result.elts[1])] if options.has_aux else []
     if options.mode == "vjp":
         redo = _redo_writes(core, bwd)
-        pullback = nodes.function(f"{core.name}_pullback", [sweeps.seed],
+        pullback = nodes.function(core.fresh(f"{core.name}_pullback"), [sweeps.seed],
                                   _pullback_locals(core, forward, backward) + redo[:1] + bwd + redo[1:]
                                   + [nodes.ret(grads_value)])
         value = result.elts[0] if options.has_aux else result
@@ -645,7 +669,7 @@ def _assemble(fn, core, forward, backward, sweeps, options, backend, rank_env=No
     else:
         if options.intermediates:
             watched = gast.Dict(keys=[nodes.const(n) for n in options.intermediates],
-                                values=[nodes.name(sweeps.intermediates[core.final_names[n]])
+                                values=[nodes.name(sweeps.intermediates[_final(core, n)])
                                         for n in options.intermediates])
             grads_value = nodes.tuple_([grads_value, watched])
         if options.mode in ("grad", "pullback"):

@@ -141,6 +141,24 @@ def without_item(g, key):
     return g
 
 
+def overwritten_adjoint(g, y, index):
+    """``y``'s adjoint before ``y[index] = v`` from its adjoint after: what was overwritten
+    had no effect.  An array's: a copy with those elements zeroed; a list's or dict's
+    (sparse, ``{key: adjoint}``): a copy without those entries (a ``defaultdict``, an
+    ``OrderedDict``, ``[0.0] * n``: containers whose kind is known when the code runs)."""
+    if isinstance(g, (dict, list, tuple)):  # (a list's adjoint, dense: as sparse, one key per item)
+        parts = g if isinstance(g, dict) else {k: v for k, v in enumerate(g) if v is not None}
+        if isinstance(y, (list, tuple)):
+            keys = range(len(y))[index] if isinstance(index, slice) else [index % len(y)]
+            return {k: v for k, v in parts.items() if k not in keys}
+        return without_item(parts, index)
+    if not hasattr(g, "shape"):  # (a zero: nothing reached `y`)
+        return g
+    g = array_module(g).copy(g)
+    g[index] = 0
+    return g
+
+
 def stop_gradient(x):
     """``x`` itself, through which no adjoint flows (its derivative is taken as 0).
 
@@ -1066,11 +1084,11 @@ def basic_index(index) -> bool:
 
 def cast_adjoint(g, like):
     """``g``, or zeros where ``like`` has an integer or boolean dtype (a creation function
-    given ``dtype=int``, a cast to int, a write into an integer array): a value rounded to
-    integers has zero derivative.  A Python container or an array of objects stores what
-    is written into it as it is: ``g``."""
+    given ``dtype=int``, a cast to int) or is an integer: a value rounded to integers has
+    zero derivative.  A list or dict (``xs[1] = v`` into ``[0] * n``), or an array of
+    objects, keeps what is written in it as it is: ``g``."""
     dtype = getattr(like, "dtype", None)
-    if dtype.kind in "fcO" if dtype is not None else isinstance(like, (float, complex, list, dict, tuple)):
+    if dtype.kind in "fcO" if dtype is not None else not isinstance(like, (int, np.integer, np.bool_)):
         return g
     return array_module(g).zeros_like(g)
 
@@ -1522,27 +1540,20 @@ def unflattened_tangent(ans, vector_dot):
     return tree.unflatten(spec, [p.reshape(np.shape(leaf)) for p, leaf in zip(parts, leaves)])
 
 
+def rows(x):
+    """``list(x)`` of an array (how the compiler writes it): its rows, Python's own ``list``;
+    their adjoints reach ``x``'s rows (``rules/shape.rows``)."""
+    return list(x)
+
+
 def as_tuple(items):
     """``tuple(xs)`` of a list whose items are known when it runs only (grown by append)."""
     return tuple(items)
 
 
 def as_list(items):
-    """``list(xs)`` of a list or tuple whose items are known when it runs only, or of an
-    array (its rows)."""
+    """``list(xs)`` of a list or tuple whose items are known when it runs only."""
     return list(items)
-
-
-def list_adjoint(ans_bar, items):
-    """The adjoint of ``items`` in ``list(items)`` from the list's (sparse, ``{0: g}``, or
-    a list of adjoints): that, for a list or tuple; an array's rows filled in for an array."""
-    if isinstance(items, (list, tuple)) or not hasattr(items, "shape"):
-        return ans_bar
-    items_bar = array_module(items).zeros(np.shape(items), np.result_type(items, 1.0))
-    for i, g in ans_bar.items() if isinstance(ans_bar, dict) else enumerate(ans_bar):
-        if g is not None:
-            items_bar[i] += g
-    return items_bar
 
 
 def concatenated(a, b):
@@ -1645,38 +1656,51 @@ def overwritten(xs, index):
     return array_module(xs).copy(xs[index])
 
 
-def entry_adjoint(xs_bar, xs, index, value):
-    """The adjoint of ``value`` in ``xs[index] = value``, read off ``xs``'s adjoint: the
-    entry of a sparse adjoint (``{index: g}``, zeros where nothing reached it) for a list or
-    dict, as :func:`written_adjoint` for an array (none reaches an integer array)."""
-    if isinstance(xs, (list, dict)):
-        key = index % len(xs) if isinstance(xs, list) else index
-        g = xs_bar.get(key) if isinstance(xs_bar, dict) else xs_bar[key] if isinstance(xs_bar, list) else None
-        return zeros_like(value) if g is None else g
-    return cast_adjoint(written_adjoint(xs_bar, index, value), xs)
-
-
-def without_entry(xs_bar, xs, index):
-    """``xs``'s adjoint before ``xs[index] = v``: the overwritten entry had no effect on
-    anything read after the write (a new value, not ``xs_bar`` changed in place)."""
-    if isinstance(xs, (list, dict)):
-        key = index % len(xs) if isinstance(xs, list) else index
-        if isinstance(xs_bar, dict):
-            return {k: g for k, g in xs_bar.items() if k != key}
-        if isinstance(xs_bar, list):
-            return [None if k == key else g for k, g in enumerate(xs_bar)]
-        return xs_bar
-    xs_bar = array_module(xs_bar).copy(xs_bar)
-    xs_bar[index] = 0
-    return xs_bar
-
-
 def restore_entry(xs, index, old):
     """Put back what ``xs[index] = v`` overwrote (:func:`overwritten`)."""
     if old is ABSENT:
         del xs[index]
     else:
         xs[index] = old
+
+
+def written_entry(g, y, index, value):
+    """Adjoint of ``value`` in ``y[index] = value`` where ``y``'s kind is known when the code
+    runs only: an array's (:func:`written_adjoint`), or from a list's or dict's sparse adjoint
+    ``g`` its entry (``defaultdict(float)``, ``[0.0] * n``), zeros where nothing reached it."""
+    if hasattr(g, "shape"):
+        return written_adjoint(g, index, value)
+    if isinstance(y, (list, tuple)) and isinstance(index, slice):  # (`xs[1:3] = [a, b]`)
+        parts = g if isinstance(g, dict) else dict(enumerate(g)) if isinstance(g, (list, tuple)) else {}
+        return {i: parts[k] for i, k in enumerate(range(len(y))[index]) if parts.get(k) is not None}
+    if isinstance(y, (list, tuple)) and isinstance(index, int):
+        index %= len(y)
+    return entry(g, index, value)
+
+
+def written_entry_transposed(u, g, y, index, value):
+    """Transpose of :func:`written_entry` in ``g``: ``u`` (of ``value``'s shape) put where the
+    entry was read, in ``g``'s kind (an array's elements, the winners of a repeated index;
+    a list's or dict's sparse ``{key: u}``)."""
+    if hasattr(g, "shape"):
+        xp = array_module(g)
+        picked = g[index]
+        spread = xp.broadcast_to(u, np.shape(picked))  # (the transpose of unbroadcast)
+        out = xp.zeros(np.shape(g), np.result_type(g, u))
+        if is_basic_index(index):
+            out[index] = spread
+            return out
+        order = xp.arange(np.size(picked)).reshape(np.shape(picked))
+        winner = xp.full(np.shape(g), -1)
+        winner[index] = order
+        xp.add.at(out, index, spread * (winner[index] == order))
+        return out
+    if isinstance(y, (list, tuple)) and isinstance(index, slice):
+        parts = u if isinstance(u, dict) else dict(enumerate(u)) if isinstance(u, (list, tuple)) else {}
+        return {k: parts[i] for i, k in enumerate(range(len(y))[index]) if parts.get(i) is not None}
+    if isinstance(y, (list, tuple)) and isinstance(index, int):
+        index %= len(y)
+    return {index: u}
 
 
 def add_each(adjoints, more):

@@ -3,7 +3,7 @@ runs: preallocated lists (``hs = [None] * (T + 1)``, ``[0.0] * k``), lists of an
 rows (``list(m)``), copies of dicts (``dict(CONST)``, ``OrderedDict()``), arrays of
 objects, and lists of known items written in a loop.  The write is done as written;
 ``v`` gets the adjoint of the entry it wrote and the entry's old adjoint is dropped
-(``rt.entry_adjoint``, ``rt.without_entry``).  Once these gave zero gradients silently
+(``rt.written_entry``, ``rt.overwritten_adjoint``).  Once these gave zero gradients silently
 (a list has no float dtype) or crashed in the backward sweep."""
 import collections
 

@@ -174,3 +174,71 @@ def test_a_generator_a_name_holds_read_once_is_right():
         return total
     x = np.array([0.5, -1.0])
     np.testing.assert_allclose(srcgrad.grad(f)(x), 10.0 * x)
+
+
+# ---- a `return` in a generator ends the iteration -------------------------------------------
+
+def _until_large(X, w, limit):
+    for x in X:
+        v = np.sum(np.sin(x * w))
+        if v > limit:
+            return  # (what was yielded so far is all the consumer sees)
+        yield v
+
+
+def _until_in_nested_loops(X, w):
+    for k in range(2):
+        for x in X:
+            v = np.sum(x * w) * (k + 1)
+            if v > 1.0:
+                return
+            yield v
+        yield -np.sum(w ** 2)
+
+
+class _Stream:
+    def __init__(self, X):
+        self.X = X
+
+    def rows(self, w):
+        for x in self.X:
+            if np.sum(x) > 1.5:
+                return
+            yield np.tanh(x * w)
+
+
+def returns_on_the_data(w, X):
+    return sum(_until_large(X, w, 0.5)) + 0.0
+
+
+def returns_in_nested_loops(w, X):
+    total = 0.0
+    for v in _until_in_nested_loops(X, w):
+        total = total + v ** 2
+    return total
+
+
+def returns_in_a_method(w, X):
+    return sum(np.sum(h ** 2) for h in _Stream(X).rows(w)) + 0.0
+
+
+RETURNING_X = np.array([[0.2, -0.1], [0.3, 0.4], [2.0, -0.3], [-0.5, 0.2]])
+
+
+@pytest.mark.parametrize("f", [returns_on_the_data, returns_in_nested_loops, returns_in_a_method])
+def test_a_return_inside_a_generators_loop_ends_it(f):
+    w = np.array([0.7, -0.4])
+    check(f, w, RETURNING_X)
+    g32 = srcgrad.grad(f)(w.astype(np.float32), RETURNING_X.astype(np.float32))
+    assert g32.dtype == np.float32
+    np.testing.assert_allclose(g32, srcgrad.grad(f)(w, RETURNING_X), rtol=1e-4, atol=1e-6)
+    v = np.array([1.0, 0.5])
+    _, tangent = srcgrad.jvp(f)(w, RETURNING_X, v)
+    assert tangent == pytest.approx(srcgrad.grad(f)(w, RETURNING_X) @ v, rel=1e-6, abs=1e-9)
+
+
+def test_a_return_stops_before_the_large_values():
+    w = np.array([0.7, -0.4])
+    seen = list(_until_large(RETURNING_X, w, 0.5))
+    assert 0 < len(seen) < len(RETURNING_X)  # (the case is one that returns early)
+    assert returns_on_the_data(w, RETURNING_X) == pytest.approx(sum(seen))

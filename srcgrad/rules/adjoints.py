@@ -24,7 +24,8 @@ from ..runtime import (add, add_each, add_items, as_items, broadcast_reduced, ca
                        item_of_transposed, items_extremum_adjoint, items_extremum_transposed, matmul_lhs,
                        matmul_rhs, max_adjoint, positions, reshape_back, sort_adjoint, sorted_like,
                        unbroadcast, unbroadcast_to, unflattened_adjoint, unflattened_tangent, window_adjoint,
-                       written_adjoint, zeros_like, zeros_tangent)
+                       written_adjoint, written_entry, written_entry_transposed, overwritten_adjoint, zeros_like,
+                       zeros_tangent)
 from .registry import defadjoint, deftangent, nondifferentiable
 
 nondifferentiable(count_reduced, zeros_tangent, zeros_like, positions)  # an element count; zeros; integers
@@ -104,6 +105,19 @@ def add_items_tangent(ans, adjoints, more, items, adjoints_dot=None, more_dot=No
 def cast_adjoint_transposed(ans_bar, ans, g, like):
     """The identity or zero (by ``like``'s dtype): its own transpose."""
     return cast_adjoint(ans_bar, like)
+
+
+@defadjoint(written_entry, diff=("g",), zero=("y", "index", "value"), tangent="linear")
+def written_entry_rule(ans_bar, ans, g, y, index, value):
+    """``y[index] = value``'s adjoint of ``value`` (``y`` a list or dict known when the code runs):
+    a selection, whose transpose puts ``ans_bar`` back at the entry."""
+    return written_entry_transposed(ans_bar, g, y, index, value)
+
+
+@defadjoint(overwritten_adjoint, diff=("g",), zero=("y", "index"), tangent="linear")
+def overwritten_adjoint_rule(ans_bar, ans, g, y, index):
+    """The entries ``y[index] = v`` overwrote, dropped: a projection, its own transpose."""
+    return overwritten_adjoint(ans_bar, y, index)
 
 
 @defadjoint(real_input, diff=("g",), zero=("val",), tangent="linear")

@@ -21,11 +21,11 @@ import numpy as np
 
 from .. import runtime
 from ..misc.flatten import _Layout, flatten
-from ..runtime import (flattened_adjoint, flattened_tangent, unflattened_adjoint, unflattened_tangent, concatenated_adjoints, list_adjoint, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
+from ..runtime import (flattened_adjoint, flattened_tangent, unflattened_adjoint, unflattened_tangent, concatenated_adjoints, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
                        split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
                        is_basic_index, is_constant, real_input, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
-                       unbroadcast, unconcatenate, window_adjoint)
+                       unbroadcast, unconcatenate, unpacked_adjoint, window_adjoint)
 from . import _ndim
 from .registry import defadjoint, deftangent
 
@@ -194,8 +194,16 @@ def as_tuple(ans_bar, ans, items):
 
 @defadjoint(runtime.as_list, tangent="linear")
 def as_list(ans_bar, ans, items):
-    """``list(xs)``: each item's adjoint is its own (an array's rows: its own rows')."""
-    return list_adjoint(ans_bar, items)
+    """``list(xs)`` of a list or tuple: each item's adjoint is its own."""
+    return ans_bar
+
+
+@defadjoint(runtime.rows, tangent="linear")
+def rows(ans_bar, ans, x):
+    """``list(x)`` of an array: each row's adjoint (a list's, sparse) put in its row."""
+    parts = ans_bar if isinstance(ans_bar, dict) else {} if not isinstance(ans_bar, (list, tuple)) else \
+        {i: g for i, g in enumerate(ans_bar) if g is not None}
+    return unpacked_adjoint(parts, x)
 
 
 @defadjoint(runtime.repeated, diff=("items",), zero=("count",), tangent="linear")

@@ -97,6 +97,7 @@ class Core:
     counter: list = dataclasses.field(default_factory=lambda: [0])
     final_names: dict = dataclasses.field(default_factory=dict)  # user name -> its last SSA name
     maybe_unbound: set = dataclasses.field(default_factory=set)  # bound on some paths only
+    renamed: dict = dataclasses.field(default_factory=dict)  # user name -> its name here (`_rename_reserved`)
 
     def fresh(self, base: str | None = None) -> str:
         """A new name: ``_t<n>`` for temporaries, else ``base``, ``base_2``, ..."""
@@ -177,9 +178,10 @@ class _Lowering:
     def __init__(self, fdef, free_names, backend, reserved, param_ranks=(), scope_ranks=None):
         self.fdef, self.backend = fdef, backend
         self.free_names = free_names
-        self.params = parameters(fdef.args)
         names = nodes.names_in(fdef) | set(free_names) | set(reserved)
-        self.core = Core(fdef.name, self.params, [], None, names)
+        renamed = _rename_reserved(fdef, set(reserved), names)
+        self.params = parameters(fdef.args)
+        self.core = Core(fdef.name, self.params, [], None, names, renamed=renamed)
         self.current = {p: p for p in self.params}  # user name -> its current SSA name
         self.group = None
         self.block = self.core.body  # the statement list being filled
@@ -1310,8 +1312,9 @@ class _Lowering:
         emit.setdefault("target", None)
         emit.setdefault("effect", False)
         keys = self._dict_keys(name)
-        args = node.args if isinstance(node, gast.Call) and node.func.attr == method else []
-        keywords = node.keywords if isinstance(node, gast.Call) and node.func.attr == method else []
+        called = isinstance(node, gast.Call) and getattr(node.func, "attr", None) == method  # (not `list(d)`)
+        args = node.args if called else []
+        keywords = node.keywords if called else []
         if keywords or (method != "get" and args) or (method == "get" and not 1 <= len(args) <= 2):
             raise errors.at(node, f"srcgrad reads `.{method}()` of a dict with "
                             f"{'a key and perhaps a default' if method == 'get' else 'no arguments'}",
@@ -1648,7 +1651,8 @@ class _Lowering:
                                                if name in self.params else "")
             raise errors.at(stmt, f"cannot write into `{user}`: it may share memory with another "
                             f"array{where}, and the write would change that one too",
-                            f"write into a copy: `{user} = np.copy({user})` before the write")
+                            f"write into a copy: `{user} = np.copy({user})` before the write (for a dict "
+                            f"or a list, `{user} = dict({user})`, `{user} = list({user})`)")
         self.writes.append((name, stmt))
         index = self._index(target.slice)
         value = self._lower(value_node)
@@ -2023,6 +2027,9 @@ class _Lowering:
                         self.containers.add(made.id)
                         self.tuples.add(made.id)
                     return made
+                if callee is list and isinstance(args[0], gast.Name) and args[0].id in self.arrays:
+                    # `list(x)` of an array: its rows, whose adjoints reach `x` (`rules/shape.rows`)
+                    return self._apply(runtime.rows, None, args, {}, node, func_node=nodes.dotted("rt.rows"), **emit)
                 if callee is list and at_run_time and args[0].id in self.lists:
                     # A list whose items are known when it runs only (grown by append): a new
                     # list of the same items is `xs + []`, a join, item by item.
@@ -2032,8 +2039,7 @@ class _Lowering:
                     if isinstance(made, gast.Name):
                         self._own_list(made.id)
                     return made
-                if callee is list and (at_run_time or isinstance(args[0], gast.Name) and args[0].id in self.arrays):
-                    # (of a tuple too: `rest + list(axes)`; of an array: its rows)
+                if callee is list and at_run_time:  # (of a tuple too: `rest + list(axes)`)
                     made = self._apply(runtime.as_list, None, args, {}, node, func_node=nodes.dotted("rt.as_list"),
                                        **emit)
                     if isinstance(made, gast.Name):
@@ -2333,7 +2339,7 @@ def _clip_arguments(args, kwargs):
 # NumPy's random generators (``rng = np.random.default_rng(0)``): objects, not arrays.
 # Calls whose result is a Python container, never an array (`[None] * n`, `list(m)`).
 _CONTAINER_MAKERS = {"srcgrad.runtime.repeated", "srcgrad.runtime.concatenated", "srcgrad.runtime.as_tuple",
-                     "srcgrad.runtime.as_list",
+                     "srcgrad.runtime.as_list", "srcgrad.runtime.rows",
                      "builtins.list", "builtins.tuple", "builtins.dict", "builtins.sorted", "builtins.zip",
                      "builtins.enumerate", "collections.OrderedDict", "collections.defaultdict"}
 # The runtime helpers of gradient code that make a list of adjoints, one per item of a list
@@ -2359,6 +2365,39 @@ def array_method(name, receiver, args):
     if name in _VARARG_METHODS and len(args) > 1:
         args = (tuple(args),)
     return _METHODS[name], (receiver,) + tuple(args)
+
+
+def _rename_reserved(fdef, reserved: set, names: set) -> dict:
+    """The function's own names that the generated code reads as its modules (``rt``, ``np``,
+    ``dispatch``: ``reserved``) renamed, ``rt`` → ``rt_2``, in one walk: a GRU's reset gate
+    ``rt`` would hide ``rt.fill_like``.  Parameters too (the code is called by position;
+    ``Core.renamed`` maps ``wrt=`` names), a nested ``def``'s and its keywords at its calls.
+    Returns ``{user name: new name}``."""
+    found = [n for n in nodes.walk(fdef)
+             if isinstance(n, (gast.Name, gast.FunctionDef, gast.Call, gast.Global, gast.Nonlocal))]
+    bound = {n.name for n in found if isinstance(n, gast.FunctionDef) and n is not fdef}
+    bound |= {n.id for n in found if isinstance(n, gast.Name) and not isinstance(n.ctx, gast.Load)}
+    declared = {name for n in found if isinstance(n, (gast.Global, gast.Nonlocal)) for name in n.names}
+    clash = sorted(bound & reserved - declared)  # (a `global rt` is the module's name: kept)
+    if not clash:
+        return {}
+    renamed = {}
+    for user in clash:
+        k = 2
+        while f"{user}_{k}" in names:
+            k += 1
+        renamed[user] = f"{user}_{k}"
+        names.add(renamed[user])
+    defs = {n.name for n in found if isinstance(n, gast.FunctionDef) and n is not fdef}
+    for n in found:
+        if isinstance(n, gast.Name) and n.id in renamed:
+            n.id = renamed[n.id]
+        elif isinstance(n, gast.FunctionDef) and n is not fdef and n.name in renamed:
+            n.name = renamed[n.name]
+        elif isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and n.func.id in defs:
+            for keyword in n.keywords:  # (a nested def's parameter renamed: `g(x, rt=rt)`)
+                keyword.arg = renamed.get(keyword.arg, keyword.arg)
+    return renamed
 
 
 def parameters(args: gast.arguments) -> list:

@@ -55,6 +55,7 @@ import sys
 import gast
 
 from .. import anno, errors, nodes
+from . import iterators
 
 _COMPREHENSIONS = (gast.ListComp, gast.SetComp, gast.DictComp, gast.GeneratorExp)
 _LOWERED = _COMPREHENSIONS + (gast.NamedExpr,)
@@ -62,9 +63,13 @@ _LOWERED = _COMPREHENSIONS + (gast.NamedExpr,)
 _CONSUMERS = ("max", "min", "list", "tuple", "sorted", "any", "all", "set", "dict")
 
 
-def transform(fdef: gast.FunctionDef, fn=None) -> None:
-    """Desugar ``fdef``'s body in place; ``fn``, the function, tells whether ``sum`` is the builtin."""
+def transform(fdef: gast.FunctionDef, fn=None, param_ranks=None) -> None:
+    """Desugar ``fdef``'s body in place; ``fn``, the function, tells whether ``sum`` is the builtin;
+    ``param_ranks`` (the specialisation's, where known) which parameters hold arrays or sequences."""
     _check_generators_read_once(fdef, fn)
+    sequences = {p for p, r in zip(_parameter_names(fdef.args), param_ranks or ())
+                 if isinstance(r, int) and r >= 1 or getattr(r, "kind", None) == "sequence"}
+    iterators.transform(fdef, fn, sequences)  # (`it = iter(xs)`, `next(it)`, `for x in it`: before loops lower)
     for d in [n for n in nodes.walk(fdef) if isinstance(n, gast.FunctionDef)]:
         try:
             _collect_generator(d)
@@ -73,7 +78,7 @@ def transform(fdef: gast.FunctionDef, fn=None) -> None:
                 raise  # (a nested one stays a generator: refused only if it is differentiated)
     if not any(isinstance(n, _LOWERED + (gast.Assert, gast.With, gast.IfExp, gast.FunctionDef))
                or isinstance(n, gast.Call) and isinstance(n.func, (gast.Name, gast.Attribute))
-               and _last_name(n.func) in ("map", "filter", "reduce", "partial")
+               and _last_name(n.func) in ("map", "filter", "reduce", "partial", "iter")
                or isinstance(n, gast.Assign) and (len(n.targets) > 1 or _starred_target(n.targets[0])
                                                   or _nested_target(n.targets[0]) or isinstance(n.value, gast.Lambda)
                                                   or _parallel(n))
@@ -92,7 +97,7 @@ class _Desugar:
         self.fn = fn
         self.taken = nodes.names_in(fdef) | {fdef.name}
         local = {n.id for n in nodes.walk(fdef) if isinstance(n, gast.Name) and not isinstance(n.ctx, gast.Load)}
-        self.builtin = {name for name in ("sum", "map", "filter", "zip") + _CONSUMERS if name not in local and (
+        self.builtin = {name for name in ("sum", "map", "filter", "zip", "iter") + _CONSUMERS if name not in local and (
             fn is None or name not in fn.__globals__ and name not in fn.__code__.co_freevars)}
         self.local = local
         # A comprehension variable keeps its name where the function uses it nowhere else.
@@ -146,6 +151,8 @@ class _Desugar:
             for unpack in inner:
                 self.statement(unpack, out)
             return
+        if isinstance(stmt, gast.For):
+            self.lazy_loop(stmt, out)
         if isinstance(stmt, gast.For) and isinstance(stmt.target, (gast.Tuple, gast.List)) \
                 and (_nested_target(stmt.target) or _starred_target(stmt.target)):
             # `for i, (w, b) in enumerate(layers)` is `for i, _w_b in ...: w, b = _w_b`, and
@@ -182,6 +189,83 @@ class _Desugar:
             raise errors.at(found, f"srcgrad cannot lower a {_kind(found)} here yet",
                             "compute it into a name in a statement of its own first")
         out.append(stmt)
+
+    def lazy_loop(self, stmt, out):
+        """``for t in iter(xs)`` is ``for t in xs``; ``for t in map(f, xs, ys)`` is ``for _item,
+        _item2 in zip(xs, ys): t = f(_item, _item2)`` and ``for t in filter(f, xs)`` is ``for _item
+        in xs: if f(_item): t = _item ...``: ``f`` runs once per item, before the body that
+        item runs, as Python's lazy iterators call it (``f`` as for ``functional``)."""
+        while isinstance(stmt.iter, gast.Call) and isinstance(stmt.iter.func, gast.Name) \
+                and stmt.iter.func.id == "iter" and "iter" in self.builtin and len(stmt.iter.args) == 1 \
+                and not stmt.iter.keywords and not isinstance(stmt.iter.args[0], gast.Starred):
+            stmt.iter = stmt.iter.args[0]
+        node = stmt.iter
+        if isinstance(node, gast.GeneratorExp) and len(node.generators) == 1 and not node.generators[0].is_async:
+            # `for v in (e for x in xs if c):` is `for x in xs: if c: v = e ...` (e when the loop asks)
+            gen = node.generators[0]
+            if any(isinstance(n, gast.Name) and n.id in self.elsewhere for n in nodes.walk(gen.target)):
+                mapping = {n.id: self.fresh(f"_{n.id.lstrip('_')}") for n in nodes.walk(gen.target)
+                           if isinstance(n, gast.Name)}
+                _rename_inside(node, mapping)
+            body = [_at(gast.Assign(targets=[stmt.target], value=node.elt, type_comment=None), node)] + stmt.body
+            for test in reversed(gen.ifs):
+                body = [_at(gast.If(test=test, body=body, orelse=[]), test)]
+            stmt.target, stmt.iter, stmt.body = gen.target, gen.iter, body
+            return
+        if isinstance(node, gast.Call) and isinstance(node.func, gast.Name) and node.func.id in ("zip", "enumerate") \
+                and node.func.id not in self.local and (self.fn is None or node.func.id not in self.fn.__globals__):
+            self.lazy_zip(stmt, out)
+            return
+        which = self.functional_name(node.func) if isinstance(node, gast.Call) else None
+        if which not in ("map", "filter") or node.keywords or any(isinstance(a, gast.Starred) for a in node.args):
+            return
+        fn, iterables = node.args[0], node.args[1:]
+        if not iterables or which == "filter" and len(iterables) != 1 or len(iterables) > 1 and "zip" not in self.builtin:
+            return
+        names = [self.fresh("_item") for _ in iterables]
+        bound, element = self.applied(fn, names)
+        if element is None:
+            return
+        for name, value in bound:  # (a partial's arguments: computed once, before the loop, as Python does)
+            self.statement(_at(nodes.assign(name, value), node), out)
+        bind = _at(gast.Assign(targets=[stmt.target], value=element if which == "map" else nodes.name(names[0]),
+                               type_comment=None), node)
+        stmt.iter = iterables[0] if len(iterables) == 1 else _at(nodes.call("zip", list(iterables)), node)
+        stmt.target = _at(gast.Tuple(elts=[nodes.name(n, "store") for n in names], ctx=gast.Store())
+                          if len(names) > 1 else nodes.name(names[0], "store"), node)
+        stmt.body = [bind] + stmt.body if which == "map" else \
+            [_at(gast.If(test=element, body=[bind] + stmt.body, orelse=[]), node)]
+
+    def lazy_zip(self, stmt, out):
+        """``for a, b in zip(map(f, xs), ys)`` is ``for _item, b in zip(xs, ys): a = f(_item)``
+        (``enumerate(map(f, xs))`` the same; ``iter(xs)`` there is ``xs``); a ``filter`` or a
+        ``map`` of more than one sequence there is refused (the loop is run by index)."""
+        node, offset = stmt.iter, int(stmt.iter.func.id == "enumerate")
+        elts = stmt.target.elts if isinstance(stmt.target, (gast.Tuple, gast.List)) else None
+        binds = []
+        for k, arg in enumerate(node.args[:1] if offset else node.args):
+            while isinstance(arg, gast.Call) and isinstance(arg.func, gast.Name) and arg.func.id == "iter" \
+                    and "iter" in self.builtin and len(arg.args) == 1 and not arg.keywords:
+                arg = node.args[k] = arg.args[0]
+            which = self.functional_name(arg.func) if isinstance(arg, gast.Call) else None
+            if which not in ("map", "filter"):
+                continue
+            element = None
+            if which == "map" and len(arg.args) == 2 and not arg.keywords and elts is not None \
+                    and len(elts) == offset + len(node.args) and not isinstance(arg.args[1], gast.Starred):
+                item = self.fresh("_item")
+                bound, element = self.applied(arg.args[0], [item])
+            if element is None:
+                raise errors.at(arg, f"srcgrad runs a loop over `{node.func.id}(...)` by index, and cannot "
+                                f"index this `{which}(...)` (Python's reads it lazily)",
+                                "make it a list first (`kept = [f(v) for v in xs]` or `[v for v in xs if f(v)]`)"
+                                f", then loop over `{node.func.id}(kept, ...)` with one target per sequence")
+            for name, value in bound:
+                self.statement(_at(nodes.assign(name, value), arg), out)
+            binds.append(_at(gast.Assign(targets=[elts[offset + k]], value=element, type_comment=None), arg))
+            elts[offset + k] = _at(nodes.name(item, "store"), arg)
+            node.args[k] = arg.args[1]
+        stmt.body = binds + stmt.body
 
     def chained(self, stmt, out):
         """``a = b = e``: Python evaluates ``e`` once and assigns it to each target, left to right."""
@@ -868,7 +952,7 @@ def _check_generators_read_once(fdef, fn) -> None:
 def _collect_generator(fdef: gast.FunctionDef) -> None:
     """A generator function as one that returns the list of what it yields: ``yield e``
     becomes ``yielded.append(e)``, ``yield from xs`` a loop appending each item, ``return``
-    ``return yielded``.  Its consumer (``for``, ``list``, ``zip``, ``sum``) reads a list as it
+    ``return yielded`` (before the end, ``return yielded + []``: a new list).  Its consumer (``for``, ``list``, ``zip``, ``sum``) reads a list as it
     reads the generator, the body running whole before the consumer's first iteration (a
     generator that reads state its consumer changes as it goes is outside this model).  Refused:
     ``yield`` used as a value, and a ``while`` whose test is a constant (maybe endless, and
@@ -902,8 +986,11 @@ def _collect_generator(fdef: gast.FunctionDef) -> None:
                                                                    ctx=gast.Load()), [nodes.name(item)]))
                 out.append(_at(gast.For(target=nodes.name(item, "store"), iter=stmt.value.value,
                                         body=[append], orelse=[], type_comment=None), stmt))
-            elif isinstance(stmt, gast.Return):
-                out.append(_at(gast.Return(value=nodes.name(name)), stmt))
+            elif isinstance(stmt, gast.Return):  # (ends the iteration: a copy of what it yielded so
+                # far, as the appends after it, on the paths that go on, must not change it)
+                last = stmt is fdef.body[-1]
+                out.append(_at(gast.Return(value=nodes.name(name) if last else gast.BinOp(
+                    left=nodes.name(name), op=gast.Add(), right=gast.List(elts=[], ctx=gast.Load()))), stmt))
             else:
                 for field in ("body", "orelse", "finalbody"):
                     if isinstance(getattr(stmt, field, None), list) and not isinstance(stmt, gast.FunctionDef):

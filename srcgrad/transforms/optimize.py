@@ -27,6 +27,7 @@ from . import coalesce
 _module = ["np"]
 _arrays: set = set()  # names known to hold arrays, for the pass running now
 _shared: dict = {}    # name -> the names that may share its memory (analysis/sharing.py)
+_names: set = set()   # the names prune_saves's code uses: a new one (`h_shape`) avoids them
 
 
 def _is_call_to(node, *attrs) -> bool:
@@ -493,6 +494,8 @@ def prune_saves(forward, backward, live_out=()) -> tuple[list, list, bool]:
     """
     pushes = {anno.get(s, "save_id"): s for s in nodes.statements(forward)
               if isinstance(s, gast.Expr) and anno.has(s, "save_id")}
+    _names.clear()
+    _names.update(set(live_out), *(nodes.names_in(s) for s in forward + backward))
     read = set()  # what the backward sweep reads once its blocks are pruned
     changed = _prune_block(backward, (), pushes, read)
     changed |= _prune_unread(backward, pushes, read | set(live_out))
@@ -621,7 +624,7 @@ def _prune_pop(owner, field, after, pushes) -> bool:
     for i, name in enumerate(names):
         calls = [] if _read(name, after) or not isinstance(values[i], gast.Name) else shape_only.get(name, [])
         if calls:  # the backward sweep reads only its shape: save the shape, not the array
-            shape_name = f"{name}_shape"
+            shape_name = nodes.fresh_name(f"{name}_shape", _names)  # (a user's `h_shape` keeps its own)
             values[i] = gast.Attribute(value=nodes.name(name), attr="shape", ctx=gast.Load()) \
                 if name in _arrays else nodes.call(f"{_module[0]}.shape", [nodes.name(name)])
             names[i] = shape_name

@@ -55,11 +55,13 @@ class FreeNames:
     guards: list = dataclasses.field(default_factory=list)
     scopes: tuple = ()  # the names among ``names`` that stand for a scope (``model.G``)
     kinds: list = dataclasses.field(default_factory=list)
+    aliases: dict = dataclasses.field(default_factory=dict)  # name in the code -> the user's (`rt_` -> `rt`)
 
     def __post_init__(self):
         cells = _closure(self.fn)
-        self._cells = [(k, cells[k]) for k in self.names if k in cells and k not in self.scopes]
-        self._globals = [k for k in self.names if k not in cells and k not in self.scopes]
+        user = self.aliases.get
+        self._cells = [(k, cells[user(k, k)]) for k in self.names if user(k, k) in cells and k not in self.scopes]
+        self._globals = [(k, user(k, k)) for k in self.names if user(k, k) not in cells and k not in self.scopes]
         self._scopes = [(k, self.names[k]) for k in self.scopes]
         # The kinds of a module's data are read from its dict (the common case, each call).
         self._kinds = [(_dict_of(self.names[key]), attrs[0], kind) if key in self.scopes and len(attrs) == 1
@@ -78,9 +80,9 @@ class FreeNames:
         for key, cell in self._cells:
             namespace[key if rename is None else rename[key]] = cell.cell_contents
         glob = self.fn.__globals__
-        for key in self._globals:
-            if key in glob:
-                namespace[key if rename is None else rename[key]] = glob[key]
+        for key, user in self._globals:
+            if user in glob:
+                namespace[key if rename is None else rename[key]] = glob[user]
         for key, scope in self._scopes:
             namespace[key if rename is None else rename[key]] = scope
         for key, attrs, value in self.guards:
@@ -263,7 +265,34 @@ def transform(fdef: gast.FunctionDef, fn) -> FreeNames:
             elif _is_scope(owner) and isinstance(node.value, gast.Name) and node.value.id in free:
                 kinds.append((node.value.id, (node.attr,), data_kind(value)))
     scopes = _read_data_live(fdef, fn, free, guards, locals_, kinds)
-    return FreeNames(fn, free, guards, tuple(scopes), sorted(set(kinds)))
+    aliases = _renamed_modules(fdef, free, guards, kinds, locals_)
+    return FreeNames(fn, free, guards, tuple(scopes), sorted(set(kinds)), aliases)
+
+
+# The modules generated code reads by these names (pipeline._imports): a free name of the
+# user's so named that holds something else is read under another name.
+_GENERATED_MODULES = {"np": "numpy", "cp": "cupy", "rt": "srcgrad.runtime", "dispatch": "srcgrad.dispatch",
+                      "math": "math", "scipy": "scipy"}
+
+
+def _renamed_modules(fdef, free, guards, kinds, locals_) -> dict:
+    """A free name of the user's named like a module the generated code reads (a function
+    ``rt``, a module ``dispatch``) renamed in ``fdef``, ``free`` and ``guards``: ``rt`` →
+    ``rt_``, read from the user's ``rt`` (``FreeNames.aliases``).  Returns the aliases."""
+    clash = [k for k, module in _GENERATED_MODULES.items()
+             if k in free and getattr(free[k], "__name__", None) != module]
+    if not clash:
+        return {}
+    taken = locals_ | set(free) | nodes.names_in(fdef)
+    renamed = {k: nodes.fresh_name(f"{k}_", taken) for k in clash}
+    for node in nodes.walk(fdef):
+        if isinstance(node, gast.Name) and node.id in renamed and isinstance(node.ctx, gast.Load):
+            node.id = renamed[node.id]
+    for old, new in renamed.items():
+        free[new] = free.pop(old)
+    guards[:] = [(renamed.get(root, root), chain, value) for root, chain, value in guards]
+    kinds[:] = [(renamed.get(root, root), chain, kind) for root, chain, kind in kinds]
+    return {new: old for old, new in renamed.items()}
 
 
 def _is_scope(owner) -> bool:

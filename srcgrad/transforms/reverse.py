@@ -115,7 +115,7 @@ class _Reverse:
         self.prebound = set()   # names bound on some paths only, bound to None first (see _branch_zeros)
         self.memory = None      # which arrays names may refer to (analysis/sharing.py), when needed
         self.taken = {}         # test of an `if` in a loop -> its plain name (`if2_taken`)
-        self.stacks = set()     # the stacks created so far (in self.saves)
+        self.stacks = {}        # the stacks created so far (in self.saves): `loop1_stack` -> its name
         self.unpacked_sources = None  # names `a, b = name` unpacks (_unpacked_source), when needed
         self.bound_within = None      # id(compound statement) -> names bound inside it, when needed
         self.stores = None            # which attribute stores something reads back (_kept_apart), when needed
@@ -402,13 +402,14 @@ class _Reverse:
         if not needed:
             return
         self.save_ids += 1
-        if stack not in self.stacks:
-            self.stacks.add(stack)
-            create = nodes.assign(stack, gast.List(elts=[], ctx=gast.Load()))
+        if stack not in self.stacks:  # (a fresh name: a user's own `loop1_stack` keeps its name)
+            self.stacks[stack] = name = self.core.fresh(stack)
+            create = nodes.assign(name, gast.List(elts=[], ctx=gast.Load()))
             anno.set(create, "impure", True)
-            anno.set(create, "stack", stack)
+            anno.set(create, "stack", name)
             self.saves.append(create)
-            self.notes.append((stack, self._where(owner)))
+            self.notes.append((name, self._where(owner)))
+        stack = self.stacks[stack]
         values = nodes.tuple_([nodes.name(n) for n in needed]) if len(needed) > 1 else nodes.name(needed[0])
         push = gast.Expr(value=nodes.call(gast.Attribute(value=nodes.name(stack), attr="append",
                                                          ctx=gast.Load()), [values]))
@@ -1250,7 +1251,11 @@ class _Reverse:
             if self._active_name(value):
                 basic = templates.static_value(index) is not templates.UNKNOWN or \
                     rank_of(index, self.ranks) == 0
-                if basic:  # each element written once
+                if not self._is_array(array):  # (a list or dict known when the code runs: its entry)
+                    contribution = nodes.call("rt.written_entry", [
+                        nodes.name(g), nodes.name(array), templates._slices_as_calls(nodes.copy(index)),
+                        nodes.name(value.id)])
+                elif basic:  # each element written once
                     read = gast.Subscript(value=nodes.name(g), slice=nodes.copy(index), ctx=gast.Load())
                     contribution = nodes.call("rt.unbroadcast", [read, nodes.name(value.id)])
                 else:
@@ -1264,9 +1269,13 @@ class _Reverse:
                     contribution = nodes.name(written)
                 else:
                     self._accumulate(value.id, contribution)
-            self._append(nodes.assign(g, nodes.call(f"{module}.copy", [nodes.name(g)])), self.group)
-            self._append(nodes.assign(gast.Subscript(value=nodes.name(g), slice=nodes.copy(index),
-                                                     ctx=gast.Store()), nodes.const(0)), self.group)
+            if self._is_array(array):
+                self._append(nodes.assign(g, nodes.call(f"{module}.copy", [nodes.name(g)])), self.group)
+                self._append(nodes.assign(gast.Subscript(value=nodes.name(g), slice=nodes.copy(index),
+                                                         ctx=gast.Store()), nodes.const(0)), self.group)
+            else:  # (a list or dict whose kind is known when the code runs: `defaultdict(float)`)
+                self._append(nodes.assign(g, nodes.call("rt.overwritten_adjoint", [
+                    nodes.name(g), nodes.name(array), templates._slices_as_calls(nodes.copy(index))])), self.group)
             if self._active_name(value) and value.id == array:
                 self._accumulate(array, contribution)
         restore = nodes.assign(gast.Subscript(value=nodes.name(array), slice=nodes.copy(index),
@@ -1281,16 +1290,17 @@ class _Reverse:
             g = self.bar[xs]
             contribution = None
             if self._active_name(value):
-                contribution = nodes.call("rt.entry_adjoint", [nodes.name(g), nodes.name(xs), self._index_argument(index),
-                                                               nodes.name(value.id)])
+                contribution = nodes.call("rt.cast_adjoint", [nodes.call("rt.written_entry", [
+                    nodes.name(g), nodes.name(xs), self._index_argument(index), nodes.name(value.id)]), nodes.name(xs)])
                 if value.id == xs:  # (`xs[0] = xs`: its own part is added after the zeroing)
                     written = self.core.fresh()
                     self._append(nodes.assign(written, contribution), self.group)
                     contribution = nodes.name(written)
                 else:
                     self._accumulate(value.id, contribution)
-            self._append(nodes.assign(g, nodes.call("rt.without_entry", [nodes.name(g), nodes.name(xs),
-                                                                         self._index_argument(index)])), self.group)
+            self._append(nodes.assign(g, nodes.call("rt.overwritten_adjoint", [nodes.name(g), nodes.name(xs),
+                                                                               self._index_argument(index)])),
+                         self.group)
             if contribution is not None and value.id == xs:
                 self._accumulate(xs, contribution)
         restore = gast.Expr(value=nodes.call("rt.restore_entry", [nodes.name(xs), self._index_argument(index),
