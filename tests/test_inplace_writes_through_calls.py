@@ -1,8 +1,7 @@
-"""In-place writes the first pass missed (breaker findings A1-A5, A10, A17, A18):
-functions that may return their argument, NumPy functions that write into an
-argument wherever their call appears, helpers that write through ``out=`` or a
-loop variable, and ``has_aux`` arrays written in place.  Each is right or refused
-at the user's line, with ``optimize`` on and off.
+"""In-place writes through calls: functions that may return their argument, NumPy
+functions that write into an argument wherever their call appears, helpers that write
+through ``out=`` or a loop variable, and ``has_aux`` arrays written in place.  Each is
+right or refused at the user's line, with ``optimize`` on and off.
 """
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ def assert_refused(fn, says, x=X, optimize=True):
     with pytest.raises(srcgrad.UnsupportedSyntaxError) as excinfo:
         srcgrad.grad(fn, optimize=optimize)(x.copy())
     message = str(excinfo.value)
-    assert "test_trust_inplace2.py:" in message, message
+    assert "test_inplace_writes_through_calls.py:" in message, message
     assert any(s in message for s in ([says] if isinstance(says, str) else says)), message
     return message
 
@@ -412,7 +411,7 @@ def test_a_method_writing_into_a_parameter_through_out_is_refused(optimize):
     m = Model()
     with pytest.raises(srcgrad.UnsupportedSyntaxError) as excinfo:
         srcgrad.grad(_method_user, wrt=1, optimize=optimize)(m, X.copy())
-    assert "test_trust_inplace2.py:" in str(excinfo.value)
+    assert "test_inplace_writes_through_calls.py:" in str(excinfo.value)
     assert any(s in str(excinfo.value) for s in _CHANGED_IN_A_HELPER)
 
 

@@ -1,4 +1,4 @@
-"""Issue 11, rules (second round): adjoints that must follow the forward exactly.
+"""Rules whose adjoints must follow the forward exactly:
 
 * ``order='F'`` in ``reshape``/``ravel``/``flatten``: the adjoint unravels in the
   same order;
@@ -328,9 +328,9 @@ def test_array_method_on_expression_refused(f, method, optimize):
 
 @pytest.mark.parametrize("method", ["conjugate", "compress", "sort", "tolist", "conj", "argpartition"])
 def test_other_array_methods_on_expression_refused(method, tmp_path):
-    path = tmp_path / f"rules2_{method}.py"
+    path = tmp_path / f"method_on_expression_{method}.py"
     path.write_text(f"import numpy as np\n\n\ndef g(x):\n    return np.sum((x * 1.5).{method}())\n")
-    spec = importlib.util.spec_from_file_location(f"rules2_{method}", path)
+    spec = importlib.util.spec_from_file_location(f"method_on_expression_{method}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     with pytest.raises(errors.UnsupportedSyntaxError, match=f"`.{method}\\(\\)`") as info:
@@ -476,7 +476,7 @@ def test_user_rule_broadcast_refused(optimize):
             as info:
         srcgrad.grad(hypot_broadcast, wrt=1, optimize=optimize)(RNG.normal(size=(3, 4)),
                                                                 RNG.normal(size=(1, 4)))
-    assert "test_trust_rules2.py:" in str(info.value) and "elementwise=True" in str(info.value)
+    assert "test_rules_adjoints_follow_the_forward.py:" in str(info.value) and "elementwise=True" in str(info.value)
 
 
 # ---- array methods with a NumPy function's rule: on names and expressions --------------------
