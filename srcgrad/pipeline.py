@@ -79,9 +79,10 @@ class Compiled:
     others: list = dataclasses.field(default_factory=list)
 
     KEPT = 8  # programs kept in ``others``
+    rules: int = dataclasses.field(default_factory=registry.version)  # (registry.version when compiled)
 
     def __call__(self, *args):
-        if not (self.free.refresh(self.namespace) and self.inlined.holds(args)):
+        if not (self.free.refresh(self.namespace) and self.inlined.holds(args)) or self.rules != registry.version():
             self._renew(args)
         if _RUN is not None:  # (srcgrad.show: which programs a call runs)
             _RUN.append((self.free.fn, self.source))
@@ -90,7 +91,7 @@ class Compiled:
     def current(self, args) -> Compiled:
         """This program, compiled again first if what it was specialised on changed
         (what ``__call__`` checks), without running it (``srcgrad.source``, hvp)."""
-        if not (self.free.refresh(self.namespace) and self.inlined.holds(args)):
+        if not (self.free.refresh(self.namespace) and self.inlined.holds(args)) or self.rules != registry.version():
             self._renew(args)
         return self
 
@@ -101,7 +102,11 @@ class Compiled:
         # A function or class the code was specialised on was rebound, a global holds
         # data of another kind, or an object whose methods it inlined has another class:
         # the program compiled for what the names and arguments hold now, kept from an
-        # earlier call or compiled again (in place: callers keep this object).
+        # earlier call or compiled again (in place: callers keep this object).  A rule
+        # registered since (`@f.defadjoint` given again) makes each of them stale.
+        if self.rules != registry.version():
+            self.others.clear()
+            self.rules = registry.version()
         for i, (source, function, free, namespace, inlined, watch) in enumerate(self.others):
             if free.refresh(namespace) and inlined.holds(args):
                 self.others[i] = self._parts()
@@ -126,7 +131,7 @@ class Compiled:
                                       self.function.__defaults__)
         remake = functools.partial(compile_function, fn, *self.remake.args[1:])
         free.refresh(namespace)
-        return Compiled(self.source, function, free, namespace, remake, self.inlined, watch)
+        return Compiled(self.source, function, free, namespace, remake, self.inlined, watch, rules=self.rules)
 
 
 _RUN: list | None = None  # while ``programs_run`` watches: (function, source) of each program run

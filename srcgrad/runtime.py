@@ -146,6 +146,10 @@ def overwritten_adjoint(g, y, index):
     had no effect.  An array's: a copy with those elements zeroed; a list's or dict's
     (sparse, ``{key: adjoint}``): a copy without those entries (a ``defaultdict``, an
     ``OrderedDict``, ``[0.0] * n``: containers whose kind is known when the code runs)."""
+    if isinstance(g, list) and isinstance(y, list) and len(g) == len(y):
+        # (a list grown by append: its adjoint is a list, popped by the appends' adjoints)
+        keys = range(len(y))[index] if isinstance(index, slice) else [index % len(y)]
+        return [(None if v is None else zeros_like(v)) if k in keys else v for k, v in enumerate(g)]
     if isinstance(g, (dict, list, tuple)):  # (a list's adjoint, dense: as sparse, one key per item)
         parts = g if isinstance(g, dict) else {k: v for k, v in enumerate(g) if v is not None}
         if isinstance(y, (list, tuple)):

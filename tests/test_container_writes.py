@@ -163,3 +163,66 @@ def test_a_dict_made_by_a_call_that_may_share_is_refused_with_advice_that_compil
         return np.sum(d["a"])
 
     np.testing.assert_allclose(srcgrad.grad(advised)(W), 2 * W)
+
+
+# ---- a dict whose keys a loop changes: known when it runs only ---------------------------
+
+def keys_added_in_a_loop(w):
+    d = {}
+    d["a"] = w
+    for _ in range(2):
+        d["b"] = w * 2.0
+    return sum(d.values())
+
+
+def entry_read_with_a_default_in_a_loop(w):
+    d = {}
+    d["a"] = 1.0
+    for _ in range(3):
+        d["s"] = d.get("s", 0.0) + w * w
+    return d["s"] * d["a"]
+
+
+def keys_iterated_after_a_loop(w):
+    d = {"a": w}
+    for k in range(2):
+        d[k] = w * (k + 1.0)
+    total = 0.0
+    for key in d:
+        total = total + d[key] ** 2
+    return total + len(d)
+
+
+@pytest.mark.parametrize("f", [keys_added_in_a_loop, entry_read_with_a_default_in_a_loop,
+                               keys_iterated_after_a_loop])
+def test_a_dict_a_loop_adds_keys_to(f):
+    # (its keys were taken as those before the loop: value and gradient silently wrong)
+    for w in (0.7, -1.3):
+        value, grad = srcgrad.value_and_grad(f)(w)
+        assert value == pytest.approx(f(w))
+        assert grad == pytest.approx((f(w + 1e-6) - f(w - 1e-6)) / 2e-6, rel=1e-6)
+
+
+def set_default_in_a_loop(w):
+    d = {}
+    d["a"] = 0.0
+    for _ in range(2):
+        d.setdefault("b", w)
+    return d["b"]
+
+
+def test_set_default_in_a_loop_is_refused_not_counted_twice():
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="setdefault"):
+        srcgrad.value_and_grad(set_default_in_a_loop)(1.3)
+
+
+def comprehension_item_replaced(w):
+    hs = [w * i for i in range(3)]
+    hs[1] = np.exp(w)
+    return np.sum(hs[1]) + np.sum(hs[2])
+
+
+def test_an_item_of_a_comprehension_replaced_unread():
+    # (the appends' adjoints pop the list's adjoint: the replaced item's must stay a zero there)
+    w = np.array([0.3, -0.7])
+    np.testing.assert_allclose(srcgrad.grad(comprehension_item_replaced)(w), np.exp(w) + 2.0)

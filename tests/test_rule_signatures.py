@@ -115,3 +115,27 @@ def test_library_functions_keep_their_own_rule_names():
 
     np_like.__module__ = "numpy.fake"
     registry.defadjoint(np_like)(lambda ans_bar, ans, x1, x2: (ans_bar, ans_bar))
+
+
+def test_a_rule_given_again_replaces_the_one_compiled_code_inlined():
+    @srcgrad.custom_adjoint
+    def square(x):
+        return x * x
+
+    @square.defadjoint
+    def square_adjoint_wrong(ans_bar, ans, x):
+        return ans_bar * 3 * x
+
+    def f(x):
+        return np.sum(square(x))
+
+    x = np.array([1.0, 2.0])
+    g = srcgrad.grad(f)
+    np.testing.assert_allclose(g(x), [3.0, 6.0])  # (the rule as given, wrong on purpose)
+
+    @square.defadjoint
+    def square_adjoint(ans_bar, ans, x):
+        return ans_bar * 2 * x
+
+    np.testing.assert_allclose(g(x), [2.0, 4.0])  # the same gradient function, compiled again
+    np.testing.assert_allclose(srcgrad.grad(f)(x), [2.0, 4.0])  # a new one

@@ -138,6 +138,15 @@ def label(obj) -> str:
     return f"{mod or ''}.{name}".lstrip(".")
 
 
+_VERSION = [0]  # bumped by every registration: compiled code made before it is compiled again
+
+
+def version() -> int:
+    """How many times rules were registered: a program compiled under another count may
+    have inlined a rule since replaced (``@f.defadjoint`` given again)."""
+    return _VERSION[0]
+
+
 def elementwise_ndim(ndims, statics):
     ranks = list(ndims.values())
     return None if any(r is None for r in ranks) else max(ranks, default=0)
@@ -183,11 +192,13 @@ def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | Non
         if isinstance(how, str) and how not in TANGENTS:
             raise ValueError(f"tangent={how!r}: expected one of {TANGENTS} or a function")
         for primal in primals:
+            _VERSION[0] += 1
             _RULES[id(primal)] = (primal, Rule(label(primal), fn, primal_sig, diff_params,
                                                elementwise, rule_ndim, frozenset(sequence),
                                                impure=is_random(primal), zero_params=frozenset(zero),
                                                refuse=refuse, tangent=how))
         for cls, name in methods:
+            _VERSION[0] += 1
             _METHOD_RULES[cls, name] = Rule(f"{cls.__module__}.{cls.__name__}.{name}", fn, primal_sig,
                                             diff_params, elementwise, rule_ndim, frozenset(sequence),
                                             impure=is_random(cls), zero_params=frozenset(zero), refuse=refuse,
@@ -316,6 +327,7 @@ def deftangent(*primals):
             if rule is None or not rule.differentiable:
                 raise ValueError(f"{label(primal)} has no adjoint rule: register it first")
             rule.tangent = fn
+            _VERSION[0] += 1
         return fn
     return register
 
@@ -351,6 +363,7 @@ def nondifferentiable(*primals, ndim=None, methods=(), impure=False) -> None:
     rule (``defadjoint(..., diff=(...))``), else its gradient is silently wrong.
     """
     for primal in primals:
+        _VERSION[0] += 1
         _RULES[id(primal)] = (primal, Rule(label(primal), None, None, ndim=ndim, zero_derivative=True,
                                            impure=is_random(primal)))
     for cls, name in methods:

@@ -686,6 +686,10 @@ class _Lowering:
         stored |= {n.value.id for n in nodes.walk(loop) if isinstance(n, gast.Subscript)
                    and isinstance(n.ctx, gast.Store) and isinstance(n.value, gast.Name)
                    and self.current.get(n.value.id) in self.dicts}
+        # ... and so does `d.update(...)`, `d.setdefault(k, v)` (`_dict_method`).
+        stored |= {n.func.value.id for n in nodes.walk(loop) if isinstance(n, gast.Call)
+                   and isinstance(n.func, gast.Attribute) and n.func.attr in _CHANGES
+                   and isinstance(n.func.value, gast.Name) and self.current.get(n.func.value.id) in self.dicts}
         # Read outside the loop: read more often in the function than in the loop (the
         # function's reads are counted once, not walked again for every loop).
         if self.reads is None:
@@ -735,8 +739,11 @@ class _Lowering:
             entry[user] = self.current[user]
             self.ranks.pop(entry[user], None)  # (the body may give it a value of another rank)
             # Later iterations give the name new contents: its elements are no longer
-            # the ones it was built from (`pair = (pair[1], pair[0])` in the body).
+            # the ones it was built from (`pair = (pair[1], pair[0])` in the body), nor a
+            # dict's keys those it had (`d["s"] = d.get("s", 0.0) + w` adds one).
             self.aggregates.pop(self.current[user], None)
+            self.known_keys.pop(self.current[user], None)
+            self.entries.pop(self.current[user], None)
         changed = self._changed_in(loop)
         for atom in iterated:
             if isinstance(atom, gast.Name) and atom.id in changed:
