@@ -443,7 +443,7 @@ class _BatchNorm(Module):
                 # PyTorch's update (stored values are bookkeeping, with no adjoint; the batch's
                 # statistics are held constant so that nothing differentiated flows into them).
                 n = x.size // x.shape[1]
-                self.num_batches_tracked = self.num_batches_tracked + 1
+                self.num_batches_tracked = np.array(self.num_batches_tracked + 1)  # (an array, as PyTorch's)
                 factor = 1 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
                 self.running_mean = (1 - factor) * self.running_mean + factor * np.reshape(stop_gradient(mean), (-1,))
                 self.running_var = (1 - factor) * self.running_var \
