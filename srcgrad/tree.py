@@ -31,9 +31,11 @@ TANGENTS = "srcgrad.tangents"
 _REGISTERED: dict = {NAMESPACE: set(), TANGENTS: set()}
 # An object's attributes naming its buffers (``nn.Module.register_buffer``) and its frozen
 # parameters (``requires_grad_(False)``), each a tuple of attribute names.  A buffer's array is
-# state, not a parameter: it is not flattened (no gradient; optimizers never see it).  A frozen
-# parameter is flattened (it is a parameter) but has no gradient (None) and optimizers skip it.
-# Compiled code reads both as constants, like an integer field: no adjoint is computed.
+# state, not a parameter: it is not flattened (no gradient, None; optimizers never see it).  A
+# frozen parameter is flattened (it is a parameter) but its gradient is None and optimizers
+# skip it.  Compiled code reads both as any field (a forward may store a new value in a buffer
+# as bookkeeping, which the reverse pass allows for a field it differentiates; a frozen layer's
+# forward must compile as the unfrozen one does): their adjoints are computed, then dropped.
 BUFFERS = "_buffer_names"
 FROZEN = "_frozen_names"
 _SKIP = (str, bytes, int, bool, type(None), type, types.ModuleType, types.FunctionType,
@@ -102,10 +104,10 @@ def buffer_names(obj, field=BUFFERS) -> tuple:
 
 
 def constant_fields(obj) -> tuple:
-    """The attributes of ``obj`` that compiled code reads as constants: buffers, frozen
-    parameters, and the hyper-parameters its class names in ``_constant_fields`` (a layer's
-    ``eps`` or dropout ``p``: floats, which would otherwise be differentiated inputs)."""
-    return buffer_names(obj) + buffer_names(obj, FROZEN) + getattr(type(obj), "_constant_fields", ())
+    """The attributes of ``obj`` that compiled code reads as constants: the hyper-parameters
+    its class names in ``_constant_fields`` (a layer's ``eps`` or dropout ``p``: floats, which
+    would otherwise be differentiated inputs; a kernel size, a tuple of ints)."""
+    return getattr(type(obj), "_constant_fields", ())
 
 
 def _flatten_object(obj, floats=False):
@@ -257,12 +259,14 @@ class _Node:
     in attribute order (a sequence's: ``((index, its ranks), ...)``), the parameters
     whose ranks compiled code is specialised on."""
 
-    __slots__ = ("cls", "arrays", "floats", "nones", "children", "sequences", "ranks", "keys", "_parameters")
+    __slots__ = ("cls", "arrays", "floats", "nones", "children", "sequences", "ranks", "keys", "frozen",
+                 "_parameters")
 
     def __init__(self, cls):
         self.cls, self.arrays, self.floats, self.nones, self.children, self.sequences, self.ranks = \
             cls, [], [], [], [], [], []
         self.keys = frozenset()  # the attributes laid out
+        self.frozen = ()  # parameters frozen (``FROZEN``): their gradients are None
         self._parameters = None
 
     @property
@@ -323,12 +327,15 @@ class Layout:
         self.objects.append(obj)
         node = _Node(cls)
         node.keys = frozenset(vars(obj))
-        constants = constant_fields(obj)
+        node.frozen = buffer_names(obj, FROZEN)
+        constants, buffers = constant_fields(obj), buffer_names(obj)
         for key, value in vars(obj).items():
             cached = isinstance(getattr(cls, key, None), functools.cached_property)
             if type(value) is np.ndarray:
                 self.arrays.append(value)
                 kind = value.dtype.kind
+                if key in buffers:
+                    continue  # (state: carried along, its gradient None, `_build`)
                 if kind in "iub" or key in constants:
                     node.nones.append(key)  # a count, a flag, indices: no gradient
                 elif kind != "f":
@@ -410,6 +417,8 @@ def _build(node, sparse, like):
             fields[key] = np.array(g, dtype=value.dtype)  # its own copy: never an input, never shared
         else:
             fields[key] = np.array(np.broadcast_to(g, value.shape), dtype=value.dtype)
+    for key in node.frozen:
+        fields[key] = None
     for key, kind in node.floats:
         g = get(key)
         fields[key] = kind(0.0 if g is None or type(g) is dict else g)
@@ -522,10 +531,10 @@ def _float_fields(out, like, sparse):
         return
     # (``lookup``: a part may be dense, the list an unpacking `first, second = ms` gave back.)
     if _is_object(like):
-        constants = constant_fields(like)
+        constants = constant_fields(like) + buffer_names(like) + buffer_names(like, FROZEN)
         for key, value in vars(like).items():
             g = lookup(sparse, (key,))
-            if key in constants:  # a buffer or a frozen parameter: no gradient
+            if key in constants:  # a buffer, a frozen parameter or a hyper-parameter: no gradient
                 object.__setattr__(out, key, None)
             elif _is_float(value):
                 g = 0.0 if g is None or isinstance(g, dict) else g

@@ -442,12 +442,16 @@ class _BatchNorm(Module):
             if self.training and self.track_running_stats:
                 # PyTorch's update (stored values are bookkeeping, with no adjoint; the batch's
                 # statistics are held constant so that nothing differentiated flows into them).
+                # (Computed first, stored last: nothing after the stores reads them back.)
                 n = x.size // x.shape[1]
-                self.num_batches_tracked = np.array(self.num_batches_tracked + 1)  # (an array, as PyTorch's)
-                factor = 1 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
-                self.running_mean = (1 - factor) * self.running_mean + factor * np.reshape(stop_gradient(mean), (-1,))
-                self.running_var = (1 - factor) * self.running_var \
-                    + factor * np.reshape(stop_gradient(var), (-1,)) * (n / max(n - 1, 1))
+                count = np.array(self.num_batches_tracked + 1)  # (an array, as PyTorch's)
+                factor = 1 / float(count) if self.momentum is None else self.momentum
+                running_mean = (1 - factor) * self.running_mean + factor * np.reshape(stop_gradient(mean), (-1,))
+                unbiased = np.reshape(stop_gradient(var), (-1,)) * (n / max(n - 1, 1))
+                running_var = (1 - factor) * self.running_var + factor * unbiased
+                self.num_batches_tracked = count
+                self.running_mean = running_mean
+                self.running_var = running_var
         else:
             mean = np.reshape(self.running_mean, shape)
             var = np.reshape(self.running_var, shape)

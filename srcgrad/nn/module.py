@@ -130,7 +130,8 @@ class Module:
     def requires_grad_(self, requires_grad: bool = True):
         """Freeze (``False``) or unfreeze every parameter of this module and its sub-modules:
         a frozen parameter stays among :meth:`parameters` and in :meth:`state_dict`, but its
-        gradient is None (none is computed) and optimizers do not step it.  Returns the module."""
+        gradient is None and optimizers do not step it (its adjoint is still computed, then
+        dropped: the code is the same as unfrozen).  Returns the module."""
         for module in self.modules():
             own = tuple(key for key, value in vars(module).items()
                         if isinstance(value, np.ndarray) and value.dtype.kind == "f"
