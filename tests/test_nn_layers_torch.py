@@ -212,6 +212,11 @@ def test_loss_matches_pytorch(name, reduction):
     np.testing.assert_allclose(g, pt.grad.numpy(), rtol=1e-7, atol=1e-12)
 
 
+def test_pool_padding_beyond_half_the_kernel_is_refused():
+    with pytest.raises(ValueError, match="half the kernel"):
+        nn.MaxPool2d(2, padding=2)
+
+
 def test_unknown_reduction_is_refused():
     with pytest.raises(ValueError, match="reduction must be"):
         F.mse_loss(np.ones(2), np.zeros(2), reduction="average")

@@ -130,11 +130,12 @@ class Conv1d(Module):
 def pool2d(x, kernel_size, stride, padding, maximum, count_include_pad):
     """Max (``maximum``) or average pooling of (N, C, H, W) ``x``, each argument a pair."""
     n, c, h, w = x.shape
-    (kh, kw), (sh, sw), (ph, pw) = kernel_size, stride, padding
+    # (indexed, not unpacked: the inliner takes a name unpacked from a layer's field for one
+    # that may hold a layer, and the layer's call then for one it cannot inline)
+    kh, kw, sh, sw, ph, pw = kernel_size[0], kernel_size[1], stride[0], stride[1], padding[0], padding[1]
     if ph > 0 or pw > 0:
-        padded = np.full((n, c, h + 2 * ph, w + 2 * pw), -np.inf if maximum else 0.0, dtype=x.dtype)
-        padded[:, :, ph:ph + h, pw:pw + w] = x
-        x = padded
+        fill = -np.inf if maximum else 0.0
+        x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
     oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
     # Channels last, then the kh*kw window offsets as the leading axis: the reduction
     # combines kh*kw contiguous images elementwise.  Reducing axes of size 2 in place
@@ -153,12 +154,18 @@ def pool2d(x, kernel_size, stride, padding, maximum, count_include_pad):
         pooled = np.max(windows, axis=0)
     elif count_include_pad or (ph == 0 and pw == 0):
         pooled = np.mean(windows, axis=0)
-    else:  # divide by the number of the window's elements inside the image
-        inside = np.zeros((h + 2 * ph, w + 2 * pw))
-        inside[ph:ph + h, pw:pw + w] = 1.0
-        counts = np.sum(np.lib.stride_tricks.sliding_window_view(inside, (kh, kw))[::sh, ::sw], axis=(2, 3))
-        pooled = np.sum(windows, axis=0) / np.reshape(counts[:oh, :ow], (1, oh, ow, 1)).astype(x.dtype)
+    else:  # divide by the number of the window's elements inside the image (the same windows of ones)
+        inside = np.pad(np.ones((1, h, w, 1), dtype=x.dtype), ((0, 0), (ph, ph), (pw, pw), (0, 0)))
+        cells = np.lib.stride_tricks.sliding_window_view(inside, (kh, kw), axis=(1, 2))[:, ::sh, ::sw]
+        pooled = np.sum(windows, axis=0) / np.sum(cells, axis=(4, 5))
     return np.transpose(pooled, (0, 3, 1, 2))
+
+
+def _check_pool_padding(kernel_size, padding):
+    """PyTorch's condition: each side's padding at most half the kernel (so that every
+    window holds an element of the image)."""
+    if any(p < 0 or p > k // 2 for p, k in zip(padding, kernel_size)):
+        raise ValueError(f"padding {padding} must be between 0 and half the kernel size {kernel_size}")
 
 
 class MaxPool2d(Module):
@@ -168,15 +175,19 @@ class MaxPool2d(Module):
     Where a window's maximum is tied, its adjoint goes to the first of the tied elements
     in row-major order (``np.max``'s rule, as PyTorch's ``max_pool2d``)."""
 
-    _constant_fields = ("kernel_size", "stride", "padding")  # (hyper-parameters: read as constants, no gradient)
+    _constant_fields = ("kernel_size", "_stride_pair", "_padding_pair")  # (hyper-parameters: constants)
 
     def __init__(self, kernel_size, stride=None, padding=0):
         self.kernel_size = _pair(kernel_size)
-        self.stride = self.kernel_size if stride is None else _pair(stride)
-        self.padding = _pair(padding)
+        # (``stride`` and ``padding`` as given, an int or a pair, as PyTorch keeps them; the
+        # pairs the forward reads are kept beside them)
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self._stride_pair, self._padding_pair = _pair(self.stride), _pair(padding)
+        _check_pool_padding(self.kernel_size, self._padding_pair)
 
     def forward(self, x):
-        return pool2d(x, self.kernel_size, self.stride, self.padding, True, True)
+        return pool2d(x, self.kernel_size, self._stride_pair, self._padding_pair, True, True)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -187,16 +198,21 @@ class AvgPool2d(Module):
     ``count_include_pad=False`` a window's sum is divided by the number of its elements
     inside the image."""
 
-    _constant_fields = ("kernel_size", "stride", "padding")  # (hyper-parameters: read as constants, no gradient)
+    _constant_fields = ("kernel_size", "_stride_pair", "_padding_pair")  # (hyper-parameters: constants)
 
     def __init__(self, kernel_size, stride=None, padding=0, count_include_pad=True):
         self.kernel_size = _pair(kernel_size)
-        self.stride = self.kernel_size if stride is None else _pair(stride)
-        self.padding = _pair(padding)
+        # (``stride`` and ``padding`` as given, an int or a pair, as PyTorch keeps them; the
+        # pairs the forward reads are kept beside them)
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self._stride_pair, self._padding_pair = _pair(self.stride), _pair(padding)
+        _check_pool_padding(self.kernel_size, self._padding_pair)
         self.count_include_pad = count_include_pad
 
     def forward(self, x):
-        return pool2d(x, self.kernel_size, self.stride, self.padding, False, self.count_include_pad)
+        return pool2d(x, self.kernel_size, self._stride_pair, self._padding_pair, False,
+                      self.count_include_pad)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
