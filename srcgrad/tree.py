@@ -38,6 +38,7 @@ _REGISTERED: dict = {NAMESPACE: set(), TANGENTS: set()}
 # forward must compile as the unfrozen one does): their adjoints are computed, then dropped.
 BUFFERS = "_buffer_names"
 FROZEN = "_frozen_names"
+frozen_in_use = False  # (set once anything is frozen: until then optimizers need not look)
 _SKIP = (str, bytes, int, bool, type(None), type, types.ModuleType, types.FunctionType,
          types.BuiltinFunctionType, types.MethodType)
 

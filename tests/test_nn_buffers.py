@@ -10,6 +10,7 @@ import pytest
 
 import srcgrad
 from srcgrad import nn, optim
+from srcgrad.nn import functional as F
 from srcgrad.testing import check_grads
 
 rng = np.random.default_rng(31)
@@ -188,3 +189,14 @@ def test_register_buffer_refuses_a_parameters_name():
     model = Scaled()
     with pytest.raises(KeyError, match="weight"):
         model.register_buffer("weight", np.zeros(3))
+
+
+def functional_dropout(x, rng):
+    return np.sum(F.dropout(x, 0.25, training=True, rng=rng) * 3.0)
+
+
+def test_functional_dropout_gradient_is_its_mask():
+    x = np.ones((5, 4))
+    g = srcgrad.grad(functional_dropout)(x, np.random.default_rng(9))
+    keep = np.random.default_rng(9).random(x.shape) >= 0.25
+    np.testing.assert_allclose(g, np.where(keep, 3.0 / 0.75, 0.0))

@@ -178,6 +178,8 @@ def test_pytorch_habits_get_clear_errors():
         opt.zero_grad()
     with pytest.raises(TypeError, match=r"step\(\) needs the gradient"):
         opt.step()
+    with pytest.raises(TypeError, match="nothing to zero"):
+        model.zero_grad()
 
 
 def test_repr_lists_children():

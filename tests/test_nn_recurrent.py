@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import srcgrad
-from srcgrad import nn
+from srcgrad import nn, optim
 from srcgrad.testing import check_grads
 
 torch = pytest.importorskip("torch")
@@ -144,3 +144,43 @@ def test_parameter_names_and_initialisation_are_pytorchs():
     for (name, ours), (_, want) in zip(model.named_parameters(), theirs.named_parameters()):
         assert ours.shape == tuple(want.shape), name
         assert np.abs(ours).max() <= 1 / np.sqrt(10) and np.abs(ours).max() > 0.8 / np.sqrt(10)
+
+
+class Tagger(nn.Module):
+    """A PyTorch user's sequence classifier: embedding, LSTM, layer norm, linear."""
+
+    def __init__(self):
+        self.embed = nn.Embedding(10, 4, padding_idx=0)
+        self.lstm = nn.LSTM(4, 5, batch_first=True, num_layers=2)
+        self.norm = nn.LayerNorm(5)
+        self.out = nn.Linear(5, 3)
+
+    def forward(self, tokens):
+        h, _ = self.lstm(self.embed(tokens))
+        return self.out(self.norm(h[:, -1]))
+
+
+def tagger_loss(model, tokens, labels):
+    return nn.cross_entropy(model(tokens), labels)
+
+
+def test_a_text_model_trains_as_pytorchs():
+    """The same weights, then three SGD steps each: losses and weights as PyTorch's."""
+    tnn_model = tnn.ModuleDict({"embed": tnn.Embedding(10, 4, padding_idx=0),
+                                "lstm": tnn.LSTM(4, 5, batch_first=True, num_layers=2),
+                                "norm": tnn.LayerNorm(5), "out": tnn.Linear(5, 3)}).double()
+    model = Tagger()
+    model.load_state_dict(tnn_model.state_dict())
+    tokens, labels = rng.integers(0, 10, (4, 6)), np.array([0, 2, 1, 2])
+    opt, topt = optim.SGD(model, lr=0.5, momentum=0.9), torch.optim.SGD(tnn_model.parameters(), lr=0.5, momentum=0.9)
+    for _ in range(3):
+        loss, grads = srcgrad.value_and_grad(tagger_loss)(model, tokens, labels)
+        opt.step(grads)
+        topt.zero_grad()
+        h, _ = tnn_model["lstm"](tnn_model["embed"](torch.tensor(tokens)))
+        tloss = torch.nn.functional.cross_entropy(tnn_model["out"](tnn_model["norm"](h[:, -1])), torch.tensor(labels))
+        tloss.backward()
+        topt.step()
+        np.testing.assert_allclose(loss, tloss.item(), rtol=1e-10)
+    for name, value in tnn_model.state_dict().items():
+        np.testing.assert_allclose(model.state_dict()[name], value.numpy(), rtol=1e-8, atol=1e-10, err_msg=name)

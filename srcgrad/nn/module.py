@@ -77,6 +77,16 @@ class Module:
         if not persistent:
             self.__dict__["_non_persistent"] = self.__dict__.get("_non_persistent", ()) + (name,)
 
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Not needed (see ``Optimizer.zero_grad``): srcgrad keeps no gradients on arrays.
+
+        Raises:
+            TypeError: always, saying what to write instead.
+        """
+        raise TypeError(f"{type(self).__name__}.zero_grad(): srcgrad keeps no gradients on the arrays, so "
+                        "there is nothing to zero; compute the gradient and pass it to the optimizer: "
+                        "`grads = srcgrad.grad(loss)(model, x, y); opt.step(grads)`")
+
     def named_buffers(self):
         """``[(name, array)]`` for every buffer of this module and its sub-modules (PyTorch's
         names, as :meth:`named_parameters`)."""
@@ -132,6 +142,8 @@ class Module:
         a frozen parameter stays among :meth:`parameters` and in :meth:`state_dict`, but its
         gradient is None and optimizers do not step it (its adjoint is still computed, then
         dropped: the code is the same as unfrozen).  Returns the module."""
+        if not requires_grad:
+            tree.frozen_in_use = True
         for module in self.modules():
             own = tuple(key for key, value in vars(module).items()
                         if isinstance(value, np.ndarray) and value.dtype.kind == "f"

@@ -256,6 +256,8 @@ class Optimizer:
 def _frozen_paths(params: Any) -> set:
     """The paths of the parameters frozen now (``Module.requires_grad_(False)``: ``tree.FROZEN``)."""
     frozen: set = set()
+    if not tree.frozen_in_use:
+        return frozen
 
     def walk(node, path):
         if isinstance(node, (list, tuple)):
