@@ -1,7 +1,14 @@
-"""Layers.  Shapes follow PyTorch: Linear (N, in) -> (N, out) with weight
-(out, in); Conv2d (N, C, H, W) -> (N, out, H', W') with weight (out, C, kh, kw),
+"""Layers, with PyTorch's constructor arguments, defaults, initialisation, shapes and
+parameter names: Linear (N, in) -> (N, out) with weight (out, in); Conv1d (N, C, L)
+and Conv2d (N, C, H, W) -> (N, out, H', W') with weight (out, C, kh, kw),
 ``H' = (H + 2 padding - kh) // stride + 1``; MaxPool2d / AvgPool2d (N, C, H, W)
--> (N, C, H', W'), ``H' = (H - kh) // stride + 1``.
+-> (N, C, H', W'), ``H' = (H + 2 padding - kh) // stride + 1``; normalisation,
+activations, dropout and embedding.  Recurrent layers are in ``recurrent.py``.
+
+A layer's hyper-parameters (``eps``, a dropout ``p``, a kernel size) are named in its
+class's ``_constant_fields``: differentiated code reads them as constants (a float
+attribute would otherwise be an input with a gradient of its own).  Running
+statistics are buffers (``Module.register_buffer``).
 
 Each forward is ordinary NumPy written the way a careful person writes it for
 speed, since srcgrad differentiates exactly what is written: the convolution
@@ -102,8 +109,9 @@ class Conv1d(Module):
         self.stride = stride if isinstance(stride, int) else stride[0]
         self.padding = padding if isinstance(padding, int) else padding[0]
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.weight = init.kaiming_uniform((out_channels, in_channels, self.kernel_size), dtype=dtype, rng=rng)
-        self.bias = init.uniform_bias(out_channels, in_channels * self.kernel_size, dtype, rng) if bias else None
+        shape, fan = (out_channels, in_channels, self.kernel_size), in_channels * self.kernel_size
+        self.weight = init.kaiming_uniform(shape, dtype=dtype, rng=rng)
+        self.bias = init.uniform_bias(out_channels, fan, dtype, rng) if bias else None
 
     def forward(self, x):
         n, c, length = x.shape
@@ -341,7 +349,9 @@ class Dropout(Module):
         if not 0 <= p <= 1:
             raise ValueError(f"dropout probability must be in [0, 1], got {p}")
         self.p = p
-        self.rng = rng if rng is not None else np.random.default_rng(seed) if seed is not None else init.generator()
+        if rng is None:
+            rng = np.random.default_rng(seed) if seed is not None else init.generator()
+        self.rng = rng
 
     def forward(self, x):
         if not self.training or self.p == 0:
@@ -462,7 +472,8 @@ class _BatchNorm(Module):
                 n = x.size // x.shape[1]
                 count = np.array(self.num_batches_tracked + 1)  # (an array, as PyTorch's)
                 factor = 1 / float(count) if self.momentum is None else self.momentum
-                running_mean = (1 - factor) * self.running_mean + factor * np.reshape(stop_gradient(mean), (-1,))
+                batch_mean = np.reshape(stop_gradient(mean), (-1,))
+                running_mean = (1 - factor) * self.running_mean + factor * batch_mean
                 unbiased = np.reshape(stop_gradient(var), (-1,)) * (n / max(n - 1, 1))
                 running_var = (1 - factor) * self.running_var + factor * unbiased
                 self.num_batches_tracked = count

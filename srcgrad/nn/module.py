@@ -70,7 +70,8 @@ class Module:
             KeyError: ``name`` is already a parameter or a sub-module.
         """
         if name in vars(self) and name not in tree.buffer_names(self) and vars(self)[name] is not None:
-            raise KeyError(f"attribute {name!r} already exists on {type(self).__name__}: a buffer needs a new name")
+            raise KeyError(f"attribute {name!r} already exists on {type(self).__name__}: "
+                           "a buffer needs a new name")
         object.__setattr__(self, name, None if array is None else np.asarray(array))
         if name not in tree.buffer_names(self):
             self.__dict__[tree.BUFFERS] = tree.buffer_names(self) + (name,)
@@ -111,7 +112,8 @@ class Module:
             elif isinstance(value, (list, tuple, dict)):
                 items = value.items() if isinstance(value, dict) else enumerate(value)
                 own = getattr(type(self), "_items", None) == key
-                found += [(str(i) if own else f"{key}.{i}", item) for i, item in items if isinstance(item, Module)]
+                found += [(str(i) if own else f"{key}.{i}", item) for i, item in items
+                          if isinstance(item, Module)]
         return found
 
     def children(self):

@@ -2,7 +2,8 @@
 parameter names (``torch.nn.RNNCell``/``LSTMCell``/``GRUCell``, ``RNN``/``LSTM``/``GRU``).
 
 A cell maps one step: ``x`` (N, input_size), state (N, hidden_size) -> the next
-state (unbatched, ``x`` (input_size,) and state (hidden_size,), when the state is given).  A layer runs cells over a sequence (L, N, input_size), or
+state (unbatched, ``x`` (input_size,) and state (hidden_size,), when the state is
+given).  A layer runs cells over a sequence (L, N, input_size), or
 (N, L, input_size) with ``batch_first``, layer after layer (and backwards too where
 ``bidirectional``), returning every step's output of the last layer and each cell's
 last state, (num_layers * directions, N, hidden_size).  Every weight and bias is

@@ -130,9 +130,9 @@ class Optimizer:
             TypeError: a gradient is not numeric.
         """
         if grads is None:
-            raise TypeError(f"{type(self).__name__}.step() needs the gradient: srcgrad keeps no .grad on the "
-                            "arrays (there is no loss.backward()); write `grads = srcgrad.grad(loss)(model, x, y)` "
-                            "and `opt.step(grads)`")
+            raise TypeError(f"{type(self).__name__}.step() needs the gradient: srcgrad keeps no .grad on "
+                            "the arrays (there is no loss.backward()); write "
+                            "`grads = srcgrad.grad(loss)(model, x, y)` and `opt.step(grads)`")
         self._check_hyper()
         self._check_same_arrays()
         slots = self._match(grads)
