@@ -277,3 +277,38 @@ def test_float32_stays_float32_and_matches_float64(make, shape):
     for (name, a), (_, b) in zip(g32.named_parameters(), g64.named_parameters()):
         assert a.dtype == np.float32, name
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4, err_msg=name)
+
+
+CLASS_WEIGHT = rng.uniform(0.5, 2.0, 4)
+
+
+def cross_entropy_with(logits, labels, options):
+    return np.sum(F.cross_entropy(logits, labels, **options) * 1.5)
+
+
+def nll_with(logp, labels, options):
+    return np.sum(F.nll_loss(logp, labels, **options) * 1.5)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("options", [
+    {}, {"weight": CLASS_WEIGHT}, {"ignore_index": 2}, {"label_smoothing": 0.2},
+    {"weight": CLASS_WEIGHT, "ignore_index": 1, "label_smoothing": 0.1}, {"ignore_index": -100},
+], ids=["plain", "weight", "ignore_index", "label_smoothing", "all", "ignored-default"])
+def test_cross_entropy_and_nll_options_match_pytorch(options, reduction):
+    logits = rng.standard_normal((6, 4))
+    labels = np.array([0, 2, 1, 3, 2, 1])
+    if options.get("ignore_index") == -100:
+        labels[1] = -100  # PyTorch's default ignore_index
+    topts = {k: torch.tensor(v) if isinstance(v, np.ndarray) else v for k, v in options.items()}
+    for ours, theirs, x in [(cross_entropy_with, torch.nn.functional.cross_entropy, logits),
+                            (nll_with, torch.nn.functional.nll_loss, F.log_softmax(logits))]:
+        if theirs is torch.nn.functional.nll_loss and "label_smoothing" in options:
+            continue
+        xt = torch.tensor(x, requires_grad=True)
+        out = theirs(xt, torch.tensor(labels), reduction=reduction, **topts)
+        (out.sum() * 1.5).backward()
+        opts = {**options, "reduction": reduction}
+        np.testing.assert_allclose(ours(x, labels, opts), out.sum().item() * 1.5, rtol=1e-10)
+        g = srcgrad.grad(ours)(x, labels, opts)
+        np.testing.assert_allclose(g, xt.grad.numpy(), rtol=1e-7, atol=1e-12)

@@ -145,26 +145,49 @@ def smooth_l1_loss(prediction, target, reduction="mean", beta=1.0):
     return loss
 
 
-def nll_loss(log_probabilities, labels, reduction="mean"):
-    """Negative log-likelihood of the labels, ``-logp[i, labels[i]]``, reduced over i."""
+def nll_loss(log_probabilities, labels, weight=None, ignore_index=-100, reduction="mean"):
+    """Negative log-likelihood of the labels, ``-w[y_i] logp[i, y_i]``, reduced over i
+    (PyTorch's ``nll_loss``): ``weight`` (C,) weighs each class (default 1); a label equal
+    to ``ignore_index`` counts for nothing; ``"mean"`` divides the sum by the sum of the
+    weights counted (the number of labels not ignored, without ``weight``)."""
     n = log_probabilities.shape[0]
-    loss = -log_probabilities[np.arange(n), labels]
+    keep = labels != ignore_index
+    safe = np.where(keep, labels, 0)
+    if weight is None:
+        counted = np.asarray(keep, dtype=log_probabilities.dtype)
+    else:
+        counted = weight[safe] * keep
+    loss = -log_probabilities[np.arange(n), safe] * counted
     if reduction == "mean":
-        return np.mean(loss)
+        return np.sum(loss) / np.sum(counted)
     if reduction == "sum":
         return np.sum(loss)
     _check_reduction(reduction)
     return loss
 
 
-def cross_entropy(logits, labels, reduction="mean"):
-    """``nll_loss(log_softmax(logits), labels)``, computed stably (the shift as in ``log_softmax``)."""
+def cross_entropy(logits, labels, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    """``nll_loss(log_softmax(logits), labels, weight, ignore_index, reduction)``, computed
+    stably (the shift as in ``log_softmax``), with PyTorch's ``label_smoothing`` e: each
+    counted sample's loss is ``(1 - e) nll_i + e / C * sum_c w_c (-logp[i, c])``.
+
+    Shapes: ``logits`` (N, C) float, ``labels`` (N,) int; ``weight`` (C,) of the logits' dtype."""
     shifted = logits - stop_gradient(np.max(logits, axis=-1, keepdims=True))
     log_probabilities = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
     n = logits.shape[0]
-    loss = -log_probabilities[np.arange(n), labels]
+    keep = labels != ignore_index
+    safe = np.where(keep, labels, 0)
+    if weight is None:
+        counted = np.asarray(keep, dtype=logits.dtype)
+    else:
+        counted = weight[safe] * keep
+    loss = -log_probabilities[np.arange(n), safe] * counted
+    if label_smoothing != 0:
+        spread = log_probabilities if weight is None else log_probabilities * weight
+        smooth = -np.sum(spread, axis=-1) * keep / logits.shape[-1]
+        loss = (1 - label_smoothing) * loss + label_smoothing * smooth
     if reduction == "mean":
-        return np.mean(loss)
+        return np.sum(loss) / np.sum(counted)
     if reduction == "sum":
         return np.sum(loss)
     _check_reduction(reduction)
