@@ -229,8 +229,8 @@ def binary_cross_entropy_with_logits(logits, target, weight=None, reduction="mea
 
 # ---- pooling -------------------------------------------------------------------------
 def _pair(value):
-    """``(value, value)`` for an int, else the pair itself (not ``tuple(value)``: the
-    compiler refuses ``tuple(...)`` of a model's field, see the module's notes)."""
+    """``(value, value)`` for an int, else the pair itself (not ``tuple(value)``: srcgrad
+    refuses ``tuple(...)`` given a field of a model being differentiated)."""
     if isinstance(value, int):
         return (value, value)
     return value
