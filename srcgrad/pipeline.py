@@ -723,7 +723,9 @@ def _tree_rank(value):
 
     def freeze(d, held):
         fields = vars(held) if tree._is_object(held) and not isinstance(held, tuple) else None
-        constants = frozenset(k for k, v in fields.items() if tree._is_integer(v)
+        # (an integer field or a buffer, ``tree.BUFFERS``: read as a constant, with no derivative)
+        constants = frozenset(k for k, v in fields.items()
+                              if (tree._is_integer(v) or k in tree.constant_fields(held))
                               and not _data_descriptor(type(held), k)) if fields is not None else frozenset()
         def child(k):
             if fields is not None:

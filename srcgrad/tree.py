@@ -29,6 +29,16 @@ NAMESPACE = "srcgrad"
 # a block; an optimizer, which flattens in NAMESPACE, leaves them alone.
 TANGENTS = "srcgrad.tangents"
 _REGISTERED: dict = {NAMESPACE: set(), TANGENTS: set()}
+# An object's attributes naming its buffers (``nn.Module.register_buffer``) and its frozen
+# parameters (``requires_grad_(False)``), each a tuple of attribute names.  A buffer's array is
+# state, not a parameter: it is not flattened (no gradient, None; optimizers never see it).  A
+# frozen parameter is flattened (it is a parameter) but its gradient is None and optimizers
+# skip it.  Compiled code reads both as any field (a forward may store a new value in a buffer
+# as bookkeeping, which the reverse pass allows for a field it differentiates; a frozen layer's
+# forward must compile as the unfrozen one does): their adjoints are computed, then dropped.
+BUFFERS = "_buffer_names"
+FROZEN = "_frozen_names"
+frozen_in_use = False  # (set once anything is frozen: until then optimizers need not look)
 _SKIP = (str, bytes, int, bool, type(None), type, types.ModuleType, types.FunctionType,
          types.BuiltinFunctionType, types.MethodType)
 
@@ -87,11 +97,26 @@ def _is_part(value) -> bool:
     return isinstance(value, (list, tuple, dict)) or _is_object(value)
 
 
+def buffer_names(obj, field=BUFFERS) -> tuple:
+    """The names of ``obj``'s buffers (arrays of state that are not parameters), or ();
+    with ``field=FROZEN``, of its frozen parameters."""
+    names = vars(obj).get(field, ()) if hasattr(obj, "__dict__") else ()
+    return names if type(names) is tuple else ()
+
+
+def constant_fields(obj) -> tuple:
+    """The attributes of ``obj`` that compiled code reads as constants: the hyper-parameters
+    its class names in ``_constant_fields`` (a layer's ``eps`` or dropout ``p``: floats, which
+    would otherwise be differentiated inputs; a kernel size, a tuple of ints)."""
+    return getattr(type(obj), "_constant_fields", ())
+
+
 def _flatten_object(obj, floats=False):
     cls = type(obj)
+    buffers = buffer_names(obj)
     # (A functools.cached_property's stored value is derived from the parameters, not one.)
     keys = tuple(k for k, v in vars(obj).items() if (_is_attribute_part(v) or floats and _is_float(v))
-                 and not isinstance(getattr(cls, k, None), functools.cached_property))
+                 and k not in buffers and not isinstance(getattr(cls, k, None), functools.cached_property))
     return [vars(obj)[k] for k in keys], _Original(obj, keys), keys
 
 
@@ -235,12 +260,14 @@ class _Node:
     in attribute order (a sequence's: ``((index, its ranks), ...)``), the parameters
     whose ranks compiled code is specialised on."""
 
-    __slots__ = ("cls", "arrays", "floats", "nones", "children", "sequences", "ranks", "keys", "_parameters")
+    __slots__ = ("cls", "arrays", "floats", "nones", "children", "sequences", "ranks", "keys", "frozen",
+                 "_parameters")
 
     def __init__(self, cls):
         self.cls, self.arrays, self.floats, self.nones, self.children, self.sequences, self.ranks = \
             cls, [], [], [], [], [], []
         self.keys = frozenset()  # the attributes laid out
+        self.frozen = ()  # parameters frozen (``FROZEN``): their gradients are None
         self._parameters = None
 
     @property
@@ -301,12 +328,16 @@ class Layout:
         self.objects.append(obj)
         node = _Node(cls)
         node.keys = frozenset(vars(obj))
+        node.frozen = buffer_names(obj, FROZEN)
+        constants, buffers = constant_fields(obj), buffer_names(obj)
         for key, value in vars(obj).items():
             cached = isinstance(getattr(cls, key, None), functools.cached_property)
             if type(value) is np.ndarray:
                 self.arrays.append(value)
                 kind = value.dtype.kind
-                if kind in "iub":
+                if key in buffers:
+                    continue  # (state: carried along, its gradient None, `_build`)
+                if kind in "iub" or key in constants:
                     node.nones.append(key)  # a count, a flag, indices: no gradient
                 elif kind != "f":
                     raise _Unusual
@@ -328,8 +359,12 @@ class Layout:
                     raise _Unusual
                 if not (type(value) is tuple and all(type(v) in _ATOMS for v in value)):
                     self.mutable.append(value)  # (may gain parameters in place: looked into each call)
+                elif key in constants:
+                    node.nones.append(key)  # a tuple of numbers the class names constant (a kernel size)
             elif isinstance(value, (np.ndarray, complex, np.complexfloating)):
                 raise _Unusual
+            elif _is_float(value) and key in constants:
+                node.nones.append(key)  # a hyper-parameter: a constant
             elif _is_float(value):
                 node.floats.append((key, type(value)))
             elif _is_integer(value):
@@ -383,6 +418,8 @@ def _build(node, sparse, like):
             fields[key] = np.array(g, dtype=value.dtype)  # its own copy: never an input, never shared
         else:
             fields[key] = np.array(np.broadcast_to(g, value.shape), dtype=value.dtype)
+    for key in node.frozen:
+        fields[key] = None
     for key, kind in node.floats:
         g = get(key)
         fields[key] = kind(0.0 if g is None or type(g) is dict else g)
@@ -495,9 +532,12 @@ def _float_fields(out, like, sparse):
         return
     # (``lookup``: a part may be dense, the list an unpacking `first, second = ms` gave back.)
     if _is_object(like):
+        constants = constant_fields(like) + buffer_names(like) + buffer_names(like, FROZEN)
         for key, value in vars(like).items():
             g = lookup(sparse, (key,))
-            if _is_float(value):
+            if key in constants:  # a buffer, a frozen parameter or a hyper-parameter: no gradient
+                object.__setattr__(out, key, None)
+            elif _is_float(value):
                 g = 0.0 if g is None or isinstance(g, dict) else g
                 object.__setattr__(out, key, type(value)(g))
             elif _is_integer(value):  # a count, a flag: no gradient (see materialize)

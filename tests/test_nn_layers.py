@@ -32,12 +32,13 @@ def conv_by_loops(x, weight, bias, stride, padding):
 def pool_by_loops(x, kernel_size, stride, reduce):
     """PyTorch's ``max_pool2d`` / ``avg_pool2d`` (floor mode, no padding), one window at a time."""
     kh, kw = kernel_size
+    sh, sw = (stride, stride) if isinstance(stride, int) else stride
     n, c, h, w = x.shape
-    oh, ow = (h - kh) // stride + 1, (w - kw) // stride + 1
+    oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
     y = np.zeros((n, c, oh, ow))
     for i in range(oh):
         for j in range(ow):
-            window = x[:, :, i * stride:i * stride + kh, j * stride:j * stride + kw]
+            window = x[:, :, i * sh:i * sh + kh, j * sw:j * sw + kw]
             y[:, :, i, j] = reduce(window, axis=(2, 3))
     return y
 

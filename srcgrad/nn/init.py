@@ -15,9 +15,10 @@ _generator = np.random.default_rng(0)
 
 
 def manual_seed(seed: int) -> np.random.Generator:
-    """Reseed the generator that layers draw their initial parameters from."""
-    global _generator
-    _generator = np.random.default_rng(seed)
+    """Reseed, in place, the generator that layers draw their initial parameters from and
+    that ``Dropout`` layers made without a generator of their own draw their masks from
+    (as ``torch.manual_seed``): layers made before the call see the new seed too."""
+    _generator.bit_generator.state = np.random.default_rng(seed).bit_generator.state
     return _generator
 
 

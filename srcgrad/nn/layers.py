@@ -1,7 +1,14 @@
-"""Layers.  Shapes follow PyTorch: Linear (N, in) -> (N, out) with weight
-(out, in); Conv2d (N, C, H, W) -> (N, out, H', W') with weight (out, C, kh, kw),
+"""Layers, with PyTorch's constructor arguments, defaults, initialisation, shapes and
+parameter names: Linear (N, in) -> (N, out) with weight (out, in); Conv1d (N, C, L)
+and Conv2d (N, C, H, W) -> (N, out, H', W') with weight (out, C, kh, kw),
 ``H' = (H + 2 padding - kh) // stride + 1``; MaxPool2d / AvgPool2d (N, C, H, W)
--> (N, C, H', W'), ``H' = (H - kh) // stride + 1``.
+-> (N, C, H', W'), ``H' = (H + 2 padding - kh) // stride + 1``; normalisation,
+activations, dropout and embedding.  Recurrent layers are in ``recurrent.py``.
+
+A layer's hyper-parameters (``eps``, a dropout ``p``, a kernel size) are named in its
+class's ``_constant_fields``: differentiated code reads them as constants (a float
+attribute would otherwise be an input with a gradient of its own).  Running
+statistics are buffers (``Module.register_buffer``).
 
 Each forward is ordinary NumPy written the way a careful person writes it for
 speed, since srcgrad differentiates exactly what is written: the convolution
@@ -13,7 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import functional as F
 from . import init
+from ..runtime import stop_gradient
 from .module import Module
 
 
@@ -48,6 +57,8 @@ class Conv2d(Module):
     (im2col: Chellapilla, Puri and Simard 2006), so the forward, the weight's adjoint
     ``patches.T @ y_bar`` and the input's adjoint are each one BLAS matrix product.
     """
+
+    _constant_fields = ("kernel_size",)  # (hyper-parameters: read as constants, no gradient)
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True,
                  dtype=np.float64, rng=None):
@@ -87,57 +98,148 @@ class Conv2d(Module):
                 f"stride={self.stride}, padding={self.padding}")
 
 
-class _Pool2d(Module):
-    """Windows of ``kernel_size`` every ``stride`` (default: the kernel size) over H, W;
-    windows that do not fit are dropped (PyTorch's floor mode, no padding):
-    (N, C, H, W) -> (N, C, (H - kh) // stride + 1, (W - kw) // stride + 1)."""
+class Conv1d(Module):
+    """1-D convolution (cross-correlation, as PyTorch): ``x`` (N, C, L) -> (N, out, L'),
+    ``L' = (L + 2 padding - k) // stride + 1``, weight (out, C, k), by one matrix product
+    over the windows (im2col, as :class:`Conv2d`); Kaiming-uniform initialisation."""
 
-    maximum = True  # pool by the maximum (MaxPool2d), else by the mean (AvgPool2d)
-
-    def __init__(self, kernel_size, stride=None):
-        self.kernel_size = _pair(kernel_size)
-        self.stride = stride if stride is not None else self.kernel_size[0]
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True,
+                 dtype=np.float64, rng=None):
+        self.kernel_size = kernel_size if isinstance(kernel_size, int) else kernel_size[0]
+        self.stride = stride if isinstance(stride, int) else stride[0]
+        self.padding = padding if isinstance(padding, int) else padding[0]
+        self.in_channels, self.out_channels = in_channels, out_channels
+        shape, fan = (out_channels, in_channels, self.kernel_size), in_channels * self.kernel_size
+        self.weight = init.kaiming_uniform(shape, dtype=dtype, rng=rng)
+        self.bias = init.uniform_bias(out_channels, fan, dtype, rng) if bias else None
 
     def forward(self, x):
-        n, c, h, w = x.shape
-        kh, kw = self.kernel_size
-        s = self.stride
-        oh, ow = (h - kh) // s + 1, (w - kw) // s + 1
-        # Channels last, then the kh*kw window offsets as the leading axis: the reduction
-        # combines kh*kw contiguous images elementwise.  Reducing axes of size 2 in place
-        # (NCHW, or even channels-last) is 5-10x slower in NumPy.
-        x = np.transpose(x, (0, 2, 3, 1))
-        if s == kh == kw:
-            # The windows tile the image: a reshape, whose adjoint is a reshape too.
-            if h != oh * kh or w != ow * kw:
-                x = x[:, :oh * kh, :ow * kw]
-            windows = np.transpose(np.reshape(x, (n, oh, kh, ow, kw, c)), (2, 4, 0, 1, 3, 5))
-        else:
-            windows = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(1, 2))
-            windows = np.transpose(windows[:, ::s, ::s], (4, 5, 0, 1, 2, 3))
-        windows = np.reshape(windows, (kh * kw, n, oh, ow, c))
-        if self.maximum:
-            pooled = np.max(windows, axis=0)
-        else:
-            pooled = np.mean(windows, axis=0)
-        return np.transpose(pooled, (0, 3, 1, 2))
+        n, c, length = x.shape
+        k, p, s = self.kernel_size, self.padding, self.stride
+        if p > 0:
+            padded = np.zeros((n, c, length + 2 * p), dtype=x.dtype)
+            padded[:, :, p:p + length] = x
+            x = padded
+        windows = np.lib.stride_tricks.sliding_window_view(x, k, axis=2)  # (N, C, L', k)
+        if s > 1:
+            windows = windows[:, :, ::s]
+        out_length = windows.shape[2]
+        cols = np.reshape(np.transpose(windows, (1, 3, 0, 2)), (c * k, n * out_length))
+        y = cols.T @ np.reshape(self.weight, (self.out_channels, c * k)).T
+        if self.bias is not None:
+            y = y + self.bias
+        return np.transpose(np.reshape(y, (n, out_length, self.out_channels)), (0, 2, 1))
 
     def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}"
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, padding={self.padding}")
 
 
-class MaxPool2d(_Pool2d):
-    """Maximum over each window; where a window's maximum is tied, its adjoint goes to
-    the first of the tied elements in row-major order (``np.max``'s rule, as PyTorch's
-    ``max_pool2d``)."""
+def pool2d(x, kernel_size, stride, padding, maximum, count_include_pad):
+    """Max (``maximum``) or average pooling of (N, C, H, W) ``x``, each argument a pair."""
+    n, c, h, w = x.shape
+    # (indexed, not unpacked: the inliner takes a name unpacked from a layer's field for one
+    # that may hold a layer, and the layer's call then for one it cannot inline)
+    kh, kw, sh, sw, ph, pw = kernel_size[0], kernel_size[1], stride[0], stride[1], padding[0], padding[1]
+    if ph > 0 or pw > 0:
+        fill = -np.inf if maximum else 0.0
+        x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
+    oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
+    # Channels last, then the kh*kw window offsets as the leading axis: the reduction
+    # combines kh*kw contiguous images elementwise.  Reducing axes of size 2 in place
+    # (NCHW, or even channels-last) is 5-10x slower in NumPy.
+    x = np.transpose(x, (0, 2, 3, 1))
+    if sh == kh and sw == kw:
+        # The windows tile the image: a reshape, whose adjoint is a reshape too.
+        if h + 2 * ph != oh * kh or w + 2 * pw != ow * kw:
+            x = x[:, :oh * kh, :ow * kw]
+        windows = np.transpose(np.reshape(x, (n, oh, kh, ow, kw, c)), (2, 4, 0, 1, 3, 5))
+    else:
+        windows = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(1, 2))
+        windows = np.transpose(windows[:, ::sh, ::sw], (4, 5, 0, 1, 2, 3))
+    windows = np.reshape(windows, (kh * kw, n, oh, ow, c))
+    if maximum:
+        pooled = np.max(windows, axis=0)
+    elif count_include_pad or (ph == 0 and pw == 0):
+        pooled = np.mean(windows, axis=0)
+    else:  # divide by the number of the window's elements inside the image (the same windows of ones)
+        inside = np.pad(np.ones((1, h, w, 1), dtype=x.dtype), ((0, 0), (ph, ph), (pw, pw), (0, 0)))
+        cells = np.lib.stride_tricks.sliding_window_view(inside, (kh, kw), axis=(1, 2))[:, ::sh, ::sw]
+        pooled = np.sum(windows, axis=0) / np.sum(cells, axis=(4, 5))
+    return np.transpose(pooled, (0, 3, 1, 2))
 
-    maximum = True
+
+def _check_pool_padding(kernel_size, padding):
+    """PyTorch's condition: each side's padding at most half the kernel (so that every
+    window holds an element of the image)."""
+    if any(p < 0 or p > k // 2 for p, k in zip(padding, kernel_size)):
+        raise ValueError(f"padding {padding} must be between 0 and half the kernel size {kernel_size}")
 
 
-class AvgPool2d(_Pool2d):
-    """Mean over each window."""
+class MaxPool2d(Module):
+    """The maximum over windows of ``kernel_size`` every ``stride`` (default: the kernel
+    size) after padding by ``padding`` (-inf); windows that do not fit are dropped
+    (PyTorch's floor mode): (N, C, H, W) -> (N, C, (H + 2 padding - kh) // stride + 1, ...).
+    Where a window's maximum is tied, its adjoint goes to the first of the tied elements
+    in row-major order (``np.max``'s rule, as PyTorch's ``max_pool2d``)."""
 
-    maximum = False
+    _constant_fields = ("kernel_size", "_stride_pair", "_padding_pair")  # (hyper-parameters: constants)
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        self.kernel_size = _pair(kernel_size)
+        # (``stride`` and ``padding`` as given, an int or a pair, as PyTorch keeps them; the
+        # pairs the forward reads are kept beside them)
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self._stride_pair, self._padding_pair = _pair(self.stride), _pair(padding)
+        _check_pool_padding(self.kernel_size, self._padding_pair)
+
+    def forward(self, x):
+        return pool2d(x, self.kernel_size, self._stride_pair, self._padding_pair, True, True)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool2d(Module):
+    """The mean over windows as :class:`MaxPool2d`'s, padding with zeros; with
+    ``count_include_pad=False`` a window's sum is divided by the number of its elements
+    inside the image."""
+
+    _constant_fields = ("kernel_size", "_stride_pair", "_padding_pair")  # (hyper-parameters: constants)
+
+    def __init__(self, kernel_size, stride=None, padding=0, count_include_pad=True):
+        self.kernel_size = _pair(kernel_size)
+        # (``stride`` and ``padding`` as given, an int or a pair, as PyTorch keeps them; the
+        # pairs the forward reads are kept beside them)
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self._stride_pair, self._padding_pair = _pair(self.stride), _pair(padding)
+        _check_pool_padding(self.kernel_size, self._padding_pair)
+        self.count_include_pad = count_include_pad
+
+    def forward(self, x):
+        return pool2d(x, self.kernel_size, self._stride_pair, self._padding_pair, False,
+                      self.count_include_pad)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool2d(Module):
+    """The mean over an ``output_size`` grid of cells (PyTorch's bins, see
+    ``functional.adaptive_avg_pool2d``): (N, C, H, W) -> (N, C, oh, ow)."""
+
+    _constant_fields = ("output_size",)  # (hyper-parameters: read as constants, no gradient)
+
+    def __init__(self, output_size):
+        self.output_size = _pair(output_size)
+
+    def forward(self, x):
+        return F.adaptive_avg_pool2d_to(x, self.output_size)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
 
 
 class Flatten(Module):
@@ -164,19 +266,238 @@ class Sigmoid(Module):
         return 1 / (1 + np.exp(-x))
 
 
+class LeakyReLU(Module):
+    """``x`` where ``x > 0``, else ``negative_slope * x``; slope ``negative_slope`` at 0."""
+
+    _constant_fields = ("negative_slope",)  # (hyper-parameters: read as constants, no gradient)
+
+    def __init__(self, negative_slope=0.01):
+        self.negative_slope = negative_slope
+
+    def forward(self, x):
+        return F.leaky_relu(x, self.negative_slope)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}"
+
+
+class ELU(Module):
+    """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)`` (``functional.elu``)."""
+
+    _constant_fields = ("alpha",)  # (hyper-parameters: read as constants, no gradient)
+
+    def __init__(self, alpha=1.0):
+        self.alpha = alpha
+
+    def forward(self, x):
+        return F.elu(x, self.alpha)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}"
+
+
+class GELU(Module):
+    """``x * Phi(x)``, exact (erf) or ``approximate="tanh"`` (``functional.gelu``)."""
+
+    def __init__(self, approximate="none"):
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x):
+        return F.gelu(x, self.approximate)
+
+    def extra_repr(self):
+        return f"approximate={self.approximate!r}"
+
+
+class Softmax(Module):
+    """Softmax along ``dim`` (PyTorch requires it named; the default here is the last axis)."""
+
+    def __init__(self, dim=-1):
+        self.dim = dim
+
+    def forward(self, x):
+        return F.softmax(x, self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Softmax):
+    """Log-softmax along ``dim`` (stable: shifted by the maximum)."""
+
+    def forward(self, x):
+        return F.log_softmax(x, self.dim)
+
+
 class Dropout(Module):
     """Zero each element with probability ``p`` while training, scaling the rest by
-    ``1 / (1 - p)`` (inverted dropout, Srivastava et al. 2014); identity in eval."""
+    ``1 / (1 - p)`` (inverted dropout, Srivastava et al. 2014); identity in eval.
 
-    def __init__(self, p=0.5, seed=0):
+    Draws from ``rng`` (a ``np.random.Generator``); by default from the generator that
+    ``nn.init.manual_seed`` seeds, shared by every layer, so one seed fixes a model's
+    dropout (``model.set_rng(seed)`` gives one model a generator of its own).  ``seed``:
+    a generator of this layer's own.
+    """
+
+    _constant_fields = ("p",)  # (hyper-parameters: read as constants, no gradient)
+
+    draws_random = True  # (Module.set_rng gives such layers the model's generator)
+
+    def __init__(self, p=0.5, inplace=False, seed=None, rng=None):
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability must be in [0, 1], got {p}")
         self.p = p
-        self.rng = np.random.default_rng(seed)
+        if rng is None:
+            rng = np.random.default_rng(seed) if seed is not None else init.generator()
+        self.rng = rng
 
     def forward(self, x):
         if not self.training or self.p == 0:
             return x
         keep = self.rng.random(x.shape) >= self.p
         return x * keep / (1 - self.p)
+
+    def extra_repr(self):
+        return f"p={self.p}"
+
+
+class Dropout2d(Dropout):
+    """Zero whole channels of (N, C, H, W) ``x`` with probability ``p`` while training
+    (Tompson et al. 2015), scaling the rest by ``1 / (1 - p)``; identity in eval."""
+
+    def forward(self, x):
+        if not self.training or self.p == 0:
+            return x
+        keep = self.rng.random((x.shape[0], x.shape[1], 1, 1)) >= self.p
+        return x * keep / (1 - self.p)
+
+
+class Embedding(Module):
+    """Rows of ``weight`` (num_embeddings, embedding_dim) picked by integer ``indices`` of
+    any shape: ``indices.shape + (embedding_dim,)``.  Initialised N(0, 1) (PyTorch's
+    default), the ``padding_idx`` row zeros; that row gets no gradient (as PyTorch's)."""
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, dtype=np.float64, rng=None):
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        if padding_idx is not None and padding_idx < 0:
+            padding_idx += num_embeddings
+        self.padding_idx = padding_idx
+        self.weight = (rng or init.generator()).standard_normal((num_embeddings, embedding_dim)).astype(dtype)
+        if padding_idx is not None:
+            self.weight[padding_idx] = 0
+
+    def forward(self, indices):
+        rows = self.weight[indices]
+        if self.padding_idx is None:
+            return rows
+        # The padding row's value is read, its adjoint dropped.
+        return np.where(np.expand_dims(indices == self.padding_idx, -1), stop_gradient(rows), rows)
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class LayerNorm(Module):
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the trailing
+    ``normalized_shape`` axes (Ba, Kiros and Hinton 2016), ``var`` the biased variance;
+    ``weight`` ones and ``bias`` zeros of ``normalized_shape`` (PyTorch's defaults)."""
+
+    _constant_fields = ("eps", "normalized_shape", "axes")  # (hyper-parameters: read as constants)
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, dtype=np.float64):
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.normalized_shape, self.eps = shape, eps
+        self.axes = tuple(range(-len(shape), 0))
+        self.weight = np.ones(shape, dtype=dtype) if elementwise_affine else None
+        self.bias = np.zeros(shape, dtype=dtype) if elementwise_affine and bias else None
+
+    def forward(self, x):
+        mean = np.mean(x, axis=self.axes, keepdims=True)
+        centred = x - mean
+        var = np.mean(centred * centred, axis=self.axes, keepdims=True)
+        y = centred / np.sqrt(var + self.eps)
+        if self.weight is not None:
+            y = y * self.weight
+        if self.bias is not None:
+            y = y + self.bias
+        return y
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class _BatchNorm(Module):
+    """Batch normalisation (Ioffe and Szegedy 2015) over every axis but the channels (axis 1).
+
+    Training: normalise by the batch's mean and biased variance, and update the
+    buffers as PyTorch does: ``running = (1 - momentum) * running + momentum * batch``,
+    the variance's batch value unbiased (``* n / (n - 1)``, n values per channel);
+    ``momentum=None``: the cumulative average (factor ``1 / num_batches_tracked``);
+    ``num_batches_tracked += 1``.  The updates are bookkeeping: what is stored has no
+    gradient.  Eval (``model.eval()``): normalise by the running statistics (by the batch's
+    where ``track_running_stats=False``).  ``weight`` ones, ``bias`` zeros, ``running_mean``
+    zeros, ``running_var`` ones (PyTorch's defaults).
+    """
+
+    _constant_fields = ("eps", "momentum")  # (hyper-parameters: read as constants, no gradient)
+
+    dims = 2  # the input's rank besides (N, C) allowed: see the subclasses
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 dtype=np.float64):
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.track_running_stats = track_running_stats
+        self.weight = np.ones(num_features, dtype=dtype) if affine else None
+        self.bias = np.zeros(num_features, dtype=dtype) if affine else None
+        if track_running_stats:
+            self.register_buffer("running_mean", np.zeros(num_features, dtype=dtype))
+            self.register_buffer("running_var", np.ones(num_features, dtype=dtype))
+            self.register_buffer("num_batches_tracked", np.array(0, dtype=np.int64))
+        else:
+            self.running_mean = self.running_var = self.num_batches_tracked = None
+
+    def forward(self, x):
+        axes = (0,) + tuple(range(2, x.ndim))
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        if self.training or not self.track_running_stats:
+            mean = np.mean(x, axis=axes, keepdims=True)
+            centred = x - mean
+            var = np.mean(centred * centred, axis=axes, keepdims=True)
+            if self.training and self.track_running_stats:
+                # PyTorch's update (stored values are bookkeeping, with no adjoint; the batch's
+                # statistics are held constant so that nothing differentiated flows into them).
+                # (Computed first, stored last: nothing after the stores reads them back.)
+                n = x.size // x.shape[1]
+                count = np.array(self.num_batches_tracked + 1)  # (an array, as PyTorch's)
+                factor = 1 / float(count) if self.momentum is None else self.momentum
+                batch_mean = np.reshape(stop_gradient(mean), (-1,))
+                running_mean = (1 - factor) * self.running_mean + factor * batch_mean
+                unbiased = np.reshape(stop_gradient(var), (-1,)) * (n / max(n - 1, 1))
+                running_var = (1 - factor) * self.running_var + factor * unbiased
+                self.num_batches_tracked = count
+                self.running_mean = running_mean
+                self.running_var = running_var
+        else:
+            mean = np.reshape(self.running_mean, shape)
+            var = np.reshape(self.running_var, shape)
+            centred = x - mean
+        y = centred / np.sqrt(var + self.eps)
+        if self.weight is not None:
+            y = y * np.reshape(self.weight, shape) + np.reshape(self.bias, shape)
+        return y
+
+    def extra_repr(self):
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalisation of (N, C) or (N, C, L) inputs (see ``_BatchNorm``)."""
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalisation of (N, C, H, W) images, per channel (see ``_BatchNorm``)."""
 
 
 class Sequential(Module):
@@ -201,19 +522,3 @@ class Sequential(Module):
 
     def __len__(self):
         return len(self.layers)
-
-
-class RNNCell(Module):
-    """``h' = tanh(x @ W_ih.T + b_ih + h @ W_hh.T + b_hh)`` (Elman 1990), PyTorch's layout."""
-
-    def __init__(self, input_size, hidden_size, dtype=np.float64, rng=None):
-        self.input_size, self.hidden_size = input_size, hidden_size
-        bound = 1 / np.sqrt(hidden_size)
-        gen = rng or init.generator()
-        self.weight_ih = gen.uniform(-bound, bound, (hidden_size, input_size)).astype(dtype)
-        self.weight_hh = gen.uniform(-bound, bound, (hidden_size, hidden_size)).astype(dtype)
-        self.bias_ih = gen.uniform(-bound, bound, hidden_size).astype(dtype)
-        self.bias_hh = gen.uniform(-bound, bound, hidden_size).astype(dtype)
-
-    def forward(self, x, h):
-        return np.tanh(x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T + self.bias_hh)

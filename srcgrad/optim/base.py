@@ -102,7 +102,18 @@ class Optimizer:
         raise NotImplementedError
 
     # ---- public API -----------------------------------------------------------
-    def step(self, grads: Any) -> None:
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Not needed: srcgrad keeps no ``.grad`` on arrays, so there is nothing to clear.
+
+        Raises:
+            TypeError: always, saying what to write instead (a PyTorch loop's
+                ``zero_grad(); loss.backward(); step()`` is ``step(grad(loss)(model, x, y))``).
+        """
+        raise TypeError(f"{type(self).__name__}.zero_grad(): srcgrad keeps no gradients on the arrays, so "
+                        "there is nothing to zero; compute the gradient and pass it to step: "
+                        "`grads = srcgrad.grad(loss)(model, x, y); opt.step(grads)`")
+
+    def step(self, grads: Any = None) -> None:
         """Update every parameter in place with one step of the optimizer's rule.
 
         Args:
@@ -118,12 +129,17 @@ class Optimizer:
                 shapes), or a hyper-parameter assigned since construction is invalid.
             TypeError: a gradient is not numeric.
         """
+        if grads is None:
+            raise TypeError(f"{type(self).__name__}.step() needs the gradient: srcgrad keeps no .grad on "
+                            "the arrays (there is no loss.backward()); write "
+                            "`grads = srcgrad.grad(loss)(model, x, y)` and `opt.step(grads)`")
         self._check_hyper()
         self._check_same_arrays()
         slots = self._match(grads)
         self.step_count += 1
         for name, p, g in zip(self._names, self._arrays, slots):
-            self._update(p, g, self.state[name], self.step_count)
+            if g is not None:  # (None: a frozen parameter, `requires_grad_(False)`: not stepped)
+                self._update(p, g, self.state[name], self.step_count)
 
     def state_dict(self) -> dict[str, Any]:
         """A snapshot to resume from: copies, not views of the live state.
@@ -213,12 +229,17 @@ class Optimizer:
                 f"the gradient is shaped like a {type(grads).__name__} object, but the optimizer was given "
                 "a list of arrays: give the optimizer the model itself (or model.parameters()), so that "
                 "its gradient's parameters are matched by path")
+        frozen = _frozen_paths(self.params)
         if gpaths != self._paths:
-            _same_names(self._paths, gpaths, "the parameters", "the gradient", show=tree.path_name)
+            # (a frozen parameter's gradient is None, which the gradient's flattening leaves out)
+            _same_names([p for p in self._paths if p not in frozen or p in gpaths], gpaths,
+                        "the parameters", "the gradient", show=tree.path_name)
             by_path = dict(zip(gpaths, gleaves))
-            gleaves = [by_path[p] for p in self._paths]
+            gleaves = [by_path.get(p) for p in self._paths]
         slots: list[np.ndarray | None] = [None] * len(self._arrays)
         for path, slot, g in zip(self._paths, self._slot, gleaves):
+            if path in frozen:
+                continue
             p = self._arrays[slot]
             g = np.asarray(g)
             name = tree.path_name(path)
@@ -230,6 +251,29 @@ class Optimizer:
             g = g.astype(p.dtype, copy=False)
             slots[slot] = g if slots[slot] is None else slots[slot] + g
         return slots
+
+
+def _frozen_paths(params: Any) -> set:
+    """The paths of the parameters frozen now (``Module.requires_grad_(False)``: ``tree.FROZEN``)."""
+    frozen: set = set()
+    if not tree.frozen_in_use:
+        return frozen
+
+    def walk(node, path):
+        if isinstance(node, (list, tuple)):
+            for i, item in enumerate(node):
+                walk(item, path + (i,))
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                walk(item, path + (key,))
+        elif tree._is_object(node):
+            names = tree.buffer_names(node, tree.FROZEN)
+            frozen.update(path + (key,) for key in names)
+            for key, value in vars(node).items():
+                if tree._is_part(value) and tree._has_params(value):
+                    walk(value, path + (key,))
+    walk(params, ())
+    return frozen
 
 
 def _parameters(params: Any) -> tuple[list[tuple], list[str], list[np.ndarray]]:
