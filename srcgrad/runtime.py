@@ -2243,6 +2243,8 @@ def zeros_tangent(x):
     dtype = getattr(x, "dtype", None)
     if dtype is None:
         return 0.0
+    if dtype.kind == "O":  # an array of objects (arrays written into it): one of their tangents
+        return np.array([zeros_tangent(v) for v in x.ravel()] + [None], dtype=object)[:-1].reshape(x.shape)
     module = array_module(x)
     return module.zeros(np.shape(x), dtype=dtype if dtype.kind in "fc" else np.float64)
 
@@ -2257,7 +2259,7 @@ def written_tangent(v_dot, y):
     """What ``y_dot[i] = v_dot`` stores: ``v_dot``, or zeros where ``y`` is an integer or
     boolean array (the written values are rounded: zero derivative)."""
     dtype = getattr(y, "dtype", None)
-    return v_dot if dtype is None or dtype.kind in "fc" else 0.0 * v_dot
+    return v_dot if dtype is None or dtype.kind in "fcO" else 0.0 * v_dot
 
 
 def array_operand(value, where: str):

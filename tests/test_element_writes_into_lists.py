@@ -223,3 +223,27 @@ def test_a_write_seen_through_another_name_of_the_list_is_refused_at_the_write(f
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r"`b` and `a` share memory") as raised:
         srcgrad.grad(f)(np.ones(3))
     assert "test_element_writes_into_lists.py:" in str(raised.value) and "b[0] = 2 * w" in str(raised.value)
+
+
+def recurrence_of_a_length_known_when_it_runs(w, x):
+    T = x.shape[0]
+    hs = [None] * (T + 1)
+    hs[0] = np.zeros(2)  # (a constant item: its tangent is zeros of its shape, not 0.0)
+    for t in range(T):
+        hs[t + 1] = np.tanh(w @ hs[t] + x[t])
+    return np.sum(hs[-1])
+
+
+def test_forward_mode_through_items_of_a_length_known_when_it_runs():
+    w, x, w_dot = np.eye(2) * 0.5, np.full((3, 2), 0.3), np.ones((2, 2))
+    _, tangent = srcgrad.jvp(recurrence_of_a_length_known_when_it_runs)(w, x, w_dot)
+    grad = srcgrad.grad(recurrence_of_a_length_known_when_it_runs)(w, x)
+    np.testing.assert_allclose(tangent, np.sum(grad * w_dot), rtol=1e-10)
+    np.testing.assert_allclose(grad, numerical_grad(recurrence_of_a_length_known_when_it_runs, (w, x), 0),
+                               rtol=1e-6)
+
+
+def test_forward_mode_through_an_array_of_objects():
+    w, w_dot = np.array([0.3, -0.7, 1.1]), np.array([1.0, 0.5, -0.2])
+    _, tangent = srcgrad.jvp(array_of_objects)(w, w_dot)
+    np.testing.assert_allclose(tangent, numerical_grad(array_of_objects, (w,), 0) @ w_dot, rtol=1e-6)

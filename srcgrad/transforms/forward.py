@@ -235,7 +235,8 @@ class _Forward:
                 target = gast.Subscript(value=nodes.name(self._dot_name(array)),
                                         slice=nodes.copy(stmt.targets[0].slice), ctx=gast.Store())
                 written = nodes.call("rt.written_tangent", [self._tangent_of(value), nodes.name(array)]) \
-                    if self._varies(value) else nodes.const(0.0)
+                    if self._varies(value) else nodes.const(0.0) if not anno.get(stmt, "generic") \
+                    else nodes.call("rt.zeros_tangent", [nodes.copy(value)])  # (a list's item: of its shape)
                 self._emit(out, nodes.assign(target, written), None)
             return out
         if kind in ("append", "pop", "item"):
