@@ -1218,12 +1218,17 @@ def _held_items(container, depth=2) -> frozenset:
 _ABSENT = object()
 
 
-def stored(value, name: str, where: str):
+def stored(value, name: str, where: str, obj=None):
     """``value``, about to be stored as ``obj.name`` of an object being differentiated:
-    a counter, flag or label is fine; a float (or float array, or structure) is refused,
-    as a later read would send its adjoint to the parameter it replaced."""
+    a counter, flag or label is fine, and so is a first value where the field held None
+    or nothing (a lazily made parameter, ``if self.w is None: self.w = ...``: no parameter
+    is replaced, and the gradient has None there); a float (or float array, or
+    structure) replacing one is refused, as a later read would send its adjoint to the
+    parameter it replaced."""
     if isinstance(value, (bool, int, str, type(None))) or isinstance(value, np.ndarray) \
             and value.dtype.kind not in "fc":
+        return value
+    if obj is not None and getattr(obj, name, None) is None:
         return value
     if isinstance(value, (float, complex, np.number, np.ndarray)) or tree.is_structure(value) \
             or hasattr(value, "dtype"):

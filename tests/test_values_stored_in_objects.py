@@ -114,3 +114,46 @@ def test_attribute_bookkeeping_runs_and_differentiated_values_are_stored_as_valu
     # Stored and not read back: the value, with no adjoint (tests/test_object_state.py).
     np.testing.assert_array_equal(srcgrad.grad(stores_a_differentiated_value, wrt=1)(model, X), np.ones_like(X))
     np.testing.assert_array_equal(model.cache, 2 * X)
+
+
+class _LazyLinear(srcgrad.nn.Module):
+    def __init__(self):
+        self.weight = None
+        self.bias = np.zeros(3)
+
+    def forward(self, x):
+        if self.weight is None:  # made at the first call, as PyTorch's lazy layers are
+            self.weight = np.linspace(-1.0, 1.0, 6).reshape(2, 3)
+        return x @ self.weight + self.bias
+
+
+def _lazy_loss(model, x):
+    return np.sum(model(x) ** 2)
+
+
+def test_a_lazily_made_parameter_of_the_model_being_differentiated():
+    x = np.linspace(0.1, 0.8, 8).reshape(4, 2)
+    model = _LazyLinear()
+    first = srcgrad.grad(_lazy_loss)(model, x)
+    assert first.weight is None  # (none before the call: nothing replaced, nothing to report)
+    made = _LazyLinear()
+    made.weight = np.linspace(-1.0, 1.0, 6).reshape(2, 3)
+    expected = srcgrad.grad(_lazy_loss)(made, x)
+    np.testing.assert_allclose(first.bias, expected.bias)
+    second = srcgrad.grad(_lazy_loss)(model, x)  # now a parameter like any other
+    np.testing.assert_allclose(second.weight, expected.weight)
+
+
+class _Replacing(srcgrad.nn.Module):
+    def __init__(self):
+        self.weight = np.ones((2, 3))
+
+    def forward(self, x):
+        if x.shape[0] > 1:
+            self.weight = np.linspace(-1.0, 1.0, 6).reshape(2, 3)  # refused: replaces a parameter
+        return x @ self.weight
+
+
+def test_replacing_a_parameter_is_still_refused():
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="storing a float value"):
+        srcgrad.grad(lambda m, x: np.sum(m(x)))(_Replacing(), np.ones((4, 2)))

@@ -617,7 +617,8 @@ class _Reverse:
                 # later with its adjoint going to the parameter it replaced. Counters pass.
                 origin = anno.get(stmt, "origin")
                 stmt.value = nodes.call("rt.stored", [stmt.value, nodes.const(target.attr),
-                                                      nodes.const(origin.where if origin else "?")])
+                                                      nodes.const(origin.where if origin else "?"),
+                                                      nodes.copy(target.value)])
             return
         if anno.get(stmt, "kind") == "def":
             active = [n for n in anno.get(stmt, "captures") if self.activity.active(n)]
