@@ -215,6 +215,9 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     backend = backends.get(options.backend)
     # 1-2. the front end: source, desugared, names resolved.
     fdef, free = front_end(fn, param_ranks)
+    # 2a. what the argument kinds decide (`isinstance(v, (list, tuple))` of a list) folded
+    #     before inlining and validation see the branch that does not run.
+    inline.fold_decided_kinds(fdef, dict(zip(anf.parameters(fdef.args), param_ranks)))
     # 2b. inline calls whose targets are known now (after resolve: it reads what names
     #     denote; before exits/validate/normalize: they then see one flat function).
     params, own = anf.parameters(fdef.args), resolve.local_names(fdef)

@@ -367,7 +367,8 @@ class _Lowering:
         for node in nodes.walk(inner):
             if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id in self.current \
                     and (node.id not in own or id(node) in outer_ids):
-                seen[node.id] = self.current[node.id]
+                if id(node) not in outer_ids:  # (a default is read once, at the `def`: not when called)
+                    seen[node.id] = self.current[node.id]
                 node.id = self.current[node.id]
                 captured.add(node.id)
         inner.name = self._store(stmt.name)

@@ -641,6 +641,49 @@ def _put_literals(stmts, literals: dict) -> None:
                 setattr(parent, field, put(value))
 
 
+def fold_decided_kinds(fdef, param_ranks: dict) -> None:
+    """Each ``isinstance(p, T)`` of a parameter ``p`` the function never assigns, whose kind
+    the code is specialised on and decides it, as its value, and the ``if``s it decides
+    folded (``_folded``): a pytree helper's ``if isinstance(v, (list, tuple)):`` compiled
+    for a list, or for an array, keeps the one branch that runs (the other, `v * v` of a
+    list, would be refused).  ``param_ranks``: ``{parameter: rank}`` as the pipeline's (an
+    int for an array or a number, a ``TreeRank`` for a structure)."""
+    assigned = {n.id for s in fdef.body for n in nodes.walk(s) if isinstance(n, gast.Name)
+                and not isinstance(n.ctx, gast.Load)}
+    kinds = {p: r for p, r in param_ranks.items() if p not in assigned and r is not None}
+    if not kinds:
+        return
+    changed = False
+    for node in nodes.walk(fdef):
+        for field, value in gast.iter_fields(node):
+            if isinstance(value, gast.Call):
+                decided = _decided_kind(value, kinds)
+                if decided is not None:
+                    setattr(node, field, anno.inherit(nodes.const(decided), value))
+                    changed = True
+    if changed:
+        fdef.body = _folded(fdef.body) or [gast.Pass()]
+
+
+def _decided_kind(call, kinds):
+    if not (anno.get(call.func, "resolved") is isinstance and len(call.args) == 2 and not call.keywords
+            and isinstance(call.args[0], gast.Name) and call.args[0].id in kinds):
+        return None
+    types = {anno.get(k, "resolved") for k in (call.args[1].elts if isinstance(call.args[1], gast.Tuple)
+                                                 else [call.args[1]])}
+    if not types or not types <= {list, tuple, dict}:
+        return None
+    rank = kinds[call.args[0].id]
+    kind = getattr(rank, "kind", None)
+    if isinstance(rank, int) or kind == "object":
+        return False  # an array or a number; an object of the user's
+    if kind == "sequence":
+        return True if {list, tuple} <= types else False if not types & {list, tuple} else None
+    if kind == "mapping":
+        return True if dict in types else None
+    return None
+
+
 def _folded(stmts) -> list:
     """``stmts`` with each ``if`` whose test literals decide (``if ax:`` given ``ax=None``,
     ``if mode == "same":``) replaced by the branch it takes: the other never runs, so it
