@@ -347,6 +347,41 @@ def items_extremum_tangent(ans, items, items_dot):
     return next(dot for item, dot in zip(items, items_dot) if item is ans or item == ans)
 
 
+def sorted_order(items, key=None, reverse=False):
+    """The positions of ``sorted(items, key=key, reverse=reverse)``'s items in ``items``:
+    Python's sort is stable (``reverse`` too), so sorting the positions by their items
+    gives ties in the order ``sorted`` keeps them."""
+    items = list(items)
+    by = (lambda i: items[i]) if key is None else (lambda i: key(items[i]))
+    return sorted(range(len(items)), key=by, reverse=reverse)
+
+
+def sorted_adjoint(ans_bar, items, key=None, reverse=False):
+    """Adjoint of the builtin ``sorted(items, key=key, reverse=reverse)``: item ``j`` of
+    ``ans_bar`` goes back to the position the ``j``-th sorted item came from (the
+    permutation's inverse).  A list or tuple gets a list (zeros of an item's kind where
+    nothing read it); an array, iterated over its first axis, an array."""
+    order = sorted_order(items, key, reverse)
+    if not isinstance(items, (list, tuple)):
+        out = zeros_like(items)
+        for j, i in enumerate(order):
+            part = item_of(ans_bar, j)
+            if part is not None:
+                out[i] = out[i] + part
+        return out
+    out = [0.0 if isinstance(item, (int, float)) else zeros_like(item) for item in items]
+    for j, i in enumerate(order):
+        part = item_of(ans_bar, j)
+        if part is not None:
+            out[i] = part
+    return out
+
+
+def sorted_tangent(items, items_dot, key=None, reverse=False):
+    """Tangent of ``sorted(items, ...)``: the items' tangents in the sorted order."""
+    return [items_dot[i] for i in sorted_order(items, key, reverse)]
+
+
 def items_sum_adjoint(ans_bar, items):
     """Adjoint of the builtin ``sum(items, start)``: each item gets ``ans_bar`` summed back
     to its own shape (items broadcast against each other); an array, iterated over its

@@ -1449,6 +1449,8 @@ class _Lowering:
         if name in self.dicts:
             key = static_value(stmt.target.slice)
             entry = self.entries.get(name, {}).get(key) if key is not UNKNOWN else None
+            if key is not UNKNOWN and isinstance(self.aggregates.get(name, {}).get(key), gast.Constant):
+                return  # `stats = {'loss': 0.0}`: a number is rebound by `+=`
         elif name in self.own_lists or name in self.containers:  # `xs[i] += v`: the same for a list's item
             key = static_value(stmt.target.slice)
             items = self.aggregates.get(name, {}) if name not in self.dicts else {}
@@ -1463,6 +1465,15 @@ class _Lowering:
                                   and self.made_by.get(entry, (False, None))[0]):
             return
         user, op = base.id, _op_symbol(stmt.op)
+        if entry is None and isinstance(stmt.target.slice, (gast.Name, gast.Constant)):
+            # What the entry holds is known only when the code runs (a dict carried by a loop, whose
+            # `'loss'` began as 0.0): a number is rebound, an array is refused then.
+            origin = anno.get(stmt, "origin")
+            check = nodes.call("rt.not_in_place", [self._lower(base), self._lower(stmt.target.slice),
+                                                   nodes.const(user), nodes.const(op),
+                                                   nodes.const(origin.where if origin else "?")])
+            self._emit(check, stmt, None, "_checked", False, kind="nondiff", rule=None, impure=True)
+            return
         raise errors.at(stmt, f"`{user}[...] {op}= ...` changes the array in that entry in place, and "
                         "another name may hold the same array (the name it was stored from, another "
                         "entry, the caller)", f"write `{user}[...] = {user}[...] {op} ...` (a new array)")
