@@ -369,12 +369,59 @@ def sorted_adjoint(ans_bar, items, key=None, reverse=False):
             if part is not None:
                 out[i] = out[i] + part
         return out
-    out = [0.0 if isinstance(item, (int, float)) else zeros_like(item) for item in items]
+    parts = [None] * len(order)
     for j, i in enumerate(order):
-        part = item_of(ans_bar, j)
-        if part is not None:
-            out[i] = part
+        parts[i] = item_of(ans_bar, j)
+    return dense_items(parts, items)
+
+
+def dense_items(parts, items):
+    """A list of the adjoints ``parts`` of ``items``: zeros of an item's kind where a part
+    is None (nothing reached that item)."""
+    return [(0.0 if isinstance(item, (int, float)) else zeros_like(item)) if part is None else part
+            for part, item in zip(parts, items)]
+
+
+def reversed_list(items):
+    """``xs.reverse()`` on a list made here, written ``xs = rt.reversed_list(xs)``: the
+    same items, last first, as a new list."""
+    return list(items)[::-1]
+
+
+def reversed_list_adjoint(ans_bar, items):
+    """Adjoint of :func:`reversed_list`: item ``i``'s is the new list's item ``n - 1 - i``'s."""
+    n = len(items)
+    return dense_items([item_of(ans_bar, n - 1 - i) for i in range(n)], items)
+
+
+def inserted(items, index, value):
+    """``xs.insert(index, value)`` on a list made here, written ``xs = rt.inserted(xs, index,
+    value)``: a new list, with Python's ``insert``'s reading of ``index``."""
+    out = list(items)
+    out.insert(index, value)
     return out
+
+
+def _inserted_at(n, index):
+    """Where ``list.insert(index, v)`` puts ``v`` in a list of ``n`` items."""
+    index = operator.index(index)
+    return min(max(index + n if index < 0 else index, 0), n)
+
+
+def inserted_adjoints(ans_bar, items, index, value):
+    """Adjoints of ``items`` and ``value`` in :func:`inserted`: the new list's items before
+    and after the inserted one go back to ``items``, the inserted one's to ``value``."""
+    n = len(items)
+    at = _inserted_at(n, index)
+    items_bar = dense_items([item_of(ans_bar, i if i < at else i + 1) for i in range(n)], items)
+    value_bar = item_of(ans_bar, at)
+    return items_bar, (zeros_like(value) if value_bar is None else value_bar)
+
+
+def inserted_tangent(items, index, value, items_dot=None, value_dot=None):
+    """Tangent of :func:`inserted`: the tangents inserted alike (zeros where none)."""
+    items_dot = dense_items([None] * len(items), items) if items_dot is None else items_dot
+    return inserted(items_dot, index, zeros_like(value) if value_dot is None else value_dot)
 
 
 def sorted_tangent(items, items_dot, key=None, reverse=False):
@@ -1548,6 +1595,52 @@ def unflattened_tangent(ans, vector_dot):
 def as_tuple(items):
     """``tuple(xs)`` of a list whose items are known when it runs only (grown by append)."""
     return tuple(items)
+
+
+def sequence_of(items):
+    """``list(xs)`` / ``tuple(xs)`` of a value whose kind is known only when the code runs
+    (the compiler keeps the user's ``list``/``tuple`` in the code; this names the rule)."""
+    return list(items)
+
+
+def sequence_of_adjoint(ans_bar, items):
+    """Adjoint of ``items`` in ``list(items)`` / ``tuple(items)``: a list's or tuple's is the
+    new one's, item by item; an array's (its rows) an array with each row's adjoint; a
+    dict's (its keys) or another iterable's none."""
+    if isinstance(items, (list, tuple)):
+        return ans_bar
+    if not hasattr(items, "shape") or not np.ndim(items):
+        return {}
+    out = zeros_like(items)
+    for i in range(len(items)):
+        part = item_of(ans_bar, i)
+        if part is not None:
+            out[i] = out[i] + part
+    return out
+
+
+def mapping_of(items):
+    """``dict(d)`` of a value whose kind is known only when the code runs (the compiler
+    keeps the user's ``dict`` in the code; this names the rule)."""
+    return dict(items)
+
+
+def mapping_of_adjoint(ans_bar, items):
+    """Adjoint of ``items`` in ``dict(items)``: a mapping's is the new dict's, entry by
+    entry; a sequence of ``(key, value)`` pairs gives each key's adjoint to the value of
+    its last pair (the one the dict keeps).
+
+    Raises:
+        srcgrad.errors.UnsupportedSyntaxError: ``items`` is neither (an iterator, read once).
+    """
+    if isinstance(items, dict) or hasattr(items, "keys") and hasattr(items, "__getitem__"):
+        return ans_bar
+    if not isinstance(items, (list, tuple)):
+        raise errors.UnsupportedSyntaxError(
+            f"`dict(...)` was given a {type(items).__name__}, whose values srcgrad does not follow back",
+            None, "pass it a dict, or a list of (key, value) pairs")
+    last = {pair[0]: i for i, pair in enumerate(items)}
+    return {i: {1: part} for key, i in last.items() if (part := item_of(ans_bar, key)) is not None}
 
 
 def concatenated(a, b):

@@ -136,3 +136,242 @@ def test_an_entry_holding_an_array_is_refused():
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r"in place") as raised:
         srcgrad.grad(entry_holding_an_array)(np.ones(3))
     assert "test_container_operations.py:" in str(raised.value) and 'stats["acc"] += w * i' in str(raised.value)
+
+
+# ---- writing into a list or dict another name may hold: refused, with advice that works
+
+KEYS = ["a", "b"]
+CONST = {"a": np.ones(3)}
+
+
+def write_into_list_argument(w, buf):
+    buf[0] = w * 2
+    return np.sum(buf[0] ** 2) + np.sum(buf[1])
+
+
+def write_into_list_argument_copied(w, buf):
+    buf = list(buf)
+    buf[0] = w * 2
+    return np.sum(buf[0] ** 2) + np.sum(buf[1])
+
+
+def write_into_dict_argument(w, d):
+    d["h"] = np.tanh(w * d["x"])
+    return np.sum(d["h"] * d["x"])
+
+
+def write_into_dict_argument_copied(w, d):
+    d = dict(d)
+    d["h"] = np.tanh(w * d["x"])
+    return np.sum(d["h"] * d["x"])
+
+
+def write_into_fromkeys(w):
+    d = dict.fromkeys(KEYS)
+    d["a"] = w ** 2
+    return np.sum(d["a"])
+
+
+def write_into_fromkeys_copied(w):
+    d = dict.fromkeys(KEYS)
+    d = dict(d)
+    d["a"] = w ** 2
+    return np.sum(d["a"])
+
+
+def write_into_a_copy_method(w):
+    d = CONST.copy()
+    d["b"] = w * d["a"]
+    return np.sum(d["b"] ** 2)
+
+
+def write_into_a_copy_method_copied(w):
+    d = CONST.copy()
+    d = dict(d)
+    d["b"] = w * d["a"]
+    return np.sum(d["b"] ** 2)
+
+
+ADVISED = [
+    (write_into_list_argument, write_into_list_argument_copied, "`buf = list(buf)`"),
+    (write_into_dict_argument, write_into_dict_argument_copied, "`d = dict(d)`"),
+    (write_into_fromkeys, write_into_fromkeys_copied, "`d = dict(d)` for a dict"),
+    (write_into_a_copy_method, write_into_a_copy_method_copied, "`d = dict(d)` for a dict"),
+]
+
+
+def _arguments(f):
+    w = np.array([0.3, -0.7, 1.1])
+    if "list_argument" in f.__name__:
+        return (w, [None, np.array([0.5, 1.5])])
+    if "dict_argument" in f.__name__:
+        return (w, {"x": np.array([0.2, -0.4, 0.9])})
+    return (w,)
+
+
+@pytest.mark.parametrize("refused, advised, advice", ADVISED, ids=[a[0].__name__ for a in ADVISED])
+def test_the_advice_for_a_list_or_dict_compiles_and_is_right(refused, advised, advice):
+    args = _arguments(refused)
+    with pytest.raises(srcgrad.UnsupportedSyntaxError) as raised:
+        srcgrad.grad(refused)(*args)
+    assert advice in str(raised.value) and "np.copy" not in str(raised.value).split(advice)[0].split("help:")[-1]
+    got = srcgrad.grad(advised)(*args)
+    np.testing.assert_allclose(got, numerical_grad(advised, args, 0), rtol=1e-6, atol=1e-8)
+
+
+def test_the_copy_of_a_dict_argument_passes_the_adjoint_to_its_entries():
+    w, d = _arguments(write_into_dict_argument)
+    got = srcgrad.grad(write_into_dict_argument_copied, wrt=1)(w, d)
+
+    def by_x(x):
+        return write_into_dict_argument_copied(w, {"x": x})
+    np.testing.assert_allclose(got["x"], numerical_grad(by_x, (d["x"],), 0), rtol=1e-6)
+
+
+def pieces_rescaled(w):
+    parts = np.split(w * 2, 3)
+    parts = list(parts)
+    parts[1] = parts[1] * 5
+    return np.sum(np.concatenate(parts) ** 2) + np.sum(tuple(np.split(w, 3))[2])
+
+
+def rows_as_list(w):
+    rows = list(np.outer(w, w))
+    return np.sum(rows[0] * rows[2])
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("f", [pieces_rescaled, rows_as_list])
+def test_list_and_tuple_of_a_value_known_when_it_runs(f, optimize):
+    w = np.array([0.3, -0.7, 1.1])
+    np.testing.assert_allclose(srcgrad.grad(f, optimize=optimize)(w), numerical_grad(f, (w,), 0), rtol=1e-6)
+
+
+# ---- a list's own methods that reorder it, and np.split's list ----------------------------
+
+def reversed_in_place(w):
+    xs = [w, w * 2, np.sin(w)]
+    xs.reverse()
+    return np.sum(xs[0] * 5 + xs[2] * xs[1])
+
+
+def inserted_at_literal(w):
+    xs = [w, w ** 2, np.sin(w)]
+    xs.extend([w * 3])
+    xs.insert(0, np.cos(w))
+    xs.insert(-1, w * 0.5)
+    ys = xs[::-1]
+    return sum(np.sum(y * (i + 1)) for i, y in enumerate(ys))
+
+
+def sorted_in_place_by_key(w):
+    xs = [w * 2, w, np.sin(w)]
+    xs.sort(key=lambda v: float(np.sum(v)), reverse=True)
+    return np.sum(xs[0] * 3 + xs[1] * xs[2])
+
+
+def reordered_in_loop(w):
+    xs = []
+    for i in range(4):
+        xs.append(w * (i + 1))
+        xs.reverse()
+        xs.insert(1, np.sin(w) * i)
+    xs.sort(key=lambda v: float(v[0]), reverse=True)
+    return sum(np.sum(x * (j + 1)) for j, x in enumerate(xs))
+
+
+def _reverse_and_read(vals):
+    vals = list(vals)
+    vals.reverse()
+    return vals[0] * vals[-1]
+
+
+def reordered_in_helper(w):
+    return np.sum(_reverse_and_read([w, np.cos(w), w ** 3]))
+
+
+class Stack:
+    def __init__(self, k):
+        self.k = k
+
+    def top(self, w):
+        parts = np.split(w * self.k, 3)
+        parts.reverse()
+        parts.insert(1, w[:1] * 7)
+        return np.sum(parts[0] * 3 + parts[1] + parts[3] * 2)
+
+
+def reordered_as_method(w):
+    return Stack(2.0).top(w)
+
+
+def split_list_written(w):
+    parts = np.split(w, 3)
+    parts[0] = parts[0] * 2
+    return np.sum(np.concatenate(parts) ** 2) + np.sum(w[:1] * parts[0])
+
+
+REORDERED = [reversed_in_place, inserted_at_literal, sorted_in_place_by_key, reordered_in_loop, reordered_in_helper,
+             reordered_as_method, split_list_written]
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("f", REORDERED, ids=[f.__name__ for f in REORDERED])
+def test_reordered_lists(f, optimize):
+    w = np.array([0.3, -0.7, 1.1])
+    np.testing.assert_allclose(srcgrad.grad(f, optimize=optimize)(w), numerical_grad(f, (w,), 0),
+                               rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("f", [reversed_in_place, sorted_in_place_by_key, reordered_in_loop, reordered_as_method])
+def test_reordered_lists_float32_and_forward_mode(f):
+    w, v = np.array([0.3, -0.7, 1.1]), np.array([1.0, 0.5, -0.2])
+    got = srcgrad.grad(f)(w.astype(np.float32))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, numerical_grad(f, (w,), 0), rtol=2e-3, atol=1e-4)
+    _, tangent = srcgrad.jvp(f)(w, v)
+    np.testing.assert_allclose(tangent, numerical_grad(f, (w,), 0) @ v, rtol=1e-6, atol=1e-8)
+
+
+def test_inserted_at_an_index_known_when_it_runs():
+    def f(w, k):
+        xs = [w, w * 2, w * 3]
+        for _ in range(2):
+            xs.insert(k, w ** 2)
+        return np.sum(xs[0] * 5 + xs[2] + xs[1] * xs[3] * 2 + xs[4])
+    w = np.array([0.3, -0.7, 1.1])
+    for k in (1, -1, 10, -10):
+        np.testing.assert_allclose(srcgrad.grad(f)(w, k), numerical_grad(f, (w, k), 0), rtol=1e-6)
+
+
+def reversed_under_another_name(w):
+    xs = [w, w * 2]
+    ys = xs
+    xs.reverse()
+    return np.sum(ys[0])
+
+
+def reversed_inside_another_list(w):
+    xs = [w, w * 2]
+    outer = [xs]
+    xs.reverse()
+    return np.sum(outer[0][0])
+
+
+@pytest.mark.parametrize("f", [reversed_under_another_name, reversed_inside_another_list])
+def test_reordering_a_list_another_name_holds_is_refused(f):
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="another name may refer to the same list") as raised:
+        srcgrad.grad(f)(np.ones(3))
+    assert "xs.reverse()" in str(raised.value)
+
+
+def item_of_split_changed_in_place(w):
+    x = w * 1
+    parts = np.split(x, 3)
+    parts[0] *= 2  # (NumPy changes `x` too: the item is a view of it)
+    return np.sum(x) + np.sum(parts[0])
+
+
+def test_an_item_of_a_split_changed_in_place_is_refused_when_it_runs():
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="changes the array it holds in place"):
+        srcgrad.grad(item_of_split_changed_in_place)(np.ones(6))

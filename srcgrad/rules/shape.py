@@ -25,7 +25,8 @@ from ..runtime import (flattened_adjoint, flattened_tangent, unflattened_adjoint
                        split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
                        is_basic_index, is_constant, real_input, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
-                       unbroadcast, unconcatenate, window_adjoint)
+                       unbroadcast, unconcatenate, window_adjoint, sequence_of_adjoint, mapping_of_adjoint,
+                       reversed_list_adjoint, inserted_adjoints, inserted_tangent as inserted_list_tangent)
 from . import _ndim
 from .registry import defadjoint, deftangent
 
@@ -190,6 +191,38 @@ def concatenated(ans_bar, ans, a, b):
 def as_tuple(ans_bar, ans, items):
     """``tuple(xs)``: each item's adjoint is its own (a tuple's adjoint reads as a list's)."""
     return ans_bar
+
+
+@defadjoint(runtime.sequence_of, ndim=lambda ndims, statics: None, tangent="linear")
+def sequence_of(ans_bar, ans, items):
+    """``list(xs)`` / ``tuple(xs)``: each item's adjoint is its own; an array's rows are
+    gathered back into an array (``rt.sequence_of_adjoint``)."""
+    return sequence_of_adjoint(ans_bar, items)
+
+
+@defadjoint(runtime.mapping_of, ndim=lambda ndims, statics: None, tangent="linear")
+def mapping_of(ans_bar, ans, items):
+    """``dict(d)``: each entry's adjoint is its own (``rt.mapping_of_adjoint``)."""
+    return mapping_of_adjoint(ans_bar, items)
+
+
+@defadjoint(runtime.reversed_list, sequence=("items",), ndim=lambda ndims, statics: None, tangent="linear")
+def reversed_list(ans_bar, ans, items):
+    """``xs.reverse()`` (``xs = rt.reversed_list(xs)``): each item's adjoint back in order."""
+    return reversed_list_adjoint(ans_bar, items)
+
+
+@defadjoint(runtime.inserted, sequence=("items",), diff=("items", "value"), ndim=lambda ndims, statics: None)
+def inserted(ans_bar, ans, items, index, value):
+    """``xs.insert(i, v)`` (``xs = rt.inserted(xs, i, v)``): the inserted item's adjoint to
+    ``v``, the others' to the items they were."""
+    items_bar, value_bar = inserted_adjoints(ans_bar, items, index, value)
+    return items_bar, value_bar
+
+
+@deftangent(runtime.inserted)
+def inserted_tangent(ans, items, index, value, items_dot=None, value_dot=None):
+    return inserted_list_tangent(items, index, value, items_dot, value_dot)
 
 
 @defadjoint(runtime.repeated, diff=("items",), zero=("count",), tangent="linear")

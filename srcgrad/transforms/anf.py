@@ -201,6 +201,7 @@ class _Lowering:
         self.named_fields = {}  # name of a named tuple made here -> its field names
         self.records = set()  # objects made here from their fields (`P(a, b)`): known by attribute
         self.aliased = set()     # names another name was bound to (`t = s`)
+        self.held_in = set()     # names stored as an item of a list, tuple or dict (`[xs]`, `ys.append(xs)`)
         self.entries = {}        # a dict made here -> {literal key: the name its entry holds}
         self.passed = {}         # lists and dicts given to a function of yours -> origin of the call
         self.writes = []         # (array name, statement) of each `y[i] = v`, in order
@@ -398,6 +399,7 @@ class _Lowering:
         emit.setdefault("origin_node", node)
         result = self._emit(value, kind="aggregate", elements=dict(zip(keys, atoms)), **emit)
         self._escape(atoms, node)
+        self.held_in.update(a.id for a in atoms if isinstance(a, gast.Name))
         if result is not None:
             self.aggregates[result.id] = dict(zip(keys, atoms))
             if isinstance(value, gast.Tuple):
@@ -680,6 +682,10 @@ class _Lowering:
         target_names = {t.id for t in indices if isinstance(t, gast.Name)}
         stored = {n.id for n in nodes.walk(loop) if isinstance(n, gast.Name)
                   and isinstance(n.ctx, gast.Store)} - target_names
+        # `xs.reverse()`, `xs.insert(i, v)`, `xs.sort()` on a list made here bind a new version (`_reordered`).
+        stored |= {n.func.value.id for n in nodes.walk(loop) if isinstance(n, gast.Call)
+                   and isinstance(n.func, gast.Attribute) and n.func.attr in ("reverse", "insert", "sort")
+                   and isinstance(n.func.value, gast.Name) and n.func.value.id in self.current}
         # `d[k] = v` on a dict made here binds a new version of `d` (`_dict_setitem`).
         stored |= {n.value.id for n in nodes.walk(loop) if isinstance(n, gast.Subscript)
                    and isinstance(n.ctx, gast.Store) and isinstance(n.value, gast.Name)
@@ -760,6 +766,8 @@ class _Lowering:
         written = {name: stmt for name, stmt in self.writes[self.loop_writes.pop():]}
         for user, name in entry.items():
             end = self.current[user]
+            if end != name and end in self.runtime_lists and name in self.lists | self.own_lists:
+                self.runtime_lists.add(name)  # a list made here either way (`xs.reverse()` in the body)
             for known in (self.containers, self.lists, self.own_lists, self.dicts, self.tuples):
                 if end != name and end not in known:
                     known.discard(name)  # a list before the loop, perhaps an array after it
@@ -999,6 +1007,16 @@ class _Lowering:
                 if name in self.arrays and name not in self.escaped:
                     self.escaped[name] = anno.get(node, "origin")
 
+    def _container_kind(self, name):
+        """What ``name`` holds, as far as the compiler knows: ``"array"``, ``"list"``, ``"dict"``
+        (a parameter's is part of the specialisation), or None."""
+        rank = self.structures.get(name)
+        if name in self.dicts or isinstance(rank, TreeRank) and rank.kind == "mapping":
+            return "dict"
+        if name in self.sequences or name in self.own_lists or isinstance(rank, TreeRank) and rank.kind == "sequence":
+            return "list"
+        return "array" if name in self.arrays else None
+
     def _shared_at(self, name) -> str:
         origin = self.escaped.get(name)
         return f" (stored or passed on at {origin.where}: `{origin.text.strip()}`)" if origin else ""
@@ -1048,6 +1066,8 @@ class _Lowering:
                             "append all items before the list is shared, and use one name for it")
         value = self._lower(node.args[0]) if value is None else value
         self._escape([value], node)
+        if isinstance(value, gast.Name):
+            self.held_in.add(value.id)
         self.aggregates.pop(name, None)  # its length is known only at run time now
         self.lists.add(name)
         call = nodes.call(gast.Attribute(value=nodes.name(name), attr="append", ctx=gast.Load()),
@@ -1080,6 +1100,54 @@ class _Lowering:
         emit["effect"], effect = False, emit["effect"]  # the value is put back in the backward sweep
         result = self._emit(call, kind="pop", list=name, index=index, impure=True, **emit)
         return None if effect else result
+
+    def _reordered(self, user, name, node, **emit):
+        """``xs.reverse()``, ``xs.insert(i, v)`` and ``xs.sort(key=..., reverse=...)`` on a list
+        made here that no other name holds: a new version of ``xs``, as for any rebinding (in
+        a loop, a carried name), whose rule sends each item's adjoint back to where it came
+        from: the items rebuilt where they are known (``reverse``, ``insert`` at a literal
+        index), else ``xs = rt.reversed_list(xs)``, ``rt.inserted(xs, i, v)``, ``sorted(xs, ...)``."""
+        method = node.func.attr
+        fresh = self.made_by.get(name, (False, None))[0] or name in self.own_lists
+        if not fresh or name in self.params or name in self.aliased or name in self.copied_from \
+                or name in self.passed or name in self.held_in or not emit.get("effect"):
+            where = self.passed.get(name)
+            seen = f"it was passed to a function at {where.where} (`{where.text.strip()}`), which may keep " \
+                "it" if where is not None else "another name may refer to the same list (`ys = xs`, `[xs]`)" \
+                if fresh and name not in self.params else "the list was not made in this function"
+            raise errors.at(node, f"cannot {method} `{user}` in place here: {seen}, and srcgrad follows the "
+                            "items of a list by its own name only",
+                            f"make a new list and use that one name: `{user} = list({user})` first, or "
+                            + {"reverse": f"`{user} = {user}[::-1]`", "sort": f"`{user} = sorted({user})`",
+                               "insert": f"`{user} = {user}[:i] + [v] + {user}[i:]`"}[method])
+        args, kwargs = self._call_arguments(node)
+        if method == "sort":
+            if args:
+                raise errors.at(node, "`list.sort` takes its arguments by keyword", "write `xs.sort(key=f)`")
+            func = anno.set(nodes.name("sorted"), "resolved", sorted)
+            value = self._apply(sorted, None, [nodes.name(name)], kwargs, node, func_node=func, target=user,
+                                target_hint=None, origin_node=node, effect=False)
+            self.runtime_lists.add(value.id)
+            return None
+        if kwargs or len(args) != (2 if method == "insert" else 0) or any(isinstance(a, gast.Starred) for a in args):
+            raise errors.at(node, f"`{user}.{method}(...)` is given arguments it does not take",
+                            "write `xs.reverse()` or `xs.insert(i, v)`")
+        items = self.aggregates.get(name)
+        at = static_value(args[0]) if args else None
+        if items is not None and (method == "reverse" or type(at) is int):
+            items = list(items.values())
+            if method == "reverse":
+                items.reverse()
+            else:
+                items.insert(at, args[1])
+            display = gast.List(elts=[nodes.copy(a) for a in items], ctx=gast.Load())
+            self._emit_aggregate(display, list(range(len(items))), items, node, target=user, effect=False)
+            return None
+        helper = runtime.reversed_list if method == "reverse" else runtime.inserted
+        value = self._apply(helper, None, [nodes.name(name)] + args, {}, node,
+                            func_node=nodes.dotted(f"rt.{helper.__name__}"), target=user, target_hint=None,
+                            origin_node=node, effect=False)
+        return None
 
     def _item(self, base, index, node, **emit):
         """``h = xs[i]`` on a list whose items are known at run time only (grown with
@@ -1459,13 +1527,17 @@ class _Lowering:
             entry = atom.id if isinstance(atom, gast.Name) else None
             if isinstance(atom, gast.Constant):
                 return
+        elif name in self.runtime_lists:  # (`parts = np.split(x, 3)`: its items may be views of `x`)
+            entry = None
         else:
             return
         if entry is not None and (entry in self.scalars or entry.startswith("_") and entry not in self.aliased
                                   and self.made_by.get(entry, (False, None))[0]):
             return
         user, op = base.id, _op_symbol(stmt.op)
-        if entry is None and isinstance(stmt.target.slice, (gast.Name, gast.Constant)):
+        if entry is None and all(isinstance(n, (gast.Name, gast.Constant, gast.BinOp, gast.UnaryOp, gast.operator,
+                                                 gast.unaryop, gast.expr_context))
+                                 for n in nodes.walk(stmt.target.slice)):  # (read twice: arithmetic only)
             # What the entry holds is known only when the code runs (a dict carried by a loop, whose
             # `'loss'` began as 0.0): a number is rebound, an array is refused then.
             origin = anno.get(stmt, "origin")
@@ -1636,12 +1708,15 @@ class _Lowering:
         # Other names that share `name`'s memory (aliases, views) and are read after the
         # write are found by analysis/sharing.py, once the whole function is lowered.
         if (not fresh or name in self.escaped) and name not in self.runtime_lists:
+            kind = self._container_kind(name)
             where = self._shared_at(name) or (f" (made at {origin.where}: `{origin.text.strip()}`)" if origin
-                                               else " (it is an argument: the caller's array)"
+                                               else f" (it is an argument: the caller's {kind or 'value'})"
                                                if name in self.params else "")
-            raise errors.at(stmt, f"cannot write into `{user}`: it may share memory with another "
-                            f"array{where}, and the write would change that one too",
-                            f"write into a copy: `{user} = np.copy({user})` before the write")
+            held = {"dict": "another name may hold the same dict", "list": "another name may hold the same "
+                    "list"}.get(kind, "it may share memory with another array, list or dict" if kind is None
+                                else "it may share memory with another array")
+            raise errors.at(stmt, f"cannot write into `{user}`: {held}{where}, and the write would change "
+                            "that one too", "write into a copy before the write: " + _copy_advice(user, kind))
         self.writes.append((name, stmt))
         index = self._index(target.slice)
         value = self._lower(value_node)
@@ -2015,12 +2090,23 @@ class _Lowering:
                         self.containers.add(made.id)
                         self.tuples.add(made.id)
                     return made
-                if callee is list and at_run_time:
+                if callee is list and at_run_time and args[0].id not in self.runtime_lists:
                     # A list whose items are known when it runs only (grown by append): a new
                     # list of the same items is `xs + []`, a join, item by item.
                     joined = anno.inherit(gast.BinOp(left=args[0], op=gast.Add(),
                                                      right=gast.List(elts=[], ctx=gast.Load())), node)
                     return self._lower(joined, **{k: v for k, v in emit.items() if k != "origin_node"})
+            if callee in (list, tuple, dict) and len(args) == 1 and not kwargs \
+                    and not isinstance(args[0], gast.Starred):
+                # `list(xs)`, `tuple(xs)`, `dict(d)` of a value whose items are known only when it
+                # runs (`np.split`'s list, a dict passed in): the user's call, with the rule of
+                # `rt.sequence_of` / `rt.mapping_of`, whose adjoint gives each item its own.
+                made = self._apply(runtime.mapping_of if callee is dict else runtime.sequence_of, None, args, {},
+                                   node, func_node=nodes.copy(func), **emit)
+                if isinstance(made, gast.Name) and callee is tuple:
+                    self.containers.add(made.id)
+                    self.tuples.add(made.id)
+                return made
             if callee is np.einsum:
                 args = _einsum_sublists(args)
             if callee in (max, min) and len(args) > 1:  # Python's max(a, b) is max((a, b)): one rule
@@ -2077,6 +2163,10 @@ class _Lowering:
             return self._append(user, node, name=held, **emit)
         if held is not None and func.attr == "extend" and held in self.made_by:
             return self._extend(user, node, held, **emit)
+        if held is not None and func.attr in ("reverse", "insert", "sort") and isinstance(func.value, gast.Name) \
+                and held in self.own_lists | self.lists | self.runtime_lists and held not in self.dicts \
+                and held not in self.tuples:
+            return self._reordered(user, held, node, **emit)
         if held is not None and func.attr == "pop" and held in self.own_lists | self.containers:
             return self._pop(user, node, name=held, **emit)
         if self._dict_method_call(node) is not None:
@@ -2262,6 +2352,15 @@ _VIEWS = (operator.getitem, np.reshape, np.ravel, np.transpose, np.expand_dims, 
           np.broadcast_to, np.asarray)
 
 
+def _copy_advice(user: str, kind) -> str:
+    """How to write ``user`` as a new value of its kind (all three where it is not known)."""
+    ways = {"array": f"`{user} = np.copy({user})`", "list": f"`{user} = list({user})`",
+            "dict": f"`{user} = dict({user})`"}
+    if kind in ways:
+        return ways[kind]
+    return f"{ways['dict']} for a dict, {ways['list']} for a list, {ways['array']} for an array"
+
+
 def _reversed_as_slice(node):
     """``reversed(xs)`` as ``xs[::-1]``: indexable, with a length, as the loop lowering needs
     (a ``list_reverseiterator`` has neither); any other node as it is."""
@@ -2306,6 +2405,8 @@ def _clip_arguments(args, kwargs):
 # NumPy's random generators (``rng = np.random.default_rng(0)``): objects, not arrays.
 # Calls whose result is a Python container, never an array (`[None] * n`, `list(m)`).
 _CONTAINER_MAKERS = {"srcgrad.runtime.repeated", "srcgrad.runtime.concatenated", "srcgrad.runtime.as_tuple",
+                     "srcgrad.runtime.sequence_of", "srcgrad.runtime.mapping_of", "srcgrad.runtime.reversed_list",
+                     "srcgrad.runtime.inserted", "numpy.split", "numpy.array_split", "numpy.hsplit", "numpy.vsplit",
                      "builtins.list", "builtins.tuple", "builtins.dict", "builtins.sorted", "builtins.zip",
                      "builtins.enumerate", "collections.OrderedDict", "collections.defaultdict"}
 _GENERATOR_MAKERS = {"numpy.random.default_rng", "numpy.random.mtrand.RandomState",
