@@ -1643,6 +1643,40 @@ def mapping_of_adjoint(ans_bar, items):
     return {i: {1: part} for key, i in last.items() if (part := item_of(ans_bar, key)) is not None}
 
 
+def without_key(d, key, missing_ok=False):
+    """``d.pop(key)`` / ``del d[key]`` on a dict made here, written ``d = rt.without_key(d, key)``:
+    a new dict of ``d``'s kind without ``key`` (KeyError where it is missing, as Python's,
+    unless ``missing_ok``: ``d.pop(key, default)``)."""
+    out = d.copy()
+    if missing_ok:
+        out.pop(key, None)
+    else:
+        del out[key]
+    return out
+
+
+def without_key_adjoint(ans_bar, d, key):
+    """Adjoint of ``d`` in :func:`without_key`: the new dict's entries are ``d``'s (the entry
+    removed gets none: what read it read ``d[key]`` before)."""
+    if isinstance(ans_bar, dict):
+        return {k: g for k, g in ans_bar.items() if k != key}
+    return ans_bar
+
+
+def merged(a, b):
+    """``{**a, **b}`` of dicts whose keys are known when the code runs only: a new dict,
+    ``b``'s value where both have a key (in ``a``'s place)."""
+    return {**a, **b}
+
+
+def merged_adjoints(ans_bar, a, b):
+    """Adjoints of ``a`` and ``b`` in :func:`merged`: each entry's to the dict whose value
+    the merge kept (``b``'s where both have the key)."""
+    parts = ans_bar if isinstance(ans_bar, dict) else {}
+    return ({k: g for k, g in parts.items() if k in a and k not in b},
+            {k: g for k, g in parts.items() if k in b})
+
+
 def concatenated(a, b):
     """``a + b`` on tuples or lists (how the compiler writes a join whose items it does
     not know when compiling): Python's own ``+``."""

@@ -375,3 +375,126 @@ def item_of_split_changed_in_place(w):
 def test_an_item_of_a_split_changed_in_place_is_refused_when_it_runs():
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match="changes the array it holds in place"):
         srcgrad.grad(item_of_split_changed_in_place)(np.ones(6))
+
+
+# ---- a dict's entries removed or merged: d.pop(k), del d[k], {**p, 'k': v}, dict(p) --------
+
+def popped_literal(w):
+    d = {"a": w, "b": w ** 2}
+    b = d.pop("b")
+    return np.sum(b) + sum(np.sum(v) for v in d.values())
+
+
+def popped_in_loop(w):
+    d = {"a": w, "b": w ** 2}
+    for k in ["x", "y"]:
+        d[k] = np.sin(w) * len(k)
+        v = d.pop("a", w * 0)
+        d["a"] = v * 2 + d[k]
+    del d["b"]
+    return sum(np.sum(v ** 2) for v in d.values())
+
+
+def merged_locally(w):
+    d = {"a": w, "b": w ** 2}
+    q = {"z": w * 5, **d, "a": np.sin(w)}
+    return np.sum(q["a"] * q["b"]) + np.sum(q["z"])
+
+
+def _without(d, key):
+    d = dict(d)
+    del d[key]
+    return d
+
+
+def deleted_in_helper(w):
+    d = _without({"a": w, "b": w ** 2, "c": np.cos(w)}, "b")
+    return sum(np.sum(v * 2) ** 2 for v in d.values())
+
+
+class Params:
+    def __init__(self, scale):
+        self.scale = scale
+
+    def loss(self, w):
+        d = {"w": w * self.scale, "u": w ** 2}
+        extra = {**d, "v": d.pop("u") * 3}
+        return sum(np.sum(v ** 2) for v in extra.values())
+
+
+def merged_as_method(w):
+    return Params(0.5).loss(w)
+
+
+DICT_CASES = [popped_literal, popped_in_loop, merged_locally, deleted_in_helper, merged_as_method]
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("f", DICT_CASES, ids=[f.__name__ for f in DICT_CASES])
+def test_dict_entries_removed_or_merged(f, optimize):
+    w = np.array([0.3, -0.7, 1.1])
+    np.testing.assert_allclose(srcgrad.grad(f, optimize=optimize)(w), numerical_grad(f, (w,), 0),
+                               rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("f", DICT_CASES, ids=[f.__name__ for f in DICT_CASES])
+def test_dict_entries_removed_or_merged_float32_and_forward(f):
+    w, v = np.array([0.3, -0.7, 1.1]), np.array([1.0, 0.5, -0.2])
+    got = srcgrad.grad(f)(w.astype(np.float32))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, numerical_grad(f, (w,), 0), rtol=2e-3, atol=1e-4)
+    _, tangent = srcgrad.jvp(f)(w, v)
+    np.testing.assert_allclose(tangent, numerical_grad(f, (w,), 0) @ v, rtol=1e-6, atol=1e-8)
+
+
+def copied_and_deleted(p):
+    p = dict(p)
+    p["W"] = p["W"] * 2
+    del p["junk"]
+    return sum(np.sum(v ** 2) for v in p.values())
+
+
+def merged_argument(p):
+    q = {**p, "extra": p["W"] * 3}
+    return sum(np.sum(v ** 2) for k, v in q.items() if k != "b")
+
+
+def popped_by_a_key_given(p, key="b"):
+    q = dict(p)
+    v = q.pop(key)
+    r = {**q, "v": v}
+    return np.sum(r["v"] * 3) + sum(np.sum(u ** 2) for u in r.values())
+
+
+@pytest.mark.parametrize("f", [copied_and_deleted, merged_argument, popped_by_a_key_given])
+def test_a_dict_argument_copied_merged_or_popped(f):
+    p = {"W": np.array([0.3, -0.7, 1.1]), "b": np.array([0.5, 2.0]), "junk": np.array([1.5])}
+    got = srcgrad.grad(f)(p)
+    for k in p:
+        def by(x, k=k):
+            return f({**p, k: x})
+        np.testing.assert_allclose(got[k], numerical_grad(by, (p[k],), 0), rtol=1e-6, atol=1e-8)
+
+
+def popped_under_another_name(w):
+    d = {"a": w, "b": w ** 2}
+    e = d
+    d.pop("b")
+    return np.sum(e["a"])
+
+
+def popped_as_advised(w):
+    d = {"a": w, "b": w ** 2}
+    e = d
+    v = d["b"]
+    d = {key: x for key, x in d.items() if key != "b"}
+    return np.sum(e["a"]) + np.sum(v * e["b"])
+
+
+def test_popping_a_dict_another_name_holds_is_refused_with_advice_that_works():
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="another name may refer to the same dict") as raised:
+        srcgrad.grad(popped_under_another_name)(np.ones(3))
+    assert "if key != k}" in str(raised.value)
+    w = np.array([0.3, -0.7, 1.1])
+    np.testing.assert_allclose(srcgrad.grad(popped_as_advised)(w), numerical_grad(popped_as_advised, (w,), 0),
+                               rtol=1e-6)

@@ -844,10 +844,10 @@ def test_every_rule_has_a_row():
         rules.discard(registry.lookup(joined).adjoint)
     for joined in (srcgrad.runtime.read_back, srcgrad.runtime.entry_read_back):  # tests/test_object_state.py
         rules.discard(registry.lookup(joined).adjoint)
-    # list(xs), dict(d), xs.reverse(), xs.insert(i, v) (written so by the compiler):
-    # tests/test_container_operations.py.
+    # list(xs), dict(d), xs.reverse(), xs.insert(i, v), d.pop(k), {**a, **b} (written so by the
+    # compiler): tests/test_container_operations.py.
     for joined in (srcgrad.runtime.sequence_of, srcgrad.runtime.mapping_of, srcgrad.runtime.reversed_list,
-                   srcgrad.runtime.inserted):
+                   srcgrad.runtime.inserted, srcgrad.runtime.without_key, srcgrad.runtime.merged):
         rules.discard(registry.lookup(joined).adjoint)
     for joined in (srcgrad.misc.flatten,):  # tests/test_autograd_style_api.py
         rules.discard(registry.lookup(joined).adjoint)

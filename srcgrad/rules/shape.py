@@ -26,7 +26,8 @@ from ..runtime import (flattened_adjoint, flattened_tangent, unflattened_adjoint
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
                        is_basic_index, is_constant, real_input, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
                        unbroadcast, unconcatenate, window_adjoint, sequence_of_adjoint, mapping_of_adjoint,
-                       reversed_list_adjoint, inserted_adjoints, inserted_tangent as inserted_list_tangent)
+                       reversed_list_adjoint, inserted_adjoints, inserted_tangent as inserted_list_tangent,
+                       without_key_adjoint, merged_adjoints)
 from . import _ndim
 from .registry import defadjoint, deftangent
 
@@ -223,6 +224,19 @@ def inserted(ans_bar, ans, items, index, value):
 @deftangent(runtime.inserted)
 def inserted_tangent(ans, items, index, value, items_dot=None, value_dot=None):
     return inserted_list_tangent(items, index, value, items_dot, value_dot)
+
+
+@defadjoint(runtime.without_key, diff=("d",), ndim=lambda ndims, statics: None, tangent="linear")
+def without_key(ans_bar, ans, d, key, missing_ok=False):
+    """``d.pop(k)`` / ``del d[k]`` (``d = rt.without_key(d, k)``): the other entries' adjoints."""
+    return without_key_adjoint(ans_bar, d, key)
+
+
+@defadjoint(runtime.merged, ndim=lambda ndims, statics: None, tangent="linear")
+def merged(ans_bar, ans, a, b):
+    """``{**a, **b}``: each entry's adjoint to the dict whose value was kept."""
+    a_bar, b_bar = merged_adjoints(ans_bar, a, b)
+    return a_bar, b_bar
 
 
 @defadjoint(runtime.repeated, diff=("items",), zero=("count",), tangent="linear")

@@ -316,6 +316,16 @@ class _Lowering:
                 atom = self._lower(stmt.value, target_hint=hint)
             self.core.result = atom
             self._emit_stmt(nodes.ret(nodes.copy(atom)), stmt, kind="return")
+        elif isinstance(stmt, gast.Delete):  # `del d[k]` is `d.pop(k)` on a dict or list made here
+            target = stmt.targets[0]
+            held = self._held(target.value)
+            if held is None or held not in self.dicts | self.own_lists | self.containers:
+                raise errors.at(stmt, f"srcgrad cannot `del` an entry of `{nodes.to_source(target.value).strip()}`: "
+                                "only of a dict or list made in this function",
+                                "build a new one without the entry (`d = {k: v for k, v in d.items() if k != key}`)")
+            pop = anno.inherit(nodes.call(gast.Attribute(value=nodes.copy(target.value), attr="pop",
+                                                         ctx=gast.Load()), [nodes.copy(target.slice)]), stmt)
+            self._lower(pop, effect=True)
         elif isinstance(stmt, gast.Expr):
             if isinstance(stmt.value, gast.Constant):
                 return  # docstring
@@ -380,6 +390,8 @@ class _Lowering:
     def _aggregate(self, node, **emit):
         """``t = (a, b)``: kept as a value, and remembered element by element, so
         that ``t[0]`` is just ``a`` (scalar replacement of aggregates)."""
+        if isinstance(node, gast.Dict) and any(k is None for k in node.keys):
+            return self._merged_dict(node, **emit)
         if isinstance(node, gast.Dict):
             if not all(isinstance(k, gast.Constant) for k in node.keys):
                 raise errors.at(node, "dict keys must be literals in differentiated code",
@@ -393,6 +405,61 @@ class _Lowering:
             value = (gast.Tuple if isinstance(node, gast.Tuple) else gast.List)(
                 elts=[nodes.copy(a) for a in atoms], ctx=gast.Load())
         return self._emit_aggregate(value, keys, atoms, node, **emit)
+
+    def _merged_dict(self, node, **emit):
+        """``{**p, 'k': v}``: where the keys of each ``**`` are known when compiling, one
+        display of all the entries (a later key's value in the earlier one's place, as
+        Python's); else ``rt.merged(a, b)`` dict by dict, whose rule gives each entry's
+        adjoint to the dict whose value the merge kept."""
+        parts, literal = [], {}
+        for key, value in zip(node.keys, node.values):
+            if key is None:
+                if literal:
+                    parts.append(literal)
+                    literal = {}
+                parts.append(self._spread(value, "mapping", len(parts)))
+            elif isinstance(key, gast.Constant):
+                literal[key.value] = self._lower(value)
+            else:
+                raise errors.at(node, "dict keys must be literals in differentiated code",
+                                "write {'w': w, 'b': b}")
+        if literal:
+            parts.append(literal)
+        if not any(isinstance(k, tuple) for part in parts for k in part):
+            merged = {}
+            for part in parts:
+                merged.update(part)
+            display = gast.Dict(keys=[nodes.const(k) for k in merged], values=list(merged.values()))
+            made = self._emit_aggregate(display, list(merged), list(merged.values()), node, **emit)
+            return made
+        atoms = []
+        for part in parts:
+            if any(isinstance(k, tuple) for k in part):  # a `**d` whose keys are known when it runs only
+                atoms.append(next(iter(part.values())))
+            else:
+                display = gast.Dict(keys=[nodes.const(k) for k in part], values=list(part.values()))
+                atoms.append(self._emit_aggregate(display, list(part), list(part.values()), node,
+                                                  target=None, effect=False))
+        made = atoms[0] if len(atoms) == 1 else None
+        if made is None or isinstance(made, gast.Name) and made.id in self.aggregates:
+            made = self._apply(runtime.mapping_of, None, [atoms[0]], {}, node, func_node=nodes.dotted("dict"),
+                               target=None, target_hint=None, origin_node=node, effect=False)
+            for atom in atoms[1:]:
+                made = self._apply(runtime.merged, None, [made, atom], {}, node, func_node=nodes.dotted("rt.merged"),
+                                   target=None, target_hint=None, origin_node=node, effect=False)
+        else:
+            made = self._apply(runtime.mapping_of, None, [made], {}, node, func_node=nodes.dotted("dict"),
+                               target=None, target_hint=None, origin_node=node, effect=False)
+        for known in (self.containers, self.dicts):
+            known.add(made.id)
+        self.made_by[made.id] = (True, anno.get(node, "origin"))
+        target = emit.get("target")
+        if target is None and not emit.get("effect"):
+            return made
+        copied = self._emit(made, node, target, emit.get("target_hint"), emit.get("effect"), kind="copy")
+        if copied is not None:
+            self._same_kind(copied.id, made.id)
+        return copied
 
     def _emit_aggregate(self, value, keys, atoms, node, **emit):
         emit.setdefault("target_hint", None)
@@ -686,6 +753,13 @@ class _Lowering:
         stored |= {n.func.value.id for n in nodes.walk(loop) if isinstance(n, gast.Call)
                    and isinstance(n.func, gast.Attribute) and n.func.attr in ("reverse", "insert", "sort")
                    and isinstance(n.func.value, gast.Name) and n.func.value.id in self.current}
+        # `d.pop(k)` / `del d[k]` on a dict made here too (`_dict_pop`).
+        stored |= {n.func.value.id for n in nodes.walk(loop) if isinstance(n, gast.Call)
+                   and isinstance(n.func, gast.Attribute) and n.func.attr == "pop"
+                   and isinstance(n.func.value, gast.Name) and self.current.get(n.func.value.id) in self.dicts}
+        stored |= {t.value.id for n in nodes.walk(loop) if isinstance(n, gast.Delete) for t in n.targets
+                   if isinstance(t, gast.Subscript) and isinstance(t.value, gast.Name)
+                   and self.current.get(t.value.id) in self.dicts}
         # `d[k] = v` on a dict made here binds a new version of `d` (`_dict_setitem`).
         stored |= {n.value.id for n in nodes.walk(loop) if isinstance(n, gast.Subscript)
                    and isinstance(n.ctx, gast.Store) and isinstance(n.value, gast.Name)
@@ -1579,6 +1653,44 @@ class _Lowering:
         if key is not UNKNOWN and keys is not None:  # (the new version's keys, in insertion order)
             self.known_keys[new.id] = keys + [key] if key not in keys else keys
 
+    def _dict_pop(self, user, name, node, **emit):
+        """``v = d.pop(k)`` (``del d[k]``) on a dict made here that no other name holds: ``v``
+        is ``d[k]`` (``d.get(k, default)`` with a default), then ``d = rt.without_key(d, k)``,
+        a new version of ``d`` as ``d[k] = v`` makes (``_dict_setitem``)."""
+        fresh, _ = self.made_by.get(name, (False, None))
+        if not fresh or name in self.aliased or name in self.passed or name in self.escaped \
+                or name in self.held_in or node.keywords or not 1 <= len(node.args) <= 2:
+            where = self.passed.get(name)
+            seen = f"it was passed to a function at {where.where} (`{where.text.strip()}`), which may " \
+                "keep it" if where is not None else "another name may refer to the same dict"
+            raise errors.at(node, f"cannot pop from the dict `{user}` here: {seen}, and srcgrad follows "
+                            "the entries of a dict by its own name only",
+                            f"read the entry and build a new dict without it: `v = {user}[k]`, "
+                            f"`{user} = {{key: e for key, e in {user}.items() if key != k}}`")
+        base = nodes.name(user)
+        anno.inherit(base, node)
+        read = gast.Call(func=gast.Attribute(value=base, attr="get", ctx=gast.Load()), args=list(node.args),
+                         keywords=[]) if len(node.args) == 2 else \
+            gast.Subscript(value=base, slice=node.args[0], ctx=gast.Load())
+        anno.inherit(read, node)
+        value = None if emit.get("effect") else self._lower(read, **{k: v for k, v in emit.items()
+                                                                     if k != "origin_node"})
+        key = self._lower(node.args[0])
+        new = self._apply(runtime.without_key, None, [nodes.name(name), key, nodes.const(len(node.args) == 2)], {},
+                          node, func_node=nodes.dotted("rt.without_key"), origin_node=node, target=user,
+                          target_hint=None, effect=False)
+        self.containers.add(new.id)
+        self.dicts.add(new.id)
+        self.arrays.discard(new.id)
+        self.made_by[new.id] = (True, anno.get(node, "origin"))
+        removed = static_value(key)
+        if removed is not UNKNOWN and name in self.entries:
+            self.entries[new.id] = {k: v for k, v in self.entries[name].items() if k != removed}
+        keys = self._dict_keys(name)
+        if removed is not UNKNOWN and keys is not None:
+            self.known_keys[new.id] = [k for k in keys if k != removed]
+        return value
+
     def _list_setitem(self, user, name, target, value_node, stmt) -> bool:
         """``xs[i] = v`` with a literal ``i`` on a list made here whose items are known and
         that no other name holds: a new version of ``xs`` with ``v`` at ``i`` (as ``d[k] = v``
@@ -2106,6 +2218,9 @@ class _Lowering:
                 if isinstance(made, gast.Name) and callee is tuple:
                     self.containers.add(made.id)
                     self.tuples.add(made.id)
+                if isinstance(made, gast.Name) and callee is dict:  # (a new dict: its keys known when it runs)
+                    self.containers.add(made.id)
+                    self.dicts.add(made.id)
                 return made
             if callee is np.einsum:
                 args = _einsum_sublists(args)
@@ -2167,6 +2282,8 @@ class _Lowering:
                 and held in self.own_lists | self.lists | self.runtime_lists and held not in self.dicts \
                 and held not in self.tuples:
             return self._reordered(user, held, node, **emit)
+        if held is not None and func.attr == "pop" and held in self.dicts and isinstance(func.value, gast.Name):
+            return self._dict_pop(user, held, node, **emit)
         if held is not None and func.attr == "pop" and held in self.own_lists | self.containers:
             return self._pop(user, node, name=held, **emit)
         if self._dict_method_call(node) is not None:
@@ -2406,7 +2523,7 @@ def _clip_arguments(args, kwargs):
 # Calls whose result is a Python container, never an array (`[None] * n`, `list(m)`).
 _CONTAINER_MAKERS = {"srcgrad.runtime.repeated", "srcgrad.runtime.concatenated", "srcgrad.runtime.as_tuple",
                      "srcgrad.runtime.sequence_of", "srcgrad.runtime.mapping_of", "srcgrad.runtime.reversed_list",
-                     "srcgrad.runtime.inserted", "numpy.split", "numpy.array_split", "numpy.hsplit", "numpy.vsplit",
+                     "srcgrad.runtime.inserted", "srcgrad.runtime.merged", "srcgrad.runtime.without_key", "numpy.split", "numpy.array_split", "numpy.hsplit", "numpy.vsplit",
                      "builtins.list", "builtins.tuple", "builtins.dict", "builtins.sorted", "builtins.zip",
                      "builtins.enumerate", "collections.OrderedDict", "collections.defaultdict"}
 _GENERATOR_MAKERS = {"numpy.random.default_rng", "numpy.random.mtrand.RandomState",
