@@ -1526,9 +1526,11 @@ def is_gradient_function(obj) -> bool:
 
 def iterated(items):
     """What ``for v in items`` visits, as something the generated loop can index
-    (``items[i]``): the keys of a dict, the items of a set or of a dict's view, as a
-    tuple; a list, tuple or array as it is."""
-    if isinstance(items, (dict, set, frozenset, type({}.keys()), type({}.values()), type({}.items()))):
+    (``items[i]``): the keys of a dict, the items of a set or of a dict's view, or what
+    an iterator has left (``it = iter(X); next(it); for x in it``: read once, as Python
+    does), as a tuple; a list, tuple or array as it is."""
+    if isinstance(items, (dict, set, frozenset, type({}.keys()), type({}.values()), type({}.items()))) \
+            or not (hasattr(items, "__getitem__") and hasattr(items, "__len__")) and hasattr(items, "__next__"):
         return tuple(items)
     return items
 
