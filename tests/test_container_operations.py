@@ -498,3 +498,23 @@ def test_popping_a_dict_another_name_holds_is_refused_with_advice_that_works():
     w = np.array([0.3, -0.7, 1.1])
     np.testing.assert_allclose(srcgrad.grad(popped_as_advised)(w), numerical_grad(popped_as_advised, (w,), 0),
                                rtol=1e-6)
+
+
+# ---- enumerate with a start ---------------------------------------------------------------
+
+def enumerated_from(w, start=2):
+    total = 0.0
+    for i, x in enumerate([w, w ** 2, np.sin(w)], start):
+        total = total + np.sum(x) * i
+    for i, x in enumerate(w, start=-2):
+        total = total + x * i * i
+    return total + sum(np.sum(y * i) for i, y in enumerate([w, 2 * w], start=3))
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_enumerate_with_a_start(optimize):
+    w, v = np.array([0.3, -0.7, 1.1]), np.array([1.0, 0.5, -0.2])
+    np.testing.assert_allclose(srcgrad.grad(enumerated_from, optimize=optimize)(w),
+                               numerical_grad(enumerated_from, (w,), 0), rtol=1e-6)
+    _, tangent = srcgrad.jvp(enumerated_from)(w, v)
+    np.testing.assert_allclose(tangent, numerical_grad(enumerated_from, (w,), 0) @ v, rtol=1e-6)

@@ -280,10 +280,10 @@ def enumerate_with_a_start(x):
     return s
 
 
-def test_enumerate_with_a_start_is_refused():
-    """Its start was ignored silently."""
-    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="no start"):
-        srcgrad.grad(enumerate_with_a_start)(X)
+def test_enumerate_with_a_start_counts_from_it():
+    """Its start was ignored silently, then refused; now `i = _i + start` in the body."""
+    check_grads(enumerate_with_a_start, (X,))
+    np.testing.assert_allclose(srcgrad.grad(enumerate_with_a_start)(X), np.arange(1, len(X) + 1), rtol=1e-14)
 
 
 def scale_in_place(a, k):

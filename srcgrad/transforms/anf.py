@@ -897,12 +897,17 @@ class _Lowering:
             index = self._store(target.id)
             self.integers.add(index)
             return {"iter": nodes.call("reversed", [nodes.call("range", args)]), "index": index}, None
+        start = None
         if callee is enumerate:
-            if len(targets) != 2 or len(it.args) != 1 or it.keywords:
-                raise errors.at(stmt, "srcgrad reads `enumerate` loops with two targets and no start",
-                                "write `for i, x in enumerate(xs):` (and add a start to `i` inside the loop)")
+            given = it.args[1:] + [k.value for k in it.keywords if k.arg == "start"]
+            if len(targets) != 2 or not isinstance(targets[0], gast.Name) or not 1 <= len(it.args) <= 2 \
+                    or any(k.arg != "start" for k in it.keywords) or len(given) > 1:
+                raise errors.at(stmt, "srcgrad reads `enumerate` loops with two targets",
+                                "write `for i, x in enumerate(xs):` or `for i, x in enumerate(xs, start):`")
             seqs, index_user, item_targets = [self._lower(_reversed_as_slice(it.args[0]))], targets[0].id, \
                 [targets[1]]
+            if given:  # `enumerate(xs, start=1)`: the index counts from 0, `i = _i + start` in the body
+                start, index_user = self._lower(given[0]), None
         elif callee is zip:
             seqs, index_user = self._zipped(it), None
             whole = None if isinstance(target, gast.Tuple) else target  # (`for col in zip(*rows)`)
@@ -936,6 +941,9 @@ class _Lowering:
 
         def prelude():
             atoms = []
+            if start is not None:
+                counted = anno.inherit(gast.BinOp(left=nodes.name(index), op=gast.Add(), right=nodes.copy(start)), stmt)
+                self._lower(counted, target=targets[0].id)
             for seq, item in zip(seqs, item_targets):
                 value = gast.Subscript(value=nodes.copy(seq), slice=nodes.name(index), ctx=gast.Load())
                 whole = self._apply(operator.getitem, value, [nodes.copy(seq), nodes.name(index)], {}, stmt,
