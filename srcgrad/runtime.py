@@ -1790,15 +1790,19 @@ def entry_adjoint(xs_bar, xs, index, value):
     return cast_adjoint(written_adjoint(xs_bar, index, value), xs)
 
 
-def without_entry(xs_bar, xs, index):
+def without_entry(xs_bar, xs, index, old=None):
     """``xs``'s adjoint before ``xs[index] = v``: the overwritten entry had no effect on
-    anything read after the write (a new value, not ``xs_bar`` changed in place)."""
+    anything read after the write (a new value, not ``xs_bar`` changed in place).  In a
+    list of adjoints the entry is zeros of the overwritten item's kind (``old``), which
+    what appended it pops and adds (None where it held None)."""
     if isinstance(xs, (list, dict)):
         key = index % len(xs) if isinstance(xs, list) else index
         if isinstance(xs_bar, dict):
             return {k: g for k, g in xs_bar.items() if k != key}
         if isinstance(xs_bar, list):
-            return [None if k == key else g for k, g in enumerate(xs_bar)]
+            zero = None if old is None or old is ABSENT else 0.0 if isinstance(old, (int, float)) \
+                else zeros_like(old)
+            return [zero if k == key else g for k, g in enumerate(xs_bar)]
         return xs_bar
     xs_bar = array_module(xs_bar).copy(xs_bar)
     xs_bar[index] = 0

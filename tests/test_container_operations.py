@@ -518,3 +518,46 @@ def test_enumerate_with_a_start(optimize):
                                numerical_grad(enumerated_from, (w,), 0), rtol=1e-6)
     _, tangent = srcgrad.jvp(enumerated_from)(w, v)
     np.testing.assert_allclose(tangent, numerical_grad(enumerated_from, (w,), 0) @ v, rtol=1e-6)
+
+
+# ---- .copy() of a list or dict; an appended item overwritten ----------------------------
+
+def copied_list_argument(ps):
+    qs = ps.copy()
+    qs[1] = np.tanh(qs[1])
+    return np.sum(qs[0] * qs[1])
+
+
+def copied_dict_argument(ps):
+    q = ps.copy()
+    q["a"] = q["a"] * 3
+    return np.sum(q["a"] * q["b"])
+
+
+@pytest.mark.parametrize("f, ps", [
+    (copied_list_argument, [np.array([0.3, -0.7]), np.array([1.1, 0.4])]),
+    (copied_dict_argument, {"a": np.array([0.3, -0.7]), "b": np.array([1.1, 0.4])}),
+])
+def test_copy_method_of_a_list_or_dict_argument(f, ps):
+    got = srcgrad.grad(f)(ps)
+    for k in (range(len(ps)) if isinstance(ps, list) else ps):
+        def by(x, k=k):
+            qs = list(ps) if isinstance(ps, list) else dict(ps)
+            qs[k] = x
+            return f(qs)
+        np.testing.assert_allclose(got[k], numerical_grad(by, (ps[k],), 0), rtol=1e-6, atol=1e-8)
+
+
+def appended_then_overwritten(w):
+    outs = []
+    outs.append(w)
+    outs.append(w)
+    outs[1] = w ** 2
+    return np.sum(outs[1] * outs[0])
+
+
+def test_an_appended_item_overwritten():
+    """Crashed in the backward sweep (None added to an adjoint)."""
+    w = np.array([0.3, -0.7, 1.1])
+    np.testing.assert_allclose(srcgrad.grad(appended_then_overwritten)(w),
+                               numerical_grad(appended_then_overwritten, (w,), 0), rtol=1e-6)

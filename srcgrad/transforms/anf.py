@@ -2279,6 +2279,14 @@ class _Lowering:
                             "which srcgrad does not follow",
                             f"build a list of your own from its items (`items = [{user}[0], {user}[1]]`) "
                             "and change that")
+        if isinstance(func, gast.Attribute) and func.attr == "copy" and not node.args and not node.keywords \
+                and isinstance(func.value, gast.Name) and not anno.has(func.value, "resolved") \
+                and self._container_kind(self.current.get(func.value.id, func.value.id)) in ("list", "dict"):
+            # `ps.copy()` of a list or dict (passed in, or made here): `list(ps)` / `dict(ps)`
+            kind = list if self._container_kind(self.current.get(func.value.id, func.value.id)) == "list" else dict
+            maker = anno.set(nodes.name(kind.__name__), "resolved", kind)
+            copied = anno.inherit(gast.Call(func=maker, args=[func.value], keywords=[]), node)
+            return self._lower(copied, **{k: v for k, v in emit.items() if k != "origin_node"})
         # A list or dict made here, by its name or as an item of another (`ys[0].append(h)`).
         held = self._held(func.value) if isinstance(func, gast.Attribute) else None
         user = nodes.to_source(func.value) if held is not None else None

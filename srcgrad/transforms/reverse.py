@@ -1287,7 +1287,9 @@ class _Reverse:
                 else:
                     self._accumulate(value.id, contribution)
             self._append(nodes.assign(g, nodes.call("rt.without_entry", [nodes.name(g), nodes.name(xs),
-                                                                         self._index_argument(index)])), self.group)
+                                                                         self._index_argument(index),
+                                                                         nodes.name(anno.get(stmt, "saved"))])),
+                         self.group)
             if contribution is not None and value.id == xs:
                 self._accumulate(xs, contribution)
         restore = gast.Expr(value=nodes.call("rt.restore_entry", [nodes.name(xs), self._index_argument(index),
