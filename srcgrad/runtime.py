@@ -1513,6 +1513,8 @@ def snapshot(value):
 def redo(done: list) -> None:
     """Undo the :func:`restore` calls recorded in ``done``, last first."""
     for array, index, written in reversed(done):
+        if isinstance(array, list) and isinstance(index, int) and not -len(array) <= index < len(array):
+            continue  # (an item the forward sweep appended, which the backward sweep popped again)
         restore_entry(array, index, written)
     done.clear()
 
