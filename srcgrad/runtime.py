@@ -1623,6 +1623,21 @@ def sequence_of_adjoint(ans_bar, items):
     return out
 
 
+def fromkeys(keys, value=None):
+    """``dict.fromkeys(keys, value)``: a new dict, each key holding ``value``."""
+    return dict.fromkeys(keys, value)
+
+
+def fromkeys_adjoint(ans_bar, keys, value):
+    """Adjoint of ``value`` in :func:`fromkeys`: the sum of its entries' adjoints."""
+    total = None
+    for key in dict.fromkeys(keys):
+        part = item_of(ans_bar, key)
+        if part is not None:
+            total = part if total is None else total + part
+    return zeros_like(value) if total is None else total
+
+
 def mapping_of(items):
     """``dict(d)`` of a value whose kind is known only when the code runs (the compiler
     keeps the user's ``dict`` in the code; this names the rule)."""

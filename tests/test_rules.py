@@ -847,7 +847,8 @@ def test_every_rule_has_a_row():
     # list(xs), dict(d), xs.reverse(), xs.insert(i, v), d.pop(k), {**a, **b} (written so by the
     # compiler): tests/test_container_operations.py.
     for joined in (srcgrad.runtime.sequence_of, srcgrad.runtime.mapping_of, srcgrad.runtime.reversed_list,
-                   srcgrad.runtime.inserted, srcgrad.runtime.without_key, srcgrad.runtime.merged):
+                   srcgrad.runtime.inserted, srcgrad.runtime.without_key, srcgrad.runtime.merged,
+                   srcgrad.runtime.fromkeys):
         rules.discard(registry.lookup(joined).adjoint)
     for joined in (srcgrad.misc.flatten,):  # tests/test_autograd_style_api.py
         rules.discard(registry.lookup(joined).adjoint)

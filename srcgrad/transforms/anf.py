@@ -2216,6 +2216,16 @@ class _Lowering:
                     joined = anno.inherit(gast.BinOp(left=args[0], op=gast.Add(),
                                                      right=gast.List(elts=[], ctx=gast.Load())), node)
                     return self._lower(joined, **{k: v for k, v in emit.items() if k != "origin_node"})
+            if getattr(callee, "__self__", None) is dict and getattr(callee, "__name__", None) == "fromkeys" \
+                    and 1 <= len(args) <= 2 and not kwargs:  # `dict.fromkeys(KEYS)`: a new dict made here
+                made = self._apply(runtime.fromkeys, None, args, {}, node, func_node=nodes.dotted("rt.fromkeys"),
+                                   **emit)
+                if isinstance(made, gast.Name):
+                    self.containers.add(made.id)
+                    self.dicts.add(made.id)
+                    self.arrays.discard(made.id)
+                    self.made_by[made.id] = (True, anno.get(node, "origin"))
+                return made
             if callee in (list, tuple, dict) and len(args) == 1 and not kwargs \
                     and not isinstance(args[0], gast.Starred):
                 # `list(xs)`, `tuple(xs)`, `dict(d)` of a value whose items are known only when it
@@ -2539,7 +2549,7 @@ def _clip_arguments(args, kwargs):
 # Calls whose result is a Python container, never an array (`[None] * n`, `list(m)`).
 _CONTAINER_MAKERS = {"srcgrad.runtime.repeated", "srcgrad.runtime.concatenated", "srcgrad.runtime.as_tuple",
                      "srcgrad.runtime.sequence_of", "srcgrad.runtime.mapping_of", "srcgrad.runtime.reversed_list",
-                     "srcgrad.runtime.inserted", "srcgrad.runtime.merged", "srcgrad.runtime.without_key", "numpy.split", "numpy.array_split", "numpy.hsplit", "numpy.vsplit",
+                     "srcgrad.runtime.inserted", "srcgrad.runtime.merged", "srcgrad.runtime.without_key", "srcgrad.runtime.fromkeys", "numpy.split", "numpy.array_split", "numpy.hsplit", "numpy.vsplit",
                      "builtins.list", "builtins.tuple", "builtins.dict", "builtins.sorted", "builtins.zip",
                      "builtins.enumerate", "collections.OrderedDict", "collections.defaultdict"}
 _GENERATOR_MAKERS = {"numpy.random.default_rng", "numpy.random.mtrand.RandomState",
