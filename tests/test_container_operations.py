@@ -627,3 +627,34 @@ def test_states_written_into_a_list_made_by_a_comprehension(f):
     np.testing.assert_allclose(srcgrad.grad(f)(w), numerical_grad(f, (w,), 0), rtol=1e-6, atol=1e-8)
     value, pullback = srcgrad.vjp(f)(w)
     np.testing.assert_allclose(pullback(1.0), pullback(1.0))
+
+
+# ---- d[k] += v where the entry holds an array ----------------------------------------------
+
+def entry_made_then_accumulated(w):
+    acc = {}
+    for k, v in {"a": w, "b": w ** 2}.items():
+        acc[k] = acc.get(k, 0) + v * 2
+        acc[k] += v
+    return sum(np.sum(v ** 2) for v in acc.values())
+
+
+def test_an_entry_just_made_is_accumulated_into():
+    w = np.array([0.3, -0.7, 1.1])
+    np.testing.assert_allclose(srcgrad.grad(entry_made_then_accumulated)(w),
+                               numerical_grad(entry_made_then_accumulated, (w,), 0), rtol=1e-6)
+
+
+def entry_read_out_then_accumulated(w):
+    d = {}
+    d["a"] = w * 2
+    y = d["a"]
+    d["a"] += w  # (NumPy changes `y` too)
+    return np.sum(y * w)
+
+
+def test_an_entry_read_out_before_it_is_accumulated_into_is_refused():
+    """This gave 4w where Python's is 6w, silently: the entry's array was taken for one no
+    other name held, though `y` held it."""
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="in place"):
+        srcgrad.grad(entry_read_out_then_accumulated)(np.array([0.3, -0.7, 1.1]))

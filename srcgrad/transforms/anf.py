@@ -203,6 +203,7 @@ class _Lowering:
         self.aliased = set()     # names another name was bound to (`t = s`)
         self.held_in = set()     # names stored as an item of a list, tuple or dict (`[xs]`, `ys.append(xs)`)
         self.entries = {}        # a dict made here -> {literal key: the name its entry holds}
+        self.read_dicts = set()  # names in `entries` read since they were bound (an entry read out: `y = d["a"]`)
         self.passed = {}         # lists and dicts given to a function of yours -> origin of the call
         self.writes = []         # (array name, statement) of each `y[i] = v`, in order
         self.loop_writes = []    # for each loop being lowered: where its body's writes start
@@ -1019,6 +1020,9 @@ class _Lowering:
         for key, value in annotations.items():
             anno.set(stmt, key, value)
         self.block.append(stmt)
+        if self.entries:  # (an entry read out may be the array `d[k] += v` would change in place)
+            self.read_dicts.update(n for n in nodes.loaded_names(stmt.value if isinstance(stmt, (gast.Assign, gast.Expr))
+                                                                else stmt) if n in self.entries)
         return stmt
 
     def _emit(self, value, origin_node, target, target_hint, effect, **annotations):
@@ -1598,7 +1602,11 @@ class _Lowering:
         name = self.current.get(base.id, base.id) if isinstance(base, gast.Name) else None
         if name in self.dicts:
             key = static_value(stmt.target.slice)
-            entry = self.entries.get(name, {}).get(key) if key is not UNKNOWN else None
+            entry = self.entries.get(name, {}).get(key) if key is not UNKNOWN else \
+                self.entries.get(name, {}).get(("name", self.current.get(stmt.target.slice.id, stmt.target.slice.id))) \
+                if isinstance(stmt.target.slice, gast.Name) else None
+            if name in self.read_dicts:
+                entry = None  # (read since: `y = d[k]` may hold the entry's array)
             if key is not UNKNOWN and isinstance(self.aggregates.get(name, {}).get(key), gast.Constant):
                 return  # `stats = {'loss': 0.0}`: a number is rebound by `+=`
         elif name in self.own_lists or name in self.containers:  # `xs[i] += v`: the same for a list's item
@@ -1656,7 +1664,10 @@ class _Lowering:
         self.made_by[new.id] = (True, anno.get(stmt, "origin"))
         key = static_value(index)
         if key is not UNKNOWN and isinstance(value, gast.Name) and name in self.entries:
-            self.entries[new.id] = {**self.entries[name], key: value.id}
+            kept = {k: v for k, v in self.entries[name].items() if not isinstance(k, tuple)}  # (`k` may be 'a')
+            self.entries[new.id] = {**kept, key: value.id}
+        elif key is UNKNOWN and isinstance(index, gast.Name) and isinstance(value, gast.Name):
+            self.entries[new.id] = {("name", index.id): value.id}  # (any other key may be the same one)
         keys = self._dict_keys(name)
         if key is not UNKNOWN and keys is not None:  # (the new version's keys, in insertion order)
             self.known_keys[new.id] = keys + [key] if key not in keys else keys
