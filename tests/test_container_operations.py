@@ -658,3 +658,33 @@ def test_an_entry_read_out_before_it_is_accumulated_into_is_refused():
     other name held, though `y` held it."""
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match="in place"):
         srcgrad.grad(entry_read_out_then_accumulated)(np.array([0.3, -0.7, 1.1]))
+
+
+def item_read_by_index_then_accumulated(w, i=0):
+    xs = [w * 2, w]
+    y = xs[i]
+    xs[0] += w  # (NumPy changes `y` too)
+    return np.sum(y * w)
+
+
+def item_read_in_loop_then_accumulated(w):
+    xs = [w * 2, w]
+    for i in range(1):
+        y = xs[i]
+    xs[0] += w
+    return np.sum(y * w)
+
+
+def list_copied_then_accumulated(w):
+    xs = [w * 2, w]
+    ys = list(xs)
+    xs[0] += w  # (`ys[0]` is the same array)
+    return np.sum(ys[0] * w)
+
+
+@pytest.mark.parametrize("f", [item_read_by_index_then_accumulated, item_read_in_loop_then_accumulated,
+                               list_copied_then_accumulated])
+def test_an_item_held_elsewhere_accumulated_into_is_refused(f):
+    """Each gave 4w where Python's is 6w, silently."""
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="in place"):
+        srcgrad.grad(f)(np.array([0.3, -0.7, 1.1]))

@@ -1020,9 +1020,9 @@ class _Lowering:
         for key, value in annotations.items():
             anno.set(stmt, key, value)
         self.block.append(stmt)
-        if self.entries:  # (an entry read out may be the array `d[k] += v` would change in place)
+        if self.entries or self.aggregates:  # (an entry read out may be the array `d[k] += v` changes in place)
             self.read_dicts.update(n for n in nodes.loaded_names(stmt.value if isinstance(stmt, (gast.Assign, gast.Expr))
-                                                                else stmt) if n in self.entries)
+                                                                else stmt) if n in self.entries or n in self.aggregates)
         return stmt
 
     def _emit(self, value, origin_node, target, target_hint, effect, **annotations):
@@ -1614,15 +1614,17 @@ class _Lowering:
             items = self.aggregates.get(name, {}) if name not in self.dicts else {}
             atom = items.get(key % len(items)) if type(key) is int and items and -len(items) <= key < len(items) \
                 else None
-            entry = atom.id if isinstance(atom, gast.Name) else None
+            entry = atom.id if isinstance(atom, gast.Name) and name not in self.read_dicts else None
             if isinstance(atom, gast.Constant):
                 return
         elif name in self.runtime_lists:  # (`parts = np.split(x, 3)`: its items may be views of `x`)
             entry = None
         else:
             return
+        held = entry is not None and sum(isinstance(a, gast.Name) and a.id == entry for elements in
+                                         self.aggregates.values() for a in elements.values()) > 1
         if entry is not None and (entry in self.scalars or entry.startswith("_") and entry not in self.aliased
-                                  and self.made_by.get(entry, (False, None))[0]):
+                                  and not held and self.made_by.get(entry, (False, None))[0]):
             return
         user, op = base.id, _op_symbol(stmt.op)
         if entry is None and all(isinstance(n, (gast.Name, gast.Constant, gast.BinOp, gast.UnaryOp, gast.operator,
