@@ -1638,6 +1638,29 @@ def fromkeys_adjoint(ans_bar, keys, value):
     return zeros_like(value) if total is None else total
 
 
+def tolist(a):
+    """``a.tolist()``: an array as nested lists of Python numbers (a number for a 0-d array)."""
+    return a.tolist() if hasattr(a, "tolist") else a
+
+
+def tolist_adjoint(ans_bar, a):
+    """Adjoint of ``a`` in ``a.tolist()``: the lists' adjoints as an array of ``a``'s shape
+    (zeros where nothing reached an item)."""
+    if not np.ndim(a):
+        return 0.0 * np.asarray(a, dtype=float) if ans_bar is None else np.asarray(ans_bar, dtype=_float_of(a))
+    out = np.zeros(np.shape(a), dtype=_float_of(a))
+    for i in range(len(out)):
+        part = item_of(ans_bar, i)
+        if part is not None:
+            out[i] = tolist_adjoint(part, a[i])
+    return out
+
+
+def _float_of(a):
+    dtype = getattr(a, "dtype", None)
+    return dtype if dtype is not None and dtype.kind == "f" else np.float64
+
+
 def mapping_of(items):
     """``dict(d)`` of a value whose kind is known only when the code runs (the compiler
     keeps the user's ``dict`` in the code; this names the rule)."""

@@ -688,3 +688,19 @@ def test_an_item_held_elsewhere_accumulated_into_is_refused(f):
     """Each gave 4w where Python's is 6w, silently."""
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match="in place"):
         srcgrad.grad(f)(np.array([0.3, -0.7, 1.1]))
+
+
+def as_python_list(w):
+    xs = w.tolist()
+    xs[0] = xs[0] * 3
+    rows = np.outer(w, w).tolist()
+    return sum(v ** 2 for v in xs) + sum(r[0] * r[1] for r in rows) + np.sum(w).tolist()
+
+
+def test_tolist():
+    """`x.tolist()` had no rule: the lists' adjoints go back as an array of `x`'s shape."""
+    w, v = np.array([0.3, -0.7, 1.1]), np.array([1.0, 0.5, -0.2])
+    np.testing.assert_allclose(srcgrad.grad(as_python_list)(w), numerical_grad(as_python_list, (w,), 0), rtol=1e-6)
+    assert srcgrad.grad(as_python_list)(w.astype(np.float32)).dtype == np.float32
+    _, tangent = srcgrad.jvp(as_python_list)(w, v)
+    np.testing.assert_allclose(tangent, numerical_grad(as_python_list, (w,), 0) @ v, rtol=1e-6)

@@ -848,7 +848,7 @@ def test_every_rule_has_a_row():
     # compiler): tests/test_container_operations.py.
     for joined in (srcgrad.runtime.sequence_of, srcgrad.runtime.mapping_of, srcgrad.runtime.reversed_list,
                    srcgrad.runtime.inserted, srcgrad.runtime.without_key, srcgrad.runtime.merged,
-                   srcgrad.runtime.fromkeys):
+                   srcgrad.runtime.fromkeys, srcgrad.runtime.tolist):
         rules.discard(registry.lookup(joined).adjoint)
     for joined in (srcgrad.misc.flatten,):  # tests/test_autograd_style_api.py
         rules.discard(registry.lookup(joined).adjoint)

@@ -27,7 +27,7 @@ from ..runtime import (flattened_adjoint, flattened_tangent, unflattened_adjoint
                        is_basic_index, is_constant, real_input, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
                        unbroadcast, unconcatenate, window_adjoint, sequence_of_adjoint, mapping_of_adjoint,
                        reversed_list_adjoint, inserted_adjoints, inserted_tangent as inserted_list_tangent,
-                       without_key_adjoint, merged_adjoints, fromkeys_adjoint)
+                       without_key_adjoint, merged_adjoints, fromkeys_adjoint, tolist_adjoint)
 from . import _ndim
 from .registry import defadjoint, deftangent
 
@@ -243,6 +243,12 @@ def merged(ans_bar, ans, a, b):
 def fromkeys(ans_bar, ans, keys, value=None):
     """``dict.fromkeys(keys, v)``: ``v`` gets the sum of its entries' adjoints."""
     return fromkeys_adjoint(ans_bar, keys, value)
+
+
+@defadjoint(runtime.tolist, ndim=lambda ndims, statics: None, tangent="linear")
+def tolist(ans_bar, ans, a):
+    """``a.tolist()``: the items' adjoints as an array of ``a``'s shape (``rt.tolist_adjoint``)."""
+    return tolist_adjoint(ans_bar, a)
 
 
 @defadjoint(runtime.repeated, diff=("items",), zero=("count",), tangent="linear")

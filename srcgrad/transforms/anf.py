@@ -64,7 +64,7 @@ _METHODS = {
     "any": np.any, "all": np.all, "round": np.round, "item": runtime.item,
     "cumsum": np.cumsum, "swapaxes": np.swapaxes, "trace": np.trace, "cumprod": np.cumprod,
     "take": np.take, "repeat": np.repeat, "diagonal": np.diagonal, "argsort": np.argsort,
-    "nonzero": np.nonzero,
+    "nonzero": np.nonzero, "tolist": runtime.tolist,
 }  # (not `sort`, `partition`, `resize`, `put`: the method changes the array, the function copies)
 if hasattr(np, "astype"):  # NumPy >= 2.1
     _METHODS["astype"] = np.astype
@@ -2562,7 +2562,7 @@ def _clip_arguments(args, kwargs):
 # Calls whose result is a Python container, never an array (`[None] * n`, `list(m)`).
 _CONTAINER_MAKERS = {"srcgrad.runtime.repeated", "srcgrad.runtime.concatenated", "srcgrad.runtime.as_tuple",
                      "srcgrad.runtime.sequence_of", "srcgrad.runtime.mapping_of", "srcgrad.runtime.reversed_list",
-                     "srcgrad.runtime.inserted", "srcgrad.runtime.merged", "srcgrad.runtime.without_key", "srcgrad.runtime.fromkeys", "numpy.split", "numpy.array_split", "numpy.hsplit", "numpy.vsplit",
+                     "srcgrad.runtime.inserted", "srcgrad.runtime.merged", "srcgrad.runtime.without_key", "srcgrad.runtime.fromkeys", "srcgrad.runtime.tolist", "numpy.split", "numpy.array_split", "numpy.hsplit", "numpy.vsplit",
                      "builtins.list", "builtins.tuple", "builtins.dict", "builtins.sorted", "builtins.zip",
                      "builtins.enumerate", "collections.OrderedDict", "collections.defaultdict"}
 _GENERATOR_MAKERS = {"numpy.random.default_rng", "numpy.random.mtrand.RandomState",
