@@ -694,7 +694,8 @@ def as_python_list(w):
     xs = w.tolist()
     xs[0] = xs[0] * 3
     rows = np.outer(w, w).tolist()
-    return sum(v ** 2 for v in xs) + sum(r[0] * r[1] for r in rows) + np.sum(w).tolist()
+    return sum(v ** 2 for v in xs) + sum(r[0] * r[1] for r in rows) + np.sum(w).tolist() \
+        + np.sum((w * 1.5).tolist()) + np.sum(np.array(np.outer(w, w).tolist()) ** 2)
 
 
 def test_tolist():
