@@ -201,7 +201,7 @@ class _Lowering:
         self.named_fields = {}  # name of a named tuple made here -> its field names
         self.records = set()  # objects made here from their fields (`P(a, b)`): known by attribute
         self.aliased = set()     # names another name was bound to (`t = s`)
-        self.held_in = set()     # names stored as an item of a list, tuple or dict (`[xs]`, `ys.append(xs)`)
+        self.held_in = collections.Counter()  # name -> how often stored as an item (`[xs]`, `ys.append(xs)`)
         self.entries = {}        # a dict made here -> {literal key: the name its entry holds}
         self.read_dicts = set()  # names in `entries` read since they were bound (an entry read out: `y = d["a"]`)
         self.passed = {}         # lists and dicts given to a function of yours -> origin of the call
@@ -1021,8 +1021,10 @@ class _Lowering:
             anno.set(stmt, key, value)
         self.block.append(stmt)
         if self.entries or self.aggregates:  # (an entry read out may be the array `d[k] += v` changes in place)
-            self.read_dicts.update(n for n in nodes.loaded_names(stmt.value if isinstance(stmt, (gast.Assign, gast.Expr))
-                                                                else stmt) if n in self.entries or n in self.aggregates)
+            read = stmt.value if isinstance(stmt, (gast.Assign, gast.Expr)) else getattr(stmt, "iter", None) \
+                or getattr(stmt, "test", None)  # (a loop's or branch's body was read statement by statement)
+            if read is not None:
+                self.read_dicts.update(n for n in nodes.loaded_names(read) if n in self.entries or n in self.aggregates)
         return stmt
 
     def _emit(self, value, origin_node, target, target_hint, effect, **annotations):
@@ -1153,7 +1155,7 @@ class _Lowering:
         value = self._lower(node.args[0]) if value is None else value
         self._escape([value], node)
         if isinstance(value, gast.Name):
-            self.held_in.add(value.id)
+            self.held_in[value.id] += 1
         self.aggregates.pop(name, None)  # its length is known only at run time now
         self.lists.add(name)
         call = nodes.call(gast.Attribute(value=nodes.name(name), attr="append", ctx=gast.Load()),
@@ -1199,7 +1201,8 @@ class _Lowering:
                 or name in self.passed or name in self.held_in or not emit.get("effect"):
             where = self.passed.get(name)
             seen = f"it was passed to a function at {where.where} (`{where.text.strip()}`), which may keep " \
-                "it" if where is not None else "another name may refer to the same list (`ys = xs`, `[xs]`)" \
+                "it" if where is not None else "its value (None) is used" if not emit.get("effect") \
+                else "another name may refer to the same list (`ys = xs`, `[xs]`)" \
                 if fresh and name not in self.params else "the list was not made in this function"
             raise errors.at(node, f"cannot {method} `{user}` in place here: {seen}, and srcgrad follows the "
                             "items of a list by its own name only",
@@ -1621,8 +1624,7 @@ class _Lowering:
             entry = None
         else:
             return
-        held = entry is not None and sum(isinstance(a, gast.Name) and a.id == entry for elements in
-                                         self.aggregates.values() for a in elements.values()) > 1
+        held = entry is not None and self.held_in[entry] > 1  # (an item of another list too: `ys = list(xs)`)
         if entry is not None and (entry in self.scalars or entry.startswith("_") and entry not in self.aliased
                                   and not held and self.made_by.get(entry, (False, None))[0]):
             return
