@@ -361,6 +361,8 @@ def sorted_adjoint(ans_bar, items, key=None, reverse=False):
     ``ans_bar`` goes back to the position the ``j``-th sorted item came from (the
     permutation's inverse).  A list or tuple gets a list (zeros of an item's kind where
     nothing read it); an array, iterated over its first axis, an array."""
+    if not isinstance(items, (list, tuple)) and not hasattr(items, "shape"):
+        return {}  # (a dict's keys, a set's items: no adjoint reaches them)
     order = sorted_order(items, key, reverse)
     if not isinstance(items, (list, tuple)):
         out = zeros_like(items)

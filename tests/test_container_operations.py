@@ -705,3 +705,17 @@ def test_tolist():
     assert srcgrad.grad(as_python_list)(w.astype(np.float32)).dtype == np.float32
     _, tangent = srcgrad.jvp(as_python_list)(w, v)
     np.testing.assert_allclose(tangent, numerical_grad(as_python_list, (w,), 0) @ v, rtol=1e-6)
+
+
+def sorted_keys_of_a_dict_of_values(w, keys=("b", "a", "c")):
+    d = {k: w * (i + 1) for i, k in enumerate(keys)}
+    total = 0.0
+    for j, k in enumerate(sorted(d)):
+        total = total + np.sum(d[k]) * (j + 1)
+    return total
+
+
+def test_sorted_keys_of_a_dict_of_values():
+    w = np.array([0.3, -0.7, 1.1])
+    np.testing.assert_allclose(srcgrad.grad(sorted_keys_of_a_dict_of_values)(w),
+                               numerical_grad(sorted_keys_of_a_dict_of_values, (w,), 0), rtol=1e-6)
