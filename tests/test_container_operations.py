@@ -719,3 +719,20 @@ def test_sorted_keys_of_a_dict_of_values():
     w = np.array([0.3, -0.7, 1.1])
     np.testing.assert_allclose(srcgrad.grad(sorted_keys_of_a_dict_of_values)(w),
                                numerical_grad(sorted_keys_of_a_dict_of_values, (w,), 0), rtol=1e-6)
+
+
+CONSTANTS = {"a": np.array([1.0, 2.0, 3.0]), "b": np.array([0.5, 0.5, 0.5])}
+
+
+def merged_with_a_constant_dict(w):
+    q = dict(CONSTANTS)
+    r = {**q, "c": w * 2}
+    return sum(np.sum(v * w) for v in r.values())
+
+
+def test_forward_mode_of_a_merge_with_a_constant_dict():
+    """The merge's tangent took the constant dict's values for their tangents (a "linear"
+    tangent with two differentiable arguments), silently wrong."""
+    w, v = np.array([0.3, -0.7, 1.1]), np.array([1.0, 0.5, -0.2])
+    _, tangent = srcgrad.jvp(merged_with_a_constant_dict)(w, v)
+    np.testing.assert_allclose(tangent, numerical_grad(merged_with_a_constant_dict, (w,), 0) @ v, rtol=1e-6)

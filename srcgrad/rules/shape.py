@@ -232,7 +232,13 @@ def without_key(ans_bar, ans, d, key, missing_ok=False):
     return without_key_adjoint(ans_bar, d, key)
 
 
-@defadjoint(runtime.merged, ndim=lambda ndims, statics: None, tangent="linear")
+def _merged_tangent(ans, a, b, a_dot=None, b_dot=None):
+    """The merged tangents (zeros for the entries of a constant dict)."""
+    return runtime.merged(runtime.zeros_tangent(a) if a_dot is None else a_dot,
+                          runtime.zeros_tangent(b) if b_dot is None else b_dot)
+
+
+@defadjoint(runtime.merged, ndim=lambda ndims, statics: None, tangent=_merged_tangent)
 def merged(ans_bar, ans, a, b):
     """``{**a, **b}``: each entry's adjoint to the dict whose value was kept."""
     a_bar, b_bar = merged_adjoints(ans_bar, a, b)
