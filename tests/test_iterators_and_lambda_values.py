@@ -122,3 +122,18 @@ def next_then_the_rest_of_a_generator(w):
 def test_a_generator_read_by_next_and_otherwise_is_refused():
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match="generator expression"):
         srcgrad.grad(next_then_the_rest_of_a_generator)(np.ones(3))
+
+
+def next_in_a_nested_function(w):
+    g = (np.sum(x * w) for x in X)
+
+    def take():
+        return next(g)
+    a = take()
+    b = take()
+    return a * b
+
+
+def test_next_in_a_nested_function_is_refused_not_read_at_a_stale_counter():
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="generator expression"):
+        srcgrad.grad(next_in_a_nested_function)(np.ones(3))

@@ -889,8 +889,14 @@ def _generators_read_by_next(fdef, fn) -> set:
             made[stmt.targets[0].id] = stmt
     if not made:
         return set()
+    def own_statements(stmts):  # (not those of a nested def: its `next(g)` is read when it is called)
+        for stmt in stmts:
+            yield stmt
+            if not isinstance(stmt, gast.FunctionDef):
+                for field in ("body", "orelse"):
+                    yield from own_statements(getattr(stmt, field, None) or [])
     steps = {}  # name -> the statements `a = next(g)` / `next(g)`
-    for stmt in nodes.walk(fdef):
+    for stmt in own_statements(fdef.body):
         if isinstance(stmt, (gast.Assign, gast.Expr)) and isinstance(stmt.value, gast.Call) \
                 and isinstance(stmt.value.func, gast.Name) and stmt.value.func.id == "next" \
                 and len(stmt.value.args) == 1 and not stmt.value.keywords \
