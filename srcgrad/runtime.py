@@ -369,6 +369,90 @@ def items_extremum_tangent(ans, items, items_dot):
     return next(dot for item, dot in zip(items, items_dot) if item is ans or item == ans)
 
 
+def sorted_order(items, key=None, reverse=False):
+    """The positions of ``sorted(items, key=key, reverse=reverse)``'s items in ``items``:
+    Python's sort is stable (``reverse`` too), so sorting the positions by their items
+    gives ties in the order ``sorted`` keeps them."""
+    items = list(items)
+    by = (lambda i: items[i]) if key is None else (lambda i: key(items[i]))
+    return sorted(range(len(items)), key=by, reverse=reverse)
+
+
+def sorted_adjoint(ans_bar, items, key=None, reverse=False):
+    """Adjoint of the builtin ``sorted(items, key=key, reverse=reverse)``: item ``j`` of
+    ``ans_bar`` goes back to the position the ``j``-th sorted item came from (the
+    permutation's inverse).  A list or tuple gets a list (zeros of an item's kind where
+    nothing read it); an array, iterated over its first axis, an array."""
+    if not isinstance(items, (list, tuple)) and not hasattr(items, "shape"):
+        return {}  # (a dict's keys, a set's items: no adjoint reaches them)
+    order = sorted_order(items, key, reverse)
+    if not isinstance(items, (list, tuple)):
+        out = zeros_like(items)
+        for j, i in enumerate(order):
+            part = item_of(ans_bar, j)
+            if part is not None:
+                out[i] = out[i] + part
+        return out
+    parts = [None] * len(order)
+    for j, i in enumerate(order):
+        parts[i] = item_of(ans_bar, j)
+    return dense_items(parts, items)
+
+
+def dense_items(parts, items):
+    """A list of the adjoints ``parts`` of ``items``: zeros of an item's kind where a part
+    is None (nothing reached that item)."""
+    return [(0.0 if isinstance(item, (int, float)) else zeros_like(item)) if part is None else part
+            for part, item in zip(parts, items)]
+
+
+def reversed_list(items):
+    """``xs.reverse()`` on a list made here, written ``xs = rt.reversed_list(xs)``: the
+    same items, last first, as a new list."""
+    return list(items)[::-1]
+
+
+def reversed_list_adjoint(ans_bar, items):
+    """Adjoint of :func:`reversed_list`: item ``i``'s is the new list's item ``n - 1 - i``'s."""
+    n = len(items)
+    return dense_items([item_of(ans_bar, n - 1 - i) for i in range(n)], items)
+
+
+def inserted(items, index, value):
+    """``xs.insert(index, value)`` on a list made here, written ``xs = rt.inserted(xs, index,
+    value)``: a new list, with Python's ``insert``'s reading of ``index``."""
+    out = list(items)
+    out.insert(index, value)
+    return out
+
+
+def _inserted_at(n, index):
+    """Where ``list.insert(index, v)`` puts ``v`` in a list of ``n`` items."""
+    index = operator.index(index)
+    return min(max(index + n if index < 0 else index, 0), n)
+
+
+def inserted_adjoints(ans_bar, items, index, value):
+    """Adjoints of ``items`` and ``value`` in :func:`inserted`: the new list's items before
+    and after the inserted one go back to ``items``, the inserted one's to ``value``."""
+    n = len(items)
+    at = _inserted_at(n, index)
+    items_bar = dense_items([item_of(ans_bar, i if i < at else i + 1) for i in range(n)], items)
+    value_bar = item_of(ans_bar, at)
+    return items_bar, (zeros_like(value) if value_bar is None else value_bar)
+
+
+def inserted_tangent(items, index, value, items_dot=None, value_dot=None):
+    """Tangent of :func:`inserted`: the tangents inserted alike (zeros where none)."""
+    items_dot = dense_items([None] * len(items), items) if items_dot is None else items_dot
+    return inserted(items_dot, index, zeros_like(value) if value_dot is None else value_dot)
+
+
+def sorted_tangent(items, items_dot, key=None, reverse=False):
+    """Tangent of ``sorted(items, ...)``: the items' tangents in the sorted order."""
+    return [items_dot[i] for i in sorted_order(items, key, reverse)]
+
+
 def items_sum_adjoint(ans_bar, items):
     """Adjoint of the builtin ``sum(items, start)``: each item gets ``ans_bar`` summed back
     to its own shape (items broadcast against each other); an array, iterated over its
@@ -1470,6 +1554,8 @@ def snapshot(value):
 def redo(done: list) -> None:
     """Undo the :func:`restore` calls recorded in ``done``, last first."""
     for array, index, written in reversed(done):
+        if isinstance(array, list) and isinstance(index, int) and not -len(array) <= index < len(array):
+            continue  # (an item the forward sweep appended, which the backward sweep popped again)
         restore_entry(array, index, written)
     done.clear()
 
@@ -1483,9 +1569,11 @@ def is_gradient_function(obj) -> bool:
 
 def iterated(items):
     """What ``for v in items`` visits, as something the generated loop can index
-    (``items[i]``): the keys of a dict, the items of a set or of a dict's view, as a
-    tuple; a list, tuple or array as it is."""
-    if isinstance(items, (dict, set, frozenset, type({}.keys()), type({}.values()), type({}.items()))):
+    (``items[i]``): the keys of a dict, the items of a set or of a dict's view, or what
+    an iterator has left (``it = iter(X); next(it); for x in it``: read once, as Python
+    does), as a tuple; a list, tuple or array as it is."""
+    if isinstance(items, (dict, set, frozenset, type({}.keys()), type({}.values()), type({}.items()))) \
+            or not (hasattr(items, "__getitem__") and hasattr(items, "__len__")) and hasattr(items, "__next__"):
         return tuple(items)
     return items
 
@@ -1563,6 +1651,124 @@ def as_tuple(items):
 def as_list(items):
     """``list(xs)`` of a list or tuple whose items are known when it runs only."""
     return list(items)
+
+
+def sequence_of(items):
+    """``list(xs)`` / ``tuple(xs)`` of a value whose kind is known only when the code runs
+    (the compiler keeps the user's ``list``/``tuple`` in the code; this names the rule)."""
+    return list(items)
+
+
+def sequence_of_adjoint(ans_bar, items):
+    """Adjoint of ``items`` in ``list(items)`` / ``tuple(items)``: a list's or tuple's is the
+    new one's, item by item; an array's (its rows) an array with each row's adjoint; a
+    dict's (its keys) or another iterable's none."""
+    if isinstance(items, (list, tuple)):
+        return ans_bar
+    if not hasattr(items, "shape") or not np.ndim(items):
+        return {}
+    out = zeros_like(items)
+    for i in range(len(items)):
+        part = item_of(ans_bar, i)
+        if part is not None:
+            out[i] = out[i] + part
+    return out
+
+
+def fromkeys(keys, value=None):
+    """``dict.fromkeys(keys, value)``: a new dict, each key holding ``value``."""
+    return dict.fromkeys(keys, value)
+
+
+def fromkeys_adjoint(ans_bar, keys, value):
+    """Adjoint of ``value`` in :func:`fromkeys`: the sum of its entries' adjoints."""
+    total = None
+    for key in dict.fromkeys(keys):
+        part = item_of(ans_bar, key)
+        if part is not None:
+            total = part if total is None else total + part
+    return zeros_like(value) if total is None else total
+
+
+def tolist(a):
+    """``a.tolist()``: an array as nested lists of Python numbers (a number for a 0-d array)."""
+    return a.tolist() if hasattr(a, "tolist") else a
+
+
+def tolist_adjoint(ans_bar, a):
+    """Adjoint of ``a`` in ``a.tolist()``: the lists' adjoints as an array of ``a``'s shape
+    (zeros where nothing reached an item)."""
+    if not np.ndim(a):
+        return 0.0 * np.asarray(a, dtype=float) if ans_bar is None else np.asarray(ans_bar, dtype=_float_of(a))
+    out = np.zeros(np.shape(a), dtype=_float_of(a))
+    for i in range(len(out)):
+        part = item_of(ans_bar, i)
+        if part is not None:
+            out[i] = tolist_adjoint(part, a[i])
+    return out
+
+
+def _float_of(a):
+    dtype = getattr(a, "dtype", None)
+    return dtype if dtype is not None and dtype.kind == "f" else np.float64
+
+
+def mapping_of(items):
+    """``dict(d)`` of a value whose kind is known only when the code runs (the compiler
+    keeps the user's ``dict`` in the code; this names the rule)."""
+    return dict(items)
+
+
+def mapping_of_adjoint(ans_bar, items):
+    """Adjoint of ``items`` in ``dict(items)``: a mapping's is the new dict's, entry by
+    entry; a sequence of ``(key, value)`` pairs gives each key's adjoint to the value of
+    its last pair (the one the dict keeps).
+
+    Raises:
+        srcgrad.errors.UnsupportedSyntaxError: ``items`` is neither (an iterator, read once).
+    """
+    if isinstance(items, dict) or hasattr(items, "keys") and hasattr(items, "__getitem__"):
+        return ans_bar
+    if not isinstance(items, (list, tuple)):
+        raise errors.UnsupportedSyntaxError(
+            f"`dict(...)` was given a {type(items).__name__}, whose values srcgrad does not follow back",
+            None, "pass it a dict, or a list of (key, value) pairs")
+    last = {pair[0]: i for i, pair in enumerate(items)}
+    return {i: {1: part} for key, i in last.items() if (part := item_of(ans_bar, key)) is not None}
+
+
+def without_key(d, key, missing_ok=False):
+    """``d.pop(key)`` / ``del d[key]`` on a dict made here, written ``d = rt.without_key(d, key)``:
+    a new dict of ``d``'s kind without ``key`` (KeyError where it is missing, as Python's,
+    unless ``missing_ok``: ``d.pop(key, default)``)."""
+    out = d.copy()
+    if missing_ok:
+        out.pop(key, None)
+    else:
+        del out[key]
+    return out
+
+
+def without_key_adjoint(ans_bar, d, key):
+    """Adjoint of ``d`` in :func:`without_key`: the new dict's entries are ``d``'s (the entry
+    removed gets none: what read it read ``d[key]`` before)."""
+    if isinstance(ans_bar, dict):
+        return {k: g for k, g in ans_bar.items() if k != key}
+    return ans_bar
+
+
+def merged(a, b):
+    """``{**a, **b}`` of dicts whose keys are known when the code runs only: a new dict,
+    ``b``'s value where both have a key (in ``a``'s place)."""
+    return {**a, **b}
+
+
+def merged_adjoints(ans_bar, a, b):
+    """Adjoints of ``a`` and ``b`` in :func:`merged`: each entry's to the dict whose value
+    the merge kept (``b``'s where both have the key)."""
+    parts = ans_bar if isinstance(ans_bar, dict) else {}
+    return ({k: g for k, g in parts.items() if k in a and k not in b},
+            {k: g for k, g in parts.items() if k in b})
 
 
 def concatenated(a, b):

@@ -232,6 +232,8 @@ ROWS = [
     Row(builtins.max, {"max(x, y)": [((), ())], "max(x, y, 0.5)": [((), ())], "max([x, y, x])": [((), ())],
                        "max((x, 1.5))": [((),)], "max(x)": [((5,),)], "min(x, y)": [((), ())],
                        "min([x, -0.5, y])": [((), ())], "min(x)": [((5,),)]}),
+    Row(builtins.sorted, {"sorted([x, y, 0.5])": [((), ())], "sorted((y, x), reverse=True)": [((), ())],
+                          "sorted(x)": [((5,),)], "sorted(x, reverse=True)": [((5,),)]}),
     Row(builtins.sum, {"sum([x, y])": [((3, 4), (4,)), ((), ()), ((), (3, 4))], "sum((x, y, x))": [((3, 4), (3, 4))],
                        "sum(x)": [((3, 4),), ((5,),)], "sum([x, x], 1.0)": UNARY, "sum([x], y)": [((3, 4), (4,))]}),
     # ---- math.* on floats (the compiled tests pass Python floats) -----------
@@ -843,6 +845,12 @@ def test_every_rule_has_a_row():
         rules.discard(registry.lookup(joined).adjoint)
     rules.discard(registry.lookup(srcgrad.runtime.as_list).adjoint)  # tests/test_slices_of_lists.py
     for joined in (srcgrad.runtime.read_back, srcgrad.runtime.entry_read_back):  # tests/test_object_state.py
+        rules.discard(registry.lookup(joined).adjoint)
+    # list(xs), dict(d), xs.reverse(), xs.insert(i, v), d.pop(k), {**a, **b} (written so by the
+    # compiler): tests/test_container_operations.py.
+    for joined in (srcgrad.runtime.sequence_of, srcgrad.runtime.mapping_of, srcgrad.runtime.reversed_list,
+                   srcgrad.runtime.inserted, srcgrad.runtime.without_key, srcgrad.runtime.merged,
+                   srcgrad.runtime.fromkeys, srcgrad.runtime.tolist):
         rules.discard(registry.lookup(joined).adjoint)
     for joined in (srcgrad.misc.flatten,):  # tests/test_autograd_style_api.py
         rules.discard(registry.lookup(joined).adjoint)

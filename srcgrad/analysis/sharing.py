@@ -234,10 +234,15 @@ def _holds_or_takes(stmt, lists) -> bool:
     takes an item out of one of ``lists`` (``h = hs[i]``)."""
     if anno.get(stmt, "kind") in ("aggregate", "append", "setattr"):
         return True
+    if getattr(anno.get(stmt, "rule"), "name", None) in _SPLITS:  # a new list of views, not the array
+        return True
     bound = anno.get(stmt, "bound") or {}
     base = bound.get("a")
     return anno.get(stmt, "rule") is registry.lookup(operator.getitem) \
         and isinstance(base, gast.Name) and base.id in lists
+
+
+_SPLITS = ("numpy.split", "numpy.array_split", "numpy.hsplit", "numpy.vsplit")
 
 
 def _refuse(stmt, array, seen, made, params=()):

@@ -16,6 +16,7 @@ import numpy as np
 from ..runtime import (average_adjoint, average_tangent, broadcast_reduced, count_reduced, cumprod_adjoint,
                        cumprod_tangent, dtype_adjoint, fill_like, is_constant, items_extremum_adjoint,
                        items_extremum_tangent, items_sum_adjoint, items_sum_tangent, max_adjoint,
+                       sorted_adjoint, sorted_tangent,
                        nanmean_adjoint, prod_adjoint, std_adjoint, unbroadcast, var_adjoint)
 from . import _ndim
 from .registry import defadjoint, deftangent
@@ -188,3 +189,15 @@ def builtin_sum(ans_bar, ans, iterable, start=0):
 @deftangent(builtins.sum)
 def builtin_sum_tangent(ans, iterable, start=0, iterable_dot=None, start_dot=None):
     return items_sum_tangent(ans, iterable_dot, start_dot)
+
+
+@defadjoint(builtins.sorted, sequence=("iterable",), diff=("iterable",), ndim=lambda ndims, statics: None)
+def builtin_sorted(ans_bar, ans, iterable, *, key=None, reverse=False):
+    """The builtin ``sorted(xs, key=..., reverse=...)``: each sorted item's adjoint goes back
+    to the position it came from; ties keep Python's stable order (``rt.sorted_adjoint``)."""
+    return sorted_adjoint(ans_bar, iterable, key, reverse)
+
+
+@deftangent(builtins.sorted)
+def builtin_sorted_tangent(ans, iterable, *, key=None, reverse=False, iterable_dot=None):
+    return sorted_tangent(iterable, iterable_dot, key, reverse)

@@ -25,7 +25,10 @@ from ..runtime import (flattened_adjoint, flattened_tangent, unflattened_adjoint
                        split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
                        is_basic_index, is_constant, real_input, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
-                       unbroadcast, unconcatenate, unpacked_adjoint, window_adjoint)
+                       unbroadcast, unconcatenate, unpacked_adjoint, window_adjoint, sequence_of_adjoint,
+                       mapping_of_adjoint, reversed_list_adjoint, inserted_adjoints,
+                       inserted_tangent as inserted_list_tangent, without_key_adjoint, merged_adjoints,
+                       fromkeys_adjoint, tolist_adjoint)
 from . import _ndim
 from .registry import defadjoint, deftangent
 
@@ -204,6 +207,69 @@ def rows(ans_bar, ans, x):
     parts = ans_bar if isinstance(ans_bar, dict) else {} if not isinstance(ans_bar, (list, tuple)) else \
         {i: g for i, g in enumerate(ans_bar) if g is not None}
     return unpacked_adjoint(parts, x)
+
+
+@defadjoint(runtime.sequence_of, ndim=lambda ndims, statics: None, tangent="linear")
+def sequence_of(ans_bar, ans, items):
+    """``list(xs)`` / ``tuple(xs)``: each item's adjoint is its own; an array's rows are
+    gathered back into an array (``rt.sequence_of_adjoint``)."""
+    return sequence_of_adjoint(ans_bar, items)
+
+
+@defadjoint(runtime.mapping_of, ndim=lambda ndims, statics: None, tangent="linear")
+def mapping_of(ans_bar, ans, items):
+    """``dict(d)``: each entry's adjoint is its own (``rt.mapping_of_adjoint``)."""
+    return mapping_of_adjoint(ans_bar, items)
+
+
+@defadjoint(runtime.reversed_list, sequence=("items",), ndim=lambda ndims, statics: None, tangent="linear")
+def reversed_list(ans_bar, ans, items):
+    """``xs.reverse()`` (``xs = rt.reversed_list(xs)``): each item's adjoint back in order."""
+    return reversed_list_adjoint(ans_bar, items)
+
+
+@defadjoint(runtime.inserted, sequence=("items",), diff=("items", "value"), ndim=lambda ndims, statics: None)
+def inserted(ans_bar, ans, items, index, value):
+    """``xs.insert(i, v)`` (``xs = rt.inserted(xs, i, v)``): the inserted item's adjoint to
+    ``v``, the others' to the items they were."""
+    items_bar, value_bar = inserted_adjoints(ans_bar, items, index, value)
+    return items_bar, value_bar
+
+
+@deftangent(runtime.inserted)
+def inserted_tangent(ans, items, index, value, items_dot=None, value_dot=None):
+    return inserted_list_tangent(items, index, value, items_dot, value_dot)
+
+
+@defadjoint(runtime.without_key, diff=("d",), ndim=lambda ndims, statics: None, tangent="linear")
+def without_key(ans_bar, ans, d, key, missing_ok=False):
+    """``d.pop(k)`` / ``del d[k]`` (``d = rt.without_key(d, k)``): the other entries' adjoints."""
+    return without_key_adjoint(ans_bar, d, key)
+
+
+def _merged_tangent(ans, a, b, a_dot=None, b_dot=None):
+    """The merged tangents (zeros for the entries of a constant dict)."""
+    return runtime.merged(runtime.zeros_tangent(a) if a_dot is None else a_dot,
+                          runtime.zeros_tangent(b) if b_dot is None else b_dot)
+
+
+@defadjoint(runtime.merged, ndim=lambda ndims, statics: None, tangent=_merged_tangent)
+def merged(ans_bar, ans, a, b):
+    """``{**a, **b}``: each entry's adjoint to the dict whose value was kept."""
+    a_bar, b_bar = merged_adjoints(ans_bar, a, b)
+    return a_bar, b_bar
+
+
+@defadjoint(runtime.fromkeys, diff=("value",), ndim=lambda ndims, statics: None, tangent="linear")
+def fromkeys(ans_bar, ans, keys, value=None):
+    """``dict.fromkeys(keys, v)``: ``v`` gets the sum of its entries' adjoints."""
+    return fromkeys_adjoint(ans_bar, keys, value)
+
+
+@defadjoint(runtime.tolist, ndim=lambda ndims, statics: None, tangent="linear")
+def tolist(ans_bar, ans, a):
+    """``a.tolist()``: the items' adjoints as an array of ``a``'s shape (``rt.tolist_adjoint``)."""
+    return tolist_adjoint(ans_bar, a)
 
 
 @defadjoint(runtime.repeated, diff=("items",), zero=("count",), tangent="linear")

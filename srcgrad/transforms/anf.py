@@ -64,7 +64,7 @@ _METHODS = {
     "any": np.any, "all": np.all, "round": np.round, "item": runtime.item,
     "cumsum": np.cumsum, "swapaxes": np.swapaxes, "trace": np.trace, "cumprod": np.cumprod,
     "take": np.take, "repeat": np.repeat, "diagonal": np.diagonal, "argsort": np.argsort,
-    "nonzero": np.nonzero,
+    "nonzero": np.nonzero, "tolist": runtime.tolist,
 }  # (not `sort`, `partition`, `resize`, `put`: the method changes the array, the function copies)
 if hasattr(np, "astype"):  # NumPy >= 2.1
     _METHODS["astype"] = np.astype
@@ -203,7 +203,9 @@ class _Lowering:
         self.named_fields = {}  # name of a named tuple made here -> its field names
         self.records = set()  # objects made here from their fields (`P(a, b)`): known by attribute
         self.aliased = set()     # names another name was bound to (`t = s`)
+        self.held_in = collections.Counter()  # name -> how often stored as an item (`[xs]`, `ys.append(xs)`)
         self.entries = {}        # a dict made here -> {literal key: the name its entry holds}
+        self.read_dicts = set()  # names in `entries` read since they were bound (an entry read out: `y = d["a"]`)
         self.passed = {}         # lists and dicts given to a function of yours -> origin of the call
         self.writes = []         # (array name, statement) of each `y[i] = v`, in order
         self.loop_writes = []    # for each loop being lowered: where its body's writes start
@@ -317,6 +319,16 @@ class _Lowering:
                 atom = self._lower(stmt.value, target_hint=hint)
             self.core.result = atom
             self._emit_stmt(nodes.ret(nodes.copy(atom)), stmt, kind="return")
+        elif isinstance(stmt, gast.Delete):  # `del d[k]` is `d.pop(k)` on a dict or list made here
+            target = stmt.targets[0]
+            held = self._held(target.value)
+            if held is None or held not in self.dicts | self.own_lists | self.containers:
+                raise errors.at(stmt, f"srcgrad cannot `del` an entry of `{nodes.to_source(target.value).strip()}`: "
+                                "only of a dict or list made in this function",
+                                "build a new one without the entry (`d = {k: v for k, v in d.items() if k != key}`)")
+            pop = anno.inherit(nodes.call(gast.Attribute(value=nodes.copy(target.value), attr="pop",
+                                                         ctx=gast.Load()), [nodes.copy(target.slice)]), stmt)
+            self._lower(pop, effect=True)
         elif isinstance(stmt, gast.Expr):
             if isinstance(stmt.value, gast.Constant):
                 return  # docstring
@@ -382,6 +394,8 @@ class _Lowering:
     def _aggregate(self, node, **emit):
         """``t = (a, b)``: kept as a value, and remembered element by element, so
         that ``t[0]`` is just ``a`` (scalar replacement of aggregates)."""
+        if isinstance(node, gast.Dict) and any(k is None for k in node.keys):
+            return self._merged_dict(node, **emit)
         if isinstance(node, gast.Dict):
             if not all(isinstance(k, gast.Constant) for k in node.keys):
                 raise errors.at(node, "dict keys must be literals in differentiated code",
@@ -396,11 +410,67 @@ class _Lowering:
                 elts=[nodes.copy(a) for a in atoms], ctx=gast.Load())
         return self._emit_aggregate(value, keys, atoms, node, **emit)
 
+    def _merged_dict(self, node, **emit):
+        """``{**p, 'k': v}``: where the keys of each ``**`` are known when compiling, one
+        display of all the entries (a later key's value in the earlier one's place, as
+        Python's); else ``rt.merged(a, b)`` dict by dict, whose rule gives each entry's
+        adjoint to the dict whose value the merge kept."""
+        parts, literal = [], {}
+        for key, value in zip(node.keys, node.values):
+            if key is None:
+                if literal:
+                    parts.append(literal)
+                    literal = {}
+                parts.append(self._spread(value, "mapping", len(parts)))
+            elif isinstance(key, gast.Constant):
+                literal[key.value] = self._lower(value)
+            else:
+                raise errors.at(node, "dict keys must be literals in differentiated code",
+                                "write {'w': w, 'b': b}")
+        if literal:
+            parts.append(literal)
+        if not any(isinstance(k, tuple) for part in parts for k in part):
+            merged = {}
+            for part in parts:
+                merged.update(part)
+            display = gast.Dict(keys=[nodes.const(k) for k in merged], values=list(merged.values()))
+            made = self._emit_aggregate(display, list(merged), list(merged.values()), node, **emit)
+            return made
+        atoms = []
+        for part in parts:
+            if any(isinstance(k, tuple) for k in part):  # a `**d` whose keys are known when it runs only
+                atoms.append(next(iter(part.values())))
+            else:
+                display = gast.Dict(keys=[nodes.const(k) for k in part], values=list(part.values()))
+                atoms.append(self._emit_aggregate(display, list(part), list(part.values()), node,
+                                                  target=None, effect=False))
+        made = atoms[0] if len(atoms) == 1 else None
+        if made is None or isinstance(made, gast.Name) and made.id in self.aggregates:
+            made = self._apply(runtime.mapping_of, None, [atoms[0]], {}, node, func_node=nodes.dotted("dict"),
+                               target=None, target_hint=None, origin_node=node, effect=False)
+            for atom in atoms[1:]:
+                made = self._apply(runtime.merged, None, [made, atom], {}, node, func_node=nodes.dotted("rt.merged"),
+                                   target=None, target_hint=None, origin_node=node, effect=False)
+        else:
+            made = self._apply(runtime.mapping_of, None, [made], {}, node, func_node=nodes.dotted("dict"),
+                               target=None, target_hint=None, origin_node=node, effect=False)
+        for known in (self.containers, self.dicts):
+            known.add(made.id)
+        self.made_by[made.id] = (True, anno.get(node, "origin"))
+        target = emit.get("target")
+        if target is None and not emit.get("effect"):
+            return made
+        copied = self._emit(made, node, target, emit.get("target_hint"), emit.get("effect"), kind="copy")
+        if copied is not None:
+            self._same_kind(copied.id, made.id)
+        return copied
+
     def _emit_aggregate(self, value, keys, atoms, node, **emit):
         emit.setdefault("target_hint", None)
         emit.setdefault("origin_node", node)
         result = self._emit(value, kind="aggregate", elements=dict(zip(keys, atoms)), **emit)
         self._escape(atoms, node)
+        self.held_in.update(a.id for a in atoms if isinstance(a, gast.Name))
         if result is not None:
             self.aggregates[result.id] = dict(zip(keys, atoms))
             if isinstance(value, gast.Tuple):
@@ -683,6 +753,17 @@ class _Lowering:
         target_names = {t.id for t in indices if isinstance(t, gast.Name)}
         stored = {n.id for n in nodes.walk(loop) if isinstance(n, gast.Name)
                   and isinstance(n.ctx, gast.Store)} - target_names
+        # `xs.reverse()`, `xs.insert(i, v)`, `xs.sort()` on a list made here bind a new version (`_reordered`).
+        stored |= {n.func.value.id for n in nodes.walk(loop) if isinstance(n, gast.Call)
+                   and isinstance(n.func, gast.Attribute) and n.func.attr in ("reverse", "insert", "sort")
+                   and isinstance(n.func.value, gast.Name) and n.func.value.id in self.current}
+        # `d.pop(k)` / `del d[k]` on a dict made here too (`_dict_pop`).
+        stored |= {n.func.value.id for n in nodes.walk(loop) if isinstance(n, gast.Call)
+                   and isinstance(n.func, gast.Attribute) and n.func.attr == "pop"
+                   and isinstance(n.func.value, gast.Name) and self.current.get(n.func.value.id) in self.dicts}
+        stored |= {t.value.id for n in nodes.walk(loop) if isinstance(n, gast.Delete) for t in n.targets
+                   if isinstance(t, gast.Subscript) and isinstance(t.value, gast.Name)
+                   and self.current.get(t.value.id) in self.dicts}
         # `d[k] = v` on a dict made here binds a new version of `d` (`_dict_setitem`).
         stored |= {n.value.id for n in nodes.walk(loop) if isinstance(n, gast.Subscript)
                    and isinstance(n.ctx, gast.Store) and isinstance(n.value, gast.Name)
@@ -770,6 +851,8 @@ class _Lowering:
         written = {name: stmt for name, stmt in self.writes[self.loop_writes.pop():]}
         for user, name in entry.items():
             end = self.current[user]
+            if end != name and end in self.runtime_lists and name in self.lists | self.own_lists:
+                self.runtime_lists.add(name)  # a list made here either way (`xs.reverse()` in the body)
             for known in (self.containers, self.lists, self.own_lists, self.dicts, self.tuples):
                 if end != name and end not in known:
                     known.discard(name)  # a list before the loop, perhaps an array after it
@@ -825,12 +908,17 @@ class _Lowering:
             index = self._store(target.id)
             self.integers.add(index)
             return {"iter": nodes.call("reversed", [nodes.call("range", args)]), "index": index}, None
+        start = None
         if callee is enumerate:
-            if len(targets) != 2 or len(it.args) != 1 or it.keywords:
-                raise errors.at(stmt, "srcgrad reads `enumerate` loops with two targets and no start",
-                                "write `for i, x in enumerate(xs):` (and add a start to `i` inside the loop)")
+            given = it.args[1:] + [k.value for k in it.keywords if k.arg == "start"]
+            if len(targets) != 2 or not isinstance(targets[0], gast.Name) or not 1 <= len(it.args) <= 2 \
+                    or any(k.arg != "start" for k in it.keywords) or len(given) > 1:
+                raise errors.at(stmt, "srcgrad reads `enumerate` loops with two targets",
+                                "write `for i, x in enumerate(xs):` or `for i, x in enumerate(xs, start):`")
             seqs, index_user, item_targets = [self._lower(_reversed_as_slice(it.args[0]))], targets[0].id, \
                 [targets[1]]
+            if given:  # `enumerate(xs, start=1)`: the index counts from 0, `i = _i + start` in the body
+                start, index_user = self._lower(given[0]), None
         elif callee is zip:
             seqs, index_user = self._zipped(it), None
             whole = None if isinstance(target, gast.Tuple) else target  # (`for col in zip(*rows)`)
@@ -864,6 +952,9 @@ class _Lowering:
 
         def prelude():
             atoms = []
+            if start is not None:
+                counted = anno.inherit(gast.BinOp(left=nodes.name(index), op=gast.Add(), right=nodes.copy(start)), stmt)
+                self._lower(counted, target=targets[0].id)
             for seq, item in zip(seqs, item_targets):
                 value = gast.Subscript(value=nodes.copy(seq), slice=nodes.name(index), ctx=gast.Load())
                 whole = self._apply(operator.getitem, value, [nodes.copy(seq), nodes.name(index)], {}, stmt,
@@ -939,6 +1030,11 @@ class _Lowering:
         for key, value in annotations.items():
             anno.set(stmt, key, value)
         self.block.append(stmt)
+        if self.entries or self.aggregates:  # (an entry read out may be the array `d[k] += v` changes in place)
+            read = stmt.value if isinstance(stmt, (gast.Assign, gast.Expr)) else getattr(stmt, "iter", None) \
+                or getattr(stmt, "test", None)  # (a loop's or branch's body was read statement by statement)
+            if read is not None:
+                self.read_dicts.update(n for n in nodes.loaded_names(read) if n in self.entries or n in self.aggregates)
         return stmt
 
     def _emit(self, value, origin_node, target, target_hint, effect, **annotations):
@@ -1022,6 +1118,16 @@ class _Lowering:
                 if name in self.arrays and name not in self.escaped:
                     self.escaped[name] = anno.get(node, "origin")
 
+    def _container_kind(self, name):
+        """What ``name`` holds, as far as the compiler knows: ``"array"``, ``"list"``, ``"dict"``
+        (a parameter's is part of the specialisation), or None."""
+        rank = self.structures.get(name)
+        if name in self.dicts or isinstance(rank, TreeRank) and rank.kind == "mapping":
+            return "dict"
+        if name in self.sequences or name in self.own_lists or isinstance(rank, TreeRank) and rank.kind == "sequence":
+            return "list"
+        return "array" if name in self.arrays else None
+
     def _shared_at(self, name) -> str:
         origin = self.escaped.get(name)
         return f" (stored or passed on at {origin.where}: `{origin.text.strip()}`)" if origin else ""
@@ -1071,6 +1177,8 @@ class _Lowering:
                             "append all items before the list is shared, and use one name for it")
         value = self._lower(node.args[0]) if value is None else value
         self._escape([value], node)
+        if isinstance(value, gast.Name):
+            self.held_in[value.id] += 1
         self.aggregates.pop(name, None)  # its length is known only at run time now
         self.lists.add(name)
         call = nodes.call(gast.Attribute(value=nodes.name(name), attr="append", ctx=gast.Load()),
@@ -1103,6 +1211,55 @@ class _Lowering:
         emit["effect"], effect = False, emit["effect"]  # the value is put back in the backward sweep
         result = self._emit(call, kind="pop", list=name, index=index, impure=True, **emit)
         return None if effect else result
+
+    def _reordered(self, user, name, node, **emit):
+        """``xs.reverse()``, ``xs.insert(i, v)`` and ``xs.sort(key=..., reverse=...)`` on a list
+        made here that no other name holds: a new version of ``xs``, as for any rebinding (in
+        a loop, a carried name), whose rule sends each item's adjoint back to where it came
+        from: the items rebuilt where they are known (``reverse``, ``insert`` at a literal
+        index), else ``xs = rt.reversed_list(xs)``, ``rt.inserted(xs, i, v)``, ``sorted(xs, ...)``."""
+        method = node.func.attr
+        fresh = self.made_by.get(name, (False, None))[0] or name in self.own_lists
+        if not fresh or name in self.params or name in self.aliased or name in self.copied_from \
+                or name in self.passed or name in self.held_in or not emit.get("effect"):
+            where = self.passed.get(name)
+            seen = f"it was passed to a function at {where.where} (`{where.text.strip()}`), which may keep " \
+                "it" if where is not None else "its value (None) is used" if not emit.get("effect") \
+                else "another name may refer to the same list (`ys = xs`, `[xs]`)" \
+                if fresh and name not in self.params else "the list was not made in this function"
+            raise errors.at(node, f"cannot {method} `{user}` in place here: {seen}, and srcgrad follows the "
+                            "items of a list by its own name only",
+                            f"make a new list and use that one name: `{user} = list({user})` first, or "
+                            + {"reverse": f"`{user} = {user}[::-1]`", "sort": f"`{user} = sorted({user})`",
+                               "insert": f"`{user} = {user}[:i] + [v] + {user}[i:]`"}[method])
+        args, kwargs = self._call_arguments(node)
+        if method == "sort":
+            if args:
+                raise errors.at(node, "`list.sort` takes its arguments by keyword", "write `xs.sort(key=f)`")
+            func = anno.set(nodes.name("sorted"), "resolved", sorted)
+            value = self._apply(sorted, None, [nodes.name(name)], kwargs, node, func_node=func, target=user,
+                                target_hint=None, origin_node=node, effect=False)
+            self.runtime_lists.add(value.id)
+            return None
+        if kwargs or len(args) != (2 if method == "insert" else 0) or any(isinstance(a, gast.Starred) for a in args):
+            raise errors.at(node, f"`{user}.{method}(...)` is given arguments it does not take",
+                            "write `xs.reverse()` or `xs.insert(i, v)`")
+        items = self.aggregates.get(name)
+        at = static_value(args[0]) if args else None
+        if items is not None and (method == "reverse" or type(at) is int):
+            items = list(items.values())
+            if method == "reverse":
+                items.reverse()
+            else:
+                items.insert(at, args[1])
+            display = gast.List(elts=[nodes.copy(a) for a in items], ctx=gast.Load())
+            self._emit_aggregate(display, list(range(len(items))), items, node, target=user, effect=False)
+            return None
+        helper = runtime.reversed_list if method == "reverse" else runtime.inserted
+        value = self._apply(helper, None, [nodes.name(name)] + args, {}, node,
+                            func_node=nodes.dotted(f"rt.{helper.__name__}"), target=user, target_hint=None,
+                            origin_node=node, effect=False)
+        return None
 
     def _item(self, base, index, node, **emit):
         """``h = xs[i]`` on a list whose items are known at run time only (grown with
@@ -1477,21 +1634,41 @@ class _Lowering:
         name = self.current.get(base.id, base.id) if isinstance(base, gast.Name) else None
         if name in self.dicts:
             key = static_value(stmt.target.slice)
-            entry = self.entries.get(name, {}).get(key) if key is not UNKNOWN else None
+            entry = self.entries.get(name, {}).get(key) if key is not UNKNOWN else \
+                self.entries.get(name, {}).get(("name", self.current.get(stmt.target.slice.id, stmt.target.slice.id))) \
+                if isinstance(stmt.target.slice, gast.Name) else None
+            if name in self.read_dicts:
+                entry = None  # (read since: `y = d[k]` may hold the entry's array)
+            if key is not UNKNOWN and isinstance(self.aggregates.get(name, {}).get(key), gast.Constant):
+                return  # `stats = {'loss': 0.0}`: a number is rebound by `+=`
         elif name in self.own_lists or name in self.containers:  # `xs[i] += v`: the same for a list's item
             key = static_value(stmt.target.slice)
             items = self.aggregates.get(name, {}) if name not in self.dicts else {}
             atom = items.get(key % len(items)) if type(key) is int and items and -len(items) <= key < len(items) \
                 else None
-            entry = atom.id if isinstance(atom, gast.Name) else None
+            entry = atom.id if isinstance(atom, gast.Name) and name not in self.read_dicts else None
             if isinstance(atom, gast.Constant):
                 return
+        elif name in self.runtime_lists:  # (`parts = np.split(x, 3)`: its items may be views of `x`)
+            entry = None
         else:
             return
+        held = entry is not None and self.held_in[entry] > 1  # (an item of another list too: `ys = list(xs)`)
         if entry is not None and (entry in self.scalars or entry.startswith("_") and entry not in self.aliased
-                                  and self.made_by.get(entry, (False, None))[0]):
+                                  and not held and self.made_by.get(entry, (False, None))[0]):
             return
         user, op = base.id, _op_symbol(stmt.op)
+        if entry is None and all(isinstance(n, (gast.Name, gast.Constant, gast.BinOp, gast.UnaryOp, gast.operator,
+                                                 gast.unaryop, gast.expr_context))
+                                 for n in nodes.walk(stmt.target.slice)):  # (read twice: arithmetic only)
+            # What the entry holds is known only when the code runs (a dict carried by a loop, whose
+            # `'loss'` began as 0.0): a number is rebound, an array is refused then.
+            origin = anno.get(stmt, "origin")
+            check = nodes.call("rt.not_in_place", [self._lower(base), self._lower(stmt.target.slice),
+                                                   nodes.const(user), nodes.const(op),
+                                                   nodes.const(origin.where if origin else "?")])
+            self._emit(check, stmt, None, "_checked", False, kind="nondiff", rule=None, impure=True)
+            return
         raise errors.at(stmt, f"`{user}[...] {op}= ...` changes the array in that entry in place, and "
                         "another name may hold the same array (the name it was stored from, another "
                         "entry, the caller)", f"write `{user}[...] = {user}[...] {op} ...` (a new array)")
@@ -1520,10 +1697,51 @@ class _Lowering:
         self.made_by[new.id] = (True, anno.get(stmt, "origin"))
         key = static_value(index)
         if key is not UNKNOWN and isinstance(value, gast.Name) and name in self.entries:
-            self.entries[new.id] = {**self.entries[name], key: value.id}
+            kept = {k: v for k, v in self.entries[name].items() if not isinstance(k, tuple)}  # (`k` may be 'a')
+            self.entries[new.id] = {**kept, key: value.id}
+        elif key is UNKNOWN and isinstance(index, gast.Name) and isinstance(value, gast.Name):
+            self.entries[new.id] = {("name", index.id): value.id}  # (any other key may be the same one)
         keys = self._dict_keys(name)
         if key is not UNKNOWN and keys is not None:  # (the new version's keys, in insertion order)
             self.known_keys[new.id] = keys + [key] if key not in keys else keys
+
+    def _dict_pop(self, user, name, node, **emit):
+        """``v = d.pop(k)`` (``del d[k]``) on a dict made here that no other name holds: ``v``
+        is ``d[k]`` (``d.get(k, default)`` with a default), then ``d = rt.without_key(d, k)``,
+        a new version of ``d`` as ``d[k] = v`` makes (``_dict_setitem``)."""
+        fresh, _ = self.made_by.get(name, (False, None))
+        if not fresh or name in self.aliased or name in self.passed or name in self.escaped \
+                or name in self.held_in or node.keywords or not 1 <= len(node.args) <= 2:
+            where = self.passed.get(name)
+            seen = f"it was passed to a function at {where.where} (`{where.text.strip()}`), which may " \
+                "keep it" if where is not None else "another name may refer to the same dict"
+            raise errors.at(node, f"cannot pop from the dict `{user}` here: {seen}, and srcgrad follows "
+                            "the entries of a dict by its own name only",
+                            f"read the entry and build a new dict without it: `v = {user}[k]`, "
+                            f"`{user} = {{key: e for key, e in {user}.items() if key != k}}`")
+        base = nodes.name(user)
+        anno.inherit(base, node)
+        read = gast.Call(func=gast.Attribute(value=base, attr="get", ctx=gast.Load()), args=list(node.args),
+                         keywords=[]) if len(node.args) == 2 else \
+            gast.Subscript(value=base, slice=node.args[0], ctx=gast.Load())
+        anno.inherit(read, node)
+        value = None if emit.get("effect") else self._lower(read, **{k: v for k, v in emit.items()
+                                                                     if k != "origin_node"})
+        key = self._lower(node.args[0])
+        new = self._apply(runtime.without_key, None, [nodes.name(name), key, nodes.const(len(node.args) == 2)], {},
+                          node, func_node=nodes.dotted("rt.without_key"), origin_node=node, target=user,
+                          target_hint=None, effect=False)
+        self.containers.add(new.id)
+        self.dicts.add(new.id)
+        self.arrays.discard(new.id)
+        self.made_by[new.id] = (True, anno.get(node, "origin"))
+        removed = static_value(key)
+        if removed is not UNKNOWN and name in self.entries:
+            self.entries[new.id] = {k: v for k, v in self.entries[name].items() if k != removed}
+        keys = self._dict_keys(name)
+        if removed is not UNKNOWN and keys is not None:
+            self.known_keys[new.id] = [k for k in keys if k != removed]
+        return value
 
     def _list_setitem(self, user, name, target, value_node, stmt) -> bool:
         """``xs[i] = v`` with a literal ``i`` on a list made here whose items are known and
@@ -1654,13 +1872,15 @@ class _Lowering:
         # Other names that share `name`'s memory (aliases, views) and are read after the
         # write are found by analysis/sharing.py, once the whole function is lowered.
         if (not fresh or name in self.escaped) and name not in self.runtime_lists:
+            kind = self._container_kind(name)
             where = self._shared_at(name) or (f" (made at {origin.where}: `{origin.text.strip()}`)" if origin
-                                               else " (it is an argument: the caller's array)"
+                                               else f" (it is an argument: the caller's {kind or 'value'})"
                                                if name in self.params else "")
-            raise errors.at(stmt, f"cannot write into `{user}`: it may share memory with another "
-                            f"array{where}, and the write would change that one too",
-                            f"write into a copy: `{user} = np.copy({user})` before the write (for a dict "
-                            f"or a list, `{user} = dict({user})`, `{user} = list({user})`)")
+            held = {"dict": "another name may hold the same dict", "list": "another name may hold the same "
+                    "list"}.get(kind, "it may share memory with another array, list or dict" if kind is None
+                                else "it may share memory with another array")
+            raise errors.at(stmt, f"cannot write into `{user}`: {held}{where}, and the write would change "
+                            "that one too", "write into a copy before the write: " + _copy_advice(user, kind))
         self.writes.append((name, stmt))
         index = self._index(target.slice)
         value = self._lower(value_node)
@@ -2053,6 +2273,30 @@ class _Lowering:
                     if isinstance(made, gast.Name):
                         self.runtime_lists.add(made.id)
                     return made
+            if getattr(callee, "__self__", None) is dict and getattr(callee, "__name__", None) == "fromkeys" \
+                    and 1 <= len(args) <= 2 and not kwargs:  # `dict.fromkeys(KEYS)`: a new dict made here
+                made = self._apply(runtime.fromkeys, None, args, {}, node, func_node=nodes.dotted("rt.fromkeys"),
+                                   **emit)
+                if isinstance(made, gast.Name):
+                    self.containers.add(made.id)
+                    self.dicts.add(made.id)
+                    self.arrays.discard(made.id)
+                    self.made_by[made.id] = (True, anno.get(node, "origin"))
+                return made
+            if callee in (list, tuple, dict) and len(args) == 1 and not kwargs \
+                    and not isinstance(args[0], gast.Starred):
+                # `list(xs)`, `tuple(xs)`, `dict(d)` of a value whose items are known only when it
+                # runs (`np.split`'s list, a dict passed in): the user's call, with the rule of
+                # `rt.sequence_of` / `rt.mapping_of`, whose adjoint gives each item its own.
+                made = self._apply(runtime.mapping_of if callee is dict else runtime.sequence_of, None, args, {},
+                                   node, func_node=nodes.copy(func), **emit)
+                if isinstance(made, gast.Name) and callee is tuple:
+                    self.containers.add(made.id)
+                    self.tuples.add(made.id)
+                if isinstance(made, gast.Name) and callee is dict:  # (a new dict: its keys known when it runs)
+                    self.containers.add(made.id)
+                    self.dicts.add(made.id)
+                return made
             if callee is np.einsum:
                 args = _einsum_sublists(args)
             if callee in (max, min) and len(args) > 1:  # Python's max(a, b) is max((a, b)): one rule
@@ -2102,8 +2346,17 @@ class _Lowering:
                             "which srcgrad does not follow",
                             f"build a list of your own from its items (`items = [{user}[0], {user}[1]]`) "
                             "and change that")
-        if isinstance(func, gast.Attribute) and func.attr in _CHANGES and isinstance(func.value, gast.Name) \
-                and self.current.get(func.value.id, func.value.id) in self.runtime_lists:
+        if isinstance(func, gast.Attribute) and func.attr == "copy" and not node.args and not node.keywords \
+                and isinstance(func.value, gast.Name) and not anno.has(func.value, "resolved") \
+                and self._container_kind(self.current.get(func.value.id, func.value.id)) in ("list", "dict"):
+            # `ps.copy()` of a list or dict (passed in, or made here): `list(ps)` / `dict(ps)`
+            kind = list if self._container_kind(self.current.get(func.value.id, func.value.id)) == "list" else dict
+            maker = anno.set(nodes.name(kind.__name__), "resolved", kind)
+            copied = anno.inherit(gast.Call(func=maker, args=[func.value], keywords=[]), node)
+            return self._lower(copied, **{k: v for k, v in emit.items() if k != "origin_node"})
+        if isinstance(func, gast.Attribute) and func.attr in _CHANGES - {"reverse", "insert", "sort"} \
+                and isinstance(func.value, gast.Name) \
+                and self.current.get(func.value.id, func.value.id) in self.runtime_lists - self.dicts:
             # (`vals = list(x)`, `hs = [None] * n`: its items are known when it runs only, and
             # their adjoints are followed by position: a change of order or length is not)
             user = func.value.id
@@ -2118,6 +2371,12 @@ class _Lowering:
             return self._append(user, node, name=held, **emit)
         if held is not None and func.attr == "extend" and held in self.made_by:
             return self._extend(user, node, held, **emit)
+        if held is not None and func.attr in ("reverse", "insert", "sort") and isinstance(func.value, gast.Name) \
+                and held in self.own_lists | self.lists | self.runtime_lists and held not in self.dicts \
+                and held not in self.tuples:
+            return self._reordered(user, held, node, **emit)
+        if held is not None and func.attr == "pop" and held in self.dicts and isinstance(func.value, gast.Name):
+            return self._dict_pop(user, held, node, **emit)
         if held is not None and func.attr == "pop" and held in self.own_lists | self.containers:
             return self._pop(user, node, name=held, **emit)
         if self._dict_method_call(node) is not None:
@@ -2303,6 +2562,15 @@ _VIEWS = (operator.getitem, np.reshape, np.ravel, np.transpose, np.expand_dims, 
           np.broadcast_to, np.asarray)
 
 
+def _copy_advice(user: str, kind) -> str:
+    """How to write ``user`` as a new value of its kind (all three where it is not known)."""
+    ways = {"array": f"`{user} = np.copy({user})`", "list": f"`{user} = list({user})`",
+            "dict": f"`{user} = dict({user})`"}
+    if kind in ways:
+        return ways[kind]
+    return f"{ways['dict']} for a dict, {ways['list']} for a list, {ways['array']} for an array"
+
+
 def _reversed_as_slice(node):
     """``reversed(xs)`` as ``xs[::-1]``: indexable, with a length, as the loop lowering needs
     (a ``list_reverseiterator`` has neither); any other node as it is."""
@@ -2348,6 +2616,8 @@ def _clip_arguments(args, kwargs):
 # Calls whose result is a Python container, never an array (`[None] * n`, `list(m)`).
 _CONTAINER_MAKERS = {"srcgrad.runtime.repeated", "srcgrad.runtime.concatenated", "srcgrad.runtime.as_tuple",
                      "srcgrad.runtime.as_list", "srcgrad.runtime.rows",
+                     "srcgrad.runtime.sequence_of", "srcgrad.runtime.mapping_of", "srcgrad.runtime.reversed_list",
+                     "srcgrad.runtime.inserted", "srcgrad.runtime.merged", "srcgrad.runtime.without_key", "srcgrad.runtime.fromkeys", "srcgrad.runtime.tolist", "numpy.split", "numpy.array_split", "numpy.hsplit", "numpy.vsplit",
                      "builtins.list", "builtins.tuple", "builtins.dict", "builtins.sorted", "builtins.zip",
                      "builtins.enumerate", "collections.OrderedDict", "collections.defaultdict"}
 # The runtime helpers of gradient code that make a list of adjoints, one per item of a list

@@ -66,7 +66,8 @@ _CONSUMERS = ("max", "min", "list", "tuple", "sorted", "any", "all", "set", "dic
 def transform(fdef: gast.FunctionDef, fn=None, param_ranks=None) -> None:
     """Desugar ``fdef``'s body in place; ``fn``, the function, tells whether ``sum`` is the builtin;
     ``param_ranks`` (the specialisation's, where known) which parameters hold arrays or sequences."""
-    _check_generators_read_once(fdef, fn)
+    stepped = _generators_read_by_next(fdef, fn)
+    _check_generators_read_once(fdef, fn, stepped)
     sequences = {p for p, r in zip(_parameter_names(fdef.args), param_ranks or ())
                  if isinstance(r, int) and r >= 1 or getattr(r, "kind", None) == "sequence"}
     iterators.transform(fdef, fn, sequences)  # (`it = iter(xs)`, `next(it)`, `for x in it`: before loops lower)
@@ -97,7 +98,7 @@ class _Desugar:
         self.fn = fn
         self.taken = nodes.names_in(fdef) | {fdef.name}
         local = {n.id for n in nodes.walk(fdef) if isinstance(n, gast.Name) and not isinstance(n.ctx, gast.Load)}
-        self.builtin = {name for name in ("sum", "map", "filter", "zip", "iter") + _CONSUMERS if name not in local and (
+        self.builtin = {name for name in ("sum", "map", "filter", "zip", "iter", "enumerate") + _CONSUMERS if name not in local and (
             fn is None or name not in fn.__globals__ and name not in fn.__code__.co_freevars)}
         self.local = local
         # A comprehension variable keeps its name where the function uses it nowhere else.
@@ -423,6 +424,14 @@ class _Desugar:
         body may change what it reads) Python's laziness and single use would differ."""
         if not isinstance(node, gast.Call) or node.keywords or any(isinstance(a, gast.Starred) for a in node.args):
             return node
+        if isinstance(node.func, gast.Name) and node.func.id in self.builtin and node.args and (
+                node.func.id == "zip" or node.func.id == "enumerate" and len(node.args) == 1):
+            # `sorted(zip(xs, ys))`: the list of its tuples, which a `for` over `zip`/`enumerate` reads
+            names = [self.fresh("_item") for _ in (node.args if node.func.id == "zip" else (0, 1))]
+            target = gast.Tuple(elts=[nodes.name(n, "store") for n in names], ctx=gast.Store())
+            elt = gast.Tuple(elts=[nodes.name(n) for n in names], ctx=gast.Load())
+            generators = [gast.comprehension(target=target, iter=node, ifs=[], is_async=0)]
+            return _at(gast.ListComp(elt=elt, generators=generators), node)
         return self.functional(node, None, None, lists=True)
 
     def functional(self, node, out, conditional, lists=False):
@@ -520,6 +529,35 @@ class _Desugar:
                 given.append(value)
             positional = given[:len(fn.args) - 1]
             keywords = [(k.arg, v) for k, v in zip(fn.keywords, given[len(fn.args) - 1:])]
+            lam = fn.args[0]
+            if isinstance(lam, gast.Lambda):  # `partial(lambda s, x, k: ..., k=2.0)`: its body, renamed
+                a = lam.args
+                params = [p.id for p in a.posonlyargs + a.args]
+                if a.vararg or a.kwarg or a.kwonlyargs or a.defaults \
+                        or len(positional) + len(args) + len(keywords) != len(params):
+                    return [], None
+                values = positional + args
+                order = params[:len(values)]
+                mapping = dict(zip(order, values))
+                for key, value in keywords:
+                    if key not in params or key in mapping:
+                        return [], None
+                    mapping[key] = value
+                constants = {k: v for k, v in mapping.items() if isinstance(v, gast.Constant)}
+                for key, value in list(mapping.items()):
+                    if not isinstance(value, (gast.Name, gast.Constant)):
+                        bound.append((self.fresh("_arg"), value))
+                        mapping[key] = nodes.name(bound[-1][0])
+                    elif key in constants:  # (a literal: put where the body reads the parameter)
+                        mapping[key] = nodes.name(self.fresh(f"_{key}"))
+                body = nodes.copy(lam.body)
+                _rename_scoped(body, {k: v.id for k, v in mapping.items()})
+                literal = {mapping[k].id: v for k, v in constants.items()}
+
+                class Put(nodes.Transformer):
+                    def visit_Name(self, node):
+                        return nodes.copy(literal[node.id]) if node.id in literal else node
+                return bound, Put().visit(body)
             return bound, nodes.call(nodes.copy(fn.args[0]), positional + args, keywords)
         if not isinstance(fn, (gast.Name, gast.Attribute)):
             bound.append((self.fresh("_function"), fn))
@@ -570,10 +608,10 @@ class _Desugar:
 
 def _lambda_arguments(call) -> list:
     """``(holder, field)`` of each lambda given to ``call`` as an argument (``f(x, act=lambda z: z)``),
-    except where ``map``, ``filter``, ``reduce`` or ``partial`` take it (``functional`` reads those),
-    and a lambda with a computed default (computed when it is made: it stays where it is)."""
-    if isinstance(call.func, (gast.Name, gast.Attribute)) and _last_name(call.func) in ("map", "filter", "reduce",
-                                                                                          "partial"):
+    except where ``map``, ``filter`` or ``reduce`` take it (``functional`` reads those), and a
+    lambda with a computed default (computed when it is made: it stays where it is).  One given
+    to ``partial`` is named too (``sc = partial(_lambda, c=0.5)``, then bound at each call)."""
+    if isinstance(call.func, (gast.Name, gast.Attribute)) and _last_name(call.func) in ("map", "filter", "reduce"):
         return []
     found = []
     for i, arg in enumerate(call.args):
@@ -905,7 +943,94 @@ def _call_partials(fdef, desugar) -> None:
                 + n.keywords
 
 
-def _check_generators_read_once(fdef, fn) -> None:
+def _generators_read_by_next(fdef, fn) -> set:
+    """A generator a name holds (``g = (f(x) for x in xs)``, ``g = gen(x)``) read only by
+    ``next(g)`` (the value of an assignment or a statement of its own): collected as a list
+    (``g = [f(x) for x in xs]``) read at a counter, ``a = g[_g_next]; _g_next = _g_next + 1``
+    (an exhausted one raises IndexError, not StopIteration).  Returns the names so rewritten."""
+    if fn is None:
+        return set()
+    import builtins
+    namespace = {**vars(builtins), **fn.__globals__}
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            namespace[name] = cell.cell_contents
+        except ValueError:
+            pass
+    if namespace.get("next") is not builtins.next:
+        return set()
+    stores, loads = {}, {}
+    for n in nodes.walk(fdef):
+        if isinstance(n, gast.Name):
+            (stores if isinstance(n.ctx, gast.Store) else loads).setdefault(n.id, []).append(n)
+    made = {}
+    for i, stmt in enumerate(fdef.body):  # (made once, at the top level)
+        if isinstance(stmt, gast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], gast.Name) \
+                and len(stores.get(stmt.targets[0].id, ())) == 1 and (
+                    isinstance(stmt.value, gast.GeneratorExp) or isinstance(stmt.value, gast.Call)
+                    and isinstance(stmt.value.func, gast.Name)
+                    and inspect.isgeneratorfunction(namespace.get(stmt.value.func.id))):
+            made[stmt.targets[0].id] = stmt
+    if not made:
+        return set()
+    def own_statements(stmts):  # (not those of a nested def: its `next(g)` is read when it is called)
+        for stmt in stmts:
+            yield stmt
+            if not isinstance(stmt, gast.FunctionDef):
+                for field in ("body", "orelse"):
+                    yield from own_statements(getattr(stmt, field, None) or [])
+    steps = {}  # name -> the statements `a = next(g)` / `next(g)`
+    for stmt in own_statements(fdef.body):
+        if isinstance(stmt, (gast.Assign, gast.Expr)) and isinstance(stmt.value, gast.Call) \
+                and isinstance(stmt.value.func, gast.Name) and stmt.value.func.id == "next" \
+                and len(stmt.value.args) == 1 and not stmt.value.keywords \
+                and isinstance(stmt.value.args[0], gast.Name) and stmt.value.args[0].id in made \
+                and (isinstance(stmt, gast.Expr) or len(stmt.targets) == 1):
+            steps.setdefault(stmt.value.args[0].id, []).append(stmt)
+    taken = set(stores) | set(loads)
+    stepped = {}
+    for name, stmts in steps.items():
+        if len(stmts) != len(loads.get(name, ())):
+            continue  # (read otherwise too: as before)
+        counter = nodes.fresh_name(f"_{name}_next", taken)
+        taken.add(counter)
+        stepped[name] = counter
+        for stmt in stmts:
+            read = _at(gast.Subscript(value=nodes.name(name), slice=nodes.name(counter), ctx=gast.Load()), stmt.value)
+            stmt.value = read
+            anno.set(stmt, "next_counter", counter)
+    if not stepped:
+        return set()
+
+    def rewritten(stmts):
+        out = []
+        for stmt in stmts:
+            for field in ("body", "orelse"):
+                if not isinstance(stmt, gast.FunctionDef) and isinstance(getattr(stmt, field, None), list):
+                    setattr(stmt, field, rewritten(getattr(stmt, field)))
+            if isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name) \
+                    and made.get(stmt.targets[0].id) is stmt and stmt.targets[0].id in stepped:
+                if isinstance(stmt.value, gast.GeneratorExp):
+                    stmt.value = _at(gast.ListComp(elt=stmt.value.elt, generators=stmt.value.generators), stmt.value)
+                out.append(stmt)
+                out.append(_at(gast.Assign(targets=[nodes.name(stepped[stmt.targets[0].id], "store")],
+                                           value=nodes.const(0), type_comment=None), stmt))
+                continue
+            counter = anno.get(stmt, "next_counter", None)
+            if isinstance(stmt, gast.Expr) and counter is not None:
+                stmt = _at(gast.Assign(targets=[nodes.name(f"_{counter}_item", "store")], value=stmt.value,
+                                       type_comment=None), stmt)
+            out.append(stmt)
+            if counter is not None:
+                step = gast.BinOp(left=nodes.name(counter), op=gast.Add(), right=nodes.const(1))
+                out.append(_at(gast.Assign(targets=[nodes.name(counter, "store")], value=step, type_comment=None),
+                               stmt))
+        return out
+    fdef.body = rewritten(fdef.body)
+    return set(stepped)
+
+
+def _check_generators_read_once(fdef, fn, stepped=frozenset()) -> None:
     """A generator a name holds (``gen = layers(x)``) is read once, whole: ``_collect_generator``
     makes it the list of what it yields, which a second reading (Python's: empty), a reading
     in each iteration of a loop, or ``next(gen)`` would see otherwise.  Refused at that read."""
@@ -937,6 +1062,8 @@ def _check_generators_read_once(fdef, fn) -> None:
                     visit(getattr(stmt, field), inner)
     visit(fdef.body, ())
     for name, where in made.items():
+        if name in stepped:
+            continue  # (read by `next`, at a counter: `_generators_read_by_next`)
         reads = {id(n): (n, loop) for n, loop in loads.get(name, [])}
         seen = list(reads.values())
         again = seen[len(where)] if len(seen) > len(where) else next(

@@ -122,6 +122,18 @@ def _same_code(a, b) -> bool:
     return True
 
 
+def _spans_code(body, code, line) -> bool:
+    """Whether the source columns of ``code``'s instructions on ``line`` lie in ``body``'s."""
+    positions = getattr(code, "co_positions", None)
+    if positions is None or getattr(body, "end_col_offset", None) is None:
+        return False
+    spans = [(c, e) for first, last, c, e in positions()
+             if first == line and last == line and c is not None and e is not None and c < e]
+    start = body.col_offset if body.lineno == line else 0
+    end = body.end_col_offset if body.end_lineno == line else float("inf")
+    return bool(spans) and all(start <= c and e <= end for c, e in spans)
+
+
 def _lambda(fn, filename, first_line) -> gast.FunctionDef:
     """A lambda as ``def lambda_(params): return body``, found in its file by line
     and parameter names (the file is parsed whole: a lambda is often a fragment of
@@ -138,6 +150,8 @@ def _lambda(fn, filename, first_line) -> gast.FunctionDef:
     found = [] if tree is None else [
         n for n in nodes.walk(tree) if isinstance(n, gast.Lambda) and n.lineno == first_line
         and [a.id for a in n.args.args] == params]
+    if len(found) > 1:  # several on the line (`{'relu': lambda v: ..., 'sig': lambda v: ...}`): by column
+        found = [n for n in found if _spans_code(n.body, fn.__code__, first_line)] or found
     if len(found) != 1:
         raise errors.UnsupportedSyntaxError(
             "cannot tell which lambda on this line to differentiate" if found else

@@ -210,6 +210,21 @@ def local_names(fdef: gast.FunctionDef) -> set[str]:
     return found
 
 
+def lambda_bound(fdef) -> set[int]:
+    """The ids of the ``Name`` reads inside a ``lambda`` or a nested ``def`` that are its
+    own parameters (``key=lambda v: np.sum(v)``): local to it, whatever the module's ``v``."""
+    bound = set()
+    for node in nodes.walk(fdef):
+        if isinstance(node, (gast.Lambda, gast.FunctionDef)) and node is not fdef:
+            args = node.args
+            params = {a.id for a in args.args + args.posonlyargs + args.kwonlyargs
+                      + [a for a in (args.vararg, args.kwarg) if a is not None] if isinstance(a, gast.Name)}
+            body = [node.body] if isinstance(node, gast.Lambda) else node.body
+            bound.update(id(n) for part in body for n in nodes.walk(part)
+                         if isinstance(n, gast.Name) and n.id in params)
+    return bound
+
+
 def lookup(fn, key):
     cells = _closure(fn)
     if key in cells:
@@ -229,10 +244,12 @@ def transform(fdef: gast.FunctionDef, fn) -> FreeNames:
     # Attribute chains after names, so that each base is resolved first; walk
     # is breadth-first, so collect and sort by depth (innermost first).
     attrs = []
+    in_lambda = lambda_bound(fdef)
     for node in nodes.walk(fdef):
         if isinstance(node, gast.Attribute):
             attrs.append(node)
-        elif isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id not in locals_:
+        elif isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load) and node.id not in locals_ \
+                and id(node) not in in_lambda:
             value = lookup(fn, node.id)
             if value is not _MISSING:
                 anno.set(node, "resolved", value)
@@ -264,7 +281,7 @@ def transform(fdef: gast.FunctionDef, fn) -> FreeNames:
             # (mod.scale; generated code's `model.G`) is specialised on its rank.
             elif _is_scope(owner) and isinstance(node.value, gast.Name) and node.value.id in free:
                 kinds.append((node.value.id, (node.attr,), data_kind(value)))
-    scopes = _read_data_live(fdef, fn, free, guards, locals_, kinds)
+    scopes = _read_data_live(fdef, fn, free, guards, locals_, kinds, in_lambda)
     aliases = _renamed_modules(fdef, free, guards, kinds, locals_)
     return FreeNames(fn, free, guards, tuple(scopes), sorted(set(kinds)), aliases)
 
@@ -299,7 +316,7 @@ def _is_scope(owner) -> bool:
     return isinstance(owner, (types.ModuleType, runtime.Cells, runtime.Globals))
 
 
-def _read_data_live(fdef, fn, free, guards, locals_, kinds) -> list:
+def _read_data_live(fdef, fn, free, guards, locals_, kinds, in_lambda=frozenset()) -> list:
     """Each read of a free name holding data becomes its scope's attribute, read where
     the source reads it: ``G`` → ``model.G`` (the module), a closure's ``G`` →
     ``outer.G`` (``runtime.Cells``).  A call may rebind the name (``global G``), at
@@ -331,6 +348,8 @@ def _read_data_live(fdef, fn, free, guards, locals_, kinds) -> list:
 
     class Live(nodes.Transformer):
         def visit_Name(self, node):
+            if id(node) in in_lambda:  # (a lambda's parameter)
+                return node
             if node.id not in data or not isinstance(node.ctx, gast.Load) or id(node) in stored:
                 if node.id in data:
                     kept.add(node.id)

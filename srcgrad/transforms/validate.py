@@ -92,6 +92,9 @@ def _check_statement(stmt):
     if isinstance(stmt, gast.FunctionDef):
         _check_nested_def(stmt)
         return
+    if isinstance(stmt, gast.Delete) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], gast.Subscript) \
+            and isinstance(stmt.targets[0].value, gast.Name) and not isinstance(stmt.targets[0].slice, gast.Slice):
+        return  # `del d[k]`: a dict's (or a list's) `pop` (normalize refuses it on any other value)
     if not isinstance(stmt, _STATEMENTS):
         raise errors.at(stmt, f"srcgrad cannot differentiate {_describe(stmt)} yet",
                         _ADVICE.get(type(stmt), "rewrite it with assignments and NumPy calls"))
