@@ -2760,3 +2760,46 @@ def matrix_power_tangent(ans, a, n, a_dot=None):
         return np.zeros_like(ans)
     p = _powers(a, n)
     return sum(p[k] @ a_dot @ p[n - 1 - k] for k in range(n))
+
+
+def _quantile_weights(a, q, axis):
+    """``W`` of shape ``shape(q) + shape(a)`` with ``np.quantile(a, q, axis, keepdims=True) ==
+    sum(W * a)`` over the reduced axes, for the default ``method='linear'`` (Hyndman & Fan 1996,
+    definition 7: the virtual index ``q (n - 1)``, interpolated between the order statistics
+    either side).  Each place in the sorted order is the element ``argsort`` (stable) puts there,
+    so ties give the weight to one element each, as JAX's ``quantile`` and PyTorch's do; the
+    weights are piecewise constant in ``a``."""
+    a = np.asarray(a)
+    axes = tuple(range(a.ndim)) if axis is None else tuple(
+        int(ax) % a.ndim for ax in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    rest = [i for i in range(a.ndim) if i not in axes]
+    moved = np.transpose(a, rest + list(axes))
+    flat = np.reshape(moved, moved.shape[:len(rest)] + (-1,))
+    n = flat.shape[-1]
+    ranks = np.argsort(np.argsort(flat, axis=-1, kind="stable"), axis=-1, kind="stable")
+    ranks = np.transpose(np.reshape(ranks, moved.shape), np.argsort(rest + list(axes)))
+    position = np.asarray(q, dtype=np.float64) * (n - 1)
+    low = np.floor(position)
+    frac = (position - low).astype(np.result_type(a.dtype, np.float32))
+    high = np.minimum(low + 1, n - 1)
+    spread = (Ellipsis,) + (None,) * a.ndim
+    return (1 - frac)[spread] * (ranks == low[spread]) + frac[spread] * (ranks == high[spread]), axes
+
+
+def quantile_adjoint(ans_bar, a, q, axis=None, keepdims=False):
+    """Adjoint of ``np.quantile`` (``method='linear'``) in ``a``: each of the (one or two)
+    order statistics a quantile interpolates gets its weight of that quantile's adjoint
+    (``_quantile_weights``), summed over ``q``'s values."""
+    weights, axes = _quantile_weights(a, q, axis)
+    lead = np.ndim(q)
+    if not keepdims:
+        ans_bar = np.expand_dims(ans_bar, tuple(lead + ax for ax in axes))
+    return np.sum(weights * ans_bar, axis=tuple(range(lead))).astype(np.result_type(ans_bar, a, np.float32))
+
+
+def quantile_tangent(a_dot, a, q, axis=None, keepdims=False):
+    """Tangent of ``np.quantile`` (``method='linear'``): the same interpolation of ``a_dot``'s
+    elements that sit, in ``a``, at the order statistics read."""
+    weights, axes = _quantile_weights(a, q, axis)
+    lead = np.ndim(q)
+    return np.sum(weights * a_dot, axis=tuple(lead + ax for ax in axes), keepdims=keepdims)
