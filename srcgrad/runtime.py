@@ -2803,3 +2803,40 @@ def quantile_tangent(a_dot, a, q, axis=None, keepdims=False):
     weights, axes = _quantile_weights(a, q, axis)
     lead = np.ndim(q)
     return np.sum(weights * a_dot, axis=tuple(lead + ax for ax in axes), keepdims=keepdims)
+
+
+@static
+def full_padding(n, m, mode, correlate=False):
+    """``(before, after)``: where ``np.convolve(a, v, mode)`` (or ``np.correlate``) of lengths
+    ``n`` and ``m`` sits in the full result, of length ``n + m - 1`` (found from NumPy's
+    definitions: ``'same'`` is centred on the longer input, ``'valid'`` drops ``min - 1`` each side)."""
+    short = min(n, m)
+    if mode == "full":
+        return (0, 0)
+    if mode == "valid":
+        return (short - 1, short - 1)
+    before = short // 2 if correlate and n < m else (short - 1) // 2
+    return (before, short - 1 - before)
+
+
+def interp_segments(x, xp):
+    """For ``np.interp(x, xp, fp)``: the right end ``i`` of the segment ``[xp[i-1], xp[i]]`` each
+    ``x`` is interpolated on and the weight ``t`` of ``fp[i]``, 0 below ``xp[0]`` and 1 from
+    ``xp[-1]`` on (``np.interp`` gives ``fp[0]``/``fp[-1]`` there).  A knot starts the segment
+    to its right, the last knot ends the last one (JAX's ``interp``: ``searchsorted(xp, x,
+    'right')`` clipped to ``[1, len(xp) - 1]``)."""
+    xp = np.asarray(xp)
+    i = np.clip(np.searchsorted(xp, x, side="right"), 1, max(len(xp) - 1, 1))
+    width = xp[i] - xp[i - 1]
+    t = np.clip((x - xp[i - 1]) / np.where(width == 0, 1, width), 0, 1)
+    return i, t
+
+
+def interp_slope(x, xp, fp):
+    """``d np.interp(x, xp, fp) / dx``: the slope of the segment ``x`` is on (``interp_segments``),
+    0 outside ``[xp[0], xp[-1]]`` (the value is constant there) and on an empty segment."""
+    xp, fp = np.asarray(xp), np.asarray(fp)
+    i, _ = interp_segments(x, xp)
+    width = xp[i] - xp[i - 1]
+    inside = (x >= xp[0]) & (x < xp[-1]) & (width != 0)
+    return np.where(inside, (fp[i] - fp[i - 1]) / np.where(width == 0, 1, width), 0)

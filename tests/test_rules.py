@@ -52,6 +52,7 @@ UNARY = [((3, 4),), ((),)]
 BINARY = [((3, 4), (3, 4)), ((3, 4), (4,)), ((3, 1), (1, 4)), ((), (3, 4)), ((3, 4), ())]
 MATRIX = [((3, 4),)]
 CUBE = [((2, 3, 4),)]
+CONVOLVE = [((5,), (3,)), ((3,), (5,)), ((4,), (4,)), ((6,), (1,)), ((2,), (5,))]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,6 +220,17 @@ ROWS = [
                       "np.quantile(x, 0.9, axis=(0, 2), keepdims=True)": CUBE,
                       "np.quantile(x, [[0.1], [0.6]], axis=-1, keepdims=True)": MATRIX,
                       "np.quantile(x, 0.0, axis=1)": MATRIX}),
+    Row(np.nan_to_num, {"np.nan_to_num(x)": UNARY,
+                        "np.nan_to_num(x, nan=1.0, posinf=2.0)": UNARY}),
+    Row(np.heaviside, {"np.heaviside(x, y)": BINARY,
+                       "np.heaviside(x, 0.5)": UNARY}),
+    Row(np.convolve, {"np.convolve(x, y)": CONVOLVE, "np.convolve(x, y, 'same')": CONVOLVE,
+                      "np.convolve(x, y, mode='valid')": CONVOLVE}),
+    Row(np.correlate, {"np.correlate(x, y)": CONVOLVE, "np.correlate(x, y, 'same')": CONVOLVE,
+                       "np.correlate(x, y, mode='full')": CONVOLVE}),
+    Row(np.interp, {"np.interp(x, np.linspace(-1.5, 1.5, 6), y)": [((3, 4), (6,)), ((), (6,)), ((7,), (6,))],
+                    "np.interp(x, [-1.0, 0.0, 0.5, 1.0], y, left=0.0, right=2.0)": [((3, 4), (4,))],
+                    "np.interp(x, [-1.0, 0.0, 1.0], [1.0, -1.0, 3.0])": UNARY}),
     Row(np.percentile, {"np.percentile(x, 30)": CUBE, "np.percentile(x, [10, 75], axis=-1)": CUBE,
                         "np.percentile(x, 50, axis=(0, 1), keepdims=True)": CUBE}),
     _reduction("ptp", methods=False),

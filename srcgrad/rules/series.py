@@ -1,0 +1,66 @@
+"""One-dimensional series: ``convolve correlate interp polyval trapezoid ediff1d``.
+
+``convolve``/``correlate`` are bilinear: each input's adjoint is a ``valid`` correlation
+of ``ans_bar`` padded back to the full result (``rt.full_padding``) with the other input,
+the transpose of the full convolution (``<g, a * v> = <corr(g, v), a>``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..runtime import full_padding, interp_segments, interp_slope, is_constant, getitem_adjoint
+from .registry import defadjoint, deftangent
+
+
+@defadjoint(np.convolve, diff=("a", "v"), tangent="bilinear")
+def convolve(ans_bar, ans, a, v, mode="full"):
+    """``y[k] = sum_i a[i] v[k - i]``: ``a_bar[i] = sum_k g[k] v[k - i]``, a valid correlation."""
+    g = np.pad(ans_bar, full_padding(np.size(a), np.size(v), mode))
+    return np.correlate(g, v, "valid"), np.correlate(g, a, "valid")
+
+
+@defadjoint(np.correlate, diff=("a", "v"), tangent="bilinear")
+def correlate(ans_bar, ans, a, v, mode="valid"):
+    """The full correlation is ``convolve(a, v[::-1])`` (real inputs); ``'same'`` is centred
+    as NumPy centres it (``rt.full_padding``)."""
+    g = np.pad(ans_bar, full_padding(np.size(a), np.size(v), mode, True))
+    return np.correlate(g, np.flip(v), "valid"), np.flip(np.correlate(g, a, "valid"))
+
+
+def _interp_refuse(statics):
+    if statics.get("period", None) is not None:
+        return ("srcgrad differentiates `np.interp` without `period=`",
+                "wrap `x` yourself: `np.interp(x % p, xp, fp)` with `xp` sorted within one period")
+    return None
+
+
+@defadjoint(np.interp, diff=("x", "fp"), refuse=_interp_refuse)
+def interp(ans_bar, ans, x, xp, fp, left=None, right=None, period=None):
+    """Piecewise linear: in ``x`` the slope of its segment, 0 outside ``[xp[0], xp[-1]]``
+    (``np.interp`` is constant there), a knot taking the slope to its right (JAX's
+    convention; the last knot, 0); in ``fp`` the weights ``1 - t`` and ``t`` of the segment's
+    ends (``rt.interp_segments``), the end value outside the range.  ``xp`` (the knots) and
+    given ``left``/``right`` are not differentiated (refused when they vary)."""
+    i, t = interp_segments(x, xp)
+    low, high = 1 - t, t
+    if not (is_constant(left) and left is None):
+        low, high = np.where(np.less(x, xp[0]), 0.0, low), np.where(np.less(x, xp[0]), 0.0, high)
+    if not (is_constant(right) and right is None):
+        low, high = np.where(np.greater(x, xp[-1]), 0.0, low), np.where(np.greater(x, xp[-1]), 0.0, high)
+    g = np.ravel(ans_bar + np.zeros_like(x))
+    fp_array = np.asarray(fp)
+    fp_bar = getitem_adjoint(g * np.ravel(low), fp_array, np.ravel(i - 1)) \
+        + getitem_adjoint(g * np.ravel(high), fp_array, np.ravel(i))
+    # np.interp computes in float64: each adjoint in its argument's floating dtype
+    return (np.asarray(ans_bar * interp_slope(x, xp, fp), dtype=np.result_type(np.asarray(x), np.float32)),
+            np.asarray(fp_bar, dtype=np.result_type(fp_array, np.float32)))
+
+
+@deftangent(np.interp)
+def interp_dot(ans, x, xp, fp, left=None, right=None, period=None, x_dot=None, fp_dot=None):
+    """The slope times ``x_dot``, plus ``fp_dot`` interpolated as ``fp`` is (0 where a given
+    ``left``/``right`` is read)."""
+    if is_constant(fp_dot) and fp_dot is None:
+        return np.asarray(interp_slope(x, xp, fp) * x_dot, dtype=np.result_type(ans, x_dot))
+    return np.interp(x, xp, fp_dot, None if left is None else 0.0, None if right is None else 0.0) \
+        + interp_slope(x, xp, fp) * x_dot
