@@ -2840,3 +2840,74 @@ def interp_slope(x, xp, fp):
     width = xp[i] - xp[i - 1]
     inside = (x >= xp[0]) & (x < xp[-1]) & (width != 0)
     return np.where(inside, (fp[i] - fp[i - 1]) / np.where(width == 0, 1, width), 0)
+
+
+def _cov_rows(m, rowvar):
+    """The variables as rows, as ``np.cov`` reads ``m``; whether that transposed it."""
+    x = np.atleast_2d(m)
+    flipped = not rowvar and x.shape[0] != 1
+    return (x.T if flipped else x), flipped
+
+
+def _cov_count(n, bias, ddof):
+    return n - (ddof if ddof is not None else 0 if bias else 1)
+
+
+def cov_adjoint(ans_bar, m, rowvar=True, bias=False, ddof=None):
+    """Adjoint of ``np.cov``: ``C = X_c X_c^T / (N - ddof)`` with ``X_c = X (I - 11^T / N)``, so
+    ``X_bar = (G + G^T) X_c / (N - ddof)`` (the centring projection leaves ``X_c`` as it is;
+    Giles 2008, §2.2's product rule)."""
+    x, flipped = _cov_rows(m, rowvar)
+    centred = x - np.mean(x, axis=1, keepdims=True)
+    g = np.reshape(ans_bar, (x.shape[0], x.shape[0]))
+    bar = (g + g.T) @ centred / _cov_count(x.shape[1], bias, ddof)
+    # (np.cov computes in float64 at least: the adjoint in m's floating dtype)
+    return np.reshape(bar.T if flipped else bar, np.shape(m)).astype(np.result_type(np.asarray(m), np.float32))
+
+
+def cov_tangent(m_dot, m, rowvar=True, bias=False, ddof=None):
+    x, _ = _cov_rows(m, rowvar)
+    x_dot, _ = _cov_rows(m_dot, rowvar)
+    centred = x - np.mean(x, axis=1, keepdims=True)
+    centred_dot = x_dot - np.mean(x_dot, axis=1, keepdims=True)
+    product = centred_dot @ centred.T
+    return np.squeeze((product + product.T) / _cov_count(x.shape[1], bias, ddof))
+
+
+def corrcoef_adjoint(ans_bar, ans, m, rowvar=True):
+    """Adjoint of ``np.corrcoef``: ``R_ij = C_ij / (s_i s_j)``, ``s = sqrt(diag C)``, so
+    ``C_bar = G / (s s^T) - diag((rowsum(G o R) + colsum(G o R)) / (2 diag C))``, then
+    ``np.cov``'s adjoint (NumPy's clipping of ``R`` to [-1, 1] is not differentiated)."""
+    c = np.atleast_2d(np.cov(m, rowvar=rowvar))
+    d = np.diagonal(c)
+    r = np.reshape(ans, np.shape(c))
+    g = np.reshape(ans_bar, np.shape(c))
+    s = np.sqrt(d)
+    weighted = g * r
+    c_bar = g / np.outer(s, s) - np.diag((np.sum(weighted, axis=0) + np.sum(weighted, axis=1)) / (2 * d))
+    return cov_adjoint(c_bar, m, rowvar)
+
+
+def corrcoef_tangent(m_dot, ans, m, rowvar=True):
+    c = np.atleast_2d(np.cov(m, rowvar=rowvar))
+    c_dot = np.reshape(cov_tangent(m_dot, m, rowvar), np.shape(c))
+    d = np.diagonal(c)
+    r = np.reshape(ans, np.shape(c))
+    half = np.diagonal(c_dot) / (2 * d)
+    return np.reshape(c_dot / np.sqrt(np.outer(d, d)) - r * (half[:, None] + half[None, :]), np.shape(ans))
+
+
+def multi_dot_adjoint(ans_bar, arrays):
+    """Adjoint of ``np.linalg.multi_dot``: ``A_k_bar = (A_0 ... A_{k-1})^T G (A_{k+1} ... A_n)^T``,
+    the first (last) array taken as a row (column) when it is a vector (Giles 2008, §2.2)."""
+    mats = [np.reshape(arrays[0], (1, -1)) if np.ndim(arrays[0]) == 1 else arrays[0]]
+    mats += list(arrays[1:-1])
+    mats.append(np.reshape(arrays[-1], (-1, 1)) if np.ndim(arrays[-1]) == 1 else arrays[-1])
+    g = np.reshape(ans_bar, (mats[0].shape[0], mats[-1].shape[1]))
+    lefts, acc = [], g  # (A_0 ... A_{k-1})^T G
+    for mat in mats:
+        lefts, acc = lefts + [acc], mat.T @ acc
+    rights, acc = [], np.eye(mats[-1].shape[1], dtype=g.dtype)  # A_{k+1} ... A_n
+    for mat in mats[::-1]:
+        rights, acc = [acc] + rights, mat @ acc
+    return [np.reshape(left @ right.T, np.shape(array)) for left, right, array in zip(lefts, rights, arrays)]

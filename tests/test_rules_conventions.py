@@ -536,3 +536,19 @@ def test_interp_takes_the_slope_to_the_right_of_a_knot_and_zero_outside(optimize
     range, 0 (``np.interp`` is constant there)."""
     x = np.array([-1.0, 0.0, 0.5, 1.0, 3.0, 4.0])
     assert_exact(grad(sum_interp, x, optimize=optimize), [0, 2, 2, 0.5, 0, 0])
+
+
+# ---- cov, corrcoef, eigvalsh against PyTorch (optional) -----------------------------
+
+
+def cov_loss(x):
+    return np.sum(np.cov(x) ** 2) + np.sum(np.corrcoef(x) ** 3) + np.sum(np.linalg.eigvalsh(np.cov(x)) ** 2)
+
+
+def test_cov_corrcoef_eigvalsh_match_torch():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).standard_normal((3, 7))
+    t = torch.tensor(x, requires_grad=True)
+    (torch.sum(torch.cov(t) ** 2) + torch.sum(torch.corrcoef(t) ** 3)
+     + torch.sum(torch.linalg.eigvalsh(torch.cov(t)) ** 2)).backward()
+    np.testing.assert_allclose(grad(cov_loss, x), t.grad.numpy(), rtol=1e-10)
