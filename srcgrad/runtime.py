@@ -2911,3 +2911,57 @@ def multi_dot_adjoint(ans_bar, arrays):
     for mat in mats[::-1]:
         rights, acc = [acc] + rights, mat @ acc
     return [np.reshape(left @ right.T, np.shape(array)) for left, right, array in zip(lefts, rights, arrays)]
+
+
+def polyval_powers(x, n):
+    """``x^(n-1), ..., x, 1`` along a new last axis, as cumulative products (exact at 0, where
+    ``x ** 0`` would give NaN derivatives): the partials of ``np.polyval(p, x)`` in ``p``."""
+    x = np.asarray(x)
+    steps = np.concatenate([np.ones(np.shape(x) + (1,), dtype=np.result_type(x, np.float32)),
+                            np.repeat(x[..., None], n - 1, axis=-1)], axis=-1)
+    return np.flip(np.cumprod(steps, axis=-1), axis=-1)
+
+
+def trapezoid_weights(y, x=None, dx=1.0, axis=-1):
+    """The weights ``w`` with ``np.trapezoid(y, x, dx, axis) == sum(w * y, axis)``: half of each
+    spacing on either end of its interval, in ``y``'s floating dtype."""
+    ndim = np.ndim(y)
+    axis = axis % ndim
+    n = np.shape(y)[axis]
+    along = tuple(n - 1 if i == axis else 1 for i in range(ndim))
+    if x is None:
+        d = np.full(along, dx, dtype=np.float64)
+    elif np.ndim(x) == 1:
+        d = np.reshape(np.diff(x), along)
+    else:
+        d = np.diff(x, axis=axis)
+    before = tuple((1, 0) if i == axis else (0, 0) for i in range(np.ndim(d)))
+    after = tuple((0, 1) if i == axis else (0, 0) for i in range(np.ndim(d)))
+    return ((np.pad(d, before) + np.pad(d, after)) / 2).astype(np.result_type(np.asarray(y), np.float32))
+
+
+def ediff1d_adjoint(ans_bar, ary, to_end=None, to_begin=None):
+    """Adjoint of ``np.ediff1d``: ``d[i] = a[i + 1] - a[i]`` so ``a_bar[i] = g[i - 1] - g[i]``
+    (0 beyond the ends), ``to_begin``/``to_end``'s places dropped."""
+    start = 0 if to_begin is None else np.size(to_begin)
+    stop = np.size(ans_bar) - (0 if to_end is None else np.size(to_end))
+    g = ans_bar[start:stop]
+    padded = np.concatenate([np.zeros(1, g.dtype), g, np.zeros(1, g.dtype)])
+    return np.reshape(padded[:-1] - padded[1:], np.shape(ary))
+
+
+def nanvar_adjoint(ans_bar, a, axis=None, ddof=0, keepdims=False):
+    """Adjoint of ``np.nanvar``: ``2 (a - nanmean) / (count - ddof)`` over the elements that are
+    not NaN (as ``np.var``'s), 0 at NaNs."""
+    kept = ~np.isnan(a)
+    centred = np.where(kept, a - np.nanmean(a, axis=axis, keepdims=True), 0)
+    scale = (2.0 / (np.sum(kept, axis=axis, keepdims=True) - ddof)).astype(centred.dtype)
+    return broadcast_reduced(ans_bar, a, axis, keepdims) * centred * scale
+
+
+@static
+def rollaxis_destination(ndim, axis, start=0):
+    """Where ``np.rollaxis(a, axis, start)`` puts ``axis`` (NumPy's own normalisation)."""
+    axis = axis % ndim
+    start = start + ndim if start < 0 else start
+    return start - 1 if axis < start else start

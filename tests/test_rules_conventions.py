@@ -552,3 +552,24 @@ def test_cov_corrcoef_eigvalsh_match_torch():
     (torch.sum(torch.cov(t) ** 2) + torch.sum(torch.corrcoef(t) ** 3)
      + torch.sum(torch.linalg.eigvalsh(torch.cov(t)) ** 2)).backward()
     np.testing.assert_allclose(grad(cov_loss, x), t.grad.numpy(), rtol=1e-10)
+
+
+# ---- nanvar, nanstd, nanprod, nancumsum: NaNs get 0 --------------------------------
+
+
+def nan_family(x):
+    return (np.nanvar(x, axis=0) + np.nanstd(x, axis=0) + np.nanprod(x, axis=0)
+            + np.nancumsum(x, axis=0)[-1])
+
+
+@OPTIMIZE
+def test_nan_reductions_give_nans_zero(optimize):
+    x = np.array([[1.0, 2.0], [np.nan, 4.0], [3.0, np.nan]])
+    g = grad(lambda_free_sum_nan_family, x, optimize=optimize)
+    assert g[1, 0] == 0 and g[2, 1] == 0 and np.all(np.isfinite(g))
+    # column 0: values 1, 3 -> var' = (x - 2) (2 / 2), std' = var' / (2 std), prod' = other, cumsum' = 1
+    np.testing.assert_allclose(g[[0, 2], 0], [-1 - 0.5 + 3 + 1, 1 + 0.5 + 1 + 1])
+
+
+def lambda_free_sum_nan_family(x):
+    return np.sum(nan_family(x))

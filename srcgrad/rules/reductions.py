@@ -1,5 +1,5 @@
 """Reductions: ``sum mean max min prod var std nansum nanmean nanmax nanmin ptp
-average median quantile percentile``, with ``axis`` (negative and tuples too) and ``keepdims``; ``cumprod``;
+average median quantile percentile nanvar nanstd nanprod``, with ``axis`` (negative and tuples too) and ``keepdims``; ``cumprod``;
 Python's builtins ``sum max min`` over a list, a tuple or an array's first axis.
 
 The adjoint of a reduction broadcasts ``ans_bar`` back over the reduced axes
@@ -16,7 +16,7 @@ import numpy as np
 from ..runtime import (average_adjoint, average_tangent, broadcast_reduced, count_reduced, cumprod_adjoint,
                        cumprod_tangent, dtype_adjoint, fill_like, is_constant, items_extremum_adjoint,
                        items_extremum_tangent, items_sum_adjoint, items_sum_tangent, max_adjoint,
-                       nanmean_adjoint, prod_adjoint, quantile_adjoint, quantile_tangent, std_adjoint, unbroadcast,
+                       nanmean_adjoint, prod_adjoint, nanvar_adjoint, quantile_adjoint, quantile_tangent, std_adjoint, unbroadcast,
                        var_adjoint)
 from . import _ndim
 from .registry import defadjoint, deftangent
@@ -241,3 +241,37 @@ def median(ans_bar, ans, a, axis=None, out=None, overwrite_input=False, keepdims
 @deftangent(np.median)
 def median_dot(ans, a, axis=None, out=None, overwrite_input=False, keepdims=False, a_dot=None):
     return quantile_tangent(a_dot, a, 0.5, axis, keepdims)
+
+
+def _nanvar_refuse(statics):
+    for name, default in (("where", True), ("mean", None), ("correction", None)):
+        if statics.get(name, default) is not default:
+            return (f"srcgrad differentiates `np.nanvar`/`np.nanstd` without `{name}=`",
+                    "use ddof=" if name == "correction" else f"leave out {name}")
+    return None
+
+
+@defadjoint(np.nanvar, ndim=_reduced, diff=("a",), refuse=_nanvar_refuse, tangent="reduction")
+def nanvar(ans_bar, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, mean=None,
+           correction=None):
+    """``np.var`` of the elements that are not NaN; NaNs get 0 (``rt.nanvar_adjoint``)."""
+    if not (is_constant(dtype) and dtype is None):
+        ans_bar = dtype_adjoint(ans_bar, dtype)
+    return nanvar_adjoint(ans_bar, a, axis, ddof, keepdims)
+
+
+@defadjoint(np.nanstd, ndim=_reduced, diff=("a",), refuse=_nanvar_refuse, tangent="reduction")
+def nanstd(ans_bar, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, mean=None,
+           correction=None):
+    """``sqrt(nanvar)``: 0 where the spread is 0 (as ``np.std``), and at NaNs."""
+    if not (is_constant(dtype) and dtype is None):
+        ans_bar = dtype_adjoint(ans_bar, dtype)
+    return nanvar_adjoint(np.where(ans == 0, 0, ans_bar / np.where(ans == 0, 1, 2 * ans)), a, axis, ddof, keepdims)
+
+
+@defadjoint(np.nanprod, ndim=_reduced, diff=("a",), tangent="reduction")
+def nanprod(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):
+    """``np.prod`` with NaNs as 1 (exact with zeros); NaNs get 0."""
+    if not (is_constant(dtype) and dtype is None):
+        ans_bar = dtype_adjoint(ans_bar, dtype)
+    return prod_adjoint(ans_bar, np.where(np.isnan(a), 1, a), axis, keepdims) * ~np.isnan(a)

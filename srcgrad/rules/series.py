@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime import full_padding, interp_segments, interp_slope, is_constant, getitem_adjoint
+from ..runtime import (ediff1d_adjoint, full_padding, getitem_adjoint, interp_segments, interp_slope, is_constant,
+                       polyval_powers, trapezoid_weights)
 from .registry import defadjoint, deftangent
 
 
@@ -64,3 +65,47 @@ def interp_dot(ans, x, xp, fp, left=None, right=None, period=None, x_dot=None, f
         return np.asarray(interp_slope(x, xp, fp) * x_dot, dtype=np.result_type(ans, x_dot))
     return np.interp(x, xp, fp_dot, None if left is None else 0.0, None if right is None else 0.0) \
         + interp_slope(x, xp, fp) * x_dot
+
+
+@defadjoint(np.polyval, diff=("p", "x"))
+def polyval(ans_bar, ans, p, x):
+    """``sum_i p[i] x^(n-1-i)``: in ``p[i]``, ``x^(n-1-i)`` (``rt.polyval_powers``); in ``x``,
+    the derivative polynomial ``sum_i (n-1-i) p[i] x^(n-2-i)``.  ``p`` one-dimensional."""
+    n = np.size(p)
+    slope = np.polyval(np.asarray(p)[:-1] * np.arange(n - 1, 0, -1).astype(np.result_type(np.asarray(p), 1.0)), x)
+    # (each adjoint in its argument's floating dtype: NumPy promotes a list `p` to float64)
+    return (np.asarray(np.tensordot(ans_bar, polyval_powers(x, n), np.ndim(ans)),
+                       dtype=np.result_type(np.asarray(p), np.float32)),
+            np.asarray(ans_bar * slope, dtype=np.result_type(np.asarray(x), np.float32)))
+
+
+@deftangent(np.polyval)
+def polyval_dot(ans, p, x, p_dot=None, x_dot=None):
+    if is_constant(x_dot) and x_dot is None:
+        return np.polyval(p_dot, x)
+    n = np.size(p)
+    slope = np.polyval(np.asarray(p)[:-1] * np.arange(n - 1, 0, -1).astype(np.result_type(np.asarray(p), 1.0)), x)
+    if is_constant(p_dot) and p_dot is None:
+        return slope * x_dot
+    return np.polyval(p_dot, x) + slope * x_dot
+
+
+@defadjoint(np.trapezoid, diff=("y",), tangent="linear")
+def trapezoid(ans_bar, ans, y, x=None, dx=1.0, axis=-1):
+    """Linear in ``y``: each sample gets half of each spacing beside it (``rt.trapezoid_weights``).
+    ``x`` and ``dx`` are not differentiated (refused when they vary)."""
+    return np.expand_dims(ans_bar, axis) * trapezoid_weights(y, x, dx, axis)
+
+
+@defadjoint(np.ediff1d, diff=("ary",))
+def ediff1d(ans_bar, ans, ary, to_end=None, to_begin=None):
+    """Differences of the flattened array: ``a_bar[i] = g[i - 1] - g[i]`` (``rt.ediff1d_adjoint``);
+    ``to_begin``/``to_end`` are not differentiated (refused when they vary)."""
+    return ediff1d_adjoint(ans_bar, ary, to_end, to_begin)
+
+
+@deftangent(np.ediff1d)
+def ediff1d_dot(ans, ary, to_end=None, to_begin=None, ary_dot=None):
+    """The differences of the tangent, 0 in ``to_begin``/``to_end``'s places."""
+    return np.ediff1d(ary_dot, None if to_end is None else np.zeros(np.size(to_end)),
+                      None if to_begin is None else np.zeros(np.size(to_begin)))

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import runtime
 from ..misc.flatten import _Layout, flatten
-from ..runtime import (flattened_adjoint, flattened_tangent, unflattened_adjoint, unflattened_tangent, concatenated_adjoints, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
+from ..runtime import (rollaxis_destination, flattened_adjoint, flattened_tangent, unflattened_adjoint, unflattened_tangent, concatenated_adjoints, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
                        split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
                        is_basic_index, is_constant, real_input, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
@@ -541,3 +541,22 @@ def hsplit(ans_bar, ans, ary, indices_or_sections):
 @defadjoint(np.vsplit, diff=("ary",), tangent="linear")
 def vsplit(ans_bar, ans, ary, indices_or_sections):
     return split_adjoint(ans_bar, ary, indices_or_sections, None, "vsplit")
+
+
+@defadjoint(np.nancumsum, diff=("a",))
+def nancumsum(ans_bar, ans, a, axis=None, dtype=None, out=None):
+    """``np.cumsum`` with NaNs as 0: sums from the other end, 0 at NaNs."""
+    if not (is_constant(dtype) and dtype is None):
+        ans_bar = dtype_adjoint(ans_bar, dtype)
+    return cumsum_adjoint(ans_bar, a, axis) * ~np.isnan(a)
+
+
+@deftangent(np.nancumsum)
+def nancumsum_dot(ans, a, axis=None, dtype=None, out=None, a_dot=None):
+    return np.cumsum(np.where(np.isnan(a), 0, a_dot), axis=axis, dtype=dtype)
+
+
+@defadjoint(np.rollaxis, diff=("a",), tangent="linear")
+def rollaxis(ans_bar, ans, a, axis, start=0):
+    """A transposition: ``axis`` moved back from where it went (``rt.rollaxis_destination``)."""
+    return np.moveaxis(ans_bar, rollaxis_destination(np.ndim(a), axis, start), axis)
