@@ -2965,3 +2965,52 @@ def rollaxis_destination(ndim, axis, start=0):
     axis = axis % ndim
     start = start + ndim if start < 0 else start
     return start - 1 if axis < start else start
+
+
+def _lstsq_full_rank(a):
+    if np.linalg.matrix_rank(a) < min(np.shape(a)):
+        raise errors.NoDerivativeRuleError(
+            "`np.linalg.lstsq` of a rank-deficient matrix has no derivative (its solution jumps where "
+            "the rank changes)", None, "regularise: `np.linalg.solve(a.T @ a + lam * np.eye(n), a.T @ b)`")
+
+
+def lstsq_adjoint(ans_bar, ans, a, b, which):
+    """Adjoint of ``np.linalg.lstsq`` of a full-rank ``a`` (a rank-deficient one is refused here),
+    in ``a`` (``which == 0``) or ``b``.  ``x = A^+ b``: through ``pinv``'s adjoint (Golub &
+    Pereyra 1973) with ``A^+_bar = x_bar b^T``, and ``b_bar = A^+^T x_bar``; the residuals
+    ``|b - A x|^2`` (tall ``a``, where ``A^T r = 0``): ``b_bar = 2 r``, ``A_bar = -2 r x^T``; the
+    singular values: ``U diag(s_bar) V^T`` (Townsend 2016); the rank: none."""
+    _lstsq_full_rank(a)
+    x, residuals = ans[0], ans[1]
+    x_bar, residuals_bar, s_bar = item_of(ans_bar, 0), item_of(ans_bar, 1), item_of(ans_bar, 3)
+    b2 = np.reshape(b, (np.shape(b)[0], -1))
+    x2 = np.reshape(x, (np.shape(x)[0], -1))
+    out = np.zeros(np.shape(a) if which == 0 else np.shape(b2), dtype=np.result_type(a, b, np.float32))
+    if x_bar is not None:
+        pinv = np.linalg.pinv(a)
+        x_bar2 = np.reshape(x_bar, np.shape(x2))
+        out = out + (pinv_adjoint(x_bar2 @ b2.T, pinv, a) if which == 0 else pinv.T @ x_bar2)
+    if residuals_bar is not None and np.size(residuals) > 0:
+        r2 = 2 * (b2 - a @ x2) * residuals_bar
+        out = out + (-(r2 @ x2.T) if which == 0 else r2)
+    if s_bar is not None and which == 0:
+        u, _, vh = np.linalg.svd(a, full_matrices=False)
+        out = out + (u * s_bar) @ vh
+    return out if which == 0 else np.reshape(out, np.shape(b))
+
+
+def lstsq_tangent(ans, a, b, a_dot=None, b_dot=None):
+    """Tangent of ``np.linalg.lstsq`` (full rank): ``x_dot = A^+_dot b + A^+ b_dot``, the
+    residuals' ``2 sum(r (b_dot - A_dot x))``, ``s_dot = diag(U^T A_dot V)``, the rank's 0."""
+    _lstsq_full_rank(a)
+    x, residuals, rank, s = ans
+    a_dot = np.zeros_like(a) if a_dot is None else a_dot
+    b_dot = np.zeros(np.shape(b), dtype=np.result_type(a_dot, 1.0)) if b_dot is None else b_dot
+    pinv = np.linalg.pinv(a)
+    x_dot = pinv_tangent(pinv, a, a_dot) @ b + pinv @ b_dot
+    residuals_dot = np.zeros_like(residuals)
+    if np.size(residuals) > 0:
+        residuals_dot = np.reshape(np.sum(2 * (b - a @ x) * (b_dot - a_dot @ x), axis=0), np.shape(residuals))
+    u, _, vh = np.linalg.svd(a, full_matrices=False)
+    s_dot = np.sum(u * (a_dot @ vh.T), axis=0)
+    return x_dot, residuals_dot, np.zeros_like(rank), s_dot

@@ -483,6 +483,8 @@ ROWS = [
                                                                   ((3,), (3, 4), (4, 2))],
                               "np.linalg.multi_dot([x, y])": [((2, 3), (3, 4))],
                               "np.linalg.multi_dot([x, y, z, np.ones((2, 3), np.float32)])": [((2, 3), (3, 4), (4, 2))]}),
+    Row(np.linalg.lstsq, {"np.linalg.lstsq(x, y)": [((5, 3), (5,)), ((5, 3), (5, 2)), ((3, 3), (3,)), ((2, 4), (2,))],
+                          "np.linalg.lstsq(x, y, rcond=None)": [((4, 2), (4, 3))]}),
     Row(np.cov, {"np.cov(x)": [((3, 6),), ((5,),), ((1, 4),)], "np.cov(x, rowvar=False)": [((6, 3),), ((5,),)],
                  "np.cov(x, bias=True)": MATRIX, "np.cov(x, ddof=2)": MATRIX}),
     Row(np.corrcoef, {"np.corrcoef(x)": [((3, 6),), ((2, 5),)], "np.corrcoef(x, rowvar=False)": [((6, 3),)]}),

@@ -573,3 +573,26 @@ def test_nan_reductions_give_nans_zero(optimize):
 
 def lambda_free_sum_nan_family(x):
     return np.sum(nan_family(x))
+
+
+def lstsq_solution(a, b):
+    x, residuals, rank, s = np.linalg.lstsq(a, b)
+    return np.sum(x ** 2)
+
+
+def test_lstsq_refuses_a_rank_deficient_matrix_at_run_time():
+    a = np.array([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])
+    with pytest.raises(srcgrad.NoDerivativeRuleError, match="rank-deficient"):
+        srcgrad.grad(lstsq_solution)(a, np.ones(3))
+
+
+def test_lstsq_matches_torch():
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(0)
+    a, b = r.standard_normal((6, 3)), r.standard_normal(6)
+    ta = torch.tensor(a, requires_grad=True)
+    tb = torch.tensor(b, requires_grad=True)
+    torch.sum(torch.linalg.lstsq(ta, tb[:, None]).solution ** 2).backward()
+    ga, gb = srcgrad.grad(lstsq_solution, wrt=(0, 1))(a, b)
+    np.testing.assert_allclose(ga, ta.grad.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(gb, tb.grad.numpy(), rtol=1e-10)

@@ -14,7 +14,7 @@ import functools
 import numpy as np
 
 from ..runtime import (corrcoef_adjoint, corrcoef_tangent, cov_adjoint, cov_tangent, from_triangle,
-                       multi_dot_adjoint, to_symmetric, cholesky_adjoint, cholesky_tangent, diag_adjoint, dot_lhs, dot_rhs, einsum_adjoint_subscripts, einsum_adjoints,
+                       lstsq_adjoint, lstsq_tangent, multi_dot_adjoint, to_symmetric, cholesky_adjoint, cholesky_tangent, diag_adjoint, dot_lhs, dot_rhs, einsum_adjoint_subscripts, einsum_adjoints,
                        eigh_adjoint, eigh_tangent,
                        inner_adjoint, is_constant, kron_adjoint, logdet_adjoint, logdet_tangent,
                        matrix_power_adjoint, matrix_power_tangent, norm_adjoint, pinv_adjoint, pinv_tangent,
@@ -327,3 +327,15 @@ def corrcoef(ans_bar, ans, x, y=None, rowvar=True, *, dtype=None):
 @deftangent(np.corrcoef)
 def corrcoef_dot(ans, x, y=None, rowvar=True, *, dtype=None, x_dot=None):
     return corrcoef_tangent(x_dot, ans, x, rowvar)
+
+
+@defadjoint(np.linalg.lstsq, diff=("a", "b"))
+def lstsq(ans_bar, ans, a, b, rcond=None):
+    """``x = A^+ b`` of a full-rank ``a`` (a rank-deficient one is refused at run time), its
+    residuals and singular values (``rt.lstsq_adjoint``); ``rank`` has none."""
+    return lstsq_adjoint(ans_bar, ans, a, b, 0), lstsq_adjoint(ans_bar, ans, a, b, 1)
+
+
+@deftangent(np.linalg.lstsq)
+def lstsq_dot(ans, a, b, rcond=None, a_dot=None, b_dot=None):
+    return lstsq_tangent(ans, a, b, a_dot, b_dot)
