@@ -3014,3 +3014,23 @@ def lstsq_tangent(ans, a, b, a_dot=None, b_dot=None):
     u, _, vh = np.linalg.svd(a, full_matrices=False)
     s_dot = np.sum(u * (a_dot @ vh.T), axis=0)
     return x_dot, residuals_dot, np.zeros_like(rank), s_dot
+
+
+def broadcast_arrays_adjoint(ans_bar, ans, args):
+    """Adjoint of ``np.broadcast_arrays``: each output's adjoint summed back to its input's shape
+    (``unbroadcast``); nothing for an output nothing read."""
+    return [None if item_of(ans_bar, k) is None else unbroadcast(item_of(ans_bar, k), arg)
+            for k, arg in enumerate(args)]
+
+
+def meshgrid_adjoint(ans_bar, ans, xi, indexing="xy"):
+    """Adjoint of ``np.meshgrid``: output ``k`` repeats ``xi[k]`` (flattened) along every axis but
+    its own (axis ``k``; with ``indexing='xy'`` the first two swapped), so its adjoint is summed
+    over the others."""
+    out = []
+    for k, x in enumerate(xi):
+        g = item_of(ans_bar, k)
+        own = (1 - k if k < 2 else k) if indexing == "xy" and len(xi) > 1 else k
+        out = out + [None if g is None else np.reshape(
+            np.sum(g, axis=tuple(i for i in range(np.ndim(g)) if i != own)), np.shape(x))]
+    return out

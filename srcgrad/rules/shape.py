@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import runtime
 from ..misc.flatten import _Layout, flatten
-from ..runtime import (rollaxis_destination, flattened_adjoint, flattened_tangent, unflattened_adjoint, unflattened_tangent, concatenated_adjoints, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
+from ..runtime import (broadcast_arrays_adjoint, meshgrid_adjoint, rollaxis_destination, flattened_adjoint, flattened_tangent, unflattened_adjoint, unflattened_tangent, concatenated_adjoints, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
                        split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
                        is_basic_index, is_constant, real_input, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
@@ -560,3 +560,16 @@ def nancumsum_dot(ans, a, axis=None, dtype=None, out=None, a_dot=None):
 def rollaxis(ans_bar, ans, a, axis, start=0):
     """A transposition: ``axis`` moved back from where it went (``rt.rollaxis_destination``)."""
     return np.moveaxis(ans_bar, rollaxis_destination(np.ndim(a), axis, start), axis)
+
+
+@defadjoint(np.broadcast_arrays, diff=("args",), sequence=("args",), tangent="linear")
+def broadcast_arrays(ans_bar, ans, *args, subok=False):
+    """Each output's adjoint summed back to its input's shape (``rt.broadcast_arrays_adjoint``)."""
+    return broadcast_arrays_adjoint(ans_bar, ans, args)
+
+
+@defadjoint(np.meshgrid, diff=("xi",), sequence=("xi",), tangent="linear")
+def meshgrid(ans_bar, ans, *xi, copy=True, sparse=False, indexing="xy"):
+    """Each output repeats one input: its adjoint summed over the other axes
+    (``rt.meshgrid_adjoint``); ``sparse=True`` too."""
+    return meshgrid_adjoint(ans_bar, ans, xi, indexing)
