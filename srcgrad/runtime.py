@@ -3034,3 +3034,51 @@ def meshgrid_adjoint(ans_bar, ans, xi, indexing="xy"):
         out = out + [None if g is None else np.reshape(
             np.sum(g, axis=tuple(i for i in range(np.ndim(g)) if i != own)), np.shape(x))]
     return out
+
+
+def unique_adjoint(ans_bar, ans, ar, equal_nan=True):
+    """Adjoint of ``np.unique``'s values (the first item when it returns a tuple; the indices,
+    inverse and counts are integers): each value is an element of ``ar``, and its adjoint goes to
+    the value's first occurrence (``return_index``), as JAX's ``unique`` (a stable sort's first of
+    equal elements).  Between distinct elements this is the derivative; where elements are equal
+    (a tie, where ``unique`` jumps in size) it is one choice."""
+    g = item_of(ans_bar, 0) if isinstance(ans, tuple) else ans_bar
+    first = np.unique(ar, return_index=True, equal_nan=equal_nan)[1]
+    return np.reshape(getitem_adjoint(g, np.ravel(ar), first), np.shape(ar))
+
+
+def unique_tangent(ar_dot, ans, ar, equal_nan=True):
+    first = np.unique(ar, return_index=True, equal_nan=equal_nan)[1]
+    values_dot = np.ravel(ar_dot)[first]
+    if isinstance(ans, tuple):
+        return (values_dot,) + tuple(np.zeros_like(item) for item in ans[1:])
+    return values_dot
+
+
+def _gradient_transposed(g, axis):
+    """Transpose of ``np.gradient``'s stencil along ``axis`` (unit spacing, ``edge_order=1``):
+    ``out[0] = f[1] - f[0]``, ``out[i] = (f[i + 1] - f[i - 1]) / 2``, ``out[-1] = f[-1] - f[-2]``."""
+    g = np.moveaxis(g, axis, -1)
+    none = [(0, 0)] * (np.ndim(g) - 1)
+    half = g[..., 1:-1] / 2
+    bar = np.pad(half, none + [(2, 0)]) - np.pad(half, none + [(0, 2)])
+    first, last = g[..., :1], g[..., -1:]
+    n = np.shape(g)[-1]
+    bar = bar + np.pad(first, none + [(1, n - 2)]) - np.pad(first, none + [(0, n - 1)])
+    bar = bar + np.pad(last, none + [(n - 1, 0)]) - np.pad(last, none + [(n - 2, 1)])
+    return np.moveaxis(bar, -1, axis)
+
+
+def gradient_adjoint(ans_bar, ans, f, axis=None):
+    """Adjoint of ``np.gradient(f)`` (unit spacing, ``edge_order=1``; Fornberg's central and
+    one-sided first differences): the sum over the axes of each output's stencil, transposed."""
+    axes = tuple(range(np.ndim(f))) if axis is None else \
+        tuple(int(a) % np.ndim(f) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    if not isinstance(ans, tuple):
+        return _gradient_transposed(ans_bar, axes[0])
+    total = np.zeros(np.shape(f), dtype=np.result_type(np.asarray(f), np.float32))
+    for k, ax in enumerate(axes):
+        g = item_of(ans_bar, k)
+        if g is not None:
+            total = total + _gradient_transposed(g, ax)
+    return total

@@ -596,3 +596,12 @@ def test_lstsq_matches_torch():
     ga, gb = srcgrad.grad(lstsq_solution, wrt=(0, 1))(a, b)
     np.testing.assert_allclose(ga, ta.grad.numpy(), rtol=1e-10)
     np.testing.assert_allclose(gb, tb.grad.numpy(), rtol=1e-10)
+
+
+def weighted_unique(x):
+    return np.sum(np.unique(x) * np.array([1.0, 2.0, 3.0]))
+
+
+@OPTIMIZE
+def test_unique_gives_each_value_to_its_first_occurrence(optimize):
+    assert_exact(grad(weighted_unique, np.array([3.0, 1.0, 3.0, 2.0]), optimize=optimize), [3, 1, 0, 2])

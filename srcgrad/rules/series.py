@@ -1,4 +1,4 @@
-"""One-dimensional series: ``convolve correlate interp polyval trapezoid ediff1d``.
+"""Series: ``convolve correlate interp polyval trapezoid ediff1d gradient``.
 
 ``convolve``/``correlate`` are bilinear: each input's adjoint is a ``valid`` correlation
 of ``ans_bar`` padded back to the full result (``rt.full_padding``) with the other input,
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime import (ediff1d_adjoint, full_padding, getitem_adjoint, interp_segments, interp_slope, is_constant,
+from ..runtime import (ediff1d_adjoint, gradient_adjoint, full_padding, getitem_adjoint, interp_segments, interp_slope, is_constant,
                        polyval_powers, trapezoid_weights)
 from .registry import defadjoint, deftangent
 
@@ -109,3 +109,18 @@ def ediff1d_dot(ans, ary, to_end=None, to_begin=None, ary_dot=None):
     """The differences of the tangent, 0 in ``to_begin``/``to_end``'s places."""
     return np.ediff1d(ary_dot, None if to_end is None else np.zeros(np.size(to_end)),
                       None if to_begin is None else np.zeros(np.size(to_begin)))
+
+
+def _gradient_refuse(statics):
+    if statics.get("varargs", ()) not in ((), None):
+        return ("srcgrad differentiates `np.gradient` with unit spacing only", "divide by the spacing yourself")
+    if statics.get("edge_order", 1) != 1:
+        return ("srcgrad differentiates `np.gradient` with edge_order=1 only", "leave out edge_order=")
+    return None
+
+
+@defadjoint(np.gradient, diff=("f",), refuse=_gradient_refuse, tangent="linear")
+def gradient(ans_bar, ans, f, *varargs, axis=None, edge_order=1):
+    """Linear: central differences inside, one-sided at the ends, transposed per axis
+    (``rt.gradient_adjoint``); one array for one axis, a tuple otherwise, as NumPy returns."""
+    return gradient_adjoint(ans_bar, ans, f, axis)

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import runtime
 from ..misc.flatten import _Layout, flatten
-from ..runtime import (broadcast_arrays_adjoint, meshgrid_adjoint, rollaxis_destination, flattened_adjoint, flattened_tangent, unflattened_adjoint, unflattened_tangent, concatenated_adjoints, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
+from ..runtime import (unique_adjoint, unique_tangent, broadcast_arrays_adjoint, meshgrid_adjoint, rollaxis_destination, flattened_adjoint, flattened_tangent, unflattened_adjoint, unflattened_tangent, concatenated_adjoints, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
                        split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
                        is_basic_index, is_constant, real_input, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
@@ -573,3 +573,26 @@ def meshgrid(ans_bar, ans, *xi, copy=True, sparse=False, indexing="xy"):
     """Each output repeats one input: its adjoint summed over the other axes
     (``rt.meshgrid_adjoint``); ``sparse=True`` too."""
     return meshgrid_adjoint(ans_bar, ans, xi, indexing)
+
+
+def _unique_refuse(statics):
+    if statics.get("axis", None) is not None:
+        return ("srcgrad differentiates `np.unique` of the flattened array only (axis=None)",
+                "leave out axis=")
+    if statics.get("sorted", True) is not True:
+        return ("srcgrad differentiates `np.unique` with sorted=True only", "leave out sorted=")
+    return None
+
+
+@defadjoint(np.unique, diff=("ar",), refuse=_unique_refuse)
+def unique(ans_bar, ans, ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
+           equal_nan=True, sorted=True):  # noqa: A002 - NumPy's name
+    """The values: each gets the adjoint of its first occurrence (JAX's ``unique``); the
+    indices, inverse and counts are integers, without derivative (``rt.unique_adjoint``)."""
+    return unique_adjoint(ans_bar, ans, ar, equal_nan)
+
+
+@deftangent(np.unique)
+def unique_dot(ans, ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
+               equal_nan=True, sorted=True, ar_dot=None):  # noqa: A002
+    return unique_tangent(ar_dot, ans, ar, equal_nan)
