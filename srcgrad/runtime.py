@@ -2833,12 +2833,13 @@ def interp_segments(x, xp):
 
 
 def interp_slope(x, xp, fp):
-    """``d np.interp(x, xp, fp) / dx``: the slope of the segment ``x`` is on (``interp_segments``),
-    0 outside ``[xp[0], xp[-1]]`` (the value is constant there) and on an empty segment."""
+    """``d np.interp(x, xp, fp) / dx``: the slope of the segment ``x`` is on (``interp_segments``;
+    at the last knot the last segment's, as JAX), 0 outside ``[xp[0], xp[-1]]`` (the value is
+    constant there) and on an empty segment."""
     xp, fp = np.asarray(xp), np.asarray(fp)
     i, _ = interp_segments(x, xp)
     width = xp[i] - xp[i - 1]
-    inside = (x >= xp[0]) & (x < xp[-1]) & (width != 0)
+    inside = (x >= xp[0]) & (x <= xp[-1]) & (width != 0)
     return np.where(inside, (fp[i] - fp[i - 1]) / np.where(width == 0, 1, width), 0)
 
 

@@ -532,10 +532,10 @@ def test_heaviside_reads_its_second_argument_where_the_first_is_zero(optimize):
 
 @OPTIMIZE
 def test_interp_takes_the_slope_to_the_right_of_a_knot_and_zero_outside(optimize):
-    """JAX's ``interp``: a knot starts the segment to its right; the last knot and beyond the
-    range, 0 (``np.interp`` is constant there)."""
+    """JAX's ``interp``: a knot starts the segment to its right, the last knot ends the last
+    segment; beyond the range, 0 (``np.interp`` is constant there)."""
     x = np.array([-1.0, 0.0, 0.5, 1.0, 3.0, 4.0])
-    assert_exact(grad(sum_interp, x, optimize=optimize), [0, 2, 2, 0.5, 0, 0])
+    assert_exact(grad(sum_interp, x, optimize=optimize), [0, 2, 2, 0.5, 0.5, 0])
 
 
 # ---- cov, corrcoef, eigvalsh against PyTorch (optional) -----------------------------

@@ -38,8 +38,8 @@ def _interp_refuse(statics):
 @defadjoint(np.interp, diff=("x", "fp"), refuse=_interp_refuse)
 def interp(ans_bar, ans, x, xp, fp, left=None, right=None, period=None):
     """Piecewise linear: in ``x`` the slope of its segment, 0 outside ``[xp[0], xp[-1]]``
-    (``np.interp`` is constant there), a knot taking the slope to its right (JAX's
-    convention; the last knot, 0); in ``fp`` the weights ``1 - t`` and ``t`` of the segment's
+    (``np.interp`` is constant there), a knot taking the slope to its right (the last knot,
+    the last segment's: JAX's convention); in ``fp`` the weights ``1 - t`` and ``t`` of the segment's
     ends (``rt.interp_segments``), the end value outside the range.  ``xp`` (the knots) and
     given ``left``/``right`` are not differentiated (refused when they vary)."""
     i, t = interp_segments(x, xp)
