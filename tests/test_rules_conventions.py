@@ -605,3 +605,26 @@ def weighted_unique(x):
 @OPTIMIZE
 def test_unique_gives_each_value_to_its_first_occurrence(optimize):
     assert_exact(grad(weighted_unique, np.array([3.0, 1.0, 3.0, 2.0]), optimize=optimize), [3, 1, 0, 2])
+
+
+# ---- more of the new rules against PyTorch (optional) -------------------------------
+
+
+def series_loss(x, w):
+    return (np.sum(np.median(x, axis=1) ** 2) + np.sum(np.correlate(x[0], w, "valid") ** 2)
+            + np.sum(np.trapezoid(x, axis=0) ** 2) + np.sum(np.gradient(x[1]) ** 3)
+            + np.sum(np.nan_to_num(x) ** 3))
+
+
+def test_median_correlate_trapezoid_gradient_nan_to_num_match_torch():
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(1)
+    x, w = r.standard_normal((3, 7)), r.standard_normal(3)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    conv = torch.nn.functional.conv1d(tx[0][None, None], tw[None, None])[0, 0]
+    (torch.sum(torch.quantile(tx, 0.5, dim=1) ** 2) + torch.sum(conv ** 2)
+     + torch.sum(torch.trapezoid(tx, dim=0) ** 2) + torch.sum(torch.gradient(tx[1])[0] ** 3)
+     + torch.sum(torch.nan_to_num(tx) ** 3)).backward()
+    gx, gw = srcgrad.grad(series_loss, wrt=(0, 1))(x, w)
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=1e-10)
