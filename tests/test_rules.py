@@ -892,9 +892,9 @@ def test_every_rule_has_a_row():
         rules.discard(registry.lookup(transfer).adjoint)
     rules.discard(registry.lookup(srcgrad.runtime.iterated).adjoint)  # tests/test_trust_containers.py
     for joined in (srcgrad.runtime.concatenated, srcgrad.runtime.repeated,
-                   srcgrad.runtime.as_tuple):  # tests/test_sequence_building.py
+                   srcgrad.runtime.as_tuple, srcgrad.runtime.as_list):  # test_sequence_building, test_found_by_probing
         rules.discard(registry.lookup(joined).adjoint)
-    for joined in (srcgrad.runtime.read_back,):  # tests/test_object_state.py
+    for joined in (srcgrad.runtime.read_back, srcgrad.runtime.entry_read_back):  # tests/test_object_state.py
         rules.discard(registry.lookup(joined).adjoint)
     for joined in (srcgrad.misc.flatten,):  # tests/test_autograd_style_api.py
         rules.discard(registry.lookup(joined).adjoint)
