@@ -3083,3 +3083,13 @@ def gradient_adjoint(ans_bar, ans, f, axis=None):
         if g is not None:
             total = total + _gradient_transposed(g, ax)
     return total
+
+
+def interp_knot_partials(x, xp, fp):
+    """``d np.interp(x, xp, fp) / d xp``: on the segment ``[xp[i-1], xp[i]]`` with slope ``s``
+    and ``x = xp[i-1] + t (xp[i] - xp[i-1])``, ``s (t - 1)`` in ``xp[i-1]`` and ``-s t`` in
+    ``xp[i]`` (differentiating the interpolation formula); 0 outside the range, where the value
+    is an end of ``fp`` (or a given ``left``/``right``).  Returns ``(i, low, high)``."""
+    i, t = interp_segments(x, xp)
+    slope = interp_slope(x, xp, fp)
+    return i, slope * (t - 1), -slope * t

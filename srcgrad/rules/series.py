@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime import (ediff1d_adjoint, gradient_adjoint, full_padding, getitem_adjoint, interp_segments, interp_slope, is_constant,
+from ..runtime import (ediff1d_adjoint, gradient_adjoint, full_padding, getitem_adjoint, interp_knot_partials,
+                       interp_segments, interp_slope, is_constant,
                        polyval_powers, trapezoid_weights)
 from .registry import defadjoint, deftangent
 
@@ -35,13 +36,15 @@ def _interp_refuse(statics):
     return None
 
 
-@defadjoint(np.interp, diff=("x", "fp"), refuse=_interp_refuse)
+@defadjoint(np.interp, diff=("x", "xp", "fp"), refuse=_interp_refuse)
 def interp(ans_bar, ans, x, xp, fp, left=None, right=None, period=None):
     """Piecewise linear: in ``x`` the slope of its segment, 0 outside ``[xp[0], xp[-1]]``
     (``np.interp`` is constant there), a knot taking the slope to its right (the last knot,
-    the last segment's: JAX's convention); in ``fp`` the weights ``1 - t`` and ``t`` of the segment's
-    ends (``rt.interp_segments``), the end value outside the range.  ``xp`` (the knots) and
-    given ``left``/``right`` are not differentiated (refused when they vary)."""
+    the last segment's: JAX's convention); in ``fp`` the weights ``1 - t`` and ``t`` of the
+    segment's ends (``rt.interp_segments``), the end value outside the range; in the knots
+    ``xp`` (increasing, as NumPy requires) the interpolation formula's partials
+    (``rt.interp_knot_partials``).  Given ``left``/``right`` are not differentiated (refused
+    when they vary)."""
     i, t = interp_segments(x, xp)
     low, high = 1 - t, t
     if not (is_constant(left) and left is None):
@@ -49,22 +52,31 @@ def interp(ans_bar, ans, x, xp, fp, left=None, right=None, period=None):
     if not (is_constant(right) and right is None):
         low, high = np.where(np.greater(x, xp[-1]), 0.0, low), np.where(np.greater(x, xp[-1]), 0.0, high)
     g = np.ravel(ans_bar + np.zeros_like(x))
-    fp_array = np.asarray(fp)
+    fp_array, xp_array = np.asarray(fp), np.asarray(xp)
     fp_bar = getitem_adjoint(g * np.ravel(low), fp_array, np.ravel(i - 1)) \
         + getitem_adjoint(g * np.ravel(high), fp_array, np.ravel(i))
+    knots = interp_knot_partials(x, xp, fp)
+    xp_bar = getitem_adjoint(g * np.ravel(knots[1]), xp_array, np.ravel(i - 1)) \
+        + getitem_adjoint(g * np.ravel(knots[2]), xp_array, np.ravel(i))
     # np.interp computes in float64: each adjoint in its argument's floating dtype
     return (np.asarray(ans_bar * interp_slope(x, xp, fp), dtype=np.result_type(np.asarray(x), np.float32)),
+            np.asarray(xp_bar, dtype=np.result_type(xp_array, np.float32)),
             np.asarray(fp_bar, dtype=np.result_type(fp_array, np.float32)))
 
 
 @deftangent(np.interp)
-def interp_dot(ans, x, xp, fp, left=None, right=None, period=None, x_dot=None, fp_dot=None):
-    """The slope times ``x_dot``, plus ``fp_dot`` interpolated as ``fp`` is (0 where a given
-    ``left``/``right`` is read)."""
-    if is_constant(fp_dot) and fp_dot is None:
-        return np.asarray(interp_slope(x, xp, fp) * x_dot, dtype=np.result_type(ans, x_dot))
-    return np.interp(x, xp, fp_dot, None if left is None else 0.0, None if right is None else 0.0) \
-        + interp_slope(x, xp, fp) * x_dot
+def interp_dot(ans, x, xp, fp, left=None, right=None, period=None, x_dot=None, xp_dot=None, fp_dot=None):
+    """The slope times ``x_dot``, ``fp_dot`` interpolated as ``fp`` is (0 where a given
+    ``left``/``right`` is read), and the knots' partials times ``xp_dot``."""
+    out = np.zeros(np.shape(ans), dtype=np.result_type(ans, 1.0))
+    if not (is_constant(x_dot) and x_dot is None):
+        out = out + interp_slope(x, xp, fp) * x_dot
+    if not (is_constant(fp_dot) and fp_dot is None):
+        out = out + np.interp(x, xp, fp_dot, None if left is None else 0.0, None if right is None else 0.0)
+    if not (is_constant(xp_dot) and xp_dot is None):
+        knots = interp_knot_partials(x, xp, fp)
+        out = out + knots[1] * np.asarray(xp_dot)[knots[0] - 1] + knots[2] * np.asarray(xp_dot)[knots[0]]
+    return out
 
 
 @defadjoint(np.polyval, diff=("p", "x"))
