@@ -22,8 +22,8 @@ from ..runtime import (add, broadcast_reduced, broadcast_tangent, cast_adjoint, 
                        dtype_adjoint, einsum_adjoints, einsum_adjoints_tangent, einsum_adjoints_transposed,
                        fill_like, gather_adjoint, real_input, gathered, getitem_adjoint, is_constant, item_of,
                        item_of_transposed, items_extremum_adjoint, items_extremum_transposed, matmul_lhs,
-                       matmul_rhs, max_adjoint, positions, quantile_adjoint, quantile_tangent, reshape_back, sort_adjoint, sorted_like,
-                       unbroadcast, unbroadcast_to, unflattened_adjoint, unflattened_tangent, window_adjoint,
+                       matmul_rhs, max_adjoint, positions, quantile_adjoint, quantile_tangent, reshape_back,
+                       sort_adjoint, sorted_like, unbroadcast, unbroadcast_to, unflattened_adjoint, unflattened_tangent, window_adjoint,
                        written_adjoint, zeros_like, zeros_tangent)
 from .registry import defadjoint, deftangent, nondifferentiable
 

@@ -1,6 +1,6 @@
 """Linear algebra: ``dot vdot inner outer kron cross tensordot einsum linalg.norm trace
 diag``, and ``np.linalg``'s ``inv solve det slogdet cholesky eigh svd qr pinv matrix_power``
-on matrices stacked over leading axes (the formulas, with their sources, are in the
+on matrices stacked over leading axes, ``eigvalsh multi_dot lstsq``, and ``cov corrcoef`` (the formulas, with their sources, are in the
 ``rt`` helpers each rule calls).
 
 Matrix-product adjoints follow Giles (2008), "Collected matrix derivative

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime import (ediff1d_adjoint, gradient_adjoint, full_padding, getitem_adjoint, interp_knot_partials,
-                       interp_segments, interp_slope, is_constant,
-                       polyval_powers, trapezoid_weights)
+from ..runtime import (ediff1d_adjoint, full_padding, getitem_adjoint, gradient_adjoint, interp_knot_partials,
+                       interp_segments, interp_slope, is_constant, polyval_powers, trapezoid_weights)
 from .registry import defadjoint, deftangent
 
 

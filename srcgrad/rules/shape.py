@@ -2,7 +2,8 @@
 transpose concatenate stack hstack vstack column_stack dstack flip fliplr flipud
 rot90 roll moveaxis swapaxes tril triu atleast_1d/2d/3d cumsum diff sort
 partition tile repeat pad diagonal take take_along_axis append insert delete
-split array_split hsplit vsplit``, ``np.r_``/``np.c_``, ``x[index]``, ``copy``.
+split array_split hsplit vsplit nancumsum rollaxis broadcast_arrays meshgrid unique``,
+``np.r_``/``np.c_``, ``x[index]``, ``copy``.
 
 A function that only selects, repeats, reorders or pads elements gets its adjoint by
 running on ``rt.positions(a)`` (each element's flat position) and summing the adjoint
@@ -21,7 +22,8 @@ import numpy as np
 
 from .. import runtime
 from ..misc.flatten import _Layout, flatten
-from ..runtime import (unique_adjoint, unique_tangent, broadcast_arrays_adjoint, meshgrid_adjoint, rollaxis_destination, flattened_adjoint, flattened_tangent, unflattened_adjoint, unflattened_tangent, concatenated_adjoints, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
+from ..runtime import (broadcast_arrays_adjoint, meshgrid_adjoint, rollaxis_destination, unique_adjoint, unique_tangent,
+                       flattened_adjoint, flattened_tangent, unflattened_adjoint, unflattened_tangent, concatenated_adjoints, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
                        split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
                        is_basic_index, is_constant, real_input, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
