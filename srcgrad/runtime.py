@@ -3047,3 +3047,336 @@ def matrix_power_tangent(ans, a, n, a_dot=None):
         return np.zeros_like(ans)
     p = _powers(a, n)
     return sum(p[k] @ a_dot @ p[n - 1 - k] for k in range(n))
+
+
+def _quantile_weights(a, q, axis):
+    """``W`` of shape ``shape(q) + shape(a)`` with ``np.quantile(a, q, axis, keepdims=True) ==
+    sum(W * a)`` over the reduced axes, for the default ``method='linear'`` (Hyndman & Fan 1996,
+    definition 7: the virtual index ``q (n - 1)``, interpolated between the order statistics
+    either side).  Each place in the sorted order is the element ``argsort`` (stable) puts there,
+    so ties give the weight to one element each, as JAX's ``quantile`` and PyTorch's do; the
+    weights are piecewise constant in ``a``."""
+    a = np.asarray(a)
+    axes = tuple(range(a.ndim)) if axis is None else tuple(
+        int(ax) % a.ndim for ax in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    rest = [i for i in range(a.ndim) if i not in axes]
+    moved = np.transpose(a, rest + list(axes))
+    flat = np.reshape(moved, moved.shape[:len(rest)] + (-1,))
+    n = flat.shape[-1]
+    ranks = np.argsort(np.argsort(flat, axis=-1, kind="stable"), axis=-1, kind="stable")
+    ranks = np.transpose(np.reshape(ranks, moved.shape), np.argsort(rest + list(axes)))
+    position = np.asarray(q, dtype=np.float64) * (n - 1)
+    low = np.floor(position)
+    frac = (position - low).astype(np.result_type(a.dtype, np.float32))
+    high = np.minimum(low + 1, n - 1)
+    spread = (Ellipsis,) + (None,) * a.ndim
+    return (1 - frac)[spread] * (ranks == low[spread]) + frac[spread] * (ranks == high[spread]), axes
+
+
+def quantile_adjoint(ans_bar, a, q, axis=None, keepdims=False):
+    """Adjoint of ``np.quantile`` (``method='linear'``) in ``a``: each of the (one or two)
+    order statistics a quantile interpolates gets its weight of that quantile's adjoint
+    (``_quantile_weights``), summed over ``q``'s values."""
+    weights, axes = _quantile_weights(a, q, axis)
+    lead = np.ndim(q)
+    if not keepdims:
+        ans_bar = np.expand_dims(ans_bar, tuple(lead + ax for ax in axes))
+    return np.sum(weights * ans_bar, axis=tuple(range(lead))).astype(np.result_type(ans_bar, a, np.float32))
+
+
+def quantile_tangent(a_dot, a, q, axis=None, keepdims=False):
+    """Tangent of ``np.quantile`` (``method='linear'``): the same interpolation of ``a_dot``'s
+    elements that sit, in ``a``, at the order statistics read."""
+    weights, axes = _quantile_weights(a, q, axis)
+    lead = np.ndim(q)
+    return np.sum(weights * a_dot, axis=tuple(lead + ax for ax in axes), keepdims=keepdims)
+
+
+@static
+def full_padding(n, m, mode, correlate=False):
+    """``(before, after)``: where ``np.convolve(a, v, mode)`` (or ``np.correlate``) of lengths
+    ``n`` and ``m`` sits in the full result, of length ``n + m - 1`` (found from NumPy's
+    definitions: ``'same'`` is centred on the longer input, ``'valid'`` drops ``min - 1`` each side)."""
+    short = min(n, m)
+    if mode == "full":
+        return (0, 0)
+    if mode == "valid":
+        return (short - 1, short - 1)
+    before = short // 2 if correlate and n < m else (short - 1) // 2
+    return (before, short - 1 - before)
+
+
+def interp_segments(x, xp):
+    """For ``np.interp(x, xp, fp)``: the right end ``i`` of the segment ``[xp[i-1], xp[i]]`` each
+    ``x`` is interpolated on and the weight ``t`` of ``fp[i]``, 0 below ``xp[0]`` and 1 from
+    ``xp[-1]`` on (``np.interp`` gives ``fp[0]``/``fp[-1]`` there).  A knot starts the segment
+    to its right, the last knot ends the last one (JAX's ``interp``: ``searchsorted(xp, x,
+    'right')`` clipped to ``[1, len(xp) - 1]``)."""
+    xp = np.asarray(xp)
+    i = np.clip(np.searchsorted(xp, x, side="right"), 1, max(len(xp) - 1, 1))
+    width = xp[i] - xp[i - 1]
+    t = np.clip((x - xp[i - 1]) / np.where(width == 0, 1, width), 0, 1)
+    return i, t
+
+
+def interp_slope(x, xp, fp):
+    """``d np.interp(x, xp, fp) / dx``: the slope of the segment ``x`` is on (``interp_segments``;
+    at the last knot the last segment's, as JAX), 0 outside ``[xp[0], xp[-1]]`` (the value is
+    constant there) and on an empty segment."""
+    xp, fp = np.asarray(xp), np.asarray(fp)
+    i, _ = interp_segments(x, xp)
+    width = xp[i] - xp[i - 1]
+    inside = (x >= xp[0]) & (x <= xp[-1]) & (width != 0)
+    return np.where(inside, (fp[i] - fp[i - 1]) / np.where(width == 0, 1, width), 0)
+
+
+def _cov_rows(m, rowvar):
+    """The variables as rows, as ``np.cov`` reads ``m``; whether that transposed it."""
+    x = np.atleast_2d(m)
+    flipped = not rowvar and x.shape[0] != 1
+    return (x.T if flipped else x), flipped
+
+
+def _cov_count(n, bias, ddof):
+    return n - (ddof if ddof is not None else 0 if bias else 1)
+
+
+def cov_adjoint(ans_bar, m, rowvar=True, bias=False, ddof=None):
+    """Adjoint of ``np.cov``: ``C = X_c X_c^T / (N - ddof)`` with ``X_c = X (I - 11^T / N)``, so
+    ``X_bar = (G + G^T) X_c / (N - ddof)`` (the centring projection leaves ``X_c`` as it is;
+    Giles 2008, §2.2's product rule)."""
+    x, flipped = _cov_rows(m, rowvar)
+    centred = x - np.mean(x, axis=1, keepdims=True)
+    g = np.reshape(ans_bar, (x.shape[0], x.shape[0]))
+    bar = (g + g.T) @ centred / _cov_count(x.shape[1], bias, ddof)
+    # (np.cov computes in float64 at least: the adjoint in m's floating dtype)
+    return np.reshape(bar.T if flipped else bar, np.shape(m)).astype(np.result_type(np.asarray(m), np.float32))
+
+
+def cov_tangent(m_dot, m, rowvar=True, bias=False, ddof=None):
+    x, _ = _cov_rows(m, rowvar)
+    x_dot, _ = _cov_rows(m_dot, rowvar)
+    centred = x - np.mean(x, axis=1, keepdims=True)
+    centred_dot = x_dot - np.mean(x_dot, axis=1, keepdims=True)
+    product = centred_dot @ centred.T
+    return np.squeeze((product + product.T) / _cov_count(x.shape[1], bias, ddof))
+
+
+def corrcoef_adjoint(ans_bar, ans, m, rowvar=True):
+    """Adjoint of ``np.corrcoef``: ``R_ij = C_ij / (s_i s_j)``, ``s = sqrt(diag C)``, so
+    ``C_bar = G / (s s^T) - diag((rowsum(G o R) + colsum(G o R)) / (2 diag C))``, then
+    ``np.cov``'s adjoint (NumPy's clipping of ``R`` to [-1, 1] is not differentiated)."""
+    c = np.atleast_2d(np.cov(m, rowvar=rowvar))
+    d = np.diagonal(c)
+    r = np.reshape(ans, np.shape(c))
+    g = np.reshape(ans_bar, np.shape(c))
+    s = np.sqrt(d)
+    weighted = g * r
+    c_bar = g / np.outer(s, s) - np.diag((np.sum(weighted, axis=0) + np.sum(weighted, axis=1)) / (2 * d))
+    return cov_adjoint(c_bar, m, rowvar)
+
+
+def corrcoef_tangent(m_dot, ans, m, rowvar=True):
+    c = np.atleast_2d(np.cov(m, rowvar=rowvar))
+    c_dot = np.reshape(cov_tangent(m_dot, m, rowvar), np.shape(c))
+    d = np.diagonal(c)
+    r = np.reshape(ans, np.shape(c))
+    half = np.diagonal(c_dot) / (2 * d)
+    return np.reshape(c_dot / np.sqrt(np.outer(d, d)) - r * (half[:, None] + half[None, :]), np.shape(ans))
+
+
+def multi_dot_adjoint(ans_bar, arrays):
+    """Adjoint of ``np.linalg.multi_dot``: ``A_k_bar = (A_0 ... A_{k-1})^T G (A_{k+1} ... A_n)^T``,
+    the first (last) array taken as a row (column) when it is a vector (Giles 2008, §2.2)."""
+    mats = [np.reshape(arrays[0], (1, -1)) if np.ndim(arrays[0]) == 1 else arrays[0]]
+    mats += list(arrays[1:-1])
+    mats.append(np.reshape(arrays[-1], (-1, 1)) if np.ndim(arrays[-1]) == 1 else arrays[-1])
+    g = np.reshape(ans_bar, (mats[0].shape[0], mats[-1].shape[1]))
+    lefts, acc = [], g  # (A_0 ... A_{k-1})^T G
+    for mat in mats:
+        lefts, acc = lefts + [acc], mat.T @ acc
+    rights, acc = [], np.eye(mats[-1].shape[1], dtype=g.dtype)  # A_{k+1} ... A_n
+    for mat in mats[::-1]:
+        rights, acc = [acc] + rights, mat @ acc
+    return [np.reshape(left @ right.T, np.shape(array)) for left, right, array in zip(lefts, rights, arrays)]
+
+
+def polyval_powers(x, n):
+    """``x^(n-1), ..., x, 1`` along a new last axis, as cumulative products (exact at 0, where
+    ``x ** 0`` would give NaN derivatives): the partials of ``np.polyval(p, x)`` in ``p``."""
+    x = np.asarray(x)
+    steps = np.concatenate([np.ones(np.shape(x) + (1,), dtype=np.result_type(x, np.float32)),
+                            np.repeat(x[..., None], n - 1, axis=-1)], axis=-1)
+    return np.flip(np.cumprod(steps, axis=-1), axis=-1)
+
+
+def trapezoid_weights(y, x=None, dx=1.0, axis=-1):
+    """The weights ``w`` with ``np.trapezoid(y, x, dx, axis) == sum(w * y, axis)``: half of each
+    spacing on either end of its interval, in ``y``'s floating dtype."""
+    ndim = np.ndim(y)
+    axis = axis % ndim
+    n = np.shape(y)[axis]
+    along = tuple(n - 1 if i == axis else 1 for i in range(ndim))
+    if x is None:
+        d = np.full(along, dx, dtype=np.float64)
+    elif np.ndim(x) == 1:
+        d = np.reshape(np.diff(x), along)
+    else:
+        d = np.diff(x, axis=axis)
+    before = tuple((1, 0) if i == axis else (0, 0) for i in range(np.ndim(d)))
+    after = tuple((0, 1) if i == axis else (0, 0) for i in range(np.ndim(d)))
+    return ((np.pad(d, before) + np.pad(d, after)) / 2).astype(np.result_type(np.asarray(y), np.float32))
+
+
+def ediff1d_adjoint(ans_bar, ary, to_end=None, to_begin=None):
+    """Adjoint of ``np.ediff1d``: ``d[i] = a[i + 1] - a[i]`` so ``a_bar[i] = g[i - 1] - g[i]``
+    (0 beyond the ends), ``to_begin``/``to_end``'s places dropped."""
+    start = 0 if to_begin is None else np.size(to_begin)
+    stop = np.size(ans_bar) - (0 if to_end is None else np.size(to_end))
+    g = ans_bar[start:stop]
+    padded = np.concatenate([np.zeros(1, g.dtype), g, np.zeros(1, g.dtype)])
+    return np.reshape(padded[:-1] - padded[1:], np.shape(ary))
+
+
+def nanvar_adjoint(ans_bar, a, axis=None, ddof=0, keepdims=False):
+    """Adjoint of ``np.nanvar``: ``2 (a - nanmean) / (count - ddof)`` over the elements that are
+    not NaN (as ``np.var``'s), 0 at NaNs."""
+    kept = ~np.isnan(a)
+    centred = np.where(kept, a - np.nanmean(a, axis=axis, keepdims=True), 0)
+    scale = (2.0 / (np.sum(kept, axis=axis, keepdims=True) - ddof)).astype(centred.dtype)
+    return broadcast_reduced(ans_bar, a, axis, keepdims) * centred * scale
+
+
+@static
+def rollaxis_destination(ndim, axis, start=0):
+    """Where ``np.rollaxis(a, axis, start)`` puts ``axis`` (NumPy's own normalisation)."""
+    axis = axis % ndim
+    start = start + ndim if start < 0 else start
+    return start - 1 if axis < start else start
+
+
+def _lstsq_full_rank(a):
+    if np.linalg.matrix_rank(a) < min(np.shape(a)):
+        raise errors.NoDerivativeRuleError(
+            "`np.linalg.lstsq` of a rank-deficient matrix has no derivative (its solution jumps where "
+            "the rank changes)", None, "regularise: `np.linalg.solve(a.T @ a + lam * np.eye(n), a.T @ b)`")
+
+
+def lstsq_adjoint(ans_bar, ans, a, b, which):
+    """Adjoint of ``np.linalg.lstsq`` of a full-rank ``a`` (a rank-deficient one is refused here),
+    in ``a`` (``which == 0``) or ``b``.  ``x = A^+ b``: through ``pinv``'s adjoint (Golub &
+    Pereyra 1973) with ``A^+_bar = x_bar b^T``, and ``b_bar = A^+^T x_bar``; the residuals
+    ``|b - A x|^2`` (tall ``a``, where ``A^T r = 0``): ``b_bar = 2 r``, ``A_bar = -2 r x^T``; the
+    singular values: ``U diag(s_bar) V^T`` (Townsend 2016); the rank: none."""
+    _lstsq_full_rank(a)
+    x, residuals = ans[0], ans[1]
+    x_bar, residuals_bar, s_bar = item_of(ans_bar, 0), item_of(ans_bar, 1), item_of(ans_bar, 3)
+    b2 = np.reshape(b, (np.shape(b)[0], -1))
+    x2 = np.reshape(x, (np.shape(x)[0], -1))
+    out = np.zeros(np.shape(a) if which == 0 else np.shape(b2), dtype=np.result_type(a, b, np.float32))
+    if x_bar is not None:
+        pinv = np.linalg.pinv(a)
+        x_bar2 = np.reshape(x_bar, np.shape(x2))
+        out = out + (pinv_adjoint(x_bar2 @ b2.T, pinv, a) if which == 0 else pinv.T @ x_bar2)
+    if residuals_bar is not None and np.size(residuals) > 0:
+        r2 = 2 * (b2 - a @ x2) * residuals_bar
+        out = out + (-(r2 @ x2.T) if which == 0 else r2)
+    if s_bar is not None and which == 0:
+        u, _, vh = np.linalg.svd(a, full_matrices=False)
+        out = out + (u * s_bar) @ vh
+    return out if which == 0 else np.reshape(out, np.shape(b))
+
+
+def lstsq_tangent(ans, a, b, a_dot=None, b_dot=None):
+    """Tangent of ``np.linalg.lstsq`` (full rank): ``x_dot = A^+_dot b + A^+ b_dot``, the
+    residuals' ``2 sum(r (b_dot - A_dot x))``, ``s_dot = diag(U^T A_dot V)``, the rank's 0."""
+    _lstsq_full_rank(a)
+    x, residuals, rank, s = ans
+    a_dot = np.zeros_like(a) if a_dot is None else a_dot
+    b_dot = np.zeros(np.shape(b), dtype=np.result_type(a_dot, 1.0)) if b_dot is None else b_dot
+    pinv = np.linalg.pinv(a)
+    x_dot = pinv_tangent(pinv, a, a_dot) @ b + pinv @ b_dot
+    residuals_dot = np.zeros_like(residuals)
+    if np.size(residuals) > 0:
+        residuals_dot = np.reshape(np.sum(2 * (b - a @ x) * (b_dot - a_dot @ x), axis=0), np.shape(residuals))
+    u, _, vh = np.linalg.svd(a, full_matrices=False)
+    s_dot = np.sum(u * (a_dot @ vh.T), axis=0)
+    return x_dot, residuals_dot, np.zeros_like(rank), s_dot
+
+
+def broadcast_arrays_adjoint(ans_bar, ans, args):
+    """Adjoint of ``np.broadcast_arrays``: each output's adjoint summed back to its input's shape
+    (``unbroadcast``); nothing for an output nothing read."""
+    return [None if item_of(ans_bar, k) is None else unbroadcast(item_of(ans_bar, k), arg)
+            for k, arg in enumerate(args)]
+
+
+def meshgrid_adjoint(ans_bar, ans, xi, indexing="xy"):
+    """Adjoint of ``np.meshgrid``: output ``k`` repeats ``xi[k]`` (flattened) along every axis but
+    its own (axis ``k``; with ``indexing='xy'`` the first two swapped), so its adjoint is summed
+    over the others."""
+    out = []
+    for k, x in enumerate(xi):
+        g = item_of(ans_bar, k)
+        own = (1 - k if k < 2 else k) if indexing == "xy" and len(xi) > 1 else k
+        out = out + [None if g is None else np.reshape(
+            np.sum(g, axis=tuple(i for i in range(np.ndim(g)) if i != own)), np.shape(x))]
+    return out
+
+
+def unique_adjoint(ans_bar, ans, ar, equal_nan=True):
+    """Adjoint of ``np.unique``'s values (the first item when it returns a tuple; the indices,
+    inverse and counts are integers): each value is an element of ``ar``, and its adjoint goes to
+    the value's first occurrence (``return_index``), as JAX's ``unique`` (a stable sort's first of
+    equal elements).  Between distinct elements this is the derivative; where elements are equal
+    (a tie, where ``unique`` jumps in size) it is one choice."""
+    g = item_of(ans_bar, 0) if isinstance(ans, tuple) else ans_bar
+    first = np.unique(ar, return_index=True, equal_nan=equal_nan)[1]
+    return np.reshape(getitem_adjoint(g, np.ravel(ar), first), np.shape(ar))
+
+
+def unique_tangent(ar_dot, ans, ar, equal_nan=True):
+    first = np.unique(ar, return_index=True, equal_nan=equal_nan)[1]
+    values_dot = np.ravel(ar_dot)[first]
+    if isinstance(ans, tuple):
+        return (values_dot,) + tuple(np.zeros_like(item) for item in ans[1:])
+    return values_dot
+
+
+def _gradient_transposed(g, axis):
+    """Transpose of ``np.gradient``'s stencil along ``axis`` (unit spacing, ``edge_order=1``):
+    ``out[0] = f[1] - f[0]``, ``out[i] = (f[i + 1] - f[i - 1]) / 2``, ``out[-1] = f[-1] - f[-2]``."""
+    g = np.moveaxis(g, axis, -1)
+    none = [(0, 0)] * (np.ndim(g) - 1)
+    half = g[..., 1:-1] / 2
+    bar = np.pad(half, none + [(2, 0)]) - np.pad(half, none + [(0, 2)])
+    first, last = g[..., :1], g[..., -1:]
+    n = np.shape(g)[-1]
+    bar = bar + np.pad(first, none + [(1, n - 2)]) - np.pad(first, none + [(0, n - 1)])
+    bar = bar + np.pad(last, none + [(n - 1, 0)]) - np.pad(last, none + [(n - 2, 1)])
+    return np.moveaxis(bar, -1, axis)
+
+
+def gradient_adjoint(ans_bar, ans, f, axis=None):
+    """Adjoint of ``np.gradient(f)`` (unit spacing, ``edge_order=1``; Fornberg's central and
+    one-sided first differences): the sum over the axes of each output's stencil, transposed."""
+    axes = tuple(range(np.ndim(f))) if axis is None else \
+        tuple(int(a) % np.ndim(f) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    if not isinstance(ans, tuple):
+        return _gradient_transposed(ans_bar, axes[0])
+    total = np.zeros(np.shape(f), dtype=np.result_type(np.asarray(f), np.float32))
+    for k, ax in enumerate(axes):
+        g = item_of(ans_bar, k)
+        if g is not None:
+            total = total + _gradient_transposed(g, ax)
+    return total
+
+
+def interp_knot_partials(x, xp, fp):
+    """``d np.interp(x, xp, fp) / d xp``: on the segment ``[xp[i-1], xp[i]]`` with slope ``s``
+    and ``x = xp[i-1] + t (xp[i] - xp[i-1])``, ``s (t - 1)`` in ``xp[i-1]`` and ``-s t`` in
+    ``xp[i]`` (differentiating the interpolation formula); 0 outside the range, where the value
+    is an end of ``fp`` (or a given ``left``/``right``).  Returns ``(i, low, high)``."""
+    i, t = interp_segments(x, xp)
+    slope = interp_slope(x, xp, fp)
+    return i, slope * (t - 1), -slope * t

@@ -52,6 +52,7 @@ UNARY = [((3, 4),), ((),)]
 BINARY = [((3, 4), (3, 4)), ((3, 4), (4,)), ((3, 1), (1, 4)), ((), (3, 4)), ((3, 4), ())]
 MATRIX = [((3, 4),)]
 CUBE = [((2, 3, 4),)]
+CONVOLVE = [((5,), (3,)), ((3,), (5,)), ((4,), (4,)), ((6,), (1,)), ((2,), (5,))]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,6 +214,53 @@ ROWS = [
     _reduction("std", **{"np.std(x, ddof=1)": MATRIX}),
     _reduction("nansum", methods=False),
     _reduction("nanmean", methods=False),
+    _reduction("median", methods=False, **{"np.median(x, axis=0)": [((4, 3),), ((5, 2),)]}),
+    Row(np.quantile, {"np.quantile(x, 0.3)": CUBE + [((5,),)], "np.quantile(x, 0.5, axis=0)": [((4, 3),)],
+                      "np.quantile(x, [0.25, 0.5, 1.0], axis=1)": CUBE,
+                      "np.quantile(x, 0.9, axis=(0, 2), keepdims=True)": CUBE,
+                      "np.quantile(x, [[0.1], [0.6]], axis=-1, keepdims=True)": MATRIX,
+                      "np.quantile(x, 0.0, axis=1)": MATRIX}),
+    _reduction("nanvar", methods=False, **{"np.nanvar(x, axis=1, ddof=1)": MATRIX}),
+    _reduction("nanstd", methods=False, **{"np.nanstd(x, ddof=1)": MATRIX}),
+    _reduction("nanprod", (0.5, 1.5), methods=False),
+    Row(np.nancumsum, {"np.nancumsum(x)": MATRIX + [((5,),)], "np.nancumsum(x, axis=1)": CUBE}),
+    Row(np.broadcast_arrays, {"np.broadcast_arrays(x, y)": [((3, 1), (4,)), ((3, 4), ()), ((2, 3, 4), (3, 1))],
+                              "np.broadcast_arrays(x, y, z)": [((3, 1), (4,), ())]}),
+    Row(np.meshgrid, {"np.meshgrid(x, y)": [((3,), (4,))], "np.meshgrid(x, y, indexing='ij')": [((3,), (4,))],
+                      "np.meshgrid(x, y, z)": [((3,), (4,), (2,))], "np.meshgrid(x)": [((3,),)],
+                      "np.meshgrid(x, y, sparse=True)": [((3,), (4,))],
+                      "np.meshgrid(x, y, z, indexing='ij', sparse=True)": [((3,), (4,), (2,))]}),
+    Row(np.unique, {"np.unique(x)": MATRIX + [((5,),)], "np.unique(x, return_counts=True)": MATRIX,
+                    "np.unique(x, return_index=True, return_inverse=True)": [((6,),)]}),
+    Row(np.rollaxis, {"np.rollaxis(x, 2)": CUBE, "np.rollaxis(x, 0, 3)": CUBE, "np.rollaxis(x, -1, 1)": CUBE,
+                      "np.rollaxis(x, 1, -1)": CUBE}),
+    Row(np.polyval, {"np.polyval(x, y)": [((4,), (3, 2)), ((1,), (3,)), ((3,), ())],
+                     "np.polyval([1.0, -2.0, 0.5], x)": UNARY, "np.polyval(x, 0.7)": [((4,),)]}),
+    Row(np.trapezoid, {"np.trapezoid(x)": [((5,),)] + MATRIX, "np.trapezoid(x, dx=0.5, axis=0)": CUBE,
+                       "np.trapezoid(x, [0.0, 0.5, 1.5, 1.75])": MATRIX + CUBE,
+                       "np.trapezoid(x, np.arange(12.0).reshape(3, 4) ** 1.5, axis=1)": MATRIX}),
+    Row(np.gradient, {"np.gradient(x)": [((5,),), ((2,),)] + MATRIX + CUBE, "np.gradient(x, axis=1)": CUBE,
+                      "np.gradient(x, axis=(0, -1))": CUBE}),
+    Row(np.ediff1d, {"np.ediff1d(x)": [((5,),)] + MATRIX, "np.ediff1d(x, to_end=[1.0, 2.0], to_begin=3.0)": MATRIX,
+                     "np.ediff1d(x, to_begin=[0.0])": [((5,),)]}),
+    Row(np.interp, {"np.interp(x, y, z)": [((3, 4), (6,), (6,)), ((), (4,), (4,))],
+                    "np.interp(x, y, z, left=0.0, right=1.0)": [((7,), (5,), (5,))]},
+        ((-1.5, 1.5), REAL, REAL), prepare=(None, np.sort, None)),
+    Row(np.interp, {"np.interp(0.3, x, y)": [((5,), (5,))], "np.interp(np.linspace(-2.5, 2.5, 9), x, y)": [((5,), (5,))]},
+        prepare=(np.sort, None)),
+    Row(np.nan_to_num, {"np.nan_to_num(x)": UNARY,
+                        "np.nan_to_num(x, nan=1.0, posinf=2.0)": UNARY}),
+    Row(np.heaviside, {"np.heaviside(x, y)": BINARY,
+                       "np.heaviside(x, 0.5)": UNARY}),
+    Row(np.convolve, {"np.convolve(x, y)": CONVOLVE, "np.convolve(x, y, 'same')": CONVOLVE,
+                      "np.convolve(x, y, mode='valid')": CONVOLVE}),
+    Row(np.correlate, {"np.correlate(x, y)": CONVOLVE, "np.correlate(x, y, 'same')": CONVOLVE,
+                       "np.correlate(x, y, mode='full')": CONVOLVE}),
+    Row(np.interp, {"np.interp(x, np.linspace(-1.5, 1.5, 6), y)": [((3, 4), (6,)), ((), (6,)), ((7,), (6,))],
+                    "np.interp(x, [-1.0, 0.0, 0.5, 1.0], y, left=0.0, right=2.0)": [((3, 4), (4,))],
+                    "np.interp(x, [-1.0, 0.0, 1.0], [1.0, -1.0, 3.0])": UNARY}),
+    Row(np.percentile, {"np.percentile(x, 30)": CUBE, "np.percentile(x, [10, 75], axis=-1)": CUBE,
+                        "np.percentile(x, 50, axis=(0, 1), keepdims=True)": CUBE}),
     _reduction("ptp", methods=False),
     Row(np.sum, {"np.sum(x, initial=0)": CUBE, "np.sum(x, axis=1, where=np.arange(4) > 1, initial=0.0)": CUBE,
                  "np.sum(x, where=x > 0, keepdims=True)": MATRIX}),
@@ -446,6 +494,17 @@ ROWS = [
                    "np.trace(x, -1, 2, 0)": CUBE}),
     Row(np.diag, {"np.diag(x)": [((4,),), ((3, 4),)], "np.diag(x, 1)": [((3,),), ((3, 4),)],
                   "np.diag(x, k=-1)": [((4, 3),)]}),
+    Row(np.linalg.eigvalsh, {"np.linalg.eigvalsh(x)": [((3, 3),), ((2, 3, 3),)],
+                             "np.linalg.eigvalsh(x, 'U')": [((3, 3),)]}, prepare=spd),
+    Row(np.linalg.multi_dot, {"np.linalg.multi_dot([x, y, z])": [((2, 3), (3, 4), (4, 2)), ((3,), (3, 4), (4,)),
+                                                                  ((3,), (3, 4), (4, 2))],
+                              "np.linalg.multi_dot([x, y])": [((2, 3), (3, 4))],
+                              "np.linalg.multi_dot([x, y, z, np.ones((2, 3), np.float32)])": [((2, 3), (3, 4), (4, 2))]}),
+    Row(np.linalg.lstsq, {"np.linalg.lstsq(x, y)": [((5, 3), (5,)), ((5, 3), (5, 2)), ((3, 3), (3,)), ((2, 4), (2,))],
+                          "np.linalg.lstsq(x, y, rcond=None)": [((4, 2), (4, 3))]}),
+    Row(np.cov, {"np.cov(x)": [((3, 6),), ((5,),), ((1, 4),)], "np.cov(x, rowvar=False)": [((6, 3),), ((5,),)],
+                 "np.cov(x, bias=True)": MATRIX, "np.cov(x, ddof=2)": MATRIX}),
+    Row(np.corrcoef, {"np.corrcoef(x)": [((3, 6),), ((2, 5),)], "np.corrcoef(x, rowvar=False)": [((6, 3),)]}),
     Row(np.linalg.inv, {"np.linalg.inv(x)": [((3, 3),), ((2, 3, 3),)]}),
     Row(np.linalg.solve, {"np.linalg.solve(x, y)": [((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (3,)),
                                                     ((2, 3, 3), (2, 3, 1)), ((2, 3, 3), (3, 1))]}),
@@ -841,7 +900,7 @@ def test_every_rule_has_a_row():
     rules.discard(registry.lookup(srcgrad.runtime.iterated).adjoint)  # tests/test_trust_containers.py
     rules.discard(registry.lookup(srcgrad.runtime.rows).adjoint)  # list(x) of an array: tests/test_iterators.py
     for joined in (srcgrad.runtime.concatenated, srcgrad.runtime.repeated,
-                   srcgrad.runtime.as_tuple):  # tests/test_sequence_building.py
+                   srcgrad.runtime.as_tuple, srcgrad.runtime.as_list):  # test_sequence_building, test_found_by_probing
         rules.discard(registry.lookup(joined).adjoint)
     rules.discard(registry.lookup(srcgrad.runtime.as_list).adjoint)  # tests/test_slices_of_lists.py
     for joined in (srcgrad.runtime.read_back, srcgrad.runtime.entry_read_back):  # tests/test_object_state.py

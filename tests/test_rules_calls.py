@@ -110,6 +110,12 @@ def with_sign(x):
     return np.sum(np.sign(x) * x)
 
 
+def with_searchsorted(x):
+    """A sorted table looked up by ``x``: the insertion indices are integers (zero derivative)."""
+    table = np.sort(np.ravel(x))
+    return table[np.searchsorted(table, 0.0)] * 2.0
+
+
 def with_comparisons(x, y):
     return np.sum(x * (x > 0) + y * (x <= y) + (x == y))
 
@@ -127,7 +133,9 @@ def with_where_on_comparison(x, y):
     (with_floor, lambda x: np.ones((3, 4))),
     (with_floor_divide, lambda x: np.ones((3, 4))),
     (with_sign, lambda x: np.sign(x)),
-], ids=["zeros-ones-zeros_like-full", "arange", "shape-len-ndim", "argmax", "floor", "floor_divide", "sign"])
+    (with_searchsorted, lambda x: 2.0 * (x == np.min(x[x > 0]))),
+], ids=["zeros-ones-zeros_like-full", "arange", "shape-len-ndim", "argmax", "floor", "floor_divide", "sign",
+        "searchsorted"])
 def test_non_differentiable_calls_are_constants(fn, expected, optimize):
     np.testing.assert_allclose(srcgrad.grad(fn, optimize=optimize)(X), expected(X), rtol=1e-14)
 

@@ -452,3 +452,179 @@ def test_cumprod_is_exact_at_zeros(optimize):
     g = grad(lambda x: np.sum(np.cumprod(x)), x, optimize=optimize)
     # d/dx_k of sum_i prod_{j<=i} x_j: products of the other factors, none divided by 0.
     assert_exact(g, [1, 2 + 2 * 3 + 2 * 3 * 0.5, 0, 0])
+
+
+# ---- median, quantile: NumPy's linear interpolation; ties in argsort's stable order ----
+
+
+def sum_median(x):
+    return np.sum(np.median(x, axis=0))
+
+
+def quantile_3_8(x):
+    return np.quantile(x, 0.375)
+
+
+@OPTIMIZE
+def test_median_of_an_even_count_splits_between_the_middle_two(optimize):
+    """NumPy's median of an even count is the mean of the middle two: each gets half
+    (JAX's median; PyTorch's ``quantile(x, 0.5)``)."""
+    x = np.array([[4.0, 1.0], [1.0, 2.0], [3.0, 5.0], [2.0, 0.0]])
+    assert_exact(grad(sum_median, x, optimize=optimize), [[0, 0.5], [0, 0.5], [0.5, 0], [0.5, 0]])
+
+
+@OPTIMIZE
+def test_quantile_ties_give_each_place_to_one_element(optimize):
+    """``q (n - 1) = 1.5``: places 1 and 2 of the sorted order get half each; equal elements
+    take the places in argsort's stable order."""
+    x = np.array([3.0, 1.0, 1.0, 1.0, 5.0])
+    assert_exact(grad(quantile_3_8, x, optimize=optimize), [0, 0, 0.5, 0.5, 0])
+
+
+def test_quantile_matches_torch_where_it_is_smooth():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).standard_normal((5, 6))
+    t = torch.tensor(x, requires_grad=True)
+    torch.sum(torch.quantile(t, torch.tensor([0.1, 0.5, 0.75], dtype=torch.float64), dim=1) ** 2).backward()
+
+    def loss(x):
+        return np.sum(np.quantile(x, [0.1, 0.5, 0.75], axis=1) ** 2)
+
+    np.testing.assert_allclose(grad(loss, x), t.grad.numpy(), rtol=1e-12)
+
+
+def test_quantile_refuses_other_methods_by_name():
+    def loss(x):
+        return np.quantile(x, 0.5, method="nearest")
+
+    with pytest.raises(srcgrad.SrcgradError, match="method='linear'"):
+        srcgrad.grad(loss)(np.arange(4.0))
+
+
+# ---- nan_to_num, heaviside, interp ------------------------------------------------
+
+
+def sum_nan_to_num(x):
+    return np.sum(np.nan_to_num(x) * 2.0)
+
+
+def sum_heaviside(x, y):
+    return np.sum(np.heaviside(x, y))
+
+
+def sum_interp(x):
+    return np.sum(np.interp(x, [0.0, 1.0, 3.0], [0.0, 2.0, 3.0]))
+
+
+@OPTIMIZE
+def test_nan_to_num_passes_finite_values_and_stops_at_replaced_ones(optimize):
+    g = srcgrad.grad(sum_nan_to_num, optimize=optimize)(np.array([2.0, np.nan, np.inf, -np.inf, -1.0]))
+    assert_exact(g, [2, 0, 0, 0, 2])
+
+
+@OPTIMIZE
+def test_heaviside_reads_its_second_argument_where_the_first_is_zero(optimize):
+    x, y = np.array([-1.0, 0.0, 2.0]), np.array([0.3, 0.4, 0.5])
+    gx, gy = grad(sum_heaviside, x, y, wrt=(0, 1), optimize=optimize)
+    assert_exact(gx, [0, 0, 0])
+    assert_exact(gy, [0, 1, 0])
+
+
+@OPTIMIZE
+def test_interp_takes_the_slope_to_the_right_of_a_knot_and_zero_outside(optimize):
+    """JAX's ``interp``: a knot starts the segment to its right, the last knot ends the last
+    segment; beyond the range, 0 (``np.interp`` is constant there)."""
+    x = np.array([-1.0, 0.0, 0.5, 1.0, 3.0, 4.0])
+    assert_exact(grad(sum_interp, x, optimize=optimize), [0, 2, 2, 0.5, 0.5, 0])
+
+
+# ---- cov, corrcoef, eigvalsh against PyTorch (optional) -----------------------------
+
+
+def cov_loss(x):
+    return np.sum(np.cov(x) ** 2) + np.sum(np.corrcoef(x) ** 3) + np.sum(np.linalg.eigvalsh(np.cov(x)) ** 2)
+
+
+def test_cov_corrcoef_eigvalsh_match_torch():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).standard_normal((3, 7))
+    t = torch.tensor(x, requires_grad=True)
+    (torch.sum(torch.cov(t) ** 2) + torch.sum(torch.corrcoef(t) ** 3)
+     + torch.sum(torch.linalg.eigvalsh(torch.cov(t)) ** 2)).backward()
+    np.testing.assert_allclose(grad(cov_loss, x), t.grad.numpy(), rtol=1e-10)
+
+
+# ---- nanvar, nanstd, nanprod, nancumsum: NaNs get 0 --------------------------------
+
+
+def nan_family(x):
+    return (np.nanvar(x, axis=0) + np.nanstd(x, axis=0) + np.nanprod(x, axis=0)
+            + np.nancumsum(x, axis=0)[-1])
+
+
+@OPTIMIZE
+def test_nan_reductions_give_nans_zero(optimize):
+    x = np.array([[1.0, 2.0], [np.nan, 4.0], [3.0, np.nan]])
+    g = grad(lambda_free_sum_nan_family, x, optimize=optimize)
+    assert g[1, 0] == 0 and g[2, 1] == 0 and np.all(np.isfinite(g))
+    # column 0: values 1, 3 -> var' = (x - 2) (2 / 2), std' = var' / (2 std), prod' = other, cumsum' = 1
+    np.testing.assert_allclose(g[[0, 2], 0], [-1 - 0.5 + 3 + 1, 1 + 0.5 + 1 + 1])
+
+
+def lambda_free_sum_nan_family(x):
+    return np.sum(nan_family(x))
+
+
+def lstsq_solution(a, b):
+    x, residuals, rank, s = np.linalg.lstsq(a, b)
+    return np.sum(x ** 2)
+
+
+def test_lstsq_refuses_a_rank_deficient_matrix_at_run_time():
+    a = np.array([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])
+    with pytest.raises(srcgrad.NoDerivativeRuleError, match="rank-deficient"):
+        srcgrad.grad(lstsq_solution)(a, np.ones(3))
+
+
+def test_lstsq_matches_torch():
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(0)
+    a, b = r.standard_normal((6, 3)), r.standard_normal(6)
+    ta = torch.tensor(a, requires_grad=True)
+    tb = torch.tensor(b, requires_grad=True)
+    torch.sum(torch.linalg.lstsq(ta, tb[:, None]).solution ** 2).backward()
+    ga, gb = srcgrad.grad(lstsq_solution, wrt=(0, 1))(a, b)
+    np.testing.assert_allclose(ga, ta.grad.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(gb, tb.grad.numpy(), rtol=1e-10)
+
+
+def weighted_unique(x):
+    return np.sum(np.unique(x) * np.array([1.0, 2.0, 3.0]))
+
+
+@OPTIMIZE
+def test_unique_gives_each_value_to_its_first_occurrence(optimize):
+    assert_exact(grad(weighted_unique, np.array([3.0, 1.0, 3.0, 2.0]), optimize=optimize), [3, 1, 0, 2])
+
+
+# ---- more of the new rules against PyTorch (optional) -------------------------------
+
+
+def series_loss(x, w):
+    return (np.sum(np.median(x, axis=1) ** 2) + np.sum(np.correlate(x[0], w, "valid") ** 2)
+            + np.sum(np.trapezoid(x, axis=0) ** 2) + np.sum(np.gradient(x[1]) ** 3)
+            + np.sum(np.nan_to_num(x) ** 3))
+
+
+def test_median_correlate_trapezoid_gradient_nan_to_num_match_torch():
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(1)
+    x, w = r.standard_normal((3, 7)), r.standard_normal(3)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    conv = torch.nn.functional.conv1d(tx[0][None, None], tw[None, None])[0, 0]
+    (torch.sum(torch.quantile(tx, 0.5, dim=1) ** 2) + torch.sum(conv ** 2)
+     + torch.sum(torch.trapezoid(tx, dim=0) ** 2) + torch.sum(torch.gradient(tx[1])[0] ** 3)
+     + torch.sum(torch.nan_to_num(tx) ** 3)).backward()
+    gx, gw = srcgrad.grad(series_loss, wrt=(0, 1))(x, w)
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=1e-10)

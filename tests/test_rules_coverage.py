@@ -1,4 +1,4 @@
-"""Issue 14's rule list, audited: every function it names has a row in ``test_rules.py``'s table
+"""Issue 14's rule list and the second list below, audited: every function they name has a row in ``test_rules.py``'s table
 (dot-product and finite-difference checks), or zero derivative, or is refused for a reason that
 ``docs/rules.md`` gives by name.  ``python tests/test_rules_coverage.py`` prints the counts."""
 from __future__ import annotations
@@ -23,13 +23,22 @@ NUMPY = ("log2 log10 exp2 arcsinh arccosh arctanh deg2rad rad2deg degrees radian
          "take_along_axis where sort partition append insert delete squeeze kron cross outer inner "
          "vdot").split()
 LINALG = "inv solve det slogdet cholesky eigh svd qr pinv matrix_power norm".split()
+# The second list: functions users reach for that had no rule (statistics, series, linear algebra).
+MORE_NUMPY = ("median percentile quantile nan_to_num interp convolve correlate cov corrcoef meshgrid polyval "
+              "broadcast_arrays rollaxis nanstd nanvar nanprod nancumsum trapezoid ediff1d gradient heaviside "
+              "searchsorted unique block").split()
+MORE_LINALG = "eigvalsh multi_dot lstsq".split()
+FFT = "fft ifft rfft irfft fft2".split()
 SPECIAL = ("expit logit erf erfc erfinv gammaln digamma polygamma psi multigammaln beta betaln logsumexp "
            "softmax log_softmax xlogy i0 i1 ive jn yn").split()
 DISTRIBUTIONS = "norm t gamma beta poisson chi2 multivariate_normal dirichlet".split()
 BUILTINS = "sum max min abs pow round divmod".split()
 
 # Named in the issue, and not differentiated: the reason, which docs/rules.md gives too.
-REFUSED = {}  # (none left)
+REFUSED = {
+    "np.block": "nested lists of blocks: write np.concatenate of np.concatenate",
+    **{f"np.fft.{n}": "complex values: srcgrad differentiates real arrays only" for n in FFT},
+}
 ABSENT = {"stats.dirichlet.cdf", "stats.dirichlet.logcdf"}  # SciPy has no such method
 
 
@@ -38,6 +47,9 @@ def named() -> dict:
     out = {f"np.{n}": getattr(np, n) for n in NUMPY}
     out["np.r_/np.c_"] = srcgrad.runtime.index_concat  # how the compiler writes np.r_[...] and np.c_[...]
     out.update({f"np.linalg.{n}": getattr(np.linalg, n) for n in LINALG})
+    out.update({f"np.{n}": getattr(np, n) for n in MORE_NUMPY})
+    out.update({f"np.linalg.{n}": getattr(np.linalg, n) for n in MORE_LINALG})
+    out.update({f"np.fft.{n}": getattr(np.fft, n) for n in FFT})
     out.update({f"builtins.{n}": getattr(builtins, n) for n in BUILTINS})
     out.update({f"math.{n}": getattr(math, n) for n in dir(math)
                 if not n.startswith("_") and callable(getattr(math, n))})
@@ -83,6 +95,6 @@ if __name__ == "__main__":
     counts: dict = {}
     for label, obj in sorted(NAMED.items()):
         counts.setdefault(status(obj), []).append(label)
-    print(f"named in issue 14: {len(NAMED)}")
+    print(f"named in issue 14 and the second list: {len(NAMED)}")
     for kind, labels in sorted(counts.items()):
         print(f"{kind}: {len(labels)}" + ("" if kind in ("row", "zero") else f"  {' '.join(labels)}"))

@@ -22,10 +22,10 @@ from ..runtime import (add, add_each, add_items, as_items, broadcast_reduced, ca
                        dtype_adjoint, einsum_adjoints, einsum_adjoints_tangent, einsum_adjoints_transposed,
                        fill_like, gather_adjoint, real_input, gathered, getitem_adjoint, is_constant, item_of,
                        item_of_transposed, items_extremum_adjoint, items_extremum_transposed, matmul_lhs,
-                       matmul_rhs, max_adjoint, positions, reshape_back, sort_adjoint, sorted_like,
-                       unbroadcast, unbroadcast_to, unflattened_adjoint, unflattened_tangent, window_adjoint,
-                       written_adjoint, written_entry, written_entry_transposed, overwritten_adjoint, zeros_like,
-                       zeros_tangent)
+                       matmul_rhs, max_adjoint, positions, quantile_adjoint, quantile_tangent, reshape_back,
+                       sort_adjoint, sorted_like, unbroadcast, unbroadcast_to, unflattened_adjoint, unflattened_tangent,
+                       window_adjoint, written_adjoint, written_entry, written_entry_transposed, overwritten_adjoint,
+                       zeros_like, zeros_tangent)
 from .registry import defadjoint, deftangent, nondifferentiable
 
 nondifferentiable(count_reduced, zeros_tangent, zeros_like, positions)  # an element count; zeros; integers
@@ -153,6 +153,17 @@ def written_adjoint_transposed(ans_bar, ans, g, index, value):
 def sort_adjoint_transposed(u, ans, ans_bar, a, axis=-1):
     """Elements put back where they came from, transposed: moved where they go (``np.sort``)."""
     return sorted_like(u, a, axis)
+
+
+@defadjoint(quantile_adjoint, diff=("ans_bar",), zero=("a",), tangent="linear")
+def quantile_adjoint_transposed(u, ans, ans_bar, a, q, axis=None, keepdims=False):
+    """The order statistics' weights spread back, transposed: read again (``np.quantile``)."""
+    return quantile_tangent(u, a, q, axis, keepdims)
+
+
+@defadjoint(quantile_tangent, diff=("a_dot",), zero=("a",), tangent="linear")
+def quantile_tangent_transposed(u, ans, a_dot, a, q, axis=None, keepdims=False):
+    return quantile_adjoint(u, a, q, axis, keepdims)
 
 
 @defadjoint(unbroadcast, diff=("g",), zero=("x",), tangent="linear")

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import runtime
 from ..runtime import is_constant, unbroadcast
-from .registry import defadjoint
+from .registry import defadjoint, deftangent
 
 
 @defadjoint(np.exp, elementwise=True)
@@ -268,3 +268,24 @@ def fmin(ans_bar, ans, x1, x2):
     return (unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * np.logical_or(x1 < x2, np.isnan(x2))), x1),
             unbroadcast(np.where(x1 == x2, 0.5 * ans_bar, ans_bar * np.logical_or(x2 < x1, np.isnan(x1) > np.isnan(x2))),
                         x2))
+
+
+@defadjoint(np.nan_to_num, elementwise=True, diff=("x",))
+def nan_to_num(ans_bar, ans, x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """1 where ``x`` is finite (kept), 0 where a NaN or an infinity is replaced by a constant
+    (PyTorch's ``nan_to_num``).  The replacements are not differentiated (refused when they vary)."""
+    return ans_bar * np.isfinite(x)
+
+
+@defadjoint(np.heaviside, elementwise=True)
+def heaviside(ans_bar, ans, x1, x2):
+    """Piecewise constant in ``x1`` (0); ``x2`` is the value where ``x1 == 0``: 1 there, 0
+    elsewhere (PyTorch's ``heaviside`` has no gradient at all; this is NumPy's function)."""
+    return None, unbroadcast(ans_bar * np.equal(x1, 0), x2)
+
+
+@deftangent(np.heaviside)
+def heaviside_dot(ans, x1, x2, x1_dot=None, x2_dot=None):
+    if is_constant(x2_dot) and x2_dot is None:
+        return np.zeros_like(ans)
+    return x2_dot * np.equal(x1, 0) + np.zeros_like(ans)

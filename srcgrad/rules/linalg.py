@@ -1,6 +1,6 @@
 """Linear algebra: ``dot vdot inner outer kron cross tensordot einsum linalg.norm trace
 diag``, and ``np.linalg``'s ``inv solve det slogdet cholesky eigh svd qr pinv matrix_power``
-on matrices stacked over leading axes (the formulas, with their sources, are in the
+on matrices stacked over leading axes, ``eigvalsh multi_dot lstsq``, and ``cov corrcoef`` (the formulas, with their sources, are in the
 ``rt`` helpers each rule calls).
 
 Matrix-product adjoints follow Giles (2008), "Collected matrix derivative
@@ -13,7 +13,8 @@ import functools
 
 import numpy as np
 
-from ..runtime import (cholesky_adjoint, cholesky_tangent, diag_adjoint, dot_lhs, dot_rhs, einsum_adjoint_subscripts, einsum_adjoints,
+from ..runtime import (corrcoef_adjoint, corrcoef_tangent, cov_adjoint, cov_tangent, from_triangle,
+                       lstsq_adjoint, lstsq_tangent, multi_dot_adjoint, to_symmetric, cholesky_adjoint, cholesky_tangent, diag_adjoint, dot_lhs, dot_rhs, einsum_adjoint_subscripts, einsum_adjoints,
                        eigh_adjoint, eigh_tangent,
                        inner_adjoint, is_constant, kron_adjoint, logdet_adjoint, logdet_tangent,
                        matrix_power_adjoint, matrix_power_tangent, norm_adjoint, pinv_adjoint, pinv_tangent,
@@ -263,3 +264,78 @@ def matrix_power(ans_bar, ans, a, n):
 @deftangent(np.linalg.matrix_power)
 def matrix_power_dot(ans, a, n, a_dot=None):
     return matrix_power_tangent(ans, a, n, a_dot)
+
+
+@defadjoint(np.linalg.eigvalsh, diff=("a",))
+def eigvalsh(ans_bar, ans, a, UPLO="L"):  # noqa: N803 - NumPy's name
+    """``eigh``'s eigenvalues: ``A_bar = V diag(w_bar) V^T`` (Giles 2008, §3.1), in the triangle
+    ``UPLO`` names; defined at repeated eigenvalues too (any eigenbasis gives the same sum)."""
+    v = np.linalg.eigh(a, UPLO)[1]
+    return from_triangle((v * np.expand_dims(ans_bar, -2)) @ np.swapaxes(v, -1, -2), UPLO == "U")
+
+
+@deftangent(np.linalg.eigvalsh)
+def eigvalsh_dot(ans, a, UPLO="L", a_dot=None):  # noqa: N803
+    v = np.linalg.eigh(a, UPLO)[1]
+    return np.sum(v * (to_symmetric(a_dot, UPLO == "U") @ v), axis=-2)
+
+
+@defadjoint(np.linalg.multi_dot, diff=("arrays",), sequence=("arrays",), tangent="bilinear")
+def multi_dot(ans_bar, ans, arrays, *, out=None):
+    """Each factor gets the product of the others' transposes around ``ans_bar`` (Giles 2008,
+    §2.2); tangents: the sum of the products with one factor's tangent.  Two or three
+    factors as ``np.dot``'s adjoints (so ``hvp`` follows); more through
+    ``rt.multi_dot_adjoint`` (whose second derivatives forward mode refuses)."""
+    if len(arrays) == 2:
+        return [dot_lhs(ans_bar, arrays[0], arrays[1]), dot_rhs(ans_bar, arrays[0], arrays[1])]
+    if len(arrays) == 3:
+        rest = np.dot(arrays[1], arrays[2])
+        rest_bar = dot_rhs(ans_bar, arrays[0], rest)
+        return [dot_lhs(ans_bar, arrays[0], rest), dot_lhs(rest_bar, arrays[1], arrays[2]),
+                dot_rhs(rest_bar, arrays[1], arrays[2])]
+    return multi_dot_adjoint(ans_bar, arrays)
+
+
+def _cov_refuse(statics):
+    for name in ("y", "fweights", "aweights", "dtype"):
+        if statics.get(name, None) is not None:
+            return (f"srcgrad differentiates `np.cov`/`np.corrcoef` without `{name}=`",
+                    "stack the variables first: `np.cov(np.vstack([m, y]))`" if name == "y"
+                    else f"leave out {name}")
+    return None
+
+
+@defadjoint(np.cov, diff=("m",), refuse=_cov_refuse)
+def cov(ans_bar, ans, m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *,
+        dtype=None):
+    """``X_c X_c^T / (N - ddof)``: ``X_bar = (G + G^T) X_c / (N - ddof)`` (``rt.cov_adjoint``)."""
+    return cov_adjoint(ans_bar, m, rowvar, bias, ddof)
+
+
+@deftangent(np.cov)
+def cov_dot(ans, m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *,
+            dtype=None, m_dot=None):
+    return cov_tangent(m_dot, m, rowvar, bias, ddof)
+
+
+@defadjoint(np.corrcoef, diff=("x",), refuse=_cov_refuse)
+def corrcoef(ans_bar, ans, x, y=None, rowvar=True, *, dtype=None):
+    """``C_ij / sqrt(C_ii C_jj)`` of ``C = np.cov(x)`` (``rt.corrcoef_adjoint``)."""
+    return corrcoef_adjoint(ans_bar, ans, x, rowvar)
+
+
+@deftangent(np.corrcoef)
+def corrcoef_dot(ans, x, y=None, rowvar=True, *, dtype=None, x_dot=None):
+    return corrcoef_tangent(x_dot, ans, x, rowvar)
+
+
+@defadjoint(np.linalg.lstsq, diff=("a", "b"))
+def lstsq(ans_bar, ans, a, b, rcond=None):
+    """``x = A^+ b`` of a full-rank ``a`` (a rank-deficient one is refused at run time), its
+    residuals and singular values (``rt.lstsq_adjoint``); ``rank`` has none."""
+    return lstsq_adjoint(ans_bar, ans, a, b, 0), lstsq_adjoint(ans_bar, ans, a, b, 1)
+
+
+@deftangent(np.linalg.lstsq)
+def lstsq_dot(ans, a, b, rcond=None, a_dot=None, b_dot=None):
+    return lstsq_tangent(ans, a, b, a_dot, b_dot)

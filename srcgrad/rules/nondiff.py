@@ -27,6 +27,7 @@ nondifferentiable(np.floor, np.ceil, np.round, np.rint, np.trunc, np.sign, np.is
 # floor(x1 / x2): integer-valued, so piecewise constant; derivative 0 wherever it is defined
 # (as `//`, which transforms/anf.py declares).
 nondifferentiable(np.floor_divide)
+nondifferentiable(np.searchsorted)  # insertion indices: integers
 nondifferentiable(np.spacing)  # the gap to the next float: piecewise constant (as math.ulp)
 nondifferentiable(np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal,
                   np.logical_and, np.logical_or, np.logical_not, np.logical_xor)

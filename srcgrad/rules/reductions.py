@@ -1,5 +1,5 @@
 """Reductions: ``sum mean max min prod var std nansum nanmean nanmax nanmin ptp
-average``, with ``axis`` (negative and tuples too) and ``keepdims``; ``cumprod``;
+average median quantile percentile nanvar nanstd nanprod``, with ``axis`` (negative and tuples too) and ``keepdims``; ``cumprod``;
 Python's builtins ``sum max min`` over a list, a tuple or an array's first axis.
 
 The adjoint of a reduction broadcasts ``ans_bar`` back over the reduced axes
@@ -16,8 +16,8 @@ import numpy as np
 from ..runtime import (average_adjoint, average_tangent, broadcast_reduced, count_reduced, cumprod_adjoint,
                        cumprod_tangent, dtype_adjoint, fill_like, is_constant, items_extremum_adjoint,
                        items_extremum_tangent, items_sum_adjoint, items_sum_tangent, max_adjoint,
-                       sorted_adjoint, sorted_tangent,
-                       nanmean_adjoint, prod_adjoint, std_adjoint, unbroadcast, var_adjoint)
+                       sorted_adjoint, sorted_tangent, nanmean_adjoint, prod_adjoint, nanvar_adjoint, quantile_adjoint,
+                       quantile_tangent, std_adjoint, unbroadcast, var_adjoint)
 from . import _ndim
 from .registry import defadjoint, deftangent
 
@@ -201,3 +201,89 @@ def builtin_sorted(ans_bar, ans, iterable, *, key=None, reverse=False):
 @deftangent(builtins.sorted)
 def builtin_sorted_tangent(ans, iterable, *, key=None, reverse=False, iterable_dot=None):
     return sorted_tangent(iterable, iterable_dot, key, reverse)
+
+
+def _quantile_refuse(statics):
+    if statics.get("method", "linear") != "linear":
+        return (f"srcgrad differentiates `np.quantile`/`np.percentile` with method='linear' (the default) "
+                f"only, not method={statics['method']!r}", "use the default method")
+    if statics.get("weights", None) is not None:
+        return ("srcgrad differentiates `np.quantile`/`np.percentile` without `weights=`",
+                "leave out weights")
+    return None
+
+
+@defadjoint(np.quantile, diff=("a",), refuse=_quantile_refuse)
+def quantile(ans_bar, ans, a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False,
+             *, weights=None):
+    """Linear interpolation between the two order statistics either side of ``q (n - 1)``
+    (Hyndman & Fan 1996, definition 7, NumPy's default): they get ``1 - t`` and ``t`` of the
+    adjoint; ties in the order ``argsort`` (stable) gives (``rt.quantile_adjoint``).  ``q``
+    is not differentiated (refused when it varies)."""
+    return quantile_adjoint(ans_bar, a, q, axis, keepdims)
+
+
+@deftangent(np.quantile)
+def quantile_dot(ans, a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False,
+                 *, weights=None, a_dot=None):
+    return quantile_tangent(a_dot, a, q, axis, keepdims)
+
+
+@defadjoint(np.percentile, diff=("a",), refuse=_quantile_refuse)
+def percentile(ans_bar, ans, a, q, axis=None, out=None, overwrite_input=False, method="linear",
+               keepdims=False, *, weights=None):
+    """``quantile(a, q / 100)``."""
+    return quantile_adjoint(ans_bar, a, np.true_divide(q, 100), axis, keepdims)
+
+
+@deftangent(np.percentile)
+def percentile_dot(ans, a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False,
+                   *, weights=None, a_dot=None):
+    return quantile_tangent(a_dot, a, np.true_divide(q, 100), axis, keepdims)
+
+
+@defadjoint(np.median, ndim=_reduced, diff=("a",))
+def median(ans_bar, ans, a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """``quantile(a, 0.5)``: of an even count, NumPy's value is the mean of the two middle
+    elements, so each gets half the adjoint (JAX's ``median``; PyTorch's ``median`` returns
+    the lower one instead, its ``quantile(a, 0.5)`` agrees with NumPy)."""
+    return quantile_adjoint(ans_bar, a, 0.5, axis, keepdims)
+
+
+@deftangent(np.median)
+def median_dot(ans, a, axis=None, out=None, overwrite_input=False, keepdims=False, a_dot=None):
+    return quantile_tangent(a_dot, a, 0.5, axis, keepdims)
+
+
+def _nanvar_refuse(statics):
+    for name, default in (("where", True), ("mean", None), ("correction", None)):
+        if statics.get(name, default) is not default:
+            return (f"srcgrad differentiates `np.nanvar`/`np.nanstd` without `{name}=`",
+                    "use ddof=" if name == "correction" else f"leave out {name}")
+    return None
+
+
+@defadjoint(np.nanvar, ndim=_reduced, diff=("a",), refuse=_nanvar_refuse, tangent="reduction")
+def nanvar(ans_bar, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, mean=None,
+           correction=None):
+    """``np.var`` of the elements that are not NaN; NaNs get 0 (``rt.nanvar_adjoint``)."""
+    if not (is_constant(dtype) and dtype is None):
+        ans_bar = dtype_adjoint(ans_bar, dtype)
+    return nanvar_adjoint(ans_bar, a, axis, ddof, keepdims)
+
+
+@defadjoint(np.nanstd, ndim=_reduced, diff=("a",), refuse=_nanvar_refuse, tangent="reduction")
+def nanstd(ans_bar, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, mean=None,
+           correction=None):
+    """``sqrt(nanvar)``: 0 where the spread is 0 (as ``np.std``), and at NaNs."""
+    if not (is_constant(dtype) and dtype is None):
+        ans_bar = dtype_adjoint(ans_bar, dtype)
+    return nanvar_adjoint(np.where(ans == 0, 0, ans_bar / np.where(ans == 0, 1, 2 * ans)), a, axis, ddof, keepdims)
+
+
+@defadjoint(np.nanprod, ndim=_reduced, diff=("a",), tangent="reduction")
+def nanprod(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):
+    """``np.prod`` with NaNs as 1 (exact with zeros); NaNs get 0."""
+    if not (is_constant(dtype) and dtype is None):
+        ans_bar = dtype_adjoint(ans_bar, dtype)
+    return prod_adjoint(ans_bar, np.where(np.isnan(a), 1, a), axis, keepdims) * ~np.isnan(a)

@@ -2,7 +2,8 @@
 transpose concatenate stack hstack vstack column_stack dstack flip fliplr flipud
 rot90 roll moveaxis swapaxes tril triu atleast_1d/2d/3d cumsum diff sort
 partition tile repeat pad diagonal take take_along_axis append insert delete
-split array_split hsplit vsplit``, ``np.r_``/``np.c_``, ``x[index]``, ``copy``.
+split array_split hsplit vsplit nancumsum rollaxis broadcast_arrays meshgrid unique``,
+``np.r_``/``np.c_``, ``x[index]``, ``copy``.
 
 A function that only selects, repeats, reorders or pads elements gets its adjoint by
 running on ``rt.positions(a)`` (each element's flat position) and summing the adjoint
@@ -21,7 +22,8 @@ import numpy as np
 
 from .. import runtime
 from ..misc.flatten import _Layout, flatten
-from ..runtime import (flattened_adjoint, flattened_tangent, unflattened_adjoint, unflattened_tangent, concatenated_adjoints, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
+from ..runtime import (broadcast_arrays_adjoint, meshgrid_adjoint, rollaxis_destination, unique_adjoint, unique_tangent,
+                       flattened_adjoint, flattened_tangent, unflattened_adjoint, unflattened_tangent, concatenated_adjoints, repeated_adjoint, gather_adjoint, permuted_adjoint, permuted_tangent, positions,
                        split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
                        is_basic_index, is_constant, real_input, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
@@ -615,3 +617,58 @@ def hsplit(ans_bar, ans, ary, indices_or_sections):
 @defadjoint(np.vsplit, diff=("ary",), tangent="linear")
 def vsplit(ans_bar, ans, ary, indices_or_sections):
     return split_adjoint(ans_bar, ary, indices_or_sections, None, "vsplit")
+
+
+@defadjoint(np.nancumsum, diff=("a",))
+def nancumsum(ans_bar, ans, a, axis=None, dtype=None, out=None):
+    """``np.cumsum`` with NaNs as 0: sums from the other end, 0 at NaNs."""
+    if not (is_constant(dtype) and dtype is None):
+        ans_bar = dtype_adjoint(ans_bar, dtype)
+    return cumsum_adjoint(ans_bar, a, axis) * ~np.isnan(a)
+
+
+@deftangent(np.nancumsum)
+def nancumsum_dot(ans, a, axis=None, dtype=None, out=None, a_dot=None):
+    return np.cumsum(np.where(np.isnan(a), 0, a_dot), axis=axis, dtype=dtype)
+
+
+@defadjoint(np.rollaxis, diff=("a",), tangent="linear")
+def rollaxis(ans_bar, ans, a, axis, start=0):
+    """A transposition: ``axis`` moved back from where it went (``rt.rollaxis_destination``)."""
+    return np.moveaxis(ans_bar, rollaxis_destination(np.ndim(a), axis, start), axis)
+
+
+@defadjoint(np.broadcast_arrays, diff=("args",), sequence=("args",), tangent="linear")
+def broadcast_arrays(ans_bar, ans, *args, subok=False):
+    """Each output's adjoint summed back to its input's shape (``rt.broadcast_arrays_adjoint``)."""
+    return broadcast_arrays_adjoint(ans_bar, ans, args)
+
+
+@defadjoint(np.meshgrid, diff=("xi",), sequence=("xi",), tangent="linear")
+def meshgrid(ans_bar, ans, *xi, copy=True, sparse=False, indexing="xy"):
+    """Each output repeats one input: its adjoint summed over the other axes
+    (``rt.meshgrid_adjoint``); ``sparse=True`` too."""
+    return meshgrid_adjoint(ans_bar, ans, xi, indexing)
+
+
+def _unique_refuse(statics):
+    if statics.get("axis", None) is not None:
+        return ("srcgrad differentiates `np.unique` of the flattened array only (axis=None)",
+                "leave out axis=")
+    if statics.get("sorted", True) is not True:
+        return ("srcgrad differentiates `np.unique` with sorted=True only", "leave out sorted=")
+    return None
+
+
+@defadjoint(np.unique, diff=("ar",), refuse=_unique_refuse)
+def unique(ans_bar, ans, ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
+           equal_nan=True, sorted=True):  # noqa: A002 - NumPy's name
+    """The values: each gets the adjoint of its first occurrence (JAX's ``unique``); the
+    indices, inverse and counts are integers, without derivative (``rt.unique_adjoint``)."""
+    return unique_adjoint(ans_bar, ans, ar, equal_nan)
+
+
+@deftangent(np.unique)
+def unique_dot(ans, ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
+               equal_nan=True, sorted=True, ar_dot=None):  # noqa: A002
+    return unique_tangent(ar_dot, ans, ar, equal_nan)
