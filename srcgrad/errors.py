@@ -219,6 +219,15 @@ def _call_in(text: str, name: str):
     return match.start(), text[match.start():match.end()].rstrip("( ")
 
 
+def _library_call_in(text: str):
+    """``(column, dotted name)`` of the last call on a line of source of a dotted name that
+    is not NumPy's (``scipy.special.spherical_jn(1, x)`` in ``np.sum(scipy.special...)``), or
+    None: what the line calls into a library with."""
+    found = [m for m in re.finditer(r"\b([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)\s*\(", text)
+             if m.group(1).split(".")[0] not in ("np", "numpy", "self")]
+    return (found[-1].start(), found[-1].group(1)) if found else None
+
+
 def shown_to_user(error: UserCodeError, fallback: anno.Origin | None = None) -> UserCodeError:
     """``error`` as the user sees it: located at the user's own line and, unless the
     environment variable ``SRCGRAD_TRACEBACK=1`` asks for srcgrad's internal frames
@@ -236,12 +245,14 @@ def shown_to_user(error: UserCodeError, fallback: anno.Origin | None = None) -> 
         error.notes.append(("in the library code the call above runs: " + error.problem, error.origin))
         if library is not None:
             name = f"{getattr(library, '__module__', '') or ''}.{library.__qualname__}".lstrip(".")
-            spelled = _call_in(call.text, library.__name__)
-            if spelled is not None:  # as the user wrote it, with the caret under it
+            short = library.__name__
+            spelled = _call_in(call.text, library.__name__) or _library_call_in(call.text)
+            if spelled is not None:  # as the user wrote it, with the caret under it (the function the
+                # line calls: the library function that failed may be one its code calls in turn)
                 call = anno.Origin(call.filename, call.line, spelled[0], call.text)
-                name = spelled[1]
+                name, short = spelled[1], spelled[1].rsplit(".", 1)[-1]
             error.problem = f"srcgrad cannot differentiate `{name}`, called here (see the note below)"
-            error.advice = (f"give `{name}` a derivative rule (@srcgrad.defadjoint({library.__name__}), "
+            error.advice = (f"give `{name}` a derivative rule (@srcgrad.defadjoint({short}), "
                             "see docs/rules.md), or compute it with NumPy functions that have rules")
         error.origin = call
         error.rerender()

@@ -1648,6 +1648,21 @@ def as_tuple(items):
     return tuple(items)
 
 
+def erf(x):
+    """The error function, elementwise: SciPy's (``scipy.special.erf``), imported when first
+    called, so that srcgrad (and its ``nn`` library's exact GELU) imports without SciPy.
+
+    Raises:
+        ImportError: SciPy is not installed.
+    """
+    try:
+        from scipy import special
+    except ImportError as missing:
+        raise ImportError("the error function (the exact GELU) needs SciPy: pip install scipy, "
+                          "or use approximate='tanh'") from missing
+    return special.erf(x)
+
+
 def as_list(items):
     """``list(xs)`` of a list or tuple whose items are known when it runs only."""
     return list(items)

@@ -40,7 +40,7 @@ def _loss(case, u):
     filename = f"<test_higher_rules: {case.expr}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = {"__name__": "test_higher_rules_generated", "np": np, "math": __import__("math"),
-                 "special": special, "signal": signal, "stats": stats}
+                 "special": special, "signal": signal, "stats": stats, "rt": srcgrad.runtime}
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - a test fixture
     return namespace["loss"]
 

@@ -186,6 +186,7 @@ ROWS = [
     Row(np.cos, {"np.cos(x)": UNARY}),
     Row(np.tan, {"np.tan(x)": UNARY}, (-1.2, 1.2)),
     Row(np.tanh, {"np.tanh(x)": UNARY}),
+    Row(srcgrad.runtime.erf, {"rt.erf(x)": UNARY}),  # (the exact GELU's: SciPy's, imported when called)
     Row(np.sinh, {"np.sinh(x)": UNARY}),
     Row(np.cosh, {"np.cosh(x)": UNARY}),
     Row(np.arcsin, {"np.arcsin(x)": UNARY}, UNIT),
@@ -720,7 +721,8 @@ class Case:
         return out
 
     def evaluate(self, *values):
-        return eval(self.expr, {"np": np, "math": math, "special": special, "signal": signal, "stats": stats},
+        return eval(self.expr, {"np": np, "math": math, "special": special, "signal": signal, "stats": stats,
+                                "rt": srcgrad.runtime},
                     dict(zip(self.names, values)))
 
 
@@ -850,7 +852,7 @@ def user_function(expr: str, names: tuple):
     filename = f"<test_rules: {expr}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = {"__name__": "test_rules_generated", "np": np, "math": math, "special": special,
-                 "signal": signal, "stats": stats}
+                 "signal": signal, "stats": stats, "rt": srcgrad.runtime}
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - a test fixture
     return namespace["f"]
 

@@ -15,13 +15,9 @@ import math
 
 import numpy as np
 
-from ..runtime import stop_gradient
+from ..runtime import erf, stop_gradient
 from . import init as _init
 
-try:  # (optional: only the exact GELU needs erf)
-    from scipy.special import erf
-except ImportError:  # pragma: no cover - scipy is installed with the tests
-    erf = None
 
 
 def _check_reduction(reduction):
@@ -58,7 +54,7 @@ def gelu(x, approximate="none"):
     ``0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))``.
 
     Raises:
-        ImportError: the exact form without SciPy (for ``erf``).
+        ImportError: the exact form without SciPy (``rt.erf`` imports it when called).
         ValueError: another ``approximate``.
     """
     if approximate == "tanh":
@@ -70,9 +66,6 @@ def gelu(x, approximate="none"):
 def _check_exact_gelu(approximate):
     if approximate != "none":
         raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
-    if erf is None:
-        raise ImportError("gelu(approximate='none') needs scipy.special.erf: pip install scipy, "
-                          "or use approximate='tanh'")
 
 
 def softmax(x, dim=-1):
@@ -242,7 +235,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0):
     (N, C, H, W) -> (N, C, (H + 2 padding - kh) // stride + 1, ...) (PyTorch's floor mode).
     Where a window's maximum is tied, its adjoint goes to the first of the tied elements
     in row-major order (``np.max``'s rule, as PyTorch's)."""
-    return _layers.pool2d(x, _pair(kernel_size), _pair(kernel_size if stride is None else stride),
+    return pool2d(x, _pair(kernel_size), _pair(kernel_size if stride is None else stride),
                   _pair(padding), True, True)
 
 
@@ -250,7 +243,7 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True):
     """The mean over windows as ``max_pool2d``'s, the padding zeros; with
     ``count_include_pad=False`` each window's sum is divided by the number of its
     elements inside the image rather than by ``kh * kw``."""
-    return _layers.pool2d(x, _pair(kernel_size), _pair(kernel_size if stride is None else stride),
+    return pool2d(x, _pair(kernel_size), _pair(kernel_size if stride is None else stride),
                   _pair(padding), False, count_include_pad)
 
 
@@ -280,4 +273,35 @@ def adaptive_avg_pool2d_to(x, output_size):
     return np.stack(rows, axis=-2)
 
 
-from . import layers as _layers  # noqa: E402  (last: layers reads this module's functions)
+def pool2d(x, kernel_size, stride, padding, maximum, count_include_pad):
+    """Max (``maximum``) or average pooling of (N, C, H, W) ``x``, each argument a pair."""
+    n, c, h, w = x.shape
+    # (indexed, not unpacked: the inliner takes a name unpacked from a layer's field for one
+    # that may hold a layer, and the layer's call then for one it cannot inline)
+    kh, kw, sh, sw, ph, pw = kernel_size[0], kernel_size[1], stride[0], stride[1], padding[0], padding[1]
+    if ph > 0 or pw > 0:
+        fill = -np.inf if maximum else 0.0
+        x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
+    oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
+    # Channels last, then the kh*kw window offsets as the leading axis: the reduction
+    # combines kh*kw contiguous images elementwise.  Reducing axes of size 2 in place
+    # (NCHW, or even channels-last) is 5-10x slower in NumPy.
+    x = np.transpose(x, (0, 2, 3, 1))
+    if sh == kh and sw == kw:
+        # The windows tile the image: a reshape, whose adjoint is a reshape too.
+        if h + 2 * ph != oh * kh or w + 2 * pw != ow * kw:
+            x = x[:, :oh * kh, :ow * kw]
+        windows = np.transpose(np.reshape(x, (n, oh, kh, ow, kw, c)), (2, 4, 0, 1, 3, 5))
+    else:
+        windows = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(1, 2))
+        windows = np.transpose(windows[:, ::sh, ::sw], (4, 5, 0, 1, 2, 3))
+    windows = np.reshape(windows, (kh * kw, n, oh, ow, c))
+    if maximum:
+        pooled = np.max(windows, axis=0)
+    elif count_include_pad or (ph == 0 and pw == 0):
+        pooled = np.mean(windows, axis=0)
+    else:  # divide by the number of the window's elements inside the image (the same windows of ones)
+        inside = np.pad(np.ones((1, h, w, 1), dtype=x.dtype), ((0, 0), (ph, ph), (pw, pw), (0, 0)))
+        cells = np.lib.stride_tricks.sliding_window_view(inside, (kh, kw), axis=(1, 2))[:, ::sh, ::sw]
+        pooled = np.sum(windows, axis=0) / np.sum(cells, axis=(4, 5))
+    return np.transpose(pooled, (0, 3, 1, 2))

@@ -135,40 +135,6 @@ class Conv1d(Module):
                 f"stride={self.stride}, padding={self.padding}")
 
 
-def pool2d(x, kernel_size, stride, padding, maximum, count_include_pad):
-    """Max (``maximum``) or average pooling of (N, C, H, W) ``x``, each argument a pair."""
-    n, c, h, w = x.shape
-    # (indexed, not unpacked: the inliner takes a name unpacked from a layer's field for one
-    # that may hold a layer, and the layer's call then for one it cannot inline)
-    kh, kw, sh, sw, ph, pw = kernel_size[0], kernel_size[1], stride[0], stride[1], padding[0], padding[1]
-    if ph > 0 or pw > 0:
-        fill = -np.inf if maximum else 0.0
-        x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
-    oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
-    # Channels last, then the kh*kw window offsets as the leading axis: the reduction
-    # combines kh*kw contiguous images elementwise.  Reducing axes of size 2 in place
-    # (NCHW, or even channels-last) is 5-10x slower in NumPy.
-    x = np.transpose(x, (0, 2, 3, 1))
-    if sh == kh and sw == kw:
-        # The windows tile the image: a reshape, whose adjoint is a reshape too.
-        if h + 2 * ph != oh * kh or w + 2 * pw != ow * kw:
-            x = x[:, :oh * kh, :ow * kw]
-        windows = np.transpose(np.reshape(x, (n, oh, kh, ow, kw, c)), (2, 4, 0, 1, 3, 5))
-    else:
-        windows = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(1, 2))
-        windows = np.transpose(windows[:, ::sh, ::sw], (4, 5, 0, 1, 2, 3))
-    windows = np.reshape(windows, (kh * kw, n, oh, ow, c))
-    if maximum:
-        pooled = np.max(windows, axis=0)
-    elif count_include_pad or (ph == 0 and pw == 0):
-        pooled = np.mean(windows, axis=0)
-    else:  # divide by the number of the window's elements inside the image (the same windows of ones)
-        inside = np.pad(np.ones((1, h, w, 1), dtype=x.dtype), ((0, 0), (ph, ph), (pw, pw), (0, 0)))
-        cells = np.lib.stride_tricks.sliding_window_view(inside, (kh, kw), axis=(1, 2))[:, ::sh, ::sw]
-        pooled = np.sum(windows, axis=0) / np.sum(cells, axis=(4, 5))
-    return np.transpose(pooled, (0, 3, 1, 2))
-
-
 def _check_pool_padding(kernel_size, padding):
     """PyTorch's condition: each side's padding at most half the kernel (so that every
     window holds an element of the image)."""
@@ -195,7 +161,7 @@ class MaxPool2d(Module):
         _check_pool_padding(self.kernel_size, self._padding_pair)
 
     def forward(self, x):
-        return pool2d(x, self.kernel_size, self._stride_pair, self._padding_pair, True, True)
+        return F.pool2d(x, self.kernel_size, self._stride_pair, self._padding_pair, True, True)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -219,7 +185,7 @@ class AvgPool2d(Module):
         self.count_include_pad = count_include_pad
 
     def forward(self, x):
-        return pool2d(x, self.kernel_size, self._stride_pair, self._padding_pair, False,
+        return F.pool2d(x, self.kernel_size, self._stride_pair, self._padding_pair, False,
                       self.count_include_pad)
 
     def extra_repr(self):

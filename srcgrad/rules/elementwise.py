@@ -68,6 +68,12 @@ def tanh(ans_bar, ans, x):
     return ans_bar * (1 - ans**2)
 
 
+@defadjoint(runtime.erf, elementwise=True)
+def erf(ans_bar, ans, x):
+    """d erf(x) = 2 / sqrt(pi) exp(-x^2) dx (Abramowitz & Stegun 7.1.19)."""
+    return ans_bar * 1.1283791670955126 * np.exp(-x * x)  # (2 / sqrt(pi), a Python float: dtype-neutral)
+
+
 @defadjoint(np.sinh, elementwise=True)
 def sinh(ans_bar, ans, x):
     return ans_bar * np.cosh(x)
