@@ -308,10 +308,10 @@ def test_generated_code_of_a_model_is_one_readable_function():
     # The loss first, then each layer in order, then the backward sweep in reverse.
     order = [next(i for i, line in enumerate(lines) if text in line) for text in
              ("conv = model.conv", "pool = model.pool", "fc = model.fc",
-              "# functional.py:", "---- backward sweep ----")]
+              "nn.cross_entropy(model(x), labels)", "---- backward sweep ----")]
     assert order == sorted(order)
     backward = code[code.index("---- backward sweep ----"):]
-    assert backward.index("# functional.py:") < backward.index("y = cols.T @ ")  # the convolution's adjoint, last
+    assert backward.index("log_probabilities = ") < backward.index("y = cols.T @ ")  # the convolution's adjoint, last
 
 
 # ---- a list of layers, unrolled -----------------------------------------------------

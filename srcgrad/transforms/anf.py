@@ -64,7 +64,7 @@ _METHODS = {
     "any": np.any, "all": np.all, "round": np.round, "item": runtime.item,
     "cumsum": np.cumsum, "swapaxes": np.swapaxes, "trace": np.trace, "cumprod": np.cumprod,
     "take": np.take, "repeat": np.repeat, "diagonal": np.diagonal, "argsort": np.argsort,
-    "nonzero": np.nonzero, "tolist": runtime.tolist,
+    "nonzero": np.nonzero, "tolist": runtime.tolist, "searchsorted": np.searchsorted,
 }  # (not `sort`, `partition`, `resize`, `put`: the method changes the array, the function copies)
 if hasattr(np, "astype"):  # NumPy >= 2.1
     _METHODS["astype"] = np.astype
