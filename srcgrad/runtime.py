@@ -1261,6 +1261,13 @@ def unconcatenate(ans_bar, arrays, axis=0):
 def keeping_fields(obj, name, where, /, *args, **kwargs):
     """``obj.name(*args, **kwargs)`` for its effects, on an object being differentiated:
     refused if it replaced a float field of ``obj`` (see :func:`stored`)."""
+    if isinstance(obj, list) and name in ("reverse", "sort", "insert", "remove"):
+        # (a list whose items were known when compiling only as `obj`: their adjoints go by
+        # position, which a change of order would scramble, silently)
+        raise errors.UnsupportedSyntaxError(
+            f"`.{name}()` of a list that holds values being differentiated, where srcgrad knows the list "
+            f"only when the code runs (at {where}): srcgrad does not follow a change of its order there",
+            None, "make a new list instead (`xs = xs[::-1]`, `xs = sorted(xs)`, `xs = xs[:i] + [v] + xs[i:]`)")
     fields = getattr(obj, "__dict__", None)
     before = dict(fields) if fields is not None else None
     # (A float array field changed in place, `self.w[0] = 0`, is refused too, and so is a

@@ -624,6 +624,15 @@ class _Lowering:
                 self._emit(nodes.copy(atom), stmt, t.id, None, False, kind="copy")
             return
         source = self._lower(value) if source is None else source
+        if isinstance(source, gast.Name) and (source.id in self.dicts or self._dict_keys(source.id) is not None):
+            # `a, b = d` unpacks a dict's keys (its values carry no adjoint this way)
+            keys = self._dict_keys(source.id)
+            if keys is not None and len(keys) == len(targets):
+                for t, key in zip(targets, keys):
+                    self._emit(nodes.const(key), stmt, t.id, None, False, kind="copy")
+                return
+            source = self._apply(runtime.iterated, None, [source], {}, stmt, func_node=nodes.dotted("rt.iterated"),
+                                 origin_node=stmt, target=None, target_hint=None, effect=False)
         if isinstance(source, gast.Name) and self._known_length(source.id) != len(targets):
             self._check_length(source, len(targets), stmt)
         for i, t in enumerate(targets):
@@ -1099,6 +1108,12 @@ class _Lowering:
             self.runtime_lists.add(new)
         elif kind == "copy" and isinstance(value, gast.Name) and value.id in self.runtime_lists:
             self.runtime_lists.add(new)
+            self.copied_from[new] = value.id  # (`ys = hs`: one list, two names)
+        elif kind == "op" and annotations.get("rule") is registry.lookup(operator.getitem) \
+                and isinstance(value, gast.Subscript) and isinstance(value.slice, gast.Slice) \
+                and isinstance(value.value, gast.Name) and value.value.id in self.runtime_lists:
+            self.runtime_lists.add(new)  # (`hs[1:]` of such a list: a new list of its items)
+            self.made_by[new] = (True, anno.get(origin_node, "origin"))
         return nodes.name(new)
 
     def _own_list(self, name):

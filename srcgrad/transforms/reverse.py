@@ -133,6 +133,11 @@ class _Reverse:
                    if anno.get(s, "kind") in ("append", "pop", "item")}
         # Lists changed in place: their adjoint is a list of adjoints, one per item.
         self.lists = {anno.get(s, "list") for s in changes}
+        # Lists and dicts whose items are written (`hs[t] = h`, known when the code runs):
+        # an item unpacked from one (`a, b = hs`) gives its adjoint at once, where the
+        # writes' adjoints, before the definition in the backward sweep, read it.
+        self.entries_written = {anno.get(s, "array") for s in nodes.statements(core.body)
+                                if anno.get(s, "kind") == "setitem" and anno.get(s, "generic")}
         # Lists that pop changes, or whose items are read (`xs[i]`): the backward sweep
         # puts them back as they were at each point, so an adjoint that starts there
         # (`rt.zeros_each`) has their length then, and `xs_bar[i]` is `xs[i]`'s.
@@ -658,7 +663,7 @@ class _Reverse:
                 # `a, b = p` and `u, v = p` again: the parts gathered so far go in first, so
                 # the adjoints of both reads of `p[0]` are summed.
                 self._gather_unpacked(source)
-            if target in self.defined and (self.loop_depth or source in self.lists):
+            if target in self.defined and (self.loop_depth or source in self.lists or source in self.entries_written):
                 # (A list the function appends to: its items' adjoints are popped by the
                 # appends' adjoints, which come before its definition in the backward sweep.)
                 part = gast.Dict(keys=[nodes.const(index)], values=[nodes.name(self.bar[target])])
