@@ -322,3 +322,19 @@ def test_a_reorder_seen_through_another_name_is_refused(f):
     # (ignored before: the value right, the gradient another order's)
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match="reverse"):
         srcgrad.grad(f)(np.ones(3))
+
+
+def keys_of_a_dict_used_as_numbers(x):
+    d = {}
+    for i in range(3):
+        d[i] = x * (i + 1.0)
+    total = 0.0
+    for k in d:  # (a key has no tangent: forward mode gave it its entry's position)
+        total = total + x * k
+    return np.sum(total)
+
+
+def test_forward_mode_over_a_dicts_keys():
+    w = np.array([0.3, -0.7, 1.1])
+    _, tangent = srcgrad.jvp(keys_of_a_dict_used_as_numbers)(w, np.ones(3))
+    assert tangent == pytest.approx(numerical_grad(keys_of_a_dict_used_as_numbers, (w,), 0).sum(), rel=1e-6)

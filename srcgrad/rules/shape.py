@@ -280,7 +280,15 @@ def repeated(ans_bar, ans, items, count):
     return repeated_adjoint(ans_bar, items, count)
 
 
-@defadjoint(iterated, tangent="linear")
+def _iterated_tangent(ans, items, items_dot=None):
+    """A dict's keys (a set's items, a keys view's) have no tangent; a sequence's items
+    have their own."""
+    if items_dot is None or isinstance(items, (dict, set, frozenset, type({}.keys()))):
+        return runtime.zeros_tangent(ans)
+    return iterated(items_dot)
+
+
+@defadjoint(iterated, tangent=_iterated_tangent)
 def iterated_rule(ans_bar, ans, items):
     """``rt.iterated(items)``: the sequence a loop over a value of a kind unknown when
     compiling indexes (a dict: its keys, which carry no adjoint)."""
