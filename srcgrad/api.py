@@ -442,7 +442,7 @@ class GradientFunction:
 
     def _jvp_call(self, args, kwargs):
         """``(*primals, tangents)`` -> ``(value, tangent)``: forward mode's call."""
-        name = self.fn.__name__
+        name = getattr(self.fn, "__name__", None) or type(self.fn).__name__  # (a functools.partial)
         if not args:
             raise TypeError(f"the jvp of {name} takes {name}'s arguments, then the tangents of the "
                             "wrt ones (a tuple when wrt is a tuple)")

@@ -123,6 +123,18 @@ def _holding_kept(fn, wrt, args, kwargs) -> list:
     return found
 
 
+def _unwrapped_partial(fn, wrt, args, kwargs):
+    """``functools.partial(f, *bound, **kw)`` called with ``args``: ``(f, wrt, args, kwargs)`` of
+    the call of ``f`` it makes (the positions shifted past its bound arguments), or None.  A
+    partial whose bound arguments hold values being differentiated (``"self"`` in ``wrt``)
+    is left to the callable-object path, which refuses it by name."""
+    if type(fn) is not functools.partial or "self" in wrt:
+        return None
+    shift = len(fn.args)
+    return (fn.func, tuple(w + shift if isinstance(w, int) else w for w in wrt),
+            fn.args + tuple(args), {**fn.keywords, **kwargs})
+
+
 def _vjp_call(fn, wrt, /, *args, **kwargs):
     """Call ``fn(*args, **kwargs)`` and return ``(value, pullback)``.
 
@@ -145,6 +157,9 @@ def _vjp_call(fn, wrt, /, *args, **kwargs):
                     else (value, pullback)
     if rt.is_gradient_function(fn):  # srcgrad.grad(f) called in the function: reverse over reverse
         return higher.gradient_vjp(fn, wrt, args, kwargs)
+    partial = _unwrapped_partial(fn, wrt, args, kwargs)
+    if partial is not None:
+        return _vjp_call(*partial[:2], *partial[2], **partial[3])
     if "self" in wrt and _plain_method(fn) and tree._has_params(fn.__self__):
         _refuse_bound_method(fn)
     receiver = ()
@@ -299,6 +314,9 @@ def jvp_call(fn, wrt, dots, /, *args, _where="?", **kwargs):
                 return program(*args, *dots)
     if rt.is_gradient_function(fn):  # srcgrad.grad(f) called in the function: forward over reverse
         return higher.gradient_jvp(fn, wrt, dots, args, kwargs)
+    partial = _unwrapped_partial(fn, wrt, args, kwargs)
+    if partial is not None:
+        return jvp_call(partial[0], partial[1], dots, *partial[2], _where=_where, **partial[3])
     if "self" in wrt and _plain_method(fn) and tree._has_params(fn.__self__):
         _refuse_bound_method(fn)
     receiver = ()

@@ -143,3 +143,20 @@ def test_higher_derivatives_refuse_with_what_to_write(higher):
     with pytest.raises(srcgrad.NoSourceError) as info:
         higher(Net(W).loss)
     assert "Net.loss, wrt=...)(obj, x, ...)" in str(info.value)
+
+
+def _scaled(a, x):
+    return a * x
+
+
+def _loss_of_a_callable(x, g):
+    return np.sum(g(x) ** 2)
+
+
+def test_a_partial_given_as_an_argument_runs_its_function():
+    # (it was refused, "cannot read the source of functools.partial(...)"; jvp crashed)
+    x, v = np.array([0.3, 0.5]), np.array([1.0, -2.0])
+    g = functools.partial(_scaled, 3.0)
+    np.testing.assert_allclose(srcgrad.grad(_loss_of_a_callable)(x, g), 18 * x)
+    _, tangent = srcgrad.jvp(_loss_of_a_callable)(x, g, v)
+    assert tangent == pytest.approx(np.sum(18 * x * v))
