@@ -1316,9 +1316,9 @@ def stored(value, name: str, where: str, obj=None):
     is replaced, and the gradient has None there); a float (or float array, or
     structure) replacing one is refused, as a later read would send its adjoint to the
     parameter it replaced."""
-    if isinstance(value, (bool, int, str, type(None))) or isinstance(value, np.ndarray) \
+    if isinstance(value, (bool, int, str, type(None), np.integer, np.bool_)) or isinstance(value, np.ndarray) \
             and value.dtype.kind not in "fc":
-        return value
+        return value  # (a counter, a flag, a label: `self.steps = self.steps + 1` of an np.int64 too)
     if obj is not None and getattr(obj, name, None) is None:
         return value
     if isinstance(value, (float, complex, np.number, np.ndarray)) or tree.is_structure(value) \

@@ -251,3 +251,43 @@ def prints_an_f_string(x):
 def test_f_strings_in_print(capsys):
     np.testing.assert_allclose(srcgrad.grad(prints_an_f_string)(X), 2 * X)
     assert "y = " in capsys.readouterr().out
+
+
+_RECORDED = []
+
+
+def _record(v):
+    _RECORDED.append(float(np.sum(v)))
+    return len(_RECORDED)
+
+
+srcgrad.nondifferentiable(_record)  # (no derivative, but an effect: never dropped)
+
+
+def _records_then_squares(x):
+    count = _record(x)  # the result unused: the call still runs
+    return np.sum(x ** 2)
+
+
+def test_a_nondifferentiable_function_of_the_users_keeps_its_effect():
+    _RECORDED.clear()
+    for optimize in (True, False):
+        np.testing.assert_allclose(srcgrad.grad(_records_then_squares, optimize=optimize)(np.ones(2)), [2.0, 2.0])
+    assert _RECORDED == [2.0, 2.0]
+
+
+class _Counted:
+    def __init__(self):
+        self.steps = np.int64(0)  # a NumPy integer counter: bookkeeping, as a Python int is
+        self.w = np.array([1.0, 2.0])
+
+    def __call__(self, x):
+        self.steps = self.steps + 1
+        return np.sum(self.w * x)
+
+
+def test_a_numpy_integer_counter_on_a_model_being_differentiated():
+    model = _Counted()
+    grads = srcgrad.grad(lambda m, x: m(x))(model, np.array([3.0, 4.0]))
+    np.testing.assert_allclose(grads.w, [3.0, 4.0])
+    assert model.steps == 1

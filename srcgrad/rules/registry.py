@@ -360,12 +360,15 @@ def nondifferentiable(*primals, ndim=None, methods=(), impure=False) -> None:
     for those (a check with an effect: never dropped or repeated).
 
     Not for "no rule yet": a function with one differentiable argument needs a
-    rule (``defadjoint(..., diff=(...))``), else its gradient is silently wrong.
+    rule (``defadjoint(..., diff=(...))``), else its gradient is silently wrong.  A
+    function of the user's own (not NumPy's, SciPy's or srcgrad's) may have effects (a
+    logger, a statistics update): it is never dropped as dead code or repeated.
     """
     for primal in primals:
         _VERSION[0] += 1
+        own = isinstance(primal, types.FunctionType) and not _is_library(primal)
         _RULES[id(primal)] = (primal, Rule(label(primal), None, None, ndim=ndim, zero_derivative=True,
-                                           impure=is_random(primal)))
+                                           impure=impure or own or is_random(primal)))
     for cls, name in methods:
         _METHOD_RULES[cls, name] = Rule(f"{cls.__module__}.{cls.__name__}.{name}", None, None, ndim=ndim,
                                         zero_derivative=True, impure=impure)
