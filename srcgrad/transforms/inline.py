@@ -201,7 +201,7 @@ class _Inliner:
         items, parents = _calls_in_order(root, stmt)
         targets = [self._target(c) if isinstance(c, gast.Call) else None for c in items]
         targets = [t if t is not None and t.fn not in stack
-                   and self._parsed(t.fn, _literal_arguments(t, c)) is not None else None
+                   and self._parsed(t.fn, _literal_arguments(t, c), _display_kinds(t, c)) is not None else None
                    for t, c in zip(targets, items)]
         last = max((i for i, t in enumerate(targets) if t is not None), default=None)
         if last is None:
@@ -316,7 +316,7 @@ class _Inliner:
     # ---- one call ---------------------------------------------------------
     def _inline(self, call, target, stack, site):
         """``(statements, value)`` that replace ``call``, or ``(None, None)``."""
-        checked = self._parsed(target.fn, _literal_arguments(target, call))
+        checked = self._parsed(target.fn, _literal_arguments(target, call), _display_kinds(target, call))
         if checked is None or any(isinstance(a, (gast.List, gast.Tuple, gast.Dict, gast.Set)) and any(
                 isinstance(n, (gast.List, gast.Tuple, gast.Dict, gast.Set)) for e in gast.iter_child_nodes(a)
                 for n in nodes.walk(e)) for a in call.args + [k.value for k in call.keywords]):
@@ -421,12 +421,14 @@ class _Inliner:
             and name.id not in caller.__globals__ and name.id not in caller.__code__.co_freevars \
             and name.id not in self.free.names and name.id not in self.own
 
-    def _parsed(self, fn, literals=None):
+    def _parsed(self, fn, literals=None, kinds=None):
         """``fn``'s checked tree and free names, or None where it is not inlined; ``literals``
         (``{parameter: literal node}``, the call's) are put in and the branches they decide
         folded first, so that a branch the call never takes neither stops the inlining nor
-        is differentiated (``plot(ax)`` under ``if ax:`` given ``ax=None``)."""
-        key = (fn, tuple(sorted((p, type(c.value).__name__, c.value) for p, c in (literals or {}).items())))
+        is differentiated (``plot(ax)`` under ``if ax:`` given ``ax=None``); ``kinds``
+        (``{parameter: TreeRank}`` of the displays the call gives) decide ``isinstance``."""
+        key = (fn, tuple(sorted((p, type(c.value).__name__, c.value) for p, c in (literals or {}).items())),
+               tuple(sorted((p, k.kind) for p, k in (kinds or {}).items())))
         if key in self.parsed:
             return self.parsed[key]
         self.parsed[key] = None
@@ -448,6 +450,8 @@ class _Inliner:
                           and isinstance(n.ctx, (gast.Store, gast.Del))}
                 _put_literals(fdef.body, {p: c for p, c in literals.items() if p not in stored})
                 fdef.body = _folded(fdef.body)
+            if kinds:
+                fold_decided_kinds(fdef, kinds)
             if not fdef.body or not isinstance(fdef.body[-1], (gast.Return, gast.Raise)):
                 fdef.body.append(_located(gast.Return(value=nodes.const(None)), fdef))  # (Python's own)
             exits.transform(fdef)
@@ -600,6 +604,21 @@ def _literal_arguments(target, call) -> dict:
         if isinstance(value, gast.Constant) and (value.value is None or type(value.value) in (bool, int, float, str)):
             out[p.name] = value
     return out
+
+
+def _display_kinds(target, call) -> dict:
+    """``{parameter: TreeRank}`` for the parameters ``call`` gives a display: a list or tuple
+    (``"sequence"``) or a dict (``"mapping"``), the kind ``isinstance`` reads."""
+    from ..tree import TreeRank
+
+    args = ([target.receiver] if target.receiver is not None else []) + list(call.args)
+    try:
+        bound = inspect.signature(target.fn).bind(*args, **{k.arg: k.value for k in call.keywords
+                                                            if k.arg is not None})
+    except (TypeError, ValueError):
+        return {}
+    return {p: TreeRank((), "sequence" if isinstance(v, (gast.List, gast.Tuple)) else "mapping")
+            for p, v in bound.arguments.items() if isinstance(v, (gast.List, gast.Tuple, gast.Dict))}
 
 
 _TESTED = {gast.If: ("test",), gast.BoolOp: ("values",), gast.UnaryOp: ("operand",), gast.Call: ("args",),
