@@ -217,15 +217,17 @@ def _compile(fn, options: Options, param_ranks: tuple, link, args) -> Compiled:
     fdef, free = front_end(fn, param_ranks)
     # 2a. what the argument kinds decide (`isinstance(v, (list, tuple))` of a list) folded
     #     before inlining and validation see the branch that does not run.
-    inline.fold_decided_kinds(fdef, dict(zip(anf.parameters(fdef.args), param_ranks)))
+    kinds = inline.kinds_of(fdef, dict(zip(anf.parameters(fdef.args), param_ranks)))
+    inline.fold_decided_kinds(fdef, kinds)
     # 2b. inline calls whose targets are known now (after resolve: it reads what names
     #     denote; before exits/validate/normalize: they then see one flat function).
     params, own = anf.parameters(fdef.args), resolve.local_names(fdef)
     objects = {p: v for p, v in zip(params, args or ()) if inline.is_object(v)}
-    inlined = inline.transform(fdef, fn, free, objects)
+    inlined = inline.transform(fdef, fn, free, objects, kinds)
     if inlined.leaked:  # an object's layers may change while the code runs: known only at run time
         fdef, free = front_end(fn, param_ranks)
-        inlined = inline.transform(fdef, fn, free, {})
+        inline.fold_decided_kinds(fdef, kinds)
+        inlined = inline.transform(fdef, fn, free, {}, kinds)
     free.parts = inlined.free
     # 3. exits: break/continue/early return become flags, so later passes see
     #    structured control flow only (before validate, which then rejects none).

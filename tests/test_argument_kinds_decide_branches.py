@@ -41,10 +41,7 @@ def given_an_array(x):
     return squared_norm([x, np.sin(x)]) + squared_norm(x)
 
 
-@pytest.mark.xfail(strict=True, raises=srcgrad.UnsupportedSyntaxError, reason=(
-    "inlined with an array named by the caller for `v`, the callee's `isinstance` is not decided (the "
-    "inliner knows a display's kind, not yet a name's rank): `v.values()` of the other branch is refused"))
-def test_inlined_where_the_call_gives_an_array():
+def test_inlined_where_the_call_gives_an_array():  # (a parameter of the compiled function: its rank)
     np.testing.assert_allclose(srcgrad.grad(given_an_array)(X), numerical_grad(given_an_array, (X,), 0),
                                rtol=1e-6)
 

@@ -127,9 +127,12 @@ class Inlined:
         return bool(own) and any(name in own for name in names)
 
 
-def transform(fdef: gast.FunctionDef, fn, free: resolve.FreeNames, objects: dict) -> Inlined:
-    """Inline in place; ``objects``: ``{parameter: value}`` for the parameters that are objects."""
+def transform(fdef: gast.FunctionDef, fn, free: resolve.FreeNames, objects: dict, kinds=None) -> Inlined:
+    """Inline in place; ``objects``: ``{parameter: value}`` for the parameters that are objects;
+    ``kinds``: ``{parameter: rank}`` of those the function never assigns (``kinds_of``), which
+    decide a callee's ``isinstance`` of the parameter they are given for."""
     inliner = _Inliner(fdef, fn, free, objects)
+    inliner.kinds = kinds or {}
     fdef.body = inliner.block(fdef.body, [fn])
     inliner.inlined.leaked = bool(inliner.inlined.classes) and _leaks(fdef.body, inliner.seen)
     return inliner.inlined
@@ -201,7 +204,8 @@ class _Inliner:
         items, parents = _calls_in_order(root, stmt)
         targets = [self._target(c) if isinstance(c, gast.Call) else None for c in items]
         targets = [t if t is not None and t.fn not in stack
-                   and self._parsed(t.fn, _literal_arguments(t, c), _display_kinds(t, c)) is not None else None
+                   and self._parsed(t.fn, _literal_arguments(t, c), _display_kinds(t, c, self.kinds)) is not None
+                   else None
                    for t, c in zip(targets, items)]
         last = max((i for i, t in enumerate(targets) if t is not None), default=None)
         if last is None:
@@ -316,7 +320,7 @@ class _Inliner:
     # ---- one call ---------------------------------------------------------
     def _inline(self, call, target, stack, site):
         """``(statements, value)`` that replace ``call``, or ``(None, None)``."""
-        checked = self._parsed(target.fn, _literal_arguments(target, call), _display_kinds(target, call))
+        checked = self._parsed(target.fn, _literal_arguments(target, call), _display_kinds(target, call, self.kinds))
         if checked is None or any(isinstance(a, (gast.List, gast.Tuple, gast.Dict, gast.Set)) and any(
                 isinstance(n, (gast.List, gast.Tuple, gast.Dict, gast.Set)) for e in gast.iter_child_nodes(a)
                 for n in nodes.walk(e)) for a in call.args + [k.value for k in call.keywords]):
@@ -428,7 +432,7 @@ class _Inliner:
         is differentiated (``plot(ax)`` under ``if ax:`` given ``ax=None``); ``kinds``
         (``{parameter: TreeRank}`` of the displays the call gives) decide ``isinstance``."""
         key = (fn, tuple(sorted((p, type(c.value).__name__, c.value) for p, c in (literals or {}).items())),
-               tuple(sorted((p, k.kind) for p, k in (kinds or {}).items())))
+               tuple(sorted((p, repr(k)) for p, k in (kinds or {}).items())))
         if key in self.parsed:
             return self.parsed[key]
         self.parsed[key] = None
@@ -606,9 +610,10 @@ def _literal_arguments(target, call) -> dict:
     return out
 
 
-def _display_kinds(target, call) -> dict:
-    """``{parameter: TreeRank}`` for the parameters ``call`` gives a display: a list or tuple
-    (``"sequence"``) or a dict (``"mapping"``), the kind ``isinstance`` reads."""
+def _display_kinds(target, call, known=None) -> dict:
+    """``{parameter: rank}`` for the parameters ``call`` gives a display — a list or tuple
+    (``"sequence"``) or a dict (``"mapping"``) — or a parameter of the compiled function whose
+    rank ``known`` holds: the kind ``isinstance`` reads."""
     from ..tree import TreeRank
 
     args = ([target.receiver] if target.receiver is not None else []) + list(call.args)
@@ -617,8 +622,11 @@ def _display_kinds(target, call) -> dict:
                                                             if k.arg is not None})
     except (TypeError, ValueError):
         return {}
-    return {p: TreeRank((), "sequence" if isinstance(v, (gast.List, gast.Tuple)) else "mapping")
-            for p, v in bound.arguments.items() if isinstance(v, (gast.List, gast.Tuple, gast.Dict))}
+    out = {p: TreeRank((), "sequence" if isinstance(v, (gast.List, gast.Tuple)) else "mapping")
+           for p, v in bound.arguments.items() if isinstance(v, (gast.List, gast.Tuple, gast.Dict))}
+    out.update({p: known[v.id] for p, v in bound.arguments.items()
+                if isinstance(v, gast.Name) and v.id in (known or {})})
+    return out
 
 
 _TESTED = {gast.If: ("test",), gast.BoolOp: ("values",), gast.UnaryOp: ("operand",), gast.Call: ("args",),
@@ -660,6 +668,13 @@ def _put_literals(stmts, literals: dict) -> None:
                 setattr(parent, field, put(value))
 
 
+def kinds_of(fdef, param_ranks: dict) -> dict:
+    """``{parameter: rank}`` of the parameters ``fdef`` never assigns, whose rank is known."""
+    assigned = {n.id for s in fdef.body for n in nodes.walk(s) if isinstance(n, gast.Name)
+                and not isinstance(n.ctx, gast.Load)}
+    return {p: r for p, r in param_ranks.items() if p not in assigned and r is not None}
+
+
 def fold_decided_kinds(fdef, param_ranks: dict) -> None:
     """Each ``isinstance(p, T)`` of a parameter ``p`` the function never assigns, whose kind
     the code is specialised on and decides it, as its value, and the ``if``s it decides
@@ -667,9 +682,7 @@ def fold_decided_kinds(fdef, param_ranks: dict) -> None:
     for a list, or for an array, keeps the one branch that runs (the other, `v * v` of a
     list, would be refused).  ``param_ranks``: ``{parameter: rank}`` as the pipeline's (an
     int for an array or a number, a ``TreeRank`` for a structure)."""
-    assigned = {n.id for s in fdef.body for n in nodes.walk(s) if isinstance(n, gast.Name)
-                and not isinstance(n.ctx, gast.Load)}
-    kinds = {p: r for p, r in param_ranks.items() if p not in assigned and r is not None}
+    kinds = kinds_of(fdef, param_ranks)
     if not kinds:
         return
     changed = False
