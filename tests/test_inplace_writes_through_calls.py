@@ -572,7 +572,7 @@ def zero_a_new_array(a):
 
 
 def test_a_helper_writing_into_a_new_array_changes_no_parameter():
-    from srcgrad.transforms import reverse
-    assert reverse._mutated_parameters(zero_a_new_array) == set()
-    assert reverse._mutated_parameters(zero_through_identity) == {"a"}
-    assert reverse._mutated_parameters(negate_positional_out) == {"a"}
+    from srcgrad.analysis import mutation
+    assert mutation._mutated_parameters(zero_a_new_array) == set()
+    assert mutation._mutated_parameters(zero_through_identity) == {"a"}
+    assert mutation._mutated_parameters(negate_positional_out) == {"a"}

@@ -477,7 +477,7 @@ class _Visit:
                 what = prefix + what[len(_receiver_name(target)):]
             self.found.append((what, obj))
         # An argument it changes in place: `helper(G)` with `def helper(a): a[0] = 5`.
-        from ..transforms.reverse import _changes_arguments
+        from .mutation import _changes_arguments
         given = [self.place(a) for a in node.args + [k.value for k in node.keywords]]
         if any(p is not None for p in given) and _changes_arguments(target):
             for p in given:

@@ -479,7 +479,7 @@ class _Inliner:
         if any(isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load) and n.id not in local
                and n.id not in callee_free.names and not self._builtin_there(n) for n in nodes.walk(fdef)):
             return None
-        from .reverse import _changed_in_place  # (the reverse pass's reading of a callee's writes)
+        from ..analysis.mutation import _changed_in_place  # (the reading of a callee's writes)
         # A callee that changes its arguments in place (`buf.append(h)`, `y[0] = v`) is inlined:
         # the change is then the caller's own, which normalize and the sharing analysis follow
         # (or refuse) as if written there.  One that changes a global is not.
