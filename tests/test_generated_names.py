@@ -15,7 +15,7 @@ W = np.array([0.3, -0.7, 1.1])
 X = np.array([[0.5, 1.0, -0.4], [1.5, -0.2, 0.8]])
 
 
-def _check(f, *args, index=0, dtype=np.float64):
+def check_gradient(f, *args, index=0, dtype=np.float64):
     args = [a.astype(dtype) if isinstance(a, np.ndarray) else a for a in args]
     g = srcgrad.grad(f, wrt=index)(*args)
     assert g.dtype == dtype
@@ -113,7 +113,7 @@ def method_rt(w, x):
                                rt_in_a_loop, rt_in_a_branch, rt_in_a_helper, rt_a_helpers_parameter,
                                nested_def_rt, method_rt])
 def test_a_local_named_like_a_module_of_the_generated_code(f, dtype):
-    _check(f, W, X, dtype=dtype)
+    check_gradient(f, W, X, dtype=dtype)
 
 
 def test_a_parameter_named_rt_by_name_in_wrt_jvp_and_value_and_grad():
@@ -176,8 +176,8 @@ def user_saved_shape(w, x):
 
 @pytest.mark.parametrize("f", [user_stacks, user_saved_shape])
 def test_a_local_named_like_a_stack_or_a_saved_shape(f):
-    _check(f, W, X)
-    _check(f, W, X, dtype=np.float32)
+    check_gradient(f, W, X)
+    check_gradient(f, W, X, dtype=np.float32)
 
 
 def test_a_local_named_like_the_pullback():
@@ -188,7 +188,7 @@ def test_a_local_named_like_the_pullback():
 
     value, pullback = srcgrad.vjp(f)(W)
     np.testing.assert_allclose(pullback(1.0), numerical_grad(f, [W], 0), rtol=1e-6)
-    _check(f, W)
+    check_gradient(f, W)
 
 
 # ---- the user's free names (globals) named like a module of the generated code ------------
@@ -219,8 +219,8 @@ def a_helper_reads_a_global_dispatch(w, x):
 
 @pytest.mark.parametrize("f", [reads_a_global_rt, a_helper_reads_a_global_dispatch])
 def test_a_global_named_like_a_module_of_the_generated_code(f):
-    _check(f, W, X)
-    _check(f, W, X, dtype=np.float32)
+    check_gradient(f, W, X)
+    check_gradient(f, W, X, dtype=np.float32)
     v = np.array([1.0, -2.0, 0.5])
     _, tangent = srcgrad.jvp(f)(W, X, v)
     assert tangent == pytest.approx(numerical_grad(f, [W, X], 0) @ v, rel=1e-6)

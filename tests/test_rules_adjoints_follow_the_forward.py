@@ -30,7 +30,7 @@ M = RNG.normal(size=(2, 3))
 W6 = np.arange(6.0)
 
 
-def check(f, args, optimize, wrt=0, atol=1e-6):
+def check_gradient(f, args, optimize, wrt=0, atol=1e-6):
     """grad(f, wrt) against central differences in float64; float32 stays float32 and close."""
     args = [np.array(a, dtype=np.float64) for a in args]
     g = srcgrad.grad(f, wrt=wrt, optimize=optimize)(*[a.copy() for a in args])
@@ -41,7 +41,7 @@ def check(f, args, optimize, wrt=0, atol=1e-6):
     return g
 
 
-def refused(f, *args, kind=errors.UserCodeError, match=None):
+def assert_refused(f, *args, kind=errors.UserCodeError, match=None):
     with pytest.raises(kind, match=match) as info:
         srcgrad.grad(f)(*args)
     assert __file__.rsplit("/", 1)[-1] in str(info.value)
@@ -98,7 +98,7 @@ def ravel_f_helper(x):
 @pytest.mark.parametrize("f", [ravel_method_f, ravel_fn_f, flatten_f, reshape_method_f, reshape_fn_f,
                                reshape_fn_c, reshape_f_of_expr, reshape_f_loop, ravel_f_helper])
 def test_order_f(f, optimize):
-    g = check(f, [M], optimize)
+    g = check_gradient(f, [M], optimize)
     if f in (ravel_method_f, ravel_fn_f, flatten_f):
         np.testing.assert_allclose(g, [[0, 2, 4], [1, 3, 5]])
 
@@ -114,7 +114,7 @@ def reshape_order_k(x):
 @OPT
 def test_order_a_follows_the_layout(optimize):
     # 'A' reads in Fortran order an array that is Fortran- and not C-contiguous.
-    check(ravel_order_a, [M], optimize)
+    check_gradient(ravel_order_a, [M], optimize)
     g = srcgrad.grad(ravel_order_a, optimize=optimize)(np.asfortranarray(M))
     np.testing.assert_allclose(g, [[0, 2, 4], [1, 3, 5]])
     g = srcgrad.grad(ravel_order_a, optimize=optimize)(np.ascontiguousarray(M))
@@ -126,8 +126,8 @@ def ravel_order_k(x):
 
 
 def test_order_k_refused():
-    refused(ravel_order_k, M, kind=errors.NoDerivativeRuleError, match="order='K'")
-    refused(reshape_order_k, M, kind=errors.NoDerivativeRuleError, match="order='K'")
+    assert_refused(ravel_order_k, M, kind=errors.NoDerivativeRuleError, match="order='K'")
+    assert_refused(reshape_order_k, M, kind=errors.NoDerivativeRuleError, match="order='K'")
 
 
 # ---- einsum broadcasting a length-1 axis ----------------------------------------------------
@@ -176,7 +176,7 @@ def einsum_loop(x, b):
 ])
 def test_einsum_broadcast(f, shapes, wrt, optimize):
     args = [RNG.normal(size=s) for s in shapes]
-    g = check(f, args, optimize, wrt=wrt)
+    g = check_gradient(f, args, optimize, wrt=wrt)
     assert g.shape == shapes[wrt]
 
 
@@ -221,7 +221,7 @@ def atan2_loop(y, x):
 ])
 def test_user_elementwise_rule_broadcasts(f, shapes, wrt, optimize):
     args = [RNG.normal(size=s) + 2.0 for s in shapes]
-    g = check(f, args, optimize, wrt=wrt)
+    g = check_gradient(f, args, optimize, wrt=wrt)
     assert np.shape(g) == shapes[wrt]
 
 
@@ -231,7 +231,7 @@ def atan2_float(y):
 
 @OPT
 def test_user_elementwise_rule_with_a_float(optimize):
-    check(atan2_float, [RNG.normal(size=(3, 4))], optimize)
+    check_gradient(atan2_float, [RNG.normal(size=(3, 4))], optimize)
 
 
 # ---- transpose with negative axes ------------------------------------------------------------
@@ -258,7 +258,7 @@ def transpose_method_negative(a):
                                       (transpose_negative_cube, (2, 2, 2)),
                                       (transpose_method_negative, (2, 3, 4))])
 def test_transpose_negative_axes(f, shape, optimize):
-    check(f, [RNG.normal(size=shape)], optimize)
+    check_gradient(f, [RNG.normal(size=shape)], optimize)
 
 
 # ---- clip with one bound -------------------------------------------------------------------
@@ -295,7 +295,7 @@ def clip_expr_loop(x):
 @pytest.mark.parametrize("f", [clip_method_lower, clip_method_max, clip_method_min_keyword,
                                clip_fn_min_keyword, clip_fn_max_only, clip_expr_loop])
 def test_clip_one_bound(f, optimize):
-    check(f, [np.array([-1.0, 0.2, 2.0, -0.3])], optimize)
+    check_gradient(f, [np.array([-1.0, 0.2, 2.0, -0.3])], optimize)
 
 
 # ---- array methods on expressions: refused at the user's line, as on names ---------------------
@@ -365,7 +365,7 @@ def test_division_by_python_zero(optimize):
     assert np.all(np.isinf(g))
     g = srcgrad.grad(over_zero_helper, optimize=optimize)(x)
     assert np.all(np.isnan(g))
-    check(masked_mean, [x, np.array([1.0, 0.0])], optimize)
+    check_gradient(masked_mean, [x, np.array([1.0, 0.0])], optimize)
     g32 = srcgrad.grad(over_zero, optimize=optimize)(x.astype(np.float32))
     assert g32.dtype == np.float32
 
@@ -418,7 +418,7 @@ def two_in_helper(x):
 @OPT
 @pytest.mark.parametrize("f", [two_first, two_second, two_both, two_loop, two_in_helper])
 def test_custom_adjoint_tuple_with_unused_output(f, optimize):
-    check(f, [np.array([0.3, -1.2, 0.7])], optimize)
+    check_gradient(f, [np.array([0.3, -1.2, 0.7])], optimize)
 
 
 # ---- a sequence rule given a value of a kind unknown when compiling ---------------------------
@@ -440,7 +440,7 @@ def asarray_of_rows(a):
 @OPT
 @pytest.mark.parametrize("f", [asarray_of_read, asarray_of_read_twice, asarray_of_rows])
 def test_sequence_rule_of_unknown_kind(f, optimize):
-    check(f, [np.arange(20.0).reshape(4, 5) / 10], optimize)
+    check_gradient(f, [np.arange(20.0).reshape(4, 5) / 10], optimize)
 
 
 # ---- a user's rule not declared elementwise, whose adjoint has another shape ----------------
@@ -468,7 +468,7 @@ def hypot_broadcast(a, b):
 
 @OPT
 def test_user_rule_same_shapes(optimize):
-    check(hypot_same, [RNG.normal(size=(3, 4)), RNG.normal(size=(3, 4))], optimize, wrt=1)
+    check_gradient(hypot_same, [RNG.normal(size=(3, 4)), RNG.normal(size=(3, 4))], optimize, wrt=1)
 
 
 @OPT
@@ -510,7 +510,7 @@ def cumsum_in_loop(x):
 @pytest.mark.parametrize("f", [cumsum_method, cumsum_of_expression, swapaxes_of_index, trace_of_product,
                                cumsum_in_loop])
 def test_array_methods_with_rules(f, optimize):
-    check(f, [M], optimize)
+    check_gradient(f, [M], optimize)
 
 
 def method_on_list_item(x):

@@ -18,7 +18,7 @@ from conftest import numerical_grad
 X0 = np.array([0.3, -1.2, 0.7])
 
 
-def check(fn, x=X0, *, atol=1e-6):
+def check_gradient(fn, x=X0, *, atol=1e-6):
     """The gradient of ``fn`` at ``x`` matches central differences, optimized or not,
     in float64; in float32 too (within float32's precision, and of its dtype)."""
     expected = numerical_grad(fn, [x], 0)
@@ -32,7 +32,7 @@ def check(fn, x=X0, *, atol=1e-6):
         np.testing.assert_allclose(got32, expected, atol=1e-3, rtol=1e-3)
 
 
-def refused(fn, error, match, x=X0):
+def assert_refused(fn, error, match, x=X0):
     """``fn`` is refused when compiled, with a message at the user's file and line."""
     with pytest.raises(error, match=match) as excinfo:
         srcgrad.grad(fn)(x.copy())
@@ -153,7 +153,7 @@ def literal_in_method(x):
     named_list_twice, literal_in_loop, named_list_in_loop, literal_in_helper, literal_in_method,
 ])
 def test_list_given_to_numpy(fn):
-    check(fn)
+    check_gradient(fn)
 
 
 def test_list_given_to_numpy_is_np_array_in_the_code():
@@ -186,7 +186,7 @@ def keyword_literal_to_helper(x):
 @pytest.mark.parametrize("fn", [literal_to_helper, tuple_to_helper, nested_literal_to_helper,
                                 keyword_literal_to_helper])
 def test_list_given_to_a_function_of_yours(fn):
-    check(fn)
+    check_gradient(fn)
 
 
 @srcgrad.custom_adjoint
@@ -204,7 +204,7 @@ def literal_to_custom_rule(x):
 
 
 def test_list_given_to_a_custom_rule():
-    check(literal_to_custom_rule)
+    check_gradient(literal_to_custom_rule)
 
 
 # ---- lists grown with append, then given to NumPy (crashed: 'ndarray' has no 'pop')
@@ -258,7 +258,7 @@ def appended_in_helper(x):
 @pytest.mark.parametrize("fn", [appended_sum, appended_mean, appended_stack, appended_array_and_sum,
                                 appended_dot, appended_in_helper])
 def test_appended_list_given_to_numpy(fn):
-    check(fn)
+    check_gradient(fn)
 
 
 def test_tuple_argument_given_to_numpy():
@@ -327,7 +327,7 @@ def list_in_list_in_method(x):
 @pytest.mark.parametrize("fn", [list_in_list, list_in_dict, lists_in_dict_in_loop, list_in_list_stacked,
                                 list_in_dict_in_helper, list_in_list_in_method])
 def test_list_held_in_a_container_and_appended_to(fn):
-    check(fn)
+    check_gradient(fn)
 
 
 def append_by_key_known_at_run_time(x):
@@ -362,17 +362,17 @@ def append_in_a_helper(x):
 
 
 def test_append_to_a_list_srcgrad_does_not_follow_is_refused():
-    refused(append_by_key_known_at_run_time, srcgrad.UnsupportedSyntaxError, r"append|in place")
+    assert_refused(append_by_key_known_at_run_time, srcgrad.UnsupportedSyntaxError, r"append|in place")
 
 
 def test_a_helper_appending_to_a_list_it_is_given_is_inlined():
-    check(append_in_a_helper)  # (its append is the caller's own)
+    check_gradient(append_in_a_helper)  # (its append is the caller's own)
 
 
 def test_append_to_a_list_an_object_holds_is_bookkeeping():
     # (a log: the value is appended as it is, with no adjoint; nothing here reads it back)
     _holder.items.clear()
-    check(append_to_a_list_of_an_object)
+    check_gradient(append_to_a_list_of_an_object)
     assert any(np.array_equal(item, X0 * 2.0) for item in _holder.items)
 
 
@@ -431,7 +431,7 @@ def reads_in_branch(x):
                                 reads_first_item_in_loop, pop_and_append_in_loop, reads_in_while,
                                 reads_in_branch])
 def test_items_of_an_appended_list(fn):
-    check(fn)
+    check_gradient(fn)
 
 
 def test_items_of_an_appended_list_pullback_twice():
@@ -590,7 +590,7 @@ def rebinds_in_method(x):
     rebinds_appended_item, rebinds_in_helper, rebinds_in_method,
 ])
 def test_rebound_name_keeps_the_old_value_where_it_was_held(fn):
-    check(fn)
+    check_gradient(fn)
 
 
 # ---- dicts: iterated, keys(), values(), items(), get() -----------------------------
@@ -730,7 +730,7 @@ def iterates_sorted_keys(x):
     items_of_a_dict_from_a_call, dict_iterated_in_helper, dict_in_method, dict_in_loop,
 ])
 def test_dicts(fn):
-    check(fn)
+    check_gradient(fn)
 
 
 def test_dict_argument_iterated():
@@ -760,7 +760,7 @@ def gets_with_a_key_known_at_run_time(x):
 
 
 def test_get_with_a_key_known_at_run_time():
-    check(gets_with_a_key_known_at_run_time)
+    check_gradient(gets_with_a_key_known_at_run_time)
 
 
 # ---- lists shared with another name, container or function ------------------------
@@ -822,7 +822,7 @@ def popped_while_held(x):
                                 appended_in_branch, list_of_lists_grown, loop_over_a_display,
                                 popped_while_held])
 def test_lists_shared_and_followed(fn):
-    check(fn)
+    check_gradient(fn)
 
 
 def appended_after_stored(x):
@@ -871,7 +871,7 @@ def _sum_list(items):
 
 
 def test_list_appended_after_an_inlined_helper_read_it():
-    check(appended_after_passed_to_an_inlined_helper)
+    check_gradient(appended_after_passed_to_an_inlined_helper)
 
 
 def appended_by_a_nested_function(x):
@@ -889,7 +889,7 @@ def appended_by_a_nested_function(x):
     (appended_by_a_nested_function, "changes a value in place"),
 ])
 def test_lists_shared_and_changed_are_refused(fn, match):
-    refused(fn, srcgrad.UnsupportedSyntaxError, match)
+    assert_refused(fn, srcgrad.UnsupportedSyntaxError, match)
 
 
 # ---- extend: appends of items known when compiling ---------------------------------
@@ -910,7 +910,7 @@ def extends_with_a_named_tuple(x):
 
 @pytest.mark.parametrize("fn", [extends_in_loop, extends_with_a_named_tuple])
 def test_extend(fn):
-    check(fn)
+    check_gradient(fn)
 
 
 def extends_with_a_list_grown_elsewhere(x):
@@ -922,7 +922,7 @@ def extends_with_a_list_grown_elsewhere(x):
 
 
 def test_extend_with_items_known_at_run_time_is_refused():
-    refused(extends_with_a_list_grown_elsewhere, srcgrad.UnsupportedSyntaxError, "extend")
+    assert_refused(extends_with_a_list_grown_elsewhere, srcgrad.UnsupportedSyntaxError, "extend")
 
 
 # ---- a differential fuzzer over these constructs -----------------------------------
@@ -1048,11 +1048,11 @@ def test_closure_reading_a_rebound_name():
     # passes n as it is then (desugar's lambda lifting).
     g = srcgrad.grad(closure_reads_a_rebound_name)(X0)
     np.testing.assert_allclose(g, np.full_like(X0, 2.0))
-    check(closure_reads_a_rebound_name)
+    check_gradient(closure_reads_a_rebound_name)
 
 
 def test_closure_called_before_the_rebinding():
-    check(closure_called_before_the_rebinding)
+    check_gradient(closure_called_before_the_rebinding)
 
 
 # ---- a list a function of yours returned, given straight to NumPy ------------------
@@ -1096,7 +1096,7 @@ def returned_list_in_loop(x):
                                 returned_list_maximum, returned_list_clip, returned_list_power,
                                 returned_list_in_loop])
 def test_returned_list_given_to_numpy(fn):
-    check(fn)
+    check_gradient(fn)
 
 
 class _ListModel:
@@ -1161,11 +1161,11 @@ def appends_while_iterating_a_copy(x):
 
 
 def test_changing_the_iterated_list_is_refused():
-    refused(appends_to_the_iterated_list, srcgrad.UnsupportedSyntaxError, "the list the loop iterates over")
+    assert_refused(appends_to_the_iterated_list, srcgrad.UnsupportedSyntaxError, "the list the loop iterates over")
 
 
 def test_changing_a_list_while_iterating_a_copy():
-    check(appends_while_iterating_a_copy)
+    check_gradient(appends_while_iterating_a_copy)
 
 
 def closure_reads_a_name_a_loop_updates(x):
@@ -1182,4 +1182,4 @@ def closure_reads_a_name_a_loop_updates(x):
 
 def test_closure_reads_a_name_a_loop_updates():
     """The optimizer dropped `n`'s updates (only the closure reads them): value and gradient wrong."""
-    check(closure_reads_a_name_a_loop_updates)
+    check_gradient(closure_reads_a_name_a_loop_updates)
