@@ -1644,12 +1644,6 @@ def unflattened_tangent(ans, vector_dot):
     return tree.unflatten(spec, [p.reshape(np.shape(leaf)) for p, leaf in zip(parts, leaves)])
 
 
-def rows(x):
-    """``list(x)`` of an array (how the compiler writes it): its rows, Python's own ``list``;
-    their adjoints reach ``x``'s rows (``rules/shape.rows``)."""
-    return list(x)
-
-
 def as_tuple(items):
     """``tuple(xs)`` of a list whose items are known when it runs only (grown by append)."""
     return tuple(items)
@@ -1668,11 +1662,6 @@ def erf(x):
         raise ImportError("the error function (the exact GELU) needs SciPy: pip install scipy, "
                           "or use approximate='tanh'") from missing
     return special.erf(x)
-
-
-def as_list(items):
-    """``list(xs)`` of a list or tuple whose items are known when it runs only."""
-    return list(items)
 
 
 def sequence_of(items):

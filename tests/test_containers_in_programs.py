@@ -92,14 +92,14 @@ def copies_a_dict(x):
 @pytest.mark.parametrize("fn", [copies_a_list, copies_into_a_tuple, rows_of_an_array])
 def test_container_copies_of_known_items_carry_the_gradient(fn):
     """`list(xs)`, `tuple([...])` of items known when compiling: a new list or tuple of them;
-    `list(x)` of an array: its rows, whose adjoints reach `x` (`rt.rows`; once refused)."""
+    `list(x)` of an array: its rows, whose adjoints reach `x` (`rt.sequence_of`; once refused)."""
     check_grads(fn, (X,))
 
 
 @pytest.mark.parametrize("fn", [copies_a_dict])
 def test_container_copies_of_differentiated_values_carry_the_gradient(fn):
     """They gave a zero gradient silently, then were refused; now `list(x)` / `dict(d)` have
-    a rule of their own (`rt.rows`, `rt.mapping_of`): each item's adjoint is its own."""
+    a rule of their own (`rt.sequence_of`, `rt.mapping_of`): each item's adjoint is its own."""
     check_grads(fn, (X,))
 
 

@@ -306,7 +306,7 @@ def test_the_advice_compiles():
 
 
 def test_the_rows_of_an_array_as_a_list():
-    # (`list(X)` of an array being differentiated: its rows carry their adjoints, `rt.rows`)
+    # (`list(X)` of an array being differentiated: its rows carry their adjoints, `rt.sequence_of`)
     def f(w, X):
         rows = list(X)
         return np.sum(rows[0] * w) + sum(np.sum(np.sin(r * w)) for r in rows[1:])

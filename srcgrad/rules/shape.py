@@ -27,7 +27,7 @@ from ..runtime import (broadcast_arrays_adjoint, meshgrid_adjoint, rollaxis_dest
                        split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
                        is_basic_index, is_constant, real_input, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
-                       unbroadcast, unconcatenate, unpacked_adjoint, window_adjoint, sequence_of_adjoint,
+                       unbroadcast, unconcatenate, window_adjoint, sequence_of_adjoint,
                        mapping_of_adjoint, reversed_list_adjoint, inserted_adjoints,
                        inserted_tangent as inserted_list_tangent, without_key_adjoint, merged_adjoints,
                        fromkeys_adjoint, tolist_adjoint)
@@ -195,20 +195,6 @@ def concatenated(ans_bar, ans, a, b):
 def as_tuple(ans_bar, ans, items):
     """``tuple(xs)``: each item's adjoint is its own (a tuple's adjoint reads as a list's)."""
     return ans_bar
-
-
-@defadjoint(runtime.as_list, tangent="linear")
-def as_list(ans_bar, ans, items):
-    """``list(xs)`` of a list or tuple: each item's adjoint is its own."""
-    return ans_bar
-
-
-@defadjoint(runtime.rows, tangent="linear")
-def rows(ans_bar, ans, x):
-    """``list(x)`` of an array: each row's adjoint (a list's, sparse) put in its row."""
-    parts = ans_bar if isinstance(ans_bar, dict) else {} if not isinstance(ans_bar, (list, tuple)) else \
-        {i: g for i, g in enumerate(ans_bar) if g is not None}
-    return unpacked_adjoint(parts, x)
 
 
 @defadjoint(runtime.sequence_of, ndim=lambda ndims, statics: None, tangent="linear")

@@ -2270,9 +2270,6 @@ class _Lowering:
                         self.containers.add(made.id)
                         self.tuples.add(made.id)
                     return made
-                if callee is list and isinstance(args[0], gast.Name) and args[0].id in self.arrays:
-                    # `list(x)` of an array: its rows, whose adjoints reach `x` (`rules/shape.rows`)
-                    return self._apply(runtime.rows, None, args, {}, node, func_node=nodes.dotted("rt.rows"), **emit)
                 if callee is list and at_run_time and args[0].id in self.lists:
                     # A list whose items are known when it runs only (grown by append): a new
                     # list of the same items is `xs + []`, a join, item by item.
@@ -2282,11 +2279,13 @@ class _Lowering:
                     if isinstance(made, gast.Name):
                         self._own_list(made.id)
                     return made
-                if callee is list and at_run_time:  # (of a tuple too: `rest + list(axes)`)
-                    made = self._apply(runtime.as_list, None, args, {}, node, func_node=nodes.dotted("rt.as_list"),
-                                       **emit)
+                if callee is list and (at_run_time or args[0].id in self.arrays):
+                    # (of a tuple too, `rest + list(axes)`; of an array, its rows: `rt.sequence_of`'s
+                    # rule gives each item's adjoint to the row or item it came from)
+                    made = self._apply(runtime.sequence_of, None, args, {}, node, func_node=nodes.copy(func), **emit)
                     if isinstance(made, gast.Name):
                         self.runtime_lists.add(made.id)
+                        self.made_by[made.id] = (True, anno.get(node, "origin"))
                     return made
             if getattr(callee, "__self__", None) is dict and getattr(callee, "__name__", None) == "fromkeys" \
                     and 1 <= len(args) <= 2 and not kwargs:  # `dict.fromkeys(KEYS)`: a new dict made here
@@ -2630,7 +2629,6 @@ def _clip_arguments(args, kwargs):
 # NumPy's random generators (``rng = np.random.default_rng(0)``): objects, not arrays.
 # Calls whose result is a Python container, never an array (`[None] * n`, `list(m)`).
 _CONTAINER_MAKERS = {"srcgrad.runtime.repeated", "srcgrad.runtime.concatenated", "srcgrad.runtime.as_tuple",
-                     "srcgrad.runtime.as_list", "srcgrad.runtime.rows",
                      "srcgrad.runtime.sequence_of", "srcgrad.runtime.mapping_of", "srcgrad.runtime.reversed_list",
                      "srcgrad.runtime.inserted", "srcgrad.runtime.merged", "srcgrad.runtime.without_key", "srcgrad.runtime.fromkeys", "srcgrad.runtime.tolist", "numpy.split", "numpy.array_split", "numpy.hsplit", "numpy.vsplit",
                      "builtins.list", "builtins.tuple", "builtins.dict", "builtins.sorted", "builtins.zip",
