@@ -262,3 +262,49 @@ def test_a_rule_unpacking_into_names_like_the_users(f):
     h = 1e-6
     expected = ((f(p + h, q) - f(p - h, q)) / (2 * h), (f(p, q + h) - f(p, q - h)) / (2 * h))
     np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+@srcgrad.custom_adjoint
+def _sine_and_cosine(x):
+    return np.sin(x), np.cos(x)
+
+
+@_sine_and_cosine.defadjoint
+def _sine_and_cosine_adjoint(ans_bar, ans, x):
+    sin_bar, cos_bar = ans_bar
+    return sin_bar * np.cos(x) - cos_bar * np.sin(x)
+
+
+def _outputs_indexed(x):
+    r = _sine_and_cosine(x)
+    return np.sum(r[0] ** 2 + 3.0 * r[1])
+
+
+def _one_output_used(x):
+    return np.sum(_sine_and_cosine(x)[1])
+
+
+def _outputs_iterated(x):
+    total = 0.0
+    for v in _sine_and_cosine(x):
+        total = total + np.sum(v * 2.0)
+    return total
+
+
+@pytest.mark.parametrize("f", [_outputs_indexed, _one_output_used, _outputs_iterated])
+def test_a_rule_of_several_outputs_read_by_index(f):
+    # (its ans_bar came as the sparse {1: .., 0: ..} and was unpacked key first: silently wrong)
+    for x in (np.array([0.3, 1.1, -0.7]), np.array([-0.2, 0.5, 2.0])):
+        np.testing.assert_allclose(srcgrad.grad(f)(x), numerical_grad(f, x), rtol=1e-6, atol=1e-9)
+
+
+def _dict_of_pairs(x):
+    entries = dict([("a", x[0]), ("b", x[1])])
+    return np.sum(entries["a"] * 5.0) + np.sum(entries["b"] ** 2)
+
+
+def test_forward_mode_through_dict_of_pairs():
+    # (the tangent dict took the keys' zero tangents for keys: tangents silently 0)
+    x, v = np.array([[0.1, 0.2], [0.3, 0.4]]), np.array([[1.0, 2.0], [3.0, 4.0]])
+    _, tangent = srcgrad.jvp(_dict_of_pairs)(x, v)
+    assert tangent == pytest.approx(np.sum(numerical_grad(_dict_of_pairs, x) * v), rel=1e-6)

@@ -204,7 +204,17 @@ def sequence_of(ans_bar, ans, items):
     return sequence_of_adjoint(ans_bar, items)
 
 
-@defadjoint(runtime.mapping_of, ndim=lambda ndims, statics: None, tangent="linear")
+def _mapping_of_tangent(ans, items, items_dot=None):
+    """``dict(pairs)``'s tangent keeps the primal keys (a key's own tangent, a zero, is no
+    key); a mapping's is the dict of its entries' tangents."""
+    if items_dot is None:
+        return runtime.zeros_tangent(ans)
+    if isinstance(items, (list, tuple)):
+        return {pair[0]: dot[1] for pair, dot in zip(items, items_dot)}
+    return runtime.mapping_of(items_dot)
+
+
+@defadjoint(runtime.mapping_of, ndim=lambda ndims, statics: None, tangent=_mapping_of_tangent)
 def mapping_of(ans_bar, ans, items):
     """``dict(d)``: each entry's adjoint is its own (``rt.mapping_of_adjoint``)."""
     return mapping_of_adjoint(ans_bar, items)

@@ -123,6 +123,7 @@ class _Reverse:
         self.unpacked_sources = None  # names `a, b = name` unpacks (_unpacked_source), when needed
         self.bound_within = None      # id(compound statement) -> names bound inside it, when needed
         self.stores = None            # which attribute stores something reads back (_kept_apart), when needed
+        self.indexed = None           # names read by index or iterated (_indexed_names), when needed
         self.definitions = None       # name -> the statement that assigns it last (_bookkeeping), when needed
         self.local_defs = None        # name -> the first nested `def` of that name (_check_local_def)
         self.active_reads = None      # where active statements read each name (_read_by_backward)
@@ -739,14 +740,25 @@ class _Reverse:
                                 "differentiated, runs its class's `__getitem__`, which srcgrad does not "
                                 "differentiate", "call a method that does the same (`obj.item(i)`), or "
                                 "index the array field itself (`obj.c[i]`)", kind=errors.UnsupportedSyntaxError)
-        if not _builtin_rule(anno.get(stmt, "rule")) and self._unpacked_source(target):
-            # A user's rule of several outputs (a custom adjoint) reads `ans_bar[i]` for each:
-            # an output nothing used gets zeros of its shape (rt.outputs_adjoint), not None.
+        if not _builtin_rule(anno.get(stmt, "rule")) and (self._unpacked_source(target)
+                                                          or target in self._indexed_names()):
+            # A user's rule of several outputs (a custom adjoint) reads `ans_bar[i]` for each,
+            # whether the outputs were unpacked or indexed (`r[0]`: a sparse `{0: g}`): an
+            # output nothing used gets zeros of its shape (rt.outputs_adjoint), not None.
             whole = self.core.fresh()
             self._append(nodes.assign(whole, nodes.call("rt.outputs_adjoint", [g, nodes.name(target)])),
                          self.group)
             g = nodes.name(whole)
         self._rule_adjoint(stmt, target, g)
+
+    def _indexed_names(self) -> set:
+        """The names read by index (``r[0]``) or iterated (``for v in r``), once per function."""
+        if self.indexed is None:
+            getitem = registry_lookup(operator.getitem)
+            self.indexed = {a.id for s in nodes.statements(self.core.body)
+                            if anno.get(s, "rule") is getitem or anno.get(s, "rule") is registry_lookup(runtime.iterated)
+                            for a in list((anno.get(s, "bound") or {}).values())[:1] if isinstance(a, gast.Name)}
+        return self.indexed
 
     def _user_spelling(self, atom) -> str:
         """How the user wrote ``atom``: a temporary (``_t1``) is shown as the value it holds
