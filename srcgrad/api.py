@@ -963,6 +963,9 @@ def _transform(mode, f, wrt, backend, optimize, has_aux, intermediates=(), hooks
     if f is None:
         return functools.partial(_transform, mode, wrt=wrt, backend=backend, optimize=optimize,
                                  has_aux=has_aux, intermediates=intermediates, hooks=hooks, check=check)
+    equivalent = getattr(f, "__srcgrad_equivalent__", None)
+    if equivalent is not None:  # grad(grad(f)), differentiated once more: as the grad of a def calling it
+        f = equivalent()
     if isinstance(f, GradientFunction) and mode in ("grad", "jvp") and not (has_aux or intermediates or hooks):
         from . import higher  # (here, not at the top: it imports this module)
         try:
@@ -1103,16 +1106,17 @@ def elementwise_grad(f, wrt=0, *, backend: str | None = None, optimize: bool = T
     Raises:
         As :func:`vjp`.
     """
-    return grad(_summed(f), with_argnum(wrt, argnum), backend=backend, optimize=optimize)
+    return grad(as_def(f, summed=True), with_argnum(wrt, argnum), backend=backend, optimize=optimize)
 
 
-def _summed(f):
-    """``def tanh_summed(x): return np.sum(tanh(x))``: ``f`` with its output summed, with
-    ``f``'s parameters, as source (registered with linecache) that the pipeline reads like
-    the user's own.  Its gradient is the vjp of ``f`` with an adjoint of ones (``d/dx sum f =
-    J^T 1``), and, being a gradient function of a ``def``, it can be differentiated again
-    (``elementwise_grad(elementwise_grad(f))``, as autograd's examples write)."""
-    made = _SUMMED.get(id(f))
+def as_def(f, summed: bool = False):
+    """``def tanh_summed(x): return np.sum(tanh(x))`` (``summed``), or ``def f_grad(x): return
+    _f(x)``: a call of ``f`` with ``f``'s parameters, as source (registered with linecache) that
+    the pipeline reads like the user's own.  The summed one's gradient is the vjp of ``f`` with
+    an adjoint of ones (``d/dx sum f = J^T 1``); either, being a ``def`` that calls ``f``, can be
+    differentiated again when ``f`` is a gradient function (``elementwise_grad(elementwise_grad(f))``,
+    as autograd's examples write, or ``grad(grad(grad(f)))``)."""
+    made = _AS_DEF.get((id(f), summed))
     if made is not None and made[0] is f:
         return made[1]
     # (a NumPy function with a rule is called as it is, with the parameters of its rule)
@@ -1145,16 +1149,18 @@ def _summed(f):
         if p.kind is kinds.POSITIONAL_ONLY and not any(q.kind is kinds.POSITIONAL_ONLY for q in list(
                 signature.parameters.values())[len(params):]):
             params.append("/")
-    name = f"{getattr(f, '__name__', 'f')}_summed" if str(getattr(f, "__name__", "")).isidentifier() else "summed"
-    filename = f"<srcgrad: elementwise_grad of {getattr(f, '__qualname__', name)}>"
-    source = f"def {name}({', '.join(params)}):\n    return _np.sum(_f({', '.join(passed)}))\n"
+    suffix = "summed" if summed else "def"
+    name = f"{getattr(f, '__name__', 'f')}_{suffix}" if str(getattr(f, "__name__", "")).isidentifier() else suffix
+    filename = f"<srcgrad: {'elementwise_grad of' if summed else 'a def calling'} {getattr(f, '__qualname__', name)}>"
+    called = f"_f({', '.join(passed)})"
+    source = f"def {name}({', '.join(params)}):\n    return {f'_np.sum({called})' if summed else called}\n"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), scope)
-    _SUMMED[id(f)] = (f, scope[name])
+    _AS_DEF[id(f), summed] = (f, scope[name])
     return scope[name]
 
 
-_SUMMED: dict = {}  # id(f) -> (f, its summed def), for _summed
+_AS_DEF: dict = {}  # (id(f), summed) -> (f, its def), for as_def
 
 
 def jvp(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True):

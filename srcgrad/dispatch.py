@@ -58,6 +58,9 @@ def unchanging(fn, filename: str, line: int, col: int, text: str, outside: bool 
         if outside == "only":
             return fn
     target = getattr(fn, "__func__", fn)
+    rule = registry.lookup(fn)
+    if rule is not None and rule.zero_derivative:
+        return fn  # (declared without derivative, its effect included: a specialisation's check)
     kept = outside != "only" and not rt.is_gradient_function(fn) and stores(fn)
     if kept:
         problem, advice = stores_refusal(getattr(fn, "__qualname__", None) or f"{type(fn).__name__}.__call__", "_", kept)

@@ -28,9 +28,10 @@ import os
 import numpy as np
 
 from . import anno, errors, runtime, tree
-from .api import GradientFunction, _match, _origin_of, _tangent_of_structure, grad, with_argnum
+from .api import GradientFunction, _match, as_def, _origin_of, _tangent_of_structure, grad, with_argnum
 from .pipeline import rank_of_argument
 from .rules import registry
+from .transforms import emit
 from .transforms.forward import NotBatchable
 
 
@@ -290,6 +291,10 @@ def grad_of_gradient(gradient: GradientFunction, wrt):
         outer._check_wrt(args)
         _, tangent = composed(args, (np.ones_like(a) if isinstance(a, np.ndarray) else type(a)(1.0),))
         return _matched(tangent, outer, args)
+    # (differentiated again, it is the grad of a def calling `gradient`: reverse mode over that
+    # def differentiates the call by forward mode over `gradient`'s code, to any order)
+    grad_gradient.__srcgrad_equivalent__ = functools.cache(lambda: GradientFunction(
+        as_def(gradient), "grad", wrt, gradient.options.backend, gradient.options.optimize))
     return grad_gradient
 
 
@@ -793,6 +798,7 @@ def _called_gradient(gradient, wrt, args, kwargs):
     forward-over-reverse of ``f``'s gradient with respect to ``g``'s own parameters and
     those.  Refuses what it cannot differentiate at the user's call."""
     what = getattr(gradient, "__name__", repr(gradient))
+    gradient = plain_gradient(gradient)
     plain = isinstance(gradient, GradientFunction) and gradient.options.mode in ("grad", "value_and_grad") \
         and not (gradient.options.has_aux or gradient.options.intermediates or gradient.options.hooks
                  or gradient._fixed_args or gradient._fixed_kwargs or gradient._variadic) and gradient._whole
@@ -812,6 +818,14 @@ def _called_gradient(gradient, wrt, args, kwargs):
                                 internal=True)
         composed = gradient._over[names] = ForwardOverReverse(over, names)
     return primals, given, names, composed
+
+
+def plain_gradient(gradient):
+    """``gradient``, or for ``grad(grad(f))`` (a function, not a ``GradientFunction``) the
+    ``GradientFunction`` of a def calling it that computes the same: what a call of it in
+    differentiated code is differentiated as."""
+    equivalent = getattr(gradient, "__srcgrad_equivalent__", None)
+    return gradient if equivalent is None else equivalent()
 
 
 def _parts(bar, count: int) -> list:
@@ -851,6 +865,7 @@ def gradient_vjp(gradient, wrt, args, kwargs):
         UnsupportedSyntaxError: ``g`` is not a plain ``grad``/``value_and_grad`` of whole
             named parameters (``has_aux=``, bound arguments, ``hvp`` ...).
     """
+    gradient = plain_gradient(gradient)
     called = _called_gradient(gradient, wrt, args, kwargs)
     value = gradient(*args, **kwargs)
     return value, functools.partial(_pulled_back, gradient, called)
@@ -882,6 +897,7 @@ def gradient_pullback(gradient, wrt, value_bar, args):
     :func:`gradient_vjp`), as the backward sweep of code calling ``g`` computes it, by name
     (``dispatch.gradient_pullback``), so that forward mode over that code differentiates it
     by :func:`gradient_pullback_tangent` (a third derivative)."""
+    gradient = plain_gradient(gradient)
     return _pulled_back(gradient, _called_gradient(gradient, wrt, args, {}), value_bar)
 
 
@@ -890,40 +906,134 @@ def gradient_pullback_tangent(ans, gradient, wrt, value_bar, args, value_bar_dot
     tangents ``args_dot`` (a tuple, None for a constant): ``H(x) v̇ + D³f(x)[ẋ] v`` for
     ``g = grad(f)``, the tangent of the forward-over-reverse program of ``f`` (whose second
     output is ``H v``, linear in ``v``) along ``(ẋ, v̇)``: forward mode over that program's
-    code (Pearlmutter's construction applied once more).
+    code (Pearlmutter's construction applied once more), by :func:`program_jvp`, whose own
+    tangent is forward mode once more: a fourth derivative and beyond
+    (``egrad(egrad(egrad(egrad(tanh))))``).  Forward mode over code calling this function
+    compiles it: what it computes flows through ``program_jvp`` alone.
 
     Raises:
         UnsupportedSyntaxError: a ``value_and_grad``, a call given a tangent in an argument
             it does not differentiate, or a structure argument (not derived yet).
     """
-    from . import api
+    program = _hessian_times(gradient, wrt, args)
+    return program_jvp(program, (args, value_bar), (args_dot, value_bar_dot))
 
+
+def _hessian_times(gradient, wrt, args):
+    """``hessian_times(args, u)``: :func:`gradient_pullback`'s value, ``H u`` for the
+    arguments the call differentiates, as a ``def`` calling the plain code of ``f``'s
+    forward-over-reverse program (so that forward mode can differentiate it again).  One
+    per program, kept.  Refuses what :func:`gradient_pullback_tangent` does not derive."""
+    gradient = plain_gradient(gradient)
     primals, given, names, composed = _called_gradient(gradient, wrt, args, {})
-    dots = list(args_dot) if args_dot is not None else [None] * len(args)
-    # (an argument's tangent inside the tuple may be a Python float: a tangent all the same)
-    moved = {gradient._params[i]: d for i, d in enumerate(dots)
-             if d is not None and not (tree.is_structure(d) and not d) and np.any(np.asarray(d) != 0)}
-    if gradient.options.mode != "grad" or gradient._as_tuple or not set(moved) <= set(given) \
-            or any(tree.is_structure(primals[gradient._params.index(n)]) for n in names):
+    # (an argument the call does not differentiate may move: hessian_times reads it as its
+    # code does, and forward mode differentiates that code in it too)
+    if gradient.options.mode != "grad" or gradient._as_tuple \
+            or any(tree.is_structure(x) for x in primals):
         raise errors.UnsupportedSyntaxError(
             f"a third derivative through `{getattr(gradient, '__name__', gradient)}` (srcgrad.grad(f) called "
-            "in the function) is derived for srcgrad.grad of arrays and floats, with respect to the "
-            "arguments the call differentiates, only", None,
+            "in the function) is derived for srcgrad.grad of one parameter, of arrays and floats, only", None,
             "take this derivative by central differences of the second")
-    index = {name: gradient._params.index(name) for name in names}
-    own = gradient.options.wrt[0]
-    tangents = tuple(_match(value_bar if n == own else None, primals[index[n]]) for n in names)
     transformed = composed.transformed(primals)
     full = transformed._arguments(tuple(primals), {})
-    program = transformed.compiled(full)
-    count = len(full)
-    along = tuple(_match(moved.get(n), primals[index[n]]) for n in names) + tuple(
-        _match(value_bar_dot if n == own else None, primals[index[n]])
-        for n in names)
-    positions = tuple(index[n] for n in names) + tuple(range(count, count + len(names)))
-    _, (_, hu_dot) = api.jvp(program.function, wrt=positions)(*full, *tangents, along)
-    out = [_match(hu_dot[names.index(n)], primals[index[n]]) for n in given]
-    return out[0] if len(out) == 1 else tuple(out)
+    program = transformed.compiled(full).function
+    key = (program, len(args), given)
+    made = _HESSIAN_TIMES.get(key)
+    if made is not None:
+        return made
+    own = gradient.options.wrt[0]
+    index = {name: gradient._params.index(name) for name in names}
+    scope = {"_program": program, "_np": np, "_fixed": tuple(full[len(args):])}
+    tangents = ", ".join("u" if n == own else f"_np.zeros_like({_argument(index[n], len(args))})" for n in names)
+    picked = [f"hu[{names.index(n)}]" for n in given]
+    name = f"{program.__name__}_hessian_times"
+    passed = ", ".join(_argument(k, len(args)) for k in range(len(full)))
+    source = (f"def {name}(args, u):\n"
+              f"    value, hu = _program({passed}, {tangents})\n"
+              f"    return {picked[0] if len(picked) == 1 else '(' + ', '.join(picked) + ')'}\n")
+    emit.load(source, f"<srcgrad: {name}>", scope)
+    _HESSIAN_TIMES[key] = scope[name]
+    return scope[name]
+
+
+def _argument(k: int, given: int) -> str:
+    """How ``hessian_times`` reads the ``k``-th argument of the gradient's program."""
+    return f"args[{k}]" if k < given else f"_fixed[{k - given}]"
+
+
+_HESSIAN_TIMES: dict = {}  # (program, argument count, differentiated names) -> its hessian_times def
+
+
+def program_jvp(program, inputs, along):
+    """The tangent of ``program(*inputs)`` along ``along`` (one entry per input: its tangent,
+    None for a constant; None inside a tuple: zero there), by forward mode over
+    ``program``'s code (a plain function srcgrad generated or reads).
+
+    A primitive whose tangent (:func:`program_jvp_tangent`) is this function once more, of
+    the code forward mode generated: derivatives of any order by composition."""
+    moved = tuple(k for k, t in enumerate(along) if t is not None)
+    if not moved:
+        return runtime.zeros_tangent(program(*inputs))
+    dots = tuple(_filled(along[k], inputs[k]) for k in moved)
+    _, tangent = _jvp_of(program, moved)(*inputs, dots if len(moved) > 1 else dots[0])
+    return tangent
+
+
+def program_jvp_tangent(ans, program, inputs, along, inputs_dot=None, along_dot=None):
+    """The tangent of :func:`program_jvp` along ``inputs_dot`` and ``along_dot``: the
+    tangent of the jvp program's own tangent output, forward mode over its code."""
+    return program_jvp(_jvp_code(program, inputs, along), (inputs, along), (inputs_dot, along_dot))[1]
+
+
+def _jvp_of(program, moved):
+    from . import api
+
+    return api.jvp_function(program, moved)
+
+
+def _filled(tangent, x):
+    """``tangent`` with zeros where it is None (a tuple's entries too), each of its primal's dtype."""
+    if tangent is None:
+        return runtime.zeros_tangent(x)
+    if isinstance(tangent, tuple) and isinstance(x, tuple):
+        return tuple(_filled(t, v) for t, v in zip(tangent, x))
+    return tangent
+
+
+def _jvp_code(program, inputs, along):
+    """``program_jvp_code(inputs, along)``: the plain code of ``program``'s jvp for these
+    inputs' ranks (what forward mode generated), called with the tangents ``along`` gives,
+    returning ``(value, tangent)``: a ``def`` forward mode can differentiate again."""
+    moved = tuple(k for k, t in enumerate(along) if t is not None)
+    jvp = _jvp_of(program, moved)
+    code = jvp.compiled(jvp._arguments(tuple(inputs), {})).function
+    key = (code, len(inputs), moved)
+    made = _JVP_CODE.get(key)
+    if made is not None:
+        return made
+    name = f"{code.__name__}_of"
+    scope = {"_code": code}
+    passed = ", ".join([f"inputs[{k}]" for k in range(len(inputs))] + [f"along[{k}]" for k in moved])
+    source = f"def {name}(inputs, along):\n    return _code({passed})\n"
+    emit.load(source, f"<srcgrad: {name}>", scope)
+    _JVP_CODE[key] = scope[name]
+    return scope[name]
+
+
+_JVP_CODE: dict = {}
+
+
+@registry.defadjoint(program_jvp, diff=("inputs", "along"), zero=("program",), sequence=("inputs", "along"),
+                     tangent=program_jvp_tangent)
+def program_jvp_transposed(ans_bar, ans, program, inputs, along):
+    """Reverse mode over a jvp (a reverse-mode jacobian of a third derivative): not derived; refused."""
+    raise errors.UnsupportedSyntaxError(
+        f"srcgrad differentiates the tangent of `{getattr(program, '__name__', program)}` in forward mode "
+        "only (reverse mode over forward mode over a gradient is not derived)", None,
+        "take this derivative with srcgrad.jacfwd, or by central differences")
+
+
+registry.nondifferentiable(_hessian_times, _jvp_code)
 
 
 def _inner_product(a, b):
@@ -946,6 +1056,7 @@ def gradient_jvp(gradient, wrt, dots, args, kwargs):
     Raises:
         UnsupportedSyntaxError: as :func:`gradient_vjp`.
     """
+    gradient = plain_gradient(gradient)
     primals, given, names, composed = _called_gradient(gradient, wrt, args, kwargs)
     index = {name: gradient._params.index(name) for name in names}
     tangents = tuple(_match(dots[given.index(n)] if n in given else None, primals[index[n]]) for n in names)

@@ -64,8 +64,10 @@ def _is_float_array(value) -> bool:
 
 def _is_object(value) -> bool:
     # (an OrderedDict or defaultdict has a __dict__ too: it is a dict, its items its parts)
+    # (a function srcgrad made, `srcgrad.grad(f)`, is a function, not a structure of parameters)
     return (hasattr(value, "__dict__") and not isinstance(value, _SKIP) and not isinstance(value, (type, dict))
-            and not callable(getattr(value, "__array__", None)))
+            and not callable(getattr(value, "__array__", None))
+            and getattr(type(value), "__srcgrad_gradient__", False) is not True)
 
 
 def _has_params(value) -> bool:

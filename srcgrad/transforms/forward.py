@@ -595,6 +595,12 @@ class _Forward:
             raise errors.at(call, f"forward mode cannot tell, when it compiles `{nodes.to_source(call)}`, "
                             "which argument each tangent belongs to", "pass the arguments one by one",
                             kind=errors.UnsupportedSyntaxError)
+        if nodes.to_source(call.func).strip() in ("dispatch.jvp_call", "dispatch.jvp_method"):
+            raise errors.at(call, "this is forward mode over forward-mode code that calls a function known "
+                            "only when it runs (a fifth derivative by nesting srcgrad.grad, or jvp of jvp "
+                            "through a method): srcgrad does not derive that yet",
+                            "take this derivative by central differences of the one before",
+                            kind=errors.UnsupportedSyntaxError)
         receiver = anno.get(stmt, "receiver")
         wrt = [("self", receiver)] if self._varies(receiver) else []
         wrt += [(i, a) for i, a in enumerate(args) if self._varies(a)]

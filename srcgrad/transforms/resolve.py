@@ -96,7 +96,7 @@ class FreeNames:
                 current = scope.get(attr, _MISSING)
             else:
                 key, attrs = attr
-                current = namespace.get(key if rename is None else rename[key], _MISSING)
+                current = namespace.get(key if rename is None else rename.get(key, key), _MISSING)
                 if current is _MISSING:  # (a scope a nested def of generated code reads as a global)
                     current = glob.get(key, _MISSING)
                 for attr in attrs:

@@ -4,7 +4,6 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-import srcgrad.errors
 from .conftest import assert_close, load
 
 
@@ -18,13 +17,6 @@ def _load_recording_plots(flavour, directory):
     return module, curves
 
 
-@pytest.mark.xfail(strict=True, raises=srcgrad.errors.UnsupportedSyntaxError, reason=(
-    "the fourth derivative, egrad(egrad(egrad(egrad(tanh)))), is refused; the first three run and "
-    "are right (tests/test_higher.py::test_third_derivative_of_elementwise_functions).  Its step is "
-    "forward mode over forward-mode code (the tangent rule of dispatch.gradient_pullback for the "
-    "third's inner gradient differentiates the hvp program of the second), and that code calls "
-    "the inner gradients through dispatch.jvp_call, dispatched when it runs, which forward mode "
-    "does not differentiate; the first refusal met is its `specialised.check(...)` given tangents"))
 def test_tanh_plotted_derivatives(tmp_path):
     matplotlib.use("Agg")
     ours, ours_curves = _load_recording_plots("srcgrad", tmp_path)
