@@ -25,6 +25,7 @@ Documented keys:
 from __future__ import annotations
 
 import dataclasses
+import linecache
 
 KEY = _KEY = "_srcgrad"
 
@@ -42,6 +43,15 @@ class Origin:
     def where(self) -> str:
         """``file.py:12`` — the file's base name, for comments in generated code."""
         return f"{self.filename.rsplit('/', 1)[-1]}:{self.line}"
+
+
+def origin_of(fn) -> Origin | None:
+    """Where ``fn``'s ``def`` is (its first line), or None for a function without Python code."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    line = linecache.getline(code.co_filename, code.co_firstlineno).rstrip("\n")
+    return Origin(code.co_filename, code.co_firstlineno, len(line) - len(line.lstrip()), line)
 
 
 _NONE: dict = {}  # (read only: what a node without annotations has)

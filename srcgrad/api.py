@@ -52,20 +52,12 @@ def _read_origin(fn, name):
         lines = [n.lineno for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name) and n.id == name]
     except (OSError, TypeError, SyntaxError):
         lines = []
-    origin = _origin_of(fn)
+    origin = anno.origin_of(fn)
     if not lines or origin is None:
         return origin
     number = fn.__code__.co_firstlineno + min(lines) - 1
     text = linecache.getline(fn.__code__.co_filename, number).rstrip("\n")
     return anno.Origin(fn.__code__.co_filename, number, len(text) - len(text.lstrip()), text)
-
-
-def _origin_of(fn):
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return None
-    line = linecache.getline(code.co_filename, code.co_firstlineno).rstrip("\n")
-    return anno.Origin(code.co_filename, code.co_firstlineno, len(line) - len(line.lstrip()), line)
 
 
 _OWNERS = {"numpy": ("NumPy", "np."), "scipy": ("SciPy", "scipy."), "builtins": ("Python", ""),
@@ -145,7 +137,7 @@ def _no_source(fn):
               "define the function with `def` in a .py file, or register a derivative rule for it "
               "with @srcgrad.defadjoint")
     return errors.NoSourceError(f"srcgrad cannot read the source of `{label}`: it is not a Python function",
-                                _origin_of(wrapped), advice)
+                                anno.origin_of(wrapped), advice)
 
 
 class GradientFunction:
@@ -166,7 +158,7 @@ class GradientFunction:
                 f"srcgrad cannot take the {mode} of `{getattr(fn, '__name__', fn)}`, a function srcgrad made: "
                 "it differentiates a plain srcgrad.grad(f) only, and only as grad(grad(f)) (a scalar first "
                 "derivative), jvp(grad(f)), jacfwd(grad(f)) or jacrev(grad(f)) (the Hessian)",
-                _origin_of(getattr(fn, "fn", None)),
+                anno.origin_of(getattr(fn, "fn", None)),
                 "use srcgrad.hvp, srcgrad.hessian, srcgrad.jacfwd or srcgrad.jacrev of the original function")
         if not callable(fn):
             raise TypeError(f"srcgrad.{mode} expects a function, got {type(fn).__name__}")
@@ -261,7 +253,7 @@ class GradientFunction:
         def spelled(name):
             return f"*{name}" if name == self._var_positional else \
                 f"**{name}" if name == self._var_keyword else name
-        return errors.WrtError(problem, _origin_of(self.fn),
+        return errors.WrtError(problem, anno.origin_of(self.fn),
                                f"the parameters are ({', '.join(map(spelled, self._params))}); pass "
                                "wrt=<index or name> or a tuple of them")
 
@@ -375,21 +367,21 @@ class GradientFunction:
                 raise errors.WrtError(
                     f"cannot differentiate with respect to `{label}`: it is a complex value "
                     f"({type(value).__name__}{'' if dtype is None else ' of ' + str(dtype)}); srcgrad "
-                    "does not differentiate complex numbers yet", _origin_of(self.fn),
+                    "does not differentiate complex numbers yet", anno.origin_of(self.fn),
                     "differentiate with respect to the real and imaginary parts as two float "
                     "arguments (z = re + 1j * im)")
             if kind is None:
                 slots = " (its class uses __slots__)" if hasattr(type(value), "__slots__") else ""
                 raise errors.WrtError(
                     f"cannot differentiate with respect to `{label}`: a {type(value).__name__} is not a "
-                    f"float, an array or a structure of them{slots}", _origin_of(self.fn),
+                    f"float, an array or a structure of them{slots}", anno.origin_of(self.fn),
                     "pass float arrays, or an object whose attributes (in its __dict__) hold them, "
                     "or a list, tuple or dict of them")
             if kind in ("i", "u", "b"):
                 raise errors.WrtError(
                     f"cannot differentiate with respect to `{label}`: it is an integer "
                     f"value ({type(value).__name__}{'' if dtype is None else ' of ' + str(dtype)})",
-                    _origin_of(self.fn),
+                    anno.origin_of(self.fn),
                     f"pass a floating-point value, e.g. {label}.astype(np.float64) "
                     f"or float({label})")
 
@@ -406,7 +398,7 @@ class GradientFunction:
                 return
             problem = (f"wrt={key!r} names no parameter of {self.fn.__name__} and no keyword argument "
                        f"passed to **{name} (passed: {', '.join(map(str, passed)) or 'none'})")
-        raise errors.WrtError(problem, _origin_of(self.fn),
+        raise errors.WrtError(problem, anno.origin_of(self.fn),
                               "ask for an argument that is passed, or pass it")
 
     def __call__(self, /, *args, **kwargs):
@@ -425,7 +417,7 @@ class GradientFunction:
             if self._internal:
                 raise  # the outermost call shows it
             # Located at the user's line, without srcgrad's frames (SRCGRAD_TRACEBACK=1 keeps them).
-            raise errors.shown_to_user(error, _origin_of(self.fn)) from None
+            raise errors.shown_to_user(error, anno.origin_of(self.fn)) from None
         except Exception as error:
             if not self._internal:  # (NumPy's error for a wrong shape: which line of the user's it was)
                 errors.note_user_lines(error)
@@ -517,12 +509,12 @@ class GradientFunction:
         if value is None:
             raise errors.UserCodeError(
                 f"{self.fn.__name__} returned None on the path this call took, so it has no "
-                "gradient", _origin_of(self.fn), "return the value to differentiate on every path")
+                "gradient", anno.origin_of(self.fn), "return the value to differentiate on every path")
         for leaf in value if isinstance(value, tuple) else (value,):
             if isinstance(leaf, complex) or getattr(getattr(leaf, "dtype", None), "kind", "") == "c":
                 raise errors.UnsupportedSyntaxError(
                     f"{self.fn.__name__} returned a complex value; srcgrad does not differentiate "
-                    "complex numbers yet", _origin_of(self.fn),
+                    "complex numbers yet", anno.origin_of(self.fn),
                     "return a real value (np.abs(z) ** 2, z.real, z.imag), computed from real arguments")
 
     def _plain_call(self, args):
@@ -594,7 +586,7 @@ class GradientFunction:
                 return _unshared(self._finalize(pullback(_zeros_for_none(ans_bar, value)), args),
                                  ans_bar if isinstance(ans_bar, tuple) else (ans_bar,))
             except errors.UserCodeError as error:
-                raise errors.shown_to_user(error, _origin_of(self.fn)) from None
+                raise errors.shown_to_user(error, anno.origin_of(self.fn)) from None
             except Exception as error:
                 errors.note_user_lines(error)
                 raise
@@ -681,12 +673,12 @@ def _unbound(fn, wrt, mode):
             if var_positional and item >= 0:  # into *args: a position as passed, after the fixed ones
                 return int(item) + len(args)
             raise errors.WrtError(f"wrt={item} is out of range: {label} leaves {len(left)} parameters "
-                                  f"to the caller ({', '.join(left)})", _origin_of(fn),
+                                  f"to the caller ({', '.join(left)})", anno.origin_of(fn),
                                   "pass wrt=<index or name> of one of those")
         if isinstance(item, str) and item in fixed:
             raise errors.WrtError(
                 f"wrt={item!r} names a parameter that {label} fixes: it is a constant there",
-                _origin_of(fn), f"differentiate `{fn.__qualname__}` itself with wrt={item!r} and pass "
+                anno.origin_of(fn), f"differentiate `{fn.__qualname__}` itself with wrt={item!r} and pass "
                 f"`{item}` at each call: srcgrad.{mode}({fn.__qualname__}, wrt={item!r})")
         return item
     wrt = tuple(map(moved, wrt)) if isinstance(wrt, (tuple, list)) else moved(wrt)
@@ -959,6 +951,11 @@ def _shape_or_none(x):
         return None
 
 
+# grad and jvp of a gradient function (`grad(grad(f))`: forward over reverse), by mode: put here
+# by srcgrad/higher.py, which is built on this module.
+OF_GRADIENT: dict = {}
+
+
 def _transform(mode, f, wrt, backend, optimize, has_aux, intermediates=(), hooks=None, check=None):
     if f is None:
         return functools.partial(_transform, mode, wrt=wrt, backend=backend, optimize=optimize,
@@ -966,10 +963,9 @@ def _transform(mode, f, wrt, backend, optimize, has_aux, intermediates=(), hooks
     equivalent = getattr(f, "__srcgrad_equivalent__", None)
     if equivalent is not None:  # grad(grad(f)), differentiated once more: as the grad of a def calling it
         f = equivalent()
-    if isinstance(f, GradientFunction) and mode in ("grad", "jvp") and not (has_aux or intermediates or hooks):
-        from . import higher  # (here, not at the top: it imports this module)
+    if isinstance(f, GradientFunction) and mode in OF_GRADIENT and not (has_aux or intermediates or hooks):
         try:
-            return higher.grad_of_gradient(f, wrt) if mode == "grad" else higher.jvp_of_gradient(f, wrt)
+            return OF_GRADIENT[mode](f, wrt)
         except errors.UserCodeError as error:
             raise errors.shown_to_user(error) from None
     try:
@@ -1233,7 +1229,7 @@ def source(fn, *example_args, **example_kwargs) -> str:
             return text + _callees_run(fn, text, given, given_kwargs) if complete else text
         return fn.source
     except errors.UserCodeError as error:
-        raise errors.shown_to_user(error, _origin_of(fn.fn)) from None
+        raise errors.shown_to_user(error, anno.origin_of(fn.fn)) from None
 
 
 def _callees_run(fn, text, args, kwargs) -> str:

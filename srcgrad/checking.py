@@ -51,7 +51,7 @@ import warnings
 
 import numpy as np
 
-from . import errors, tree
+from . import anno, errors, tree
 from .rules import registry
 
 _CALLS = [0]
@@ -101,9 +101,7 @@ class _Check:
             return None
         sibling = self.gf.__dict__.get("_value_sibling")
         if sibling is None:
-            from .api import GradientFunction
-
-            sibling = self.gf.__dict__["_value_sibling"] = GradientFunction(
+            sibling = self.gf.__dict__["_value_sibling"] = type(self.gf)(
                 self.gf.fn, "value_and_grad", self.gf._wrt_spec, self.gf.options.backend,
                 self.gf.options.optimize, self.gf.options.has_aux, check=False)
         _set_random_state(self.state)
@@ -303,9 +301,7 @@ def _checked_pullback(gf, saved, state, value, pullback):
 
 # ---- helpers ------------------------------------------------------------------------
 def _origin(fn):
-    from .api import _origin_of
-
-    return _origin_of(fn)
+    return anno.origin_of(fn)
 
 
 def _call_with(gf, fn, bound):

@@ -28,7 +28,8 @@ import os
 import numpy as np
 
 from . import anno, errors, runtime, tree
-from .api import GradientFunction, _match, as_def, _origin_of, _tangent_of_structure, grad, with_argnum
+from . import api
+from .api import GradientFunction, _match, as_def, _tangent_of_structure, grad, with_argnum
 from .pipeline import rank_of_argument
 from .rules import registry
 from .transforms import emit
@@ -48,7 +49,7 @@ class ForwardOverReverse:
             raise errors.UnsupportedSyntaxError(
                 "srcgrad differentiates the gradient of a function once more only for srcgrad.grad(f) of "
                 "whole named parameters, without has_aux=, intermediates= or hooks=",
-                _origin_of(gradient.fn), "differentiate srcgrad.grad(f, wrt=...) of the function itself")
+                anno.origin_of(gradient.fn), "differentiate srcgrad.grad(f, wrt=...) of the function itself")
         self.gradient, self.wrt, self.batched = gradient, wrt, batched
         self._jvps: dict = {}
 
@@ -123,7 +124,7 @@ class ForwardOverReverse:
                     calls = []
                 full = linecache.getline(code, line).rstrip("\n")
                 return anno.Origin(code, line, len(full) - len(full.lstrip()), full), list(dict.fromkeys(calls))
-        return _origin_of(self.gradient.fn), []
+        return anno.origin_of(self.gradient.fn), []
 
     def _refuse_calls(self, program):
         """The gradient code calls another function's compiled vjp (a callee that was not
@@ -154,7 +155,7 @@ class ForwardOverReverse:
                 f"this second derivative needs forward mode over the gradient code of "
                 f"{self.gradient.fn.__name__}, which differentiates {what} through a pullback closure "
                 "(compiled when the code runs) that forward mode does not follow yet",
-                _origin_of(self.gradient.fn),
+                anno.origin_of(self.gradient.fn),
                 "make what it calls known when compiling: functions defined with `def` and called by "
                 "name, arrays and models passed as arguments (an `nn.Module`'s layers are inlined), "
                 "values read by key rather than through `.values()`; or take the derivative by "
@@ -191,7 +192,7 @@ def _refuse_fixed(gradient: GradientFunction, what: str):
         name = gradient.fn.__qualname__
         raise errors.NoSourceError(
             f"srcgrad.{what} takes a function, not `{name}` with some of its arguments bound (a bound "
-            "method, a functools.partial or a callable object)", _origin_of(gradient.fn),
+            "method, a functools.partial or a callable object)", anno.origin_of(gradient.fn),
             f"pass the bound arguments at each call: srcgrad.{what}({name}, wrt=...)(obj, x, ...), "
             f"with wrt counting all of {name}'s parameters")
 
@@ -208,7 +209,7 @@ def _names(gradient, wrt) -> tuple:
     """The parameter names ``wrt`` (an index, a name or a tuple of them) refers to."""
     entries, _ = gradient._wrt_entries(wrt)
     if any(key is not None for _, key in entries):
-        raise errors.WrtError("higher derivatives take whole named parameters", _origin_of(gradient.fn),
+        raise errors.WrtError("higher derivatives take whole named parameters", anno.origin_of(gradient.fn),
                               "pass wrt=<index or name> of a named parameter")
     return tuple(name for name, _ in entries)
 
@@ -275,7 +276,7 @@ def grad_of_gradient(gradient: GradientFunction, wrt):
     if gradient._as_tuple or len(inner) != 1:
         raise errors.NonScalarOutputError(
             "grad needs a scalar output, but the gradient with respect to several parameters is a tuple",
-            _origin_of(gradient.fn), "use srcgrad.hessian or srcgrad.hvp")
+            anno.origin_of(gradient.fn), "use srcgrad.hessian or srcgrad.hvp")
     outer = GradientFunction(gradient.fn, "grad", wrt, gradient.options.backend, gradient.options.optimize)
     composed = ForwardOverReverse(outer, inner)
 
@@ -286,7 +287,7 @@ def grad_of_gradient(gradient: GradientFunction, wrt):
         if np.ndim(a) != 0 or tree.is_structure(a):
             raise errors.NonScalarOutputError(
                 f"grad needs a scalar output, but grad({gradient.fn.__name__}) with respect to "
-                f"`{inner[0]}` returns its gradient, of shape {np.shape(a)}", _origin_of(gradient.fn),
+                f"`{inner[0]}` returns its gradient, of shape {np.shape(a)}", anno.origin_of(gradient.fn),
                 "use srcgrad.hessian(f) for the matrix of second derivatives, or srcgrad.hvp(f)")
         outer._check_wrt(args)
         _, tangent = composed(args, (np.ones_like(a) if isinstance(a, np.ndarray) else type(a)(1.0),))
@@ -627,7 +628,7 @@ def _hessian_of_gradient(gradient, wrt, what: str, chunk_size):
     if _names(gradient, wrt) != inner or isinstance(wrt, (tuple, list)) != gradient._as_tuple:
         raise errors.UnsupportedSyntaxError(
             f"srcgrad.{what} of grad({gradient.fn.__name__}) is its Hessian only with respect to the same "
-            f"parameters ({', '.join(inner)}); a mixed block is not supported", _origin_of(gradient.fn),
+            f"parameters ({', '.join(inner)}); a mixed block is not supported", anno.origin_of(gradient.fn),
             f"use srcgrad.hessian({gradient.fn.__name__}, wrt=(a, b)) and take the block [0][1]")
     return hessian(gradient.fn, gradient._wrt_spec, gradient.options.backend, gradient.options.optimize,
                    chunk_size)
@@ -986,8 +987,6 @@ def program_jvp_tangent(ans, program, inputs, along, inputs_dot=None, along_dot=
 
 
 def _jvp_of(program, moved):
-    from . import api
-
     return api.jvp_function(program, moved)
 
 
@@ -1088,3 +1087,6 @@ def gradient_pullback_transposed(u, ans, gradient, wrt, value_bar, args):
 # srcgrad.grad(f) called in a function makes a function: no derivative (forward mode over
 # code that calls it passes it by; the call of what it made is differentiated).
 registry.nondifferentiable(grad)
+
+
+api.OF_GRADIENT.update(grad=grad_of_gradient, jvp=jvp_of_gradient)

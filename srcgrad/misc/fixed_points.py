@@ -25,7 +25,7 @@ import weakref
 
 import numpy as np
 
-from .. import api, errors, tree
+from .. import anno, api, errors, tree
 from ..rules import _ndim
 from ..rules.registry import defadjoint
 
@@ -242,7 +242,7 @@ def _uncurry(f):
     if problem is not None:
         raise errors.UnsupportedSyntaxError(
             f"srcgrad's fixed_point differentiates `{getattr(f, '__name__', f)}` as `f(a)(x)` made one "
-            f"function of `(a, x)`, and cannot here: {problem}", api._origin_of(f),
+            f"function of `(a, x)`, and cannot here: {problem}", anno.origin_of(f),
             "write f as a `def` of one parameter whose last statement returns the step: "
             "`return lambda x: ...`, or `return step` after `def step(x): ...`")
     name = f"{f.__name__}_applied"
