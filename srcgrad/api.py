@@ -1152,6 +1152,7 @@ def as_def(f, summed: bool = False):
     source = f"def {name}({', '.join(params)}):\n    return {f'_np.sum({called})' if summed else called}\n"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), scope)
+    scope[name].__srcgrad_calls__ = f  # (errors about it are located at f's def: higher.users_function)
     _AS_DEF[id(f), summed] = (f, scope[name])
     return scope[name]
 

@@ -124,7 +124,7 @@ class ForwardOverReverse:
                     calls = []
                 full = linecache.getline(code, line).rstrip("\n")
                 return anno.Origin(code, line, len(full) - len(full.lstrip()), full), list(dict.fromkeys(calls))
-        return anno.origin_of(self.gradient.fn), []
+        return anno.origin_of(users_function(self.gradient.fn)), []
 
     def _refuse_calls(self, program):
         """The gradient code calls another function's compiled vjp (a callee that was not
@@ -155,7 +155,7 @@ class ForwardOverReverse:
                 f"this second derivative needs forward mode over the gradient code of "
                 f"{self.gradient.fn.__name__}, which differentiates {what} through a pullback closure "
                 "(compiled when the code runs) that forward mode does not follow yet",
-                anno.origin_of(self.gradient.fn),
+                anno.origin_of(users_function(self.gradient.fn)),
                 "make what it calls known when compiling: functions defined with `def` and called by "
                 "name, arrays and models passed as arguments (an `nn.Module`'s layers are inlined), "
                 "values read by key rather than through `.values()`; or take the derivative by "
@@ -163,6 +163,18 @@ class ForwardOverReverse:
 
 
 _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "matmul": "@", "pow": "**"}
+
+
+def users_function(fn):
+    """The user's function behind ``fn``: itself, or for a def srcgrad wrote around a call
+    (``api.as_def``: ``elementwise_grad``, ``grad(grad(grad(f)))``) the function it calls,
+    followed through gradient functions (their ``fn``) to the user's ``def``."""
+    for _ in range(100):
+        inner = getattr(fn, "__srcgrad_calls__", None) or getattr(fn, "fn", None)
+        if inner is None or inner is fn:
+            return fn
+        fn = inner
+    return fn
 
 
 def _dispatched(call):

@@ -596,9 +596,11 @@ class _Forward:
                             "which argument each tangent belongs to", "pass the arguments one by one",
                             kind=errors.UnsupportedSyntaxError)
         if nodes.to_source(call.func).strip() in ("dispatch.jvp_call", "dispatch.jvp_method"):
-            raise errors.at(call, "this is forward mode over forward-mode code that calls a function known "
-                            "only when it runs (a fifth derivative by nesting srcgrad.grad, or jvp of jvp "
-                            "through a method): srcgrad does not derive that yet",
+            called = nodes.to_source(call.args[0]).strip() if call.args else "a function"
+            raise errors.at(call, f"srcgrad does not differentiate again the forward mode it generated for "
+                            f"`{called}`, a call dispatched when the code runs (a derivative of this order "
+                            "through it: a fifth by nesting srcgrad.grad, a third through a function "
+                            "dispatched when it runs)",
                             "take this derivative by central differences of the one before",
                             kind=errors.UnsupportedSyntaxError)
         receiver = anno.get(stmt, "receiver")
