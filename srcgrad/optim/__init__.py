@@ -12,9 +12,11 @@ gradients of the same structure -- what ``srcgrad.grad`` returns for it::
 There is no ``zero_grad``: gradients are values, never accumulated on the
 parameters.  :class:`LBFGS`, which evaluates the loss again during a step,
 takes a closure returning ``(loss, gradient)`` (``srcgrad.value_and_grad``).
-``opt.param_groups`` is PyTorch's view of the hyper-parameters.  Every update
-rule follows its published equations, cited in each class's docstring.
+:mod:`.lr_scheduler` holds PyTorch's learning-rate schedulers, acting on
+``opt.param_groups``.  Every update rule follows its published equations,
+cited in each class's docstring.
 """
+from . import lr_scheduler
 from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
@@ -23,4 +25,5 @@ from .lbfgs import LBFGS
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "LBFGS", "Optimizer", "ParamGroup", "RMSprop"]
+__all__ = ["SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "LBFGS", "Optimizer", "ParamGroup", "RMSprop",
+           "lr_scheduler"]
