@@ -52,7 +52,8 @@ def batches(*arrays: Any, batch_size: int = 1, shuffle: bool = True, drop_last: 
     arrays = tuple(a if isinstance(a, np.ndarray) else np.asarray(a) for a in arrays)
     for i, a in enumerate(arrays):
         if a.ndim == 0:
-            raise ValueError(f"batches: array {i} is a scalar; each array needs a first dimension of examples")
+            raise ValueError(f"batches: array {i} is a scalar; each array needs a first dimension of "
+                             "examples")
     n = len(arrays[0])
     lengths = [len(a) for a in arrays]
     if any(length != n for length in lengths):

@@ -63,7 +63,8 @@ def test_errors_raise_at_the_call(args, kw, message):
         data.batches(*args, **kw)                    # (not only once iterated)
 
 
-@pytest.mark.parametrize("n, batch_size, drop_last", [(10, 3, False), (10, 3, True), (9, 3, True), (2, 5, True)])
+@pytest.mark.parametrize("n, batch_size, drop_last",
+                         [(10, 3, False), (10, 3, True), (9, 3, True), (2, 5, True)])
 def test_same_batches_as_torchs_dataloader_in_order(n, batch_size, drop_last):
     torch = pytest.importorskip("torch")
     x, y = np.random.default_rng(0).standard_normal((n, 3)), np.arange(n)

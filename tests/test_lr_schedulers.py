@@ -92,8 +92,8 @@ def test_one_cycle_lr_and_its_momentum():
 
 def test_one_cycle_lr_linear_three_phase_with_adam_betas():
     opt = optim.Adam({"w": np.zeros(2)}, lr=1.0, betas=(0.9, 0.99))
-    s = sched.OneCycleLR(opt, max_lr=2.0, epochs=2, steps_per_epoch=5, pct_start=0.25, anneal_strategy="linear",
-                         three_phase=True, div_factor=4.0)
+    s = sched.OneCycleLR(opt, max_lr=2.0, epochs=2, steps_per_epoch=5, pct_start=0.25,
+                         anneal_strategy="linear", three_phase=True, div_factor=4.0)
     # phases end at steps 1.5, 3 and 9: 0.5 → 2 → 0.5 → 0.5e-4, linearly
     got = lrs(s, 9)
     np.testing.assert_allclose(got[:4], [0.5, 1.5, 1.5, 0.5], rtol=1e-14)
@@ -197,8 +197,10 @@ def test_get_last_lr_is_a_copy():
     (lambda: sched.CosineAnnealingLR(sgd(), T_max=0), ValueError, "T_max"),
     (lambda: sched.OneCycleLR(sgd(), max_lr=1.0), ValueError, "total_steps"),
     (lambda: sched.OneCycleLR(sgd(), max_lr=1.0, total_steps=10, pct_start=1.5), ValueError, "pct_start"),
-    (lambda: sched.OneCycleLR(sgd(), max_lr=1.0, total_steps=10, anneal_strategy="exp"), ValueError, "anneal"),
-    (lambda: sched.OneCycleLR(sgd(), max_lr=[1.0, 2.0], total_steps=10), ValueError, "one per parameter group"),
+    (lambda: sched.OneCycleLR(sgd(), max_lr=1.0, total_steps=10, anneal_strategy="exp"), ValueError,
+     "anneal"),
+    (lambda: sched.OneCycleLR(sgd(), max_lr=[1.0, 2.0], total_steps=10), ValueError,
+     "one per parameter group"),
     (lambda: sched.OneCycleLR(optim.Adagrad({"w": np.zeros(1)}), max_lr=1.0, total_steps=10), ValueError,
      "cycle_momentum=False"),
     (lambda: sched.ReduceLROnPlateau(sgd(), factor=1.0), ValueError, "factor"),
@@ -226,10 +228,11 @@ SCHEDULES = {  # name: (optimizer class name, optimizer keywords, [(scheduler na
     "cosine": ("SGD", {"lr": 0.1}, [("CosineAnnealingLR", {"T_max": 7, "eta_min": 0.01})]),
     "cosine-short": ("RMSprop", {"lr": 0.01}, [("CosineAnnealingLR", {"T_max": 1})]),
     "lambda": ("Adagrad", {"lr": 0.5}, [("LambdaLR", {"lr_lambda": lambda e: 1 / (1 + e)})]),
-    "onecycle-sgd": ("SGD", {"lr": 0.1, "momentum": 0.9}, [("OneCycleLR", {"max_lr": 0.05, "total_steps": 25})]),
-    "onecycle-adam-3": ("Adam", {"lr": 0.1}, [("OneCycleLR", {"max_lr": 0.05, "epochs": 5, "steps_per_epoch": 5,
-                                                                "three_phase": True, "anneal_strategy": "linear",
-                                                                "pct_start": 0.4})]),
+    "onecycle-sgd": ("SGD", {"lr": 0.1, "momentum": 0.9},
+                     [("OneCycleLR", {"max_lr": 0.05, "total_steps": 25})]),
+    "onecycle-adam-3": ("Adam", {"lr": 0.1},
+                        [("OneCycleLR", {"max_lr": 0.05, "epochs": 5, "steps_per_epoch": 5,
+                                         "three_phase": True, "anneal_strategy": "linear", "pct_start": 0.4})]),
     "onecycle-rmsprop": ("RMSprop", {"lr": 0.1, "momentum": 0.5},
                                [("OneCycleLR", {"max_lr": 0.02, "total_steps": 24, "div_factor": 5.0,
                                                 "final_div_factor": 100.0, "base_momentum": 0.5})]),
@@ -261,11 +264,13 @@ def test_schedule_and_trajectory_match_torch(name):
         group, tgroup = opt.param_groups[0], topt.param_groups[0]
         for key in ("lr", "momentum", "betas", "initial_lr"):
             if key in tgroup:
-                np.testing.assert_allclose(group[key], tgroup[key], rtol=1e-13, err_msg=f"{key} at step {step}")
+                np.testing.assert_allclose(group[key], tgroup[key], rtol=1e-13,
+                                           err_msg=f"{key} at step {step}")
         for s, t in zip(ours, theirs):
             assert s.last_epoch == t.last_epoch
             np.testing.assert_allclose(s.get_last_lr(), t.get_last_lr(), rtol=1e-13)
-        np.testing.assert_allclose(params["w"], tw.detach().numpy(), rtol=1e-10, atol=1e-12, err_msg=f"step {step}")
+        np.testing.assert_allclose(params["w"], tw.detach().numpy(), rtol=1e-10, atol=1e-12,
+                                   err_msg=f"step {step}")
         if step == STEPS:
             break
         opt.step({"w": grad(params["w"])})
@@ -292,11 +297,13 @@ def test_reduce_lr_on_plateau_matches_torch(kw):
         s.step(metric)
         t.step(metric)
         assert s.get_last_lr() == t.get_last_lr() and opt.lr == topt.param_groups[0]["lr"]
-        assert (s.best, s.num_bad_epochs, s.cooldown_counter) == (t.best, t.num_bad_epochs, t.cooldown_counter)
+        assert (s.best, s.num_bad_epochs, s.cooldown_counter) == \
+            (t.best, t.num_bad_epochs, t.cooldown_counter)
     assert opt.lr < 0.1                                   # (some reductions happened)
 
 
-@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")  # (torch's: no steps here)
+# (torch warns that its scheduler steps with no optimizer step: none is needed here)
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")
 @pytest.mark.parametrize("name, kw", [("StepLR", {"step_size": 3, "gamma": 0.5}),
                                       ("MultiStepLR", {"milestones": [2, 6], "gamma": 0.5}),
                                       ("ExponentialLR", {"gamma": 0.9}),

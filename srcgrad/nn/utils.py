@@ -29,9 +29,9 @@ from .module import Parameters
 def _gradient_arrays(grads: Any, caller: str) -> list[tuple[str, np.ndarray]]:
     """``[(path name, array)]`` of the gradient's leaves, each writeable; TypeError otherwise."""
     if isinstance(grads, Parameters):
-        raise TypeError(f"{caller}: srcgrad keeps no .grad on the parameters, so model.parameters() has no "
-                        "gradients to clip; pass the gradient itself: `grads = srcgrad.grad(loss)(model, x, y); "
-                        f"{caller}(grads, ...); opt.step(grads)`")
+        raise TypeError(f"{caller}: srcgrad keeps no .grad on the parameters, so model.parameters() has "
+                        "no gradients to clip; pass the gradient itself: "
+                        f"`grads = srcgrad.grad(loss)(model, x, y); {caller}(grads, ...); opt.step(grads)`")
     if isinstance(grads, np.ndarray):
         paths, leaves = [()], [grads]
     else:
@@ -40,10 +40,9 @@ def _gradient_arrays(grads: Any, caller: str) -> list[tuple[str, np.ndarray]]:
     for path, leaf in zip(paths, leaves):
         name = tree.path_name(path)
         if not (isinstance(leaf, np.ndarray) and np.issubdtype(leaf.dtype, np.floating)):
-            raise TypeError(f"{caller}: gradient '{name}' is a {type(leaf).__name__}"
-                            f"{' of dtype ' + str(leaf.dtype) if isinstance(leaf, np.ndarray) else ''}, not a "
-                            "float array that can be changed in place (hold a trainable number as a 0-d array, "
-                            "np.array(0.5))")
+            kind = type(leaf).__name__ + (f" of dtype {leaf.dtype}" if isinstance(leaf, np.ndarray) else "")
+            raise TypeError(f"{caller}: gradient '{name}' is a {kind}, not a float array that can be changed "
+                            "in place (hold a trainable number as a 0-d array, np.array(0.5))")
         if not leaf.flags.writeable:
             raise ValueError(f"{caller}: gradient '{name}' is a read-only array: pass a writeable copy")
         out.append((name, leaf))
@@ -88,8 +87,9 @@ def clip_grad_norm_(grads: Any, max_norm: float, norm_type: float = 2.0,
     norms = np.array([_norm(a.reshape(-1), p) for _, a in arrays], dtype=dtype)
     total = dtype.type(_norm(norms, p))
     if error_if_nonfinite and not np.isfinite(total):
-        raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradient is {total}, "
-                           "so it cannot be clipped; pass error_if_nonfinite=False to scale it anyway")
+        raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradient is "
+                           f"{total}, so it cannot be clipped; pass error_if_nonfinite=False to scale it "
+                           "anyway")
     coef = min(max_norm / (float(total) + 1e-6), 1.0)   # (nan stays nan, as PyTorch's clamp)
     done: set[int] = set()
     for _, a in arrays:

@@ -308,7 +308,8 @@ class ParamGroup(MutableMapping):
     def __setitem__(self, key: str, value: Any) -> None:
         opt = self.optimizer
         if key == "params":
-            raise TypeError("param_groups[0]['params'] is read-only: make a new optimizer for other parameters")
+            raise TypeError("param_groups[0]['params'] is read-only: make a new optimizer for other "
+                            "parameters")
         if key in opt._hyper:
             setattr(opt, key, value)
         else:

@@ -99,7 +99,8 @@ class LBFGS(Optimizer):
         self.tolerance_grad = _real("LBFGS", "tolerance_grad", self.tolerance_grad)
         self.tolerance_change = _real("LBFGS", "tolerance_change", self.tolerance_change)
         if self.line_search_fn not in (None, "strong_wolfe"):
-            raise ValueError(f"LBFGS: line_search_fn must be None or 'strong_wolfe', got {self.line_search_fn!r}")
+            raise ValueError("LBFGS: line_search_fn must be None or 'strong_wolfe', "
+                             f"got {self.line_search_fn!r}")
 
     def step(self, closure: Callable[[], tuple[Any, Any]] | None = None) -> Any:
         """Run up to ``max_iter`` L-BFGS iterations, updating the parameters in place.
@@ -142,7 +143,8 @@ class LBFGS(Optimizer):
 
         d, t = state.get("d"), state.get("t")
         old_dirs, old_stps, ro = state.get("old_dirs", []), state.get("old_stps", []), state.get("ro", [])
-        h_diag, prev_g, prev_loss = state.get("H_diag", 1.0), state.get("prev_flat_grad"), state.get("prev_loss")
+        h_diag = state.get("H_diag", 1.0)
+        prev_g, prev_loss = state.get("prev_flat_grad"), state.get("prev_loss")
         n_iter = 0
         while n_iter < self.max_iter:
             n_iter += 1
@@ -185,7 +187,7 @@ class LBFGS(Optimizer):
             else:
                 self._add(t, d)
                 ls_evals = 0
-                if n_iter != self.max_iter:         # (the last iteration's point is evaluated by the next step)
+                if n_iter != self.max_iter:         # (the last point is evaluated by the next step)
                     _, loss, g = self._evaluate(closure)
                     converged = _max_abs(g) <= tol_grad
                     ls_evals = 1
@@ -221,7 +223,8 @@ class LBFGS(Optimizer):
                 or invalid hyper-parameters.
         """
         if state.get("optimizer") != "LBFGS":
-            raise ValueError(f"LBFGS.load_state_dict: the state is from {state.get('optimizer')!r}, not LBFGS")
+            raise ValueError(f"LBFGS.load_state_dict: the state is from {state.get('optimizer')!r}, "
+                             "not LBFGS")
         _same_names(self._names, list(state["state"]), "this optimizer's parameters", "the loaded state")
         size = sum(p.size for p in self._arrays)
         history = state["state"][self._names[0]]

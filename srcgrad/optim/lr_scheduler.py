@@ -62,7 +62,7 @@ class LRScheduler:
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
         if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not a srcgrad optimizer (srcgrad.optim.SGD, Adam, ...)")
+            raise TypeError(_not_an_optimizer(optimizer))
         self.optimizer = optimizer
         groups = optimizer.param_groups
         if last_epoch == -1:
@@ -71,9 +71,9 @@ class LRScheduler:
         else:
             for i, group in enumerate(groups):
                 if "initial_lr" not in group:
-                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] when resuming a "
-                                   f"scheduler with last_epoch={last_epoch}: load the optimizer's state_dict "
-                                   "first, or start with last_epoch=-1")
+                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] when "
+                                   f"resuming a scheduler with last_epoch={last_epoch}: load the "
+                                   "optimizer's state_dict first, or start with last_epoch=-1")
         self.base_lrs = [group["initial_lr"] for group in groups]
         self.last_epoch = last_epoch
         self._step_count = 0
@@ -127,6 +127,10 @@ class LRScheduler:
         return f"{type(self).__name__}(last_epoch={self.last_epoch}, lr={self._last_lr})"
 
 
+def _not_an_optimizer(optimizer: Any) -> str:
+    return f"{type(optimizer).__name__} is not a srcgrad optimizer (srcgrad.optim.SGD, Adam, ...)"
+
+
 def _positive_int(owner: str, name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{owner}: {name} must be a positive integer, got {value!r}")
@@ -138,7 +142,8 @@ def _per_group(owner: str, name: str, optimizer: Optimizer, value: Any) -> list:
     n = len(optimizer.param_groups)
     if isinstance(value, (list, tuple)):
         if len(value) != n:
-            raise ValueError(f"{owner}: expected {n} values for {name}, one per parameter group, got {len(value)}")
+            raise ValueError(f"{owner}: expected {n} values for {name}, one per parameter group, "
+                             f"got {len(value)}")
         return list(value)
     return [value] * n
 
@@ -159,7 +164,8 @@ class LambdaLR(LRScheduler):
         ValueError: a list of functions whose length is not the number of groups.
     """
 
-    def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float] | list, last_epoch: int = -1) -> None:
+    def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float] | list,
+                 last_epoch: int = -1) -> None:
         self.lr_lambdas = _per_group("LambdaLR", "lr_lambda", optimizer, lr_lambda)
         super().__init__(optimizer, last_epoch)
 
@@ -197,7 +203,8 @@ class StepLR(LRScheduler):
         ValueError: ``step_size`` is not a positive integer.
     """
 
-    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1) -> None:
+    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1,
+                 last_epoch: int = -1) -> None:
         self.step_size = _positive_int("StepLR", "step_size", step_size)
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
@@ -304,8 +311,8 @@ class CosineAnnealingLR(LRScheduler):
         return [ratio * (lr - low) + low for lr in self._lrs()]
 
     def _closed_form_lr(self) -> list[float]:
-        return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
-                for base in self.base_lrs]
+        cosine = math.cos(math.pi * self.last_epoch / self.T_max)
+        return [self.eta_min + (base - self.eta_min) * (1 + cosine) / 2 for base in self.base_lrs]
 
 
 class OneCycleLR(LRScheduler):
@@ -357,7 +364,7 @@ class OneCycleLR(LRScheduler):
                  div_factor: float = 25.0, final_div_factor: float = 1e4, three_phase: bool = False,
                  last_epoch: int = -1) -> None:
         if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not a srcgrad optimizer (srcgrad.optim.SGD, Adam, ...)")
+            raise TypeError(_not_an_optimizer(optimizer))
         if total_steps is not None:
             self.total_steps = _positive_int("OneCycleLR", "total_steps", total_steps)
         elif epochs is not None and steps_per_epoch is not None:
@@ -368,7 +375,8 @@ class OneCycleLR(LRScheduler):
         if isinstance(pct_start, bool) or not isinstance(pct_start, numbers.Real) or not 0 <= pct_start <= 1:
             raise ValueError(f"OneCycleLR: pct_start must be a number in [0, 1], got {pct_start!r}")
         if anneal_strategy not in ("cos", "linear"):
-            raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
+            raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', "
+                             f"got {anneal_strategy!r}")
         self.anneal_strategy = anneal_strategy
         up = float(pct_start * self.total_steps) - 1
         # (end step, start and end learning rate keys, start and end momentum keys) of each phase
@@ -464,11 +472,12 @@ class ReduceLROnPlateau(LRScheduler):
         if factor >= 1.0:
             raise ValueError(f"ReduceLROnPlateau: factor must be < 1.0, got {factor!r}")
         if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not a srcgrad optimizer (srcgrad.optim.SGD, Adam, ...)")
+            raise TypeError(_not_an_optimizer(optimizer))
         if mode not in ("min", "max"):
             raise ValueError(f"ReduceLROnPlateau: mode must be 'min' or 'max', got {mode!r}")
         if threshold_mode not in ("rel", "abs"):
-            raise ValueError(f"ReduceLROnPlateau: threshold_mode must be 'rel' or 'abs', got {threshold_mode!r}")
+            raise ValueError(f"ReduceLROnPlateau: threshold_mode must be 'rel' or 'abs', "
+                             f"got {threshold_mode!r}")
         self.optimizer = optimizer
         self.factor = factor
         self.min_lrs = _per_group("ReduceLROnPlateau", "min_lr", optimizer, min_lr)
@@ -485,9 +494,10 @@ class ReduceLROnPlateau(LRScheduler):
 
     def is_better(self, a: float, best: float) -> bool:
         """Whether metric ``a`` improves on ``best`` by the threshold."""
+        rel = self.threshold_mode == "rel"
         if self.mode == "min":
-            return a < best * (1.0 - self.threshold) if self.threshold_mode == "rel" else a < best - self.threshold
-        return a > best * (self.threshold + 1.0) if self.threshold_mode == "rel" else a > best + self.threshold
+            return a < best * (1.0 - self.threshold) if rel else a < best - self.threshold
+        return a > best * (self.threshold + 1.0) if rel else a > best + self.threshold
 
     def step(self, metrics: float, epoch: int | None = None) -> None:  # type: ignore[override]
         """Record this epoch's metric (a number or 0-d array); reduce the learning rate on a plateau."""
