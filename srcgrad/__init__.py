@@ -8,12 +8,12 @@ from .errors import (BackendError, GradientCheckError, NoDerivativeRuleError, No
 from .rules.registry import custom_adjoint, defadjoint, deftangent, nondifferentiable
 from .backends import set_default_backend
 from .runtime import stop_gradient, to_device, to_host
-from . import misc, nn, optim, testing, tree  # noqa: E402
+from . import data, misc, nn, optim, testing, tree  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = [
     "grad", "value_and_grad", "vjp", "jvp", "elementwise_grad", "hvp", "hessian_vector_product", "hessian", "jacfwd", "jacrev", "jacobian", "source", "show", "defadjoint", "deftangent", "nondifferentiable",
-    "custom_adjoint", "stop_gradient", "misc", "nn", "optim", "testing", "tree", "to_device", "to_host",
+    "custom_adjoint", "stop_gradient", "data", "misc", "nn", "optim", "testing", "tree", "to_device", "to_host",
     "set_default_backend",
     "SrcgradError", "UserCodeError", "BackendError", "UnsupportedSyntaxError", "NoDerivativeRuleError",
     "NoSourceError", "NonScalarOutputError", "WrtError", "GradientCheckError",

@@ -19,7 +19,7 @@ LAYERS = [
     ("leaf", ("srcgrad.anno", "srcgrad.errors", "srcgrad.tree", "srcgrad.backends")),
     ("runtime", ("srcgrad.runtime",)),
     # written on the runtime, without the compiler:
-    ("libraries", ("srcgrad.nn", "srcgrad.optim", "srcgrad.misc", "srcgrad.scipy")),
+    ("libraries", ("srcgrad.nn", "srcgrad.optim", "srcgrad.misc", "srcgrad.scipy", "srcgrad.data")),
     ("rules", ("srcgrad.rules",)),
     ("passes", ("srcgrad.nodes", "srcgrad.templates", "srcgrad.analysis", "srcgrad.transforms")),
     ("pipeline", ("srcgrad.pipeline",)),

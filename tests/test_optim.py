@@ -32,32 +32,49 @@ def ref_sgd(p, gs, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=F
     return out
 
 
-def ref_adam(p, gs, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
-    """Kingma & Ba 2015, Algorithm 1 (+ L2 decay added to the gradient)."""
+def ref_adam(p, gs, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False):
+    """Kingma & Ba 2015, Algorithm 1 (+ L2 decay added to the gradient); amsgrad: Reddi et al.
+    2018, the running maximum of v_t, bias-corrected as PyTorch documents."""
     b1, b2 = betas
-    m = v = np.zeros_like(p)
+    m = v = v_max = np.zeros_like(p)
     out = []
     for t, g in enumerate(gs, start=1):
         g = g + weight_decay * p
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g**2
+        v_max = np.maximum(v_max, v)
         m_hat = m / (1 - b1**t)
-        v_hat = v / (1 - b2**t)
+        v_hat = (v_max if amsgrad else v) / (1 - b2**t)
         p = p - lr * m_hat / (np.sqrt(v_hat) + eps)
         out.append(p)
     return out
 
 
-def ref_adamw(p, gs, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+def ref_adamw(p, gs, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False):
     """Loshchilov & Hutter 2019, Algorithm 2, as PyTorch parameterises the decay (γλθ)."""
     b1, b2 = betas
-    m = v = np.zeros_like(p)
+    m = v = v_max = np.zeros_like(p)
     out = []
     for t, g in enumerate(gs, start=1):
         p = p - lr * weight_decay * p
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g**2
-        p = p - lr * (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps)
+        v_max = np.maximum(v_max, v)
+        p = p - lr * (m / (1 - b1**t)) / (np.sqrt((v_max if amsgrad else v) / (1 - b2**t)) + eps)
+        out.append(p)
+    return out
+
+
+def ref_adadelta(p, gs, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0):
+    """Zeiler 2012, Algorithm 1, scaled by lr (+ L2 decay added to the gradient), as PyTorch documents."""
+    v = u = np.zeros_like(p)
+    out = []
+    for g in gs:
+        g = g + weight_decay * p
+        v = rho * v + (1 - rho) * g**2
+        delta = np.sqrt(u + eps) / np.sqrt(v + eps) * g
+        u = rho * u + (1 - rho) * delta**2
+        p = p - lr * delta
         out.append(p)
     return out
 
@@ -106,6 +123,10 @@ CONFIGS = [
     ("adam-wd", optim.Adam, {"lr": 0.05, "betas": (0.8, 0.95), "eps": 1e-3, "weight_decay": 0.2}),
     ("adamw", optim.AdamW, {"lr": 0.1, "weight_decay": 0.3}),
     ("adamw-nodecay", optim.AdamW, {"lr": 0.1, "weight_decay": 0.0, "betas": (0.5, 0.9)}),
+    ("adam-amsgrad", optim.Adam, {"lr": 0.05, "betas": (0.8, 0.5), "weight_decay": 0.1, "amsgrad": True}),
+    ("adamw-amsgrad", optim.AdamW, {"lr": 0.05, "betas": (0.7, 0.6), "amsgrad": True}),
+    ("adadelta", optim.Adadelta, {}),
+    ("adadelta-all", optim.Adadelta, {"lr": 0.5, "rho": 0.7, "eps": 1e-3, "weight_decay": 0.2}),
     ("adagrad", optim.Adagrad, {"lr": 0.5}),
     ("adagrad-all", optim.Adagrad, {"lr": 0.5, "lr_decay": 0.1, "weight_decay": 0.2,
                                         "initial_accumulator_value": 0.3, "eps": 1e-6}),
@@ -116,10 +137,11 @@ CONFIGS = [
                                         "centered": True, "weight_decay": 0.1}),
 ]
 REFS = {optim.SGD: ref_sgd, optim.Adam: ref_adam, optim.AdamW: ref_adamw,
-        optim.Adagrad: ref_adagrad, optim.RMSprop: ref_rmsprop}
+        optim.Adagrad: ref_adagrad, optim.RMSprop: ref_rmsprop, optim.Adadelta: ref_adadelta}
 # One configuration per optimizer with every optional feature on.
 FULL = {c[0]: c for c in CONFIGS if c[0] in
-        ("sgd-nesterov", "sgd-dampening", "adam-wd", "adamw", "adagrad-all", "rmsprop-all")}
+        ("sgd-nesterov", "sgd-dampening", "adam-wd", "adamw", "adam-amsgrad", "adagrad-all", "rmsprop-all",
+         "adadelta-all")}
 STEPS = 4
 
 
@@ -297,6 +319,35 @@ def test_rmsprop_centered_by_hand():
     np.testing.assert_allclose(p["x"], [-2.0 - 4.0 / np.sqrt(2.75)], rtol=1e-14)
 
 
+def test_amsgrad_keeps_the_largest_second_moment():
+    # β1 = 0, β2 = 0.5, ε = 0, g = 4 then 1: v = 8, 4.5 and v^max = 8, 8; v̂_2 = 8 / 0.75,
+    # so the second step is -1 / √(32/3) (plain Adam: -1 / √6).
+    for amsgrad, second in ((True, 1 / np.sqrt(32 / 3)), (False, 1 / np.sqrt(6.0))):
+        p = {"x": np.array([0.0])}
+        opt = optim.Adam(p, lr=1.0, betas=(0.0, 0.5), eps=0.0, amsgrad=amsgrad)
+        opt.step({"x": np.array([4.0])})
+        np.testing.assert_allclose(p["x"], [-1.0], rtol=1e-14)
+        opt.step({"x": np.array([1.0])})
+        np.testing.assert_allclose(p["x"], [-1.0 - second], rtol=1e-14)
+        assert ("max_exp_avg_sq" in opt.state["x"]) == amsgrad
+        if amsgrad:
+            np.testing.assert_allclose(opt.state["x"]["max_exp_avg_sq"], [8.0], rtol=1e-14)
+
+
+def test_adadelta_by_hand():
+    # ρ = 0.5, ε = 1, γ = 1, g = 2: v = 2, Δx = √1/√3 · 2, u = Δx²/2 = 2/3
+    p = {"x": np.array([0.0])}
+    opt = optim.Adadelta(p, rho=0.5, eps=1.0)
+    opt.step({"x": np.array([2.0])})
+    np.testing.assert_allclose(p["x"], [-2 / np.sqrt(3)], rtol=1e-14)
+    np.testing.assert_allclose(opt.state["x"]["acc_delta"], [2 / 3], rtol=1e-14)
+    # g = 2 again: v = 3, Δx = √(5/3)/2 · 2 = √(5/3)
+    opt.step({"x": np.array([2.0])})
+    np.testing.assert_allclose(p["x"], [-2 / np.sqrt(3) - np.sqrt(5 / 3)], rtol=1e-14)
+    assert (opt.lr, opt.rho, opt.eps, opt.weight_decay) == (1.0, 0.5, 1.0, 0.0)
+    assert optim.Adadelta(p).rho == 0.9 and optim.Adadelta(p).eps == 1e-6  # PyTorch's defaults
+
+
 def test_rmsprop_centered_constant_gradient_stays_finite():
     # Long runs of one constant gradient drive ṽ to ~0; rounding must not make it NaN.
     p = {"x": np.array([0.0, 0.0], dtype=np.float32)}
@@ -357,6 +408,33 @@ def test_lr_assigned_between_steps_takes_effect():
         opt.step({"x": np.array([1.0])})
 
 
+def test_param_groups_is_a_view_of_the_hyper_parameters():
+    """PyTorch's `opt.param_groups[0]["lr"]`: reads and assigns the optimizer's attributes."""
+    w = np.array([1.0])
+    opt = optim.Adam({"w": w}, lr=0.1)
+    (group,) = opt.param_groups
+    assert group["lr"] == 0.1 and group["betas"] == (0.9, 0.999) and group["amsgrad"] is False
+    assert group["params"][0] is w
+    assert list(group) == ["params", "lr", "betas", "eps", "weight_decay", "amsgrad"]
+    group["lr"] *= 5
+    assert opt.lr == 0.5
+    group["initial_lr"] = 0.1                      # (a key of the caller's: kept, and saved)
+    assert opt.param_groups[0]["initial_lr"] == 0.1 and "initial_lr" in opt.param_groups[0]
+    assert opt.state_dict()["group"] == {"initial_lr": 0.1}
+    twin = optim.Adam({"w": np.array([1.0])})
+    twin.load_state_dict(opt.state_dict())
+    assert twin.param_groups[0]["initial_lr"] == 0.1 and twin.lr == 0.5
+    with pytest.raises(TypeError, match="read-only"):
+        group["params"] = []
+    with pytest.raises(TypeError, match="cannot be deleted"):
+        del group["lr"]
+    with pytest.raises(KeyError):
+        group["momentum"]
+    group["lr"] = -1.0                             # checked where an assigned attribute is: at step
+    with pytest.raises(ValueError, match="lr"):
+        opt.step({"w": np.ones(1)})
+
+
 def test_tied_weights_update_once_with_summed_gradient():
     w = np.array([1.0, 2.0])
     params = {"a": w, "b": w}
@@ -375,7 +453,7 @@ def test_overlapping_views_are_rejected():
 def test_repr():
     opt = optim.Adam({"w": np.zeros((3, 2)), "b": np.zeros(2)}, lr=0.01)
     assert repr(opt) == ("Adam(2 arrays (8 values), step=0, lr=0.01, betas=(0.9, 0.999), "
-                         "eps=1e-08, weight_decay=0.0)")
+                         "eps=1e-08, weight_decay=0.0, amsgrad=False)")
 
 
 # ---- state_dict ----------------------------------------------------------------------
@@ -492,6 +570,8 @@ def test_read_only_and_empty_parameters():
     (lambda p: optim.Adagrad(p, lr_decay=-1), "lr_decay"),
     (lambda p: optim.RMSprop(p, alpha=1.5), "alpha"),
     (lambda p: optim.RMSprop(p, momentum="0.9"), "momentum"),
+    (lambda p: optim.Adadelta(p, rho=1.1), "rho"),
+    (lambda p: optim.Adadelta(p, lr=-1.0), "lr"),
 ])
 def test_bad_hyper_parameters(make_bad, message):
     with pytest.raises(ValueError, match=message):
@@ -507,7 +587,8 @@ QUADRATIC = [
     (optim.AdamW, {"lr": 0.05, "weight_decay": 1e-4}),
     (optim.Adagrad, {"lr": 0.5}),
     (optim.RMSprop, {"lr": 0.01, "centered": True, "momentum": 0.5}),
-]
+    (optim.Adam, {"lr": 0.05, "amsgrad": True}),
+]  # (Adadelta's steps start at about √ε and it closes in slowly: its equations are tested above)
 
 
 @pytest.mark.parametrize("cls, kw", QUADRATIC, ids=[f"{c.__name__}-{i}" for i, (c, _) in enumerate(QUADRATIC)])
@@ -550,7 +631,7 @@ class _TwoLayer(nn.Module):
         return np.mean((self(x) - y) ** 2)
 
 
-@pytest.mark.parametrize("make", [optim.SGD, optim.Adam, optim.AdamW, optim.RMSprop, optim.Adagrad])
+@pytest.mark.parametrize("make", [optim.SGD, optim.Adam, optim.AdamW, optim.RMSprop, optim.Adagrad, optim.Adadelta])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_model_parameters_as_pytorch_users_write_it(make, dtype):
     """`make(model.parameters())` updates the model just as `make(model)` does, given the

@@ -3,9 +3,10 @@ that srcgrad differentiates (the library eats its own cooking), with PyTorch's
 names, constructor arguments, defaults, initialisation and parameter names.
 
 A model is a plain object: ``grad(loss)(model, x, y)`` returns a gradient of
-the same structure (``g.linear1.weight``).
+the same structure (``g.linear1.weight``), which ``nn.utils.clip_grad_norm_``
+and ``clip_grad_value_`` clip in place.
 """
-from . import functional, init
+from . import functional, init, utils
 from .functional import (binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, l1_loss,
                          mse_loss, nll_loss, smooth_l1_loss)
 from .layers import (ELU, GELU, AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d,
@@ -19,5 +20,5 @@ __all__ = [
     "Flatten", "ReLU", "Tanh", "Sigmoid", "LeakyReLU", "ELU", "GELU", "Softmax", "LogSoftmax", "Dropout",
     "Dropout2d", "Embedding", "LayerNorm", "BatchNorm1d", "BatchNorm2d", "RNNCell", "LSTMCell", "GRUCell",
     "RNN", "LSTM", "GRU", "mse_loss", "l1_loss", "smooth_l1_loss", "cross_entropy", "nll_loss",
-    "binary_cross_entropy", "binary_cross_entropy_with_logits", "functional", "init",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "functional", "init", "utils",
 ]

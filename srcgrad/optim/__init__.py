@@ -10,13 +10,20 @@ gradients of the same structure -- what ``srcgrad.grad`` returns for it::
         opt.step(g)            # model.linear1.weight etc. change in place
 
 There is no ``zero_grad``: gradients are values, never accumulated on the
-parameters.  Every update rule follows its published equations, cited in each
-class's docstring.
+parameters.  :class:`LBFGS`, which evaluates the loss again during a step,
+takes a closure returning ``(loss, gradient)`` (``srcgrad.value_and_grad``).
+:mod:`.lr_scheduler` holds PyTorch's learning-rate schedulers, acting on
+``opt.param_groups``.  Every update rule follows its published equations,
+cited in each class's docstring.
 """
+from . import lr_scheduler
+from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
-from .base import Optimizer
+from .base import Optimizer, ParamGroup
+from .lbfgs import LBFGS
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop"]
+__all__ = ["SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "LBFGS", "Optimizer", "ParamGroup", "RMSprop",
+           "lr_scheduler"]

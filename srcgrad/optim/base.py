@@ -17,7 +17,9 @@ float32; a ``step`` that raises has changed nothing.
 """
 from __future__ import annotations
 
+import copy
 import numbers
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import numpy as np
@@ -51,6 +53,10 @@ class Optimizer:
         state: ``{path name: {buffer name: ndarray}}``, buffers created on first use.
         Hyper-parameters (``lr`` ...) are plain attributes; assigning one (a
         learning-rate schedule) takes effect at the next ``step``.
+        param_groups: PyTorch's spelling of the same hyper-parameters, for code
+            written against ``torch.optim`` (``srcgrad.optim.lr_scheduler``
+            included): a list of one group, a dict-like view in which
+            ``group["lr"]`` reads and assigns ``opt.lr``; see :class:`ParamGroup`.
     """
 
     _hyper: tuple[str, ...] = ()
@@ -92,6 +98,7 @@ class Optimizer:
         _check_no_partial_overlap(self._names, self._arrays)
         self.step_count = 0
         self.state: dict[str, dict[str, np.ndarray]] = {name: {} for name in self._names}
+        self._group_extras: dict[str, Any] = {}  # keys of param_groups[0] that are not hyper-parameters
 
     # ---- subclass interface -------------------------------------------------
     def _check_hyper(self) -> None:
@@ -102,6 +109,11 @@ class Optimizer:
         raise NotImplementedError
 
     # ---- public API -----------------------------------------------------------
+    @property
+    def param_groups(self) -> list[ParamGroup]:
+        """``[group]``: the one parameter group, a view of the hyper-parameters (see :class:`ParamGroup`)."""
+        return [ParamGroup(self)]
+
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Not needed: srcgrad keeps no ``.grad`` on arrays, so there is nothing to clear.
 
@@ -146,14 +158,17 @@ class Optimizer:
 
         Returns:
             ``{"optimizer": class name, "step": int, "hyper": {name: value},
-            "state": {path name: {buffer name: ndarray}}}``; each buffer has its
-            parameter's shape and dtype.
+            "state": {path name: {buffer name: ndarray}}, "group": {key: value}}``;
+            each buffer has its parameter's shape and dtype; ``group`` holds the keys
+            of ``param_groups[0]`` that are not hyper-parameters (a scheduler's
+            ``initial_lr``).
         """
         return {
             "optimizer": type(self).__name__,
             "step": self.step_count,
             "hyper": {key: getattr(self, key) for key in self._hyper},
             "state": {name: {k: v.copy() for k, v in bufs.items()} for name, bufs in self.state.items()},
+            "group": copy.deepcopy(self._group_extras),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -195,6 +210,7 @@ class Optimizer:
             raise
         self.step_count = int(state["step"])
         self.state = new_state
+        self._group_extras = copy.deepcopy(dict(state.get("group", {})))
 
     def __repr__(self) -> str:
         n, size = len(self._arrays), sum(p.size for p in self._arrays)
@@ -251,6 +267,71 @@ class Optimizer:
             g = g.astype(p.dtype, copy=False)
             slots[slot] = g if slots[slot] is None else slots[slot] + g
         return slots
+
+
+class ParamGroup(MutableMapping):
+    """``opt.param_groups[0]``: PyTorch's parameter group, as a view of one optimizer.
+
+    srcgrad's optimizers hold one set of hyper-parameters, as attributes; this
+    dict-like view lets code written for ``torch.optim`` read and set them by
+    key, as PyTorch's learning-rate schedulers do::
+
+        for group in opt.param_groups:
+            group["lr"] *= 0.5          # the same as opt.lr *= 0.5
+
+    Keys: ``"params"`` (the list of parameter arrays, read-only), each
+    hyper-parameter of the optimizer (``"lr"``, ``"betas"`` ...: reading and
+    assigning go to the attribute, checked at the next ``step``), and any other
+    key a caller sets (a scheduler's ``"initial_lr"``), kept with the optimizer
+    and saved by its ``state_dict``.  (Several groups with their own
+    hyper-parameters, ``[{"params": ..., "lr": ...}, ...]``, are not supported:
+    make one optimizer per group.)
+
+    Raises:
+        KeyError: reading a key the group does not hold.
+        TypeError: assigning or deleting ``"params"``, or deleting a hyper-parameter.
+    """
+
+    __slots__ = ("optimizer",)
+
+    def __init__(self, optimizer: Optimizer) -> None:
+        self.optimizer = optimizer
+
+    def __getitem__(self, key: str) -> Any:
+        opt = self.optimizer
+        if key == "params":
+            return list(opt._arrays)
+        if key in opt._hyper:
+            return getattr(opt, key)
+        return opt._group_extras[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        opt = self.optimizer
+        if key == "params":
+            raise TypeError("param_groups[0]['params'] is read-only: make a new optimizer for other "
+                            "parameters")
+        if key in opt._hyper:
+            setattr(opt, key, value)
+        else:
+            opt._group_extras[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        opt = self.optimizer
+        if key == "params" or key in opt._hyper:
+            raise TypeError(f"param_groups[0][{key!r}] cannot be deleted: it is part of "
+                            f"{type(opt).__name__}")
+        del opt._group_extras[key]
+
+    def __iter__(self) -> Iterator[str]:
+        yield "params"
+        yield from self.optimizer._hyper
+        yield from list(self.optimizer._group_extras)
+
+    def __len__(self) -> int:
+        return 1 + len(self.optimizer._hyper) + len(self.optimizer._group_extras)
+
+    def __repr__(self) -> str:
+        return repr({key: value for key, value in self.items() if key != "params"})
 
 
 def _frozen_paths(params: Any) -> set:
