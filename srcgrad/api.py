@@ -1146,7 +1146,8 @@ def as_def(f, summed: bool = False):
                 signature.parameters.values())[len(params):]):
             params.append("/")
     suffix = "summed" if summed else "def"
-    name = f"{getattr(f, '__name__', 'f')}_{suffix}" if str(getattr(f, "__name__", "")).isidentifier() else suffix
+    name = f"{getattr(f, '__name__', 'f')}_{suffix}" if str(getattr(f, "__name__", "")).isidentifier() \
+        else f"f_{suffix}"  # (a lambda's `<lambda>`)
     filename = f"<srcgrad: {'elementwise_grad of' if summed else 'a def calling'} {getattr(f, '__qualname__', name)}>"
     called = f"_f({', '.join(passed)})"
     source = f"def {name}({', '.join(params)}):\n    return {f'_np.sum({called})' if summed else called}\n"

@@ -833,7 +833,7 @@ def _rule_vjp(rule, fn, wrt, args, kwargs):
 
     def pullback(value_bar):
         adjoints = rule.adjoint(value_bar, value, *bound.args, **bound.kwargs)
-        if len(rule.diff_params) == 1:
+        if len(rule.diff_params) == 1 and not (type(adjoints) is tuple and len(adjoints) == 1):
             adjoints = (adjoints,)
         elif not isinstance(adjoints, (tuple, list)) or len(adjoints) != len(rule.diff_params):
             raise TypeError(registry.adjoint_count_problem(

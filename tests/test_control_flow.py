@@ -676,3 +676,126 @@ def test_a_name_never_assigned_on_the_path_taken_raises_as_python_does(f, args):
         with pytest.raises(UnboundLocalError, match="cannot access local variable"):
             transform(f)(np.ones(2), *args)
     np.testing.assert_allclose(srcgrad.grad(_unbound_after_a_branch)(np.ones(2), "valid"), [3.0, 3.0])
+
+
+# ---- a name a loop binds, bound again by a later loop ------------------------------------
+# (Each iteration's adjoint of a name the body binds starts afresh: the later loop's own
+# adjoint of the name, zeros after its backward sweep, is not carried into this loop's
+# iterations, which once added every iteration's part into every other's.)
+
+_WIDTHS = (3, 5, 2)
+_RNG = np.random.default_rng(7)
+_LAYERS = [(0.5 * _RNG.standard_normal((m, n)), 0.1 * _RNG.standard_normal(n))
+           for m, n in zip(_WIDTHS[:-1], _WIDTHS[1:])]
+
+
+def _index_loop_then_weight_decay(params, x):
+    h = x
+    for i in range(len(params)):
+        W, b = params[i]
+        h = np.tanh(h @ W + b)
+    reg = 0.0
+    for W, b in params:  # layers of different widths: b of another shape each time, unread
+        reg = reg + np.sum(W ** 2)
+    return np.sum(h ** 2) + 1e-2 * reg
+
+
+def _loop_then_rebinding_loop(bs, x):
+    h = x
+    for i in range(len(bs)):
+        b = bs[i]
+        h = np.sin(h + b)
+    for b in bs:  # binds b, never reads it
+        pass
+    return np.sum(h)
+
+
+def _loop_then_while_rebinding(bs, x):
+    h = x
+    for i in range(len(bs)):
+        b = bs[i]
+        h = np.sin(h * b)
+    k = 0
+    while k < 2:
+        b = bs[k]
+        k += 1
+    return np.sum(h)
+
+
+def _loop_then_items_loop(d, x):
+    h = x
+    for key in sorted(d):
+        w = d[key]
+        h = np.tanh(h * w)
+    for key, w in d.items():
+        pass
+    return np.sum(h)
+
+
+def _helper_loop(params, x):
+    for i in range(len(params)):
+        W, b = params[i]
+        x = np.tanh(x @ W + b)
+    for W, b in params:
+        x = x + 0.0 * np.sum(W)
+    return x
+
+
+def _helper_then_weight_decay(params, x):
+    return np.sum(_helper_loop(params, x) ** 2)
+
+
+class _RebindingNet:
+    def __init__(self, params):
+        self.params = params
+
+    def loss(self, x):
+        return _index_loop_then_weight_decay(self.params, x)
+
+
+@pytest.mark.parametrize("fn", [_index_loop_then_weight_decay, _helper_then_weight_decay])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_loop_name_bound_again_by_a_later_loop(fn, dtype):
+    params = [(W.astype(dtype), b.astype(dtype)) for W, b in _LAYERS]
+    x = np.linspace(-1, 1, 2 * _WIDTHS[0]).reshape(2, _WIDTHS[0]).astype(dtype)
+    got = srcgrad.grad(fn)(params, x)
+    for k, (W, b) in enumerate(params):
+        for j, leaf in enumerate((W, b)):
+            def along(v, k=k, j=j):
+                changed = [list(p) for p in _LAYERS]
+                changed[k][j] = v
+                return fn([tuple(p) for p in changed], x.astype(np.float64))
+            np.testing.assert_allclose(got[k][j], numerical_grad(along, (_LAYERS[k][j],), 0),
+                                       rtol=2e-3 if dtype == np.float32 else 1e-6, atol=1e-5)
+            assert got[k][j].dtype == dtype
+
+
+@pytest.mark.parametrize("fn", [_loop_then_rebinding_loop, _loop_then_while_rebinding])
+def test_a_loop_name_bound_again_by_a_later_loop_that_never_reads_it(fn):
+    bs = [np.array([0.1, 0.2]), np.array([0.3, -0.4]), np.array([-0.2, 0.7])]
+    x = np.array([0.5, 1.0])
+    got = srcgrad.grad(fn)(bs, x)
+    for k in range(len(bs)):
+        def along(v, k=k):
+            return fn(bs[:k] + [v] + bs[k + 1:], x)
+        np.testing.assert_allclose(got[k], numerical_grad(along, (bs[k],), 0), rtol=1e-6, atol=1e-9)
+
+
+def test_a_loop_name_bound_again_by_a_later_items_loop():
+    d = {"a": np.array([0.3, -0.2]), "b": np.array([1.1, 0.4])}
+    x = np.array([0.5, -1.0])
+    got = srcgrad.grad(_loop_then_items_loop)(d, x)
+    for key in d:
+        def along(v, key=key):
+            return _loop_then_items_loop({**d, key: v}, x)
+        np.testing.assert_allclose(got[key], numerical_grad(along, (d[key],), 0), rtol=1e-6, atol=1e-9)
+
+
+def test_a_loop_name_bound_again_by_a_later_loop_in_a_method():
+    net = _RebindingNet([(W.copy(), b.copy()) for W, b in _LAYERS])
+    x = np.linspace(-1, 1, 2 * _WIDTHS[0]).reshape(2, _WIDTHS[0])
+    got = srcgrad.grad(_RebindingNet.loss)(net, x)
+    want = srcgrad.grad(_index_loop_then_weight_decay)(net.params, x)
+    for (gW, gb), (wW, wb) in zip(got.params, want):
+        np.testing.assert_allclose(gW, wW, rtol=1e-12)
+        np.testing.assert_allclose(gb, wb, rtol=1e-12)

@@ -308,3 +308,46 @@ def test_forward_mode_through_dict_of_pairs():
     x, v = np.array([[0.1, 0.2], [0.3, 0.4]]), np.array([[1.0, 2.0], [3.0, 4.0]])
     _, tangent = srcgrad.jvp(_dict_of_pairs)(x, v)
     assert tangent == pytest.approx(np.sum(numerical_grad(_dict_of_pairs, x) * v), rel=1e-6)
+
+
+# ---- one adjoint returned in a tuple (JAX's custom_vjp and torch's backward return tuples) ----
+
+@srcgrad.custom_adjoint
+def _safe_norm(v):
+    return np.sqrt(np.sum(v ** 2) + 1e-12)
+
+
+@_safe_norm.defadjoint
+def _safe_norm_adjoint(ans_bar, ans, v):
+    return (ans_bar * v / ans,)
+
+
+def _scaled_through_helper(g, v, a):
+    return g * v / a
+
+
+@srcgrad.custom_adjoint
+def _safe_norm_by_helper(v):
+    return np.sqrt(np.sum(v ** 2) + 1e-12)
+
+
+@_safe_norm_by_helper.defadjoint
+def _safe_norm_by_helper_adjoint(ans_bar, ans, v):
+    return (_scaled_through_helper(ans_bar, v, ans),)
+
+
+def _norms_in_a_loop(x):
+    total = 0.0
+    for row in x:
+        total = total + _safe_norm(2.0 * row) * _safe_norm_by_helper(row)
+    return total
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_one_adjoint_in_a_tuple(dtype):
+    x = np.array([[3.0, 4.0, 1.0], [0.5, -2.0, 1.5]], dtype=dtype)
+    for f in (lambda x: _safe_norm(2.0 * x), lambda x: _safe_norm(x[0]) + _safe_norm_by_helper(x[1]),
+              _norms_in_a_loop):
+        got = srcgrad.grad(f)(x)
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, numerical_grad(f, x), rtol=1e-4 if dtype == np.float32 else 1e-7)

@@ -357,6 +357,10 @@ class _Reverse:
             if self.activity.active(var) and var not in self.defined:
                 self.out.append(self._zeros(var))
                 self.defined.add(var)
+        # A name the body binds that is not carried is read after the loop by no one: an
+        # adjoint it has here is a later binding's (`for b in bs:` after the loop, which
+        # zeroed it), not this loop's last iteration's.  Each iteration's starts afresh.
+        self.defined -= local
         first_defined = set(anno.get(stmt, "first_defined", ()))
         # A name first bound by the loop has no entry value on the first iteration (and
         # the value it has on entry to the others may have another shape each time).
