@@ -884,13 +884,23 @@ def _call_partials(fdef, desugar) -> None:
     """``g = functools.partial(f, a, c=3.0)``, ``g`` assigned once and only ever called: the
     partial's arguments bound to names where it is made (Python evaluates them once, there),
     each call ``g(x)`` then ``f(a, x, c=c)`` (a call's keywords win), which the inliner and the
-    rules see whole (a partial object holding a value being differentiated would be refused)."""
+    rules see whole (a partial object holding a value being differentiated would be refused).
+    A call in a nested function or lambda (``lambda v: np.tanh(g(v))``) is rewritten too: it then
+    reads the names bound where the partial was made, which lambda lifting passes to it.  So
+    every use of ``g``, nested ones included, must be a call of it: a nested function that binds
+    ``g`` itself (a parameter, a store, a ``def g``) leaves the partial as it is."""
     own = list(nodes.own_nodes(fdef))
+    everything = list(nodes.walk(gast.Module(body=fdef.body, type_ignores=[])))
     stores = {}
     for n in own:
         if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
             stores[n.id] = stores.get(n.id, 0) + 1
-    called = {id(n.func) for n in own if isinstance(n, gast.Call) and isinstance(n.func, gast.Name)}
+    called = {id(n.func) for n in everything if isinstance(n, gast.Call) and isinstance(n.func, gast.Name)}
+    nested = {n.name for n in everything if isinstance(n, gast.FunctionDef)} | set(_parameter_names(fdef.args))
+    defined = {}
+    for n in own:
+        if isinstance(n, gast.FunctionDef):
+            defined[n.name] = defined.get(n.name, 0) + 1
     made = {}
     for stmt in nodes.statements(fdef.body):
         if isinstance(stmt, gast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], gast.Name) \
@@ -899,11 +909,24 @@ def _call_partials(fdef, desugar) -> None:
                 and not any(isinstance(a, gast.Starred) for a in stmt.value.args) \
                 and all(k.arg is not None for k in stmt.value.keywords):
             name = stmt.targets[0].id
-            if all(id(n) in called for n in own if isinstance(n, gast.Name) and n.id == name
-                   and isinstance(n.ctx, gast.Load)):
+            if name not in nested and all(
+                    n is stmt.targets[0] or isinstance(n.ctx, gast.Load) and id(n) in called
+                    for n in everything if isinstance(n, gast.Name) and n.id == name):
                 made[name] = stmt
     if not made:
         return
+
+    def kept(fn):
+        """Whether the partial's function may be read again at each call: a name the function never
+        binds again (one it does may hold another function there), or a module's attribute (`np.dot`:
+        then a NumPy primitive, with its rule, rather than a callable known only when it runs)."""
+        if isinstance(fn, gast.Name):
+            return not stores.get(fn.id) and defined.get(fn.id, 0) <= 1
+        root = fn
+        while isinstance(root, gast.Attribute):
+            root = root.value
+        return isinstance(fn, gast.Attribute) and isinstance(root, gast.Name) and root.id not in desugar.local \
+            and desugar.fn is not None and inspect.ismodule(desugar.fn.__globals__.get(root.id))
     bound = {}
     for name, stmt in made.items():
         call, binds = stmt.value, []
@@ -914,7 +937,7 @@ def _call_partials(fdef, desugar) -> None:
             fresh = desugar.fresh(f"_{name}_{label}")
             binds.append(_at(nodes.assign(fresh, value), stmt))
             return nodes.name(fresh)
-        fn = held(call.args[0], "function") if not isinstance(call.args[0], gast.Name) else call.args[0]
+        fn = call.args[0] if kept(call.args[0]) else held(call.args[0], "function")
         args = [held(a, f"arg{i}") for i, a in enumerate(call.args[1:])]
         keywords = {k.arg: held(k.value, k.arg) for k in call.keywords}
         bound[name] = (fn, args, keywords)
@@ -933,7 +956,7 @@ def _call_partials(fdef, desugar) -> None:
             out.append(stmt)
         return out
     fdef.body = rewritten(fdef.body)
-    for n in list(nodes.own_nodes(fdef)):
+    for n in list(nodes.walk(fdef)):
         if isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and n.func.id in bound:
             fn, args, keywords = bound[n.func.id]
             given = {k.arg for k in n.keywords}
