@@ -371,7 +371,7 @@ class _Lowering:
         inner = nodes.copy(stmt)
         own = set(parameters(inner.args)) | {
             n.id for n in nodes.walk(inner) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
-        captured, seen = set(), {}
+        captured, seen, shown = set(), {}, {}
         # Defaults (`def layer(h, w=w)`) are read here, in this function, when the `def`
         # runs: captures like any other, whatever the parameter they fill is named.
         outer = [d for d in inner.args.defaults + inner.args.kw_defaults if d is not None]
@@ -381,6 +381,7 @@ class _Lowering:
                     and (node.id not in own or id(node) in outer_ids):
                 if id(node) not in outer_ids:  # (a default is read once, at the `def`: not when called)
                     seen[node.id] = self.current[node.id]
+                shown[self.current[node.id]] = node.id
                 node.id = self.current[node.id]
                 captured.add(node.id)
         inner.name = self._store(stmt.name)
@@ -389,6 +390,7 @@ class _Lowering:
         anno.set(inner, "origin", anno.get(stmt, "origin"))
         anno.set(inner, "kind", "def")
         anno.set(inner, "captures", sorted(captured))
+        anno.set(inner, "captured_as", shown)
         self.block.append(inner)
     # ---- tuples, lists and dicts -----------------------------------------
     def _aggregate(self, node, **emit):

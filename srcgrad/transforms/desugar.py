@@ -16,7 +16,9 @@ assignment; each becomes statements before the one it was in, at its line:
   uses elsewhere is renamed, so it neither leaks nor overwrites the function's;
 - a generator function returns the list of what it yields (``yield e`` is an append to
   it; see ``_collect_generator``);
-- ``f = lambda v: e`` becomes ``def f(v): return e`` (a nested function);
+- ``f = lambda v: e`` becomes ``def f(v): return e`` (a nested function), and a lambda
+  elsewhere in an expression (``(lambda t: t * w)(x)``, ``fs.append(lambda v, k=k: v * k)``)
+  such a function made by a statement of its own first, ``_lambda``;
 - ``assert c, m`` becomes ``if not c: raise AssertionError(m)`` (``raise`` is kept:
   both run in the forward sweep, with no adjoint);
 - ``a = b = e`` becomes ``a = e; b = a``; ``(n := e)`` becomes ``n = e`` and ``n``;
@@ -77,14 +79,13 @@ def transform(fdef: gast.FunctionDef, fn=None, param_ranks=None) -> None:
         except errors.UserCodeError:
             if d is fdef:
                 raise  # (a nested one stays a generator: refused only if it is differentiated)
-    if not any(isinstance(n, _LOWERED + (gast.Assert, gast.With, gast.IfExp, gast.FunctionDef))
+    if not any(isinstance(n, _LOWERED + (gast.Assert, gast.With, gast.IfExp, gast.FunctionDef, gast.Lambda))
                or isinstance(n, gast.Call) and isinstance(n.func, (gast.Name, gast.Attribute))
                and _last_name(n.func) in ("map", "filter", "reduce", "partial", "iter")
                or isinstance(n, gast.Assign) and (len(n.targets) > 1 or _starred_target(n.targets[0])
                                                   or _nested_target(n.targets[0]) or isinstance(n.value, gast.Lambda)
                                                   or _parallel(n))
                or isinstance(n, gast.For) and isinstance(n.target, (gast.Tuple, gast.List))
-               or isinstance(n, gast.Call) and _lambda_arguments(n)
                for n in nodes.own_nodes(fdef)):
         return
     desugar = _Desugar(fdef, fn)
@@ -130,8 +131,9 @@ class _Desugar:
         if isinstance(stmt, gast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], gast.Name) \
                 and isinstance(stmt.value, gast.Lambda):
             lam = stmt.value  # `act = lambda v: ...` is `def act(v): return ...`, which srcgrad supports
-            out.append(_at(gast.FunctionDef(name=stmt.targets[0].id, args=lam.args, body=[gast.Return(value=lam.body)],
-                                            decorator_list=[], returns=None, type_comment=None, type_params=[]), stmt))
+            made = gast.FunctionDef(name=stmt.targets[0].id, args=lam.args, body=[gast.Return(value=lam.body)],
+                                    decorator_list=[], returns=None, type_comment=None, type_params=[])
+            out.append(anno.set(_at(made, stmt), "lambda", True))
             return
         if isinstance(stmt, gast.Assign) and len(stmt.targets) > 1:
             self.chained(stmt, out)
@@ -178,6 +180,9 @@ class _Desugar:
                 and stmt.value is not None:
             target = stmt.targets[0] if isinstance(stmt, gast.Assign) else None
             whole = target.id if isinstance(target, gast.Name) else None
+            if isinstance(stmt.value, gast.Lambda) and isinstance(stmt, (gast.Assign, gast.Expr)):
+                # (`d[k] = lambda v, k=k: ...`: Python makes the lambda before it reads the target's parts)
+                stmt.value = self.lambda_made(stmt.value, out)
             stmt.value = self.expression(stmt.value, out, whole)
             if whole is not None and isinstance(stmt.value, gast.Name) and stmt.value.id == whole \
                     or isinstance(stmt, gast.Expr) and isinstance(stmt.value, gast.Name):
@@ -370,15 +375,19 @@ class _Desugar:
                              branch)] for branch in (node.body, node.orelse)]
             self.statement(_at(gast.If(test=test, body=branches[0], orelse=branches[1]), node), out)
             return _at(nodes.name(name), node)
-        if isinstance(node, gast.Call):
-            for holder, field in _lambda_arguments(node):
-                # `layer(x, act=lambda z: z)`: the lambda, made by a statement of its own first,
-                # is a nested function (`def _lambda(z): return z`), as `act = lambda z: z` is.
-                # (Making a lambda without defaults runs nothing: the order of calls holds.)
-                name = self.fresh("_lambda")
-                self.statement(_at(gast.Assign(targets=[nodes.name(name, "store")], value=getattr(holder, field),
-                                               type_comment=None), getattr(holder, field)), out)
-                setattr(holder, field, _at(nodes.name(name), getattr(holder, field)))
+        # A lambda in an expression (`layer(x, act=lambda z: z)`, `(lambda t: t * w)(x)`,
+        # `fs.append(lambda v, k=k: v * k)`, `[lambda v: v, ...]`) is made by a statement of its
+        # own first: a nested function, as `act = lambda z: z` is.  Making one without computed
+        # defaults runs nothing, so it may go first, even from a branch; one with computed
+        # defaults goes where Python makes it (what is evaluated before it is computed first,
+        # below), and is left where it is on some paths only.  `map`, `filter` and `reduce`
+        # read their lambda's body (`functional`, `transforms/iterators.py`).
+        made_here = not (isinstance(node, gast.Call) and isinstance(node.func, (gast.Name, gast.Attribute))
+                         and _last_name(node.func) in ("map", "filter", "reduce"))
+        if made_here:
+            for field, index, child in _children_in_order(node):
+                if isinstance(child, gast.Lambda) and not _has_defaults(child):
+                    _put(node, field, index, self.lambda_made(child, out))
         children = _children_in_order(node)
         for k, (field, index, child) in enumerate(children):
             cond = conditional
@@ -386,7 +395,10 @@ class _Desugar:
                                  or isinstance(node, gast.BoolOp) and index > 0):
                 cond = node
             mark = len(out)
-            new = self.expression(child, out, None, cond)
+            if isinstance(child, gast.Lambda) and made_here and cond is None:
+                new = self.lambda_made(child, out)
+            else:
+                new = self.expression(child, out, None, cond)
             if len(out) > mark:
                 # Statements now run first: what Python evaluates before them, and may
                 # call, is computed before them too.
@@ -406,6 +418,12 @@ class _Desugar:
                 out[mark:mark] = spilled
             _put(node, field, index, new)
         return node
+
+    def lambda_made(self, lam, out):
+        """A name for ``lam``, made by a statement of its own appended to ``out``."""
+        name = self.fresh("_lambda")
+        self.statement(_at(gast.Assign(targets=[nodes.name(name, "store")], value=lam, type_comment=None), lam), out)
+        return _at(nodes.name(name), lam)
 
     # ---- map, filter, functools.reduce and partial --------------------------------
     def consumed(self, node):
@@ -606,41 +624,9 @@ class _Desugar:
         return nodes.fresh_name(base, self.taken)
 
 
-def _lambda_arguments(call) -> list:
-    """``(holder, field)`` of each lambda given to ``call`` as an argument (``f(x, act=lambda z: z)``),
-    except where ``map``, ``filter`` or ``reduce`` take it (``functional`` reads those), and a
-    lambda with a computed default (computed when it is made: it stays where it is).  One given
-    to ``partial`` is named too (``sc = partial(_lambda, c=0.5)``, then bound at each call)."""
-    if isinstance(call.func, (gast.Name, gast.Attribute)) and _last_name(call.func) in ("map", "filter", "reduce"):
-        return []
-    found = []
-    for i, arg in enumerate(call.args):
-        if isinstance(arg, gast.Lambda) and not _has_defaults(arg):
-            found.append((_Item(call.args, i), "value"))
-    for keyword in call.keywords:
-        if isinstance(keyword.value, gast.Lambda) and not _has_defaults(keyword.value):
-            found.append((keyword, "value"))
-    return found
-
-
 def _has_defaults(lam) -> bool:
     """Whether ``lam`` has a default that is computed (a literal one computes nothing)."""
     return any(d is not None and not isinstance(d, gast.Constant) for d in lam.args.defaults + lam.args.kw_defaults)
-
-
-class _Item:
-    """Item ``index`` of a list, read and written as a field ``value``."""
-
-    def __init__(self, items, index):
-        self.items, self.index = items, index
-
-    @property
-    def value(self):
-        return self.items[self.index]
-
-    @value.setter
-    def value(self, new):
-        self.items[self.index] = new
 
 
 def _leaving(stmts, loop):
