@@ -736,3 +736,115 @@ def test_forward_mode_of_a_merge_with_a_constant_dict():
     w, v = np.array([0.3, -0.7, 1.1]), np.array([1.0, 0.5, -0.2])
     _, tangent = srcgrad.jvp(merged_with_a_constant_dict)(w, v)
     np.testing.assert_allclose(tangent, numerical_grad(merged_with_a_constant_dict, (w,), 0) @ v, rtol=1e-6)
+
+
+# ---- `*` in list and tuple displays: [*x], (*a, *b), [*xs, y] -------------------------------
+# (the displays and copies they join: `[a, *xs, b]` is `[a] + list(xs) + [b]`)
+
+def rows_of_an_array_spread(w):
+    xs = [*w]  # (a 1-d array: its items, as list(w))
+    rows = [*np.outer(w, X[0])]
+    return xs[0] * xs[2] + np.sin(xs[1]) + np.sum(rows[0] * rows[2])
+
+
+def tuples_spread_and_joined(w):
+    a = [w, 2.0 * w]
+    b = (np.sin(w),)
+    t = (*a, *b)
+    first, *rest = (*t, w ** 2)
+    return np.sum(t[0] * t[1] + t[2]) + np.sum(first * rest[-1])
+
+
+def a_list_spread_with_an_item(w):
+    xs = [w, w * w]
+    return np.sum(np.stack([*xs, np.cos(w)]) ** 2) + np.sum(np.stack([np.tanh(w), *X[:2]]) * w)
+
+
+def a_list_grown_by_appends_spread(w):
+    hs = []
+    for x in X[:3]:
+        hs.append(np.tanh(x * w))
+    ys = [w, *hs, *map(np.sin, hs)]
+    return np.sum(np.stack(ys) * np.arange(1.0, 8.0)[:, None])
+
+
+def spread_in_a_loop(w):
+    hs = [w]
+    for k in range(3):
+        hs = [*hs, hs[-1] * np.sin(w) + k]
+    t = ()
+    for x in X[:2]:
+        t = (*t, x * w)
+    return np.sum(np.stack(hs)) + np.sum(np.stack(t) ** 2)
+
+
+def _with_a_bias(first, *rest):
+    return [*rest, first]
+
+
+def spread_in_a_helper(w):
+    ys = _with_a_bias(w, np.sin(w), X[0] * w)
+    return np.sum(ys[0] * ys[2] + ys[1])
+
+
+class Spread:
+    def __init__(self, w):
+        self.w = w
+
+    def loss(self, xs):
+        return np.sum(np.stack([*xs, self.w]) ** 3) + sum([*self.w])
+
+
+SPREAD = [rows_of_an_array_spread, tuples_spread_and_joined, a_list_spread_with_an_item,
+          a_list_grown_by_appends_spread, spread_in_a_loop, spread_in_a_helper]
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("f", SPREAD, ids=[f.__name__ for f in SPREAD])
+def test_spread_in_displays(f, optimize):
+    w = np.array([0.3, -0.7, 1.1])
+    np.testing.assert_allclose(srcgrad.grad(f, optimize=optimize)(w), numerical_grad(f, (w,), 0),
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_spread_in_displays_in_a_method():
+    w = np.array([0.3, -0.7, 1.1])
+    got = srcgrad.grad(lambda m, xs: m.loss(xs))(Spread(w), X)
+    np.testing.assert_allclose(got.w, numerical_grad(lambda w: Spread(w).loss(X), (w,), 0), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("f", SPREAD, ids=[f.__name__ for f in SPREAD])
+def test_spread_in_displays_float32_and_forward_mode(f):
+    w, v = np.array([0.3, -0.7, 1.1]), np.array([1.0, 0.5, -0.2])
+    got = srcgrad.grad(f)(w.astype(np.float32))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, numerical_grad(f, (w,), 0), rtol=2e-3, atol=1e-4)
+    _, tangent = srcgrad.jvp(f)(w, v)
+    np.testing.assert_allclose(tangent, numerical_grad(f, (w,), 0) @ v, rtol=1e-6, atol=1e-8)
+
+
+def test_spread_of_a_tuple_argument():
+    def f(params, x):
+        t = (*params, x)
+        return np.sum(t[0] * t[1] * t[2])
+    w = np.array([0.3, -0.7, 1.1])
+    got = srcgrad.grad(f)([w, 2.0 * w], X[0])
+    np.testing.assert_allclose(got[0], 2.0 * w * X[0])
+    np.testing.assert_allclose(got[1], w * X[0])
+
+
+def test_a_copy_of_a_list_grown_by_appends_joined():
+    # (`list(hs) + [w]`: the copy was not known as a list, and the join was refused)
+    def f(w):
+        hs = [np.sin(x * w) for x in X]
+        return np.sum(np.stack(list(hs) + [w]) * w)
+    w = np.array([0.3, -0.7, 1.1])
+    np.testing.assert_allclose(srcgrad.grad(f)(w), numerical_grad(f, (w,), 0), rtol=1e-6, atol=1e-8)
+
+
+def test_spread_where_list_is_not_the_builtin_is_refused():
+    def f(w):
+        list = None  # noqa: A001, F841
+        return np.sum([*w])
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="list and tuple displays"):
+        srcgrad.grad(f)(np.array([0.3, -0.7, 1.1]))

@@ -1943,7 +1943,7 @@ class _Lowering:
             if joined is not None:
                 return joined
             sequences = [isinstance(a, gast.Name) and (a.id in self.containers or a.id in self.tuples
-                                                       or a.id in self.runtime_lists)
+                                                       or a.id in self.runtime_lists or a.id in self.lists)
                          and a.id not in self.dicts for a in (left, right)]
             if isinstance(node.op, gast.Add) and all(sequences):
                 # A join of tuples or lists whose items are known when it runs only (a tuple

@@ -21,6 +21,7 @@ assignment; each becomes statements before the one it was in, at its line:
   such a function made by a statement of its own first, ``_lambda``;
 - ``assert c, m`` becomes ``if not c: raise AssertionError(m)`` (``raise`` is kept:
   both run in the forward sweep, with no adjoint);
+- ``[a, *xs, b]`` becomes ``[a] + list(xs) + [b]`` and ``(*a, *b)`` ``tuple(a) + tuple(b)``;
 - ``a = b = e`` becomes ``a = e; b = a``; ``(n := e)`` becomes ``n = e`` and ``n``;
   ``a, b = e1, e2`` (no item reading a target) becomes ``a = e1; b = e2``;
 - ``first, *rest = xs`` becomes ``first, = xs[:1]`` and ``rest = [e for e in xs[1:]]`` (a
@@ -86,6 +87,8 @@ def transform(fdef: gast.FunctionDef, fn=None, param_ranks=None) -> None:
                                                   or _nested_target(n.targets[0]) or isinstance(n.value, gast.Lambda)
                                                   or _parallel(n))
                or isinstance(n, gast.For) and isinstance(n.target, (gast.Tuple, gast.List))
+               or isinstance(n, (gast.Tuple, gast.List)) and isinstance(n.ctx, gast.Load)
+               and any(isinstance(e, gast.Starred) for e in n.elts)
                for n in nodes.own_nodes(fdef)):
         return
     desugar = _Desugar(fdef, fn)
@@ -336,6 +339,7 @@ class _Desugar:
         is assigned to, which may be built in place).  ``conditional``: the node
         that makes ``node`` evaluated on some paths only."""
         node = self.functional(node, out, conditional)
+        node = self.spread(node)
         consumed = self.consumed(node)
         if consumed is not None:  # (an iterator read once, whole, at once: a list is the same)
             node.args[consumed] = self.mapped(node.args[consumed])
@@ -418,6 +422,32 @@ class _Desugar:
                 out[mark:mark] = spilled
             _put(node, field, index, new)
         return node
+
+    def spread(self, node):
+        """A list or tuple display with ``*`` items as the displays and copies it joins:
+        ``[a, *xs, b]`` is ``[a] + list(xs) + [b]``, ``(*a, *b)`` is ``tuple(a) + tuple(b)``,
+        ``[*x]`` is ``list(x)`` (of an array: its rows).  Python evaluates and iterates each
+        part left to right, as ``+`` does its operands; ``list`` and ``tuple`` are the builtins
+        (where the function rebinds one, the display is left as it is, and refused)."""
+        if not isinstance(node, (gast.List, gast.Tuple)) or not isinstance(node.ctx, gast.Load) \
+                or not any(isinstance(e, gast.Starred) for e in node.elts):
+            return node
+        copy = "list" if isinstance(node, gast.List) else "tuple"
+        if copy not in self.builtin:
+            return node
+        parts, run = [], []
+        for elt in node.elts + [None]:
+            if (elt is None or isinstance(elt, gast.Starred)) and run:
+                parts.append(type(node)(elts=run, ctx=gast.Load()))
+                run = []
+            if isinstance(elt, gast.Starred):
+                parts.append(_at(nodes.call(copy, [elt.value]), elt))
+            elif elt is not None:
+                run.append(elt)
+        joined = parts[0]
+        for part in parts[1:]:
+            joined = nodes.binop(joined, "+", part)
+        return _at(joined, node)
 
     def lambda_made(self, lam, out):
         """A name for ``lam``, made by a statement of its own appended to ``out``."""
