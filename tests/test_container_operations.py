@@ -848,3 +848,106 @@ def test_spread_where_list_is_not_the_builtin_is_refused():
         return np.sum([*w])
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match="list and tuple displays"):
         srcgrad.grad(f)(np.array([0.3, -0.7, 1.1]))
+
+
+# ---- dict(pairs): dict(zip(keys, values)), dict(enumerate(xs)), dict(pairs, k=v) ------------
+# (`dict(zip(...))` is `dict` of the list of its tuples, as `sorted(zip(...))` is; a keyword
+# is an entry merged after them, `{**dict(pairs), "k": v}`)
+
+def dict_of_zipped_keys_and_values(w):
+    keys = ["a", "b"]
+    d = dict(zip(keys, [w, np.sin(w)]))
+    e = dict(zip(("p", "q", "r"), (w, 2.0 * w, X[0] * w)))
+    return np.sum(d["a"] * d["b"]) + np.sum(e["p"] * e["q"] + e["r"])
+
+
+def dict_of_zipped_rows_of_an_array(w):
+    d = dict(zip(["x", "y"], X[:2] * w))
+    return np.sum(d["x"] * d["y"])
+
+
+def dict_of_zipped_appended_values(w):
+    values = []
+    for x in X[:3]:
+        values.append(np.tanh(x * w))
+    d = dict(zip("abc", values))
+    total = 0.0
+    for i, (k, v) in enumerate(d.items()):
+        total = total + np.sum(v) * (i + 1.0)
+    return total + np.sum(d["b"] ** 2)
+
+
+def dict_of_enumerated_items(w):
+    d = dict(enumerate([w, np.sin(w), np.cos(w)]))
+    e = dict(enumerate(X @ w, start=1))
+    return np.sum(d[0] * d[2] + d[1]) + e[1] * e[4]
+
+
+def dict_of_pairs_with_keywords(w):
+    d = dict(zip(["a", "b"], [w, np.sin(w)]), c=X[0] * w, a=w ** 2)  # (a keyword wins)
+    return np.sum(d["a"] * d["b"] + d["c"])
+
+
+def dict_of_pairs_then_written(w):
+    d = dict(zip([0, 1], [w, w ** 2]))
+    d[0] = d[0] * 3.0
+    return np.sum(d[0] + d[1])
+
+
+def _named(w, keys):
+    return dict(zip(keys, [w, w * w]))
+
+
+def dict_of_pairs_in_a_helper_and_a_loop(w):
+    total = 0.0
+    for k in range(2):
+        d = _named(w * (k + 1.0), ("u", "v"))
+        total = total + np.sum(d["u"] * 2.0 + d["v"])
+    return total
+
+
+class Named:
+    def __init__(self, w):
+        self.w = w
+
+    def loss(self, names):
+        d = dict(zip(names, [self.w, np.tanh(self.w)]))
+        return np.sum(d[names[0]] * d[names[1]])
+
+
+DICTS_OF_PAIRS = [dict_of_zipped_keys_and_values, dict_of_zipped_rows_of_an_array, dict_of_zipped_appended_values,
+                  dict_of_enumerated_items, dict_of_pairs_with_keywords, dict_of_pairs_then_written,
+                  dict_of_pairs_in_a_helper_and_a_loop]
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("f", DICTS_OF_PAIRS, ids=[f.__name__ for f in DICTS_OF_PAIRS])
+def test_dict_of_pairs(f, optimize):
+    w = np.array([0.3, -0.7, 1.1])
+    np.testing.assert_allclose(srcgrad.grad(f, optimize=optimize)(w), numerical_grad(f, (w,), 0),
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_dict_of_pairs_in_a_method():
+    w = np.array([0.3, -0.7, 1.1])
+    got = srcgrad.grad(lambda m, names: m.loss(names))(Named(w), ["s", "t"])
+    np.testing.assert_allclose(got.w, numerical_grad(lambda w: Named(w).loss(["s", "t"]), (w,), 0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("f", DICTS_OF_PAIRS, ids=[f.__name__ for f in DICTS_OF_PAIRS])
+def test_dict_of_pairs_float32_and_forward_mode(f):
+    w, v = np.array([0.3, -0.7, 1.1]), np.array([1.0, 0.5, -0.2])
+    got = srcgrad.grad(f)(w.astype(np.float32))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, numerical_grad(f, (w,), 0), rtol=2e-3, atol=1e-4)
+    _, tangent = srcgrad.jvp(f)(w, v)
+    np.testing.assert_allclose(tangent, numerical_grad(f, (w,), 0) @ v, rtol=1e-6, atol=1e-8)
+
+
+def test_dict_of_a_dict_argument_with_keywords():
+    def f(p, w):
+        d = dict(p, c=w * 2.0)
+        return np.sum(d["a"] * d["c"]) + np.sum(d["b"])
+    got = srcgrad.grad(f)({"a": X[0], "b": X[1]}, np.array([0.3, -0.7, 1.1]))
+    np.testing.assert_allclose(got["a"], [0.6, -1.4, 2.2])
+    np.testing.assert_allclose(got["b"], np.ones(3))

@@ -22,6 +22,8 @@ assignment; each becomes statements before the one it was in, at its line:
 - ``assert c, m`` becomes ``if not c: raise AssertionError(m)`` (``raise`` is kept:
   both run in the forward sweep, with no adjoint);
 - ``[a, *xs, b]`` becomes ``[a] + list(xs) + [b]`` and ``(*a, *b)`` ``tuple(a) + tuple(b)``;
+- ``zip(...)``/``enumerate(...)`` read whole by such a consumer (``dict(zip(keys, values))``) the
+  list of their tuples, and ``dict(pairs, k=v)`` ``{**dict(pairs), "k": v}``;
 - ``a = b = e`` becomes ``a = e; b = a``; ``(n := e)`` becomes ``n = e`` and ``n``;
   ``a, b = e1, e2`` (no item reading a target) becomes ``a = e1; b = e2``;
 - ``first, *rest = xs`` becomes ``first, = xs[:1]`` and ``rest = [e for e in xs[1:]]`` (a
@@ -82,7 +84,7 @@ def transform(fdef: gast.FunctionDef, fn=None, param_ranks=None) -> None:
                 raise  # (a nested one stays a generator: refused only if it is differentiated)
     if not any(isinstance(n, _LOWERED + (gast.Assert, gast.With, gast.IfExp, gast.FunctionDef, gast.Lambda))
                or isinstance(n, gast.Call) and isinstance(n.func, (gast.Name, gast.Attribute))
-               and _last_name(n.func) in ("map", "filter", "reduce", "partial", "iter")
+               and _last_name(n.func) in ("map", "filter", "reduce", "partial", "iter", "zip", "enumerate", "dict")
                or isinstance(n, gast.Assign) and (len(n.targets) > 1 or _starred_target(n.targets[0])
                                                   or _nested_target(n.targets[0]) or isinstance(n.value, gast.Lambda)
                                                   or _parallel(n))
@@ -340,6 +342,7 @@ class _Desugar:
         that makes ``node`` evaluated on some paths only."""
         node = self.functional(node, out, conditional)
         node = self.spread(node)
+        node = self.merged(node)
         consumed = self.consumed(node)
         if consumed is not None:  # (an iterator read once, whole, at once: a list is the same)
             node.args[consumed] = self.mapped(node.args[consumed])
@@ -449,6 +452,17 @@ class _Desugar:
             joined = nodes.binop(joined, "+", part)
         return _at(joined, node)
 
+    def merged(self, node):
+        """``dict(pairs, k=v, **m)`` as ``{**dict(pairs), "k": v, **m}``: the entries of both,
+        a keyword's winning (each form then lowers on its own)."""
+        if not (isinstance(node, gast.Call) and isinstance(node.func, gast.Name) and node.func.id == "dict"
+                and "dict" in self.builtin and len(node.args) == 1 and node.keywords
+                and not isinstance(node.args[0], gast.Starred)):
+            return node
+        whole = _at(nodes.call("dict", [node.args[0]]), node)
+        keys = [None] + [None if k.arg is None else nodes.const(k.arg) for k in node.keywords]
+        return _at(gast.Dict(keys=keys, values=[whole] + [k.value for k in node.keywords]), node)
+
     def lambda_made(self, lam, out):
         """A name for ``lam``, made by a statement of its own appended to ``out``."""
         name = self.fresh("_lambda")
@@ -470,16 +484,20 @@ class _Desugar:
         ``[x for x in xs if f(x)]`` (``f`` as for ``functional``), where a consumer reads the
         iterator whole at once (``consumed``): elsewhere (a name holding it, a ``for`` loop whose
         body may change what it reads) Python's laziness and single use would differ."""
-        if not isinstance(node, gast.Call) or node.keywords or any(isinstance(a, gast.Starred) for a in node.args):
+        if not isinstance(node, gast.Call) or any(isinstance(a, gast.Starred) for a in node.args):
             return node
         if isinstance(node.func, gast.Name) and node.func.id in self.builtin and node.args and (
-                node.func.id == "zip" or node.func.id == "enumerate" and len(node.args) == 1):
-            # `sorted(zip(xs, ys))`: the list of its tuples, which a `for` over `zip`/`enumerate` reads
+                node.func.id == "zip" and not node.keywords or node.func.id == "enumerate"
+                and len(node.args) + len(node.keywords) <= 2 and all(k.arg == "start" for k in node.keywords)):
+            # `sorted(zip(xs, ys))`, `dict(enumerate(xs, 1))`: the list of its tuples, which a
+            # `for` over `zip`/`enumerate` reads
             names = [self.fresh("_item") for _ in (node.args if node.func.id == "zip" else (0, 1))]
             target = gast.Tuple(elts=[nodes.name(n, "store") for n in names], ctx=gast.Store())
             elt = gast.Tuple(elts=[nodes.name(n) for n in names], ctx=gast.Load())
             generators = [gast.comprehension(target=target, iter=node, ifs=[], is_async=0)]
             return _at(gast.ListComp(elt=elt, generators=generators), node)
+        if node.keywords:
+            return node
         return self.functional(node, None, None, lists=True)
 
     def functional(self, node, out, conditional, lists=False):
