@@ -211,3 +211,14 @@ def test_a_kept_lambda_reading_a_differentiated_value_is_refused_in_its_words():
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match="this lambda reads `w`") as info:
         srcgrad.grad(loss)(W, X)
     assert "test_lambda_arguments.py" in str(info.value) and "`_lambda`" not in str(info.value)
+
+
+def test_a_kept_lambda_whose_capture_is_assigned_again_is_refused_in_its_words():
+    def loss(w, x):
+        c = 1.0
+        fs = [lambda v: v @ w * c]
+        c = 5.0  # (Python's lambda reads this one when called)
+        return np.sum(fs[0](x))
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="the lambda called here reads `c`") as info:
+        srcgrad.grad(loss, wrt=1)(W, X)
+    assert "`_lambda`" not in str(info.value)

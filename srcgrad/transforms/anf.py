@@ -385,7 +385,7 @@ class _Lowering:
                 node.id = self.current[node.id]
                 captured.add(node.id)
         inner.name = self._store(stmt.name)
-        self.closures[inner.name] = (stmt.name, seen)
+        self.closures[inner.name] = (stmt.name, seen, anno.get(stmt, "lambda", False))
         anno.set(inner, "group", self.group)
         anno.set(inner, "origin", anno.get(stmt, "origin"))
         anno.set(inner, "kind", "def")
@@ -2501,12 +2501,14 @@ class _Lowering:
             # Python's closure reads the name when it is called; the nested def was given
             # the value the name had at the `def` (single assignment): the same only if
             # the name was not assigned again since.
-            user, seen = self.closures[callee.id]
+            user, seen, lam = self.closures[callee.id]
             for read, name in sorted(seen.items()):
                 if self.current.get(read, read) != name:
-                    raise errors.at(node, f"`{user}` reads `{read}`, which was assigned again after "
-                                    f"`def {user}`: Python's `{user}` sees the new value, and srcgrad "
-                                    "does not follow it", f"pass `{read}` to `{user}` as an argument")
+                    made, which = ("the lambda was made", "the lambda") if lam else (f"`def {user}`", f"`{user}`")
+                    raise errors.at(node, f"{'the lambda called here' if lam else which} reads `{read}`, which was assigned "
+                                    f"again after {made}: Python's {which.removeprefix('the ')} sees the new "
+                                    "value, and srcgrad does not follow it",
+                                    f"pass `{read}` to {which} as an argument")
 
         def value_of(atom):
             if isinstance(atom, (gast.List, gast.Tuple)) and any(isinstance(n, gast.Name)
