@@ -894,6 +894,14 @@ def dict_of_pairs_then_written(w):
     return np.sum(d[0] + d[1])
 
 
+def dict_of_zipped_displays(w):
+    # (a display of its entries, keys known when compiling; a repeated key keeps its first place
+    # and its last value, as Python's)
+    d = dict(zip(["a", "b", "a"], [w, np.sin(w), w ** 2]))
+    e = dict([("x", w), ("y", 2.0 * w)])
+    return np.sum(d["a"] * d["b"]) + np.sum(e["x"] * e["y"]) + len(d) * list(d)[1].count("b")
+
+
 def _named(w, keys):
     return dict(zip(keys, [w, w * w]))
 
@@ -917,7 +925,7 @@ class Named:
 
 DICTS_OF_PAIRS = [dict_of_zipped_keys_and_values, dict_of_zipped_rows_of_an_array, dict_of_zipped_appended_values,
                   dict_of_enumerated_items, dict_of_pairs_with_keywords, dict_of_pairs_then_written,
-                  dict_of_pairs_in_a_helper_and_a_loop]
+                  dict_of_pairs_in_a_helper_and_a_loop, dict_of_zipped_displays]
 
 
 @pytest.mark.parametrize("optimize", [True, False])
@@ -942,6 +950,18 @@ def test_dict_of_pairs_float32_and_forward_mode(f):
     np.testing.assert_allclose(got, numerical_grad(f, (w,), 0), rtol=2e-3, atol=1e-4)
     _, tangent = srcgrad.jvp(f)(w, v)
     np.testing.assert_allclose(tangent, numerical_grad(f, (w,), 0) @ v, rtol=1e-6, atol=1e-8)
+
+
+def test_dict_of_zipped_displays_is_a_display_of_its_entries():
+    w, v = np.array([0.3, -0.7, 1.1]), np.array([1.0, 0.5, -0.2])
+    value, _ = srcgrad.value_and_grad(dict_of_zipped_displays)(w)
+    assert value == dict_of_zipped_displays(w)
+    code = srcgrad.source(srcgrad.grad(dict_of_zipped_displays), w)
+    assert "d = {'a': " in code
+    assert not any("dict(" in line for line in code.splitlines() if not line.lstrip().startswith("#"))
+    eps = 1e-5  # (keys known when compiling: forward over reverse follows it)
+    expected = (srcgrad.grad(dict_of_zipped_displays)(w + eps * v) - srcgrad.grad(dict_of_zipped_displays)(w - eps * v))
+    np.testing.assert_allclose(srcgrad.hvp(dict_of_zipped_displays)(w, v), expected / (2 * eps), rtol=1e-5, atol=1e-7)
 
 
 def test_dict_of_a_dict_argument_with_keywords():

@@ -1391,6 +1391,22 @@ class _Lowering:
     def _holds_array_rank(self, atom) -> bool:
         return isinstance(atom, gast.Name) and (atom.id in self.arrays or atom.id in self.field_arrays)
 
+    def _known_pairs(self, atom):
+        """``{key: atom}`` for a tuple or list of ``(key, value)`` pairs whose items and literal
+        keys are known here (a display, or made so), in Python's ``dict(pairs)`` order; else None."""
+        items = atom.elts if _display(atom) else list(self.aggregates[atom.id].values()) \
+            if isinstance(atom, gast.Name) and atom.id in self.aggregates and atom.id not in self.dicts else None
+        if items is None:
+            return None
+        entries = {}
+        for item in items:
+            pair = item.elts if _display(item) else list(self.aggregates[item.id].values()) \
+                if isinstance(item, gast.Name) and item.id in self.tuples and item.id in self.aggregates else None
+            if pair is None or len(pair) != 2 or not isinstance(pair[0], gast.Constant):
+                return None
+            entries[pair[0].value] = pair[1]
+        return entries
+
     def _zip_display(self, args, node, **emit):
         """``zip(ws, bs)`` (``zip(*params)``) of tuples or lists whose items are known: the
         list of their rows, each a tuple display, so each item's adjoint reaches its source (a
@@ -2252,8 +2268,15 @@ class _Lowering:
                 return self._user_call(nodes.copy(func), args, kwargs, node, **emit)
             if rule is None or rule.differentiable or any(isinstance(k, tuple) for k in kwargs):
                 self._check_spread(args, kwargs, node)  # (a draw's or a constructor's `*shape` runs as written)
-            if callee is zip and args and not kwargs and all(self._has_items(a) for a in args):
+            if callee is zip and args and not kwargs and all(self._has_items(a) or _display(a) for a in args):
+                args = [self._display_value(a, node) if _display(a) else a for a in args]
                 return self._zip_display(args, node, **emit)
+            entries = self._known_pairs(args[0]) if callee is dict and len(args) == 1 and not kwargs else None
+            if entries is not None:
+                # `dict(zip(["w", "b"], [w, b]))`, `dict([("w", w)])`: the display of its entries
+                # (a later pair's value in an earlier one's place, as Python's)
+                display = gast.Dict(keys=[nodes.const(k) for k in entries], values=list(entries.values()))
+                return self._emit_aggregate(display, list(entries), list(entries.values()), node, **emit)
             if callee is dict and not args and kwargs:  # `dict(w=w, b=b)` is `{"w": w, "b": b}`
                 display = gast.Dict(keys=[nodes.const(k) for k in kwargs], values=list(kwargs.values()))
                 anno.inherit(display, node)
@@ -2750,6 +2773,11 @@ def _stored_parameters(cls):
     if any(hasattr(inspect.getattr_static(cls, attr, None), "__get__") for attr in stored):
         return None  # a property (or another descriptor) of that name: not the stored value
     return stored
+
+
+def _display(node) -> bool:
+    """A list or tuple display, lowered in an argument's place, without ``*`` items."""
+    return isinstance(node, (gast.List, gast.Tuple)) and not any(isinstance(e, gast.Starred) for e in node.elts)
 
 
 def _is_named_tuple_class(obj) -> bool:

@@ -344,7 +344,8 @@ class _Desugar:
         node = self.spread(node)
         node = self.merged(node)
         consumed = self.consumed(node)
-        if consumed is not None:  # (an iterator read once, whole, at once: a list is the same)
+        if consumed is not None and not _dict_of_zipped_displays(node):
+            # (an iterator read once, whole, at once: a list is the same)
             node.args[consumed] = self.mapped(node.args[consumed])
         if isinstance(node, _LOWERED):
             if conditional is not None:
@@ -670,6 +671,16 @@ class _Desugar:
 
     def fresh(self, base: str) -> str:
         return nodes.fresh_name(base, self.taken)
+
+
+def _dict_of_zipped_displays(call) -> bool:
+    """``dict(zip(["w", "b"], [w, b]))``: normalize zips displays item by item and makes the dict
+    of such pairs a display of its entries, its keys known when compiling."""
+    arg = call.args[0] if len(call.args) == 1 and not call.keywords else None
+    return isinstance(call.func, gast.Name) and call.func.id == "dict" and isinstance(arg, gast.Call) \
+        and isinstance(arg.func, gast.Name) and arg.func.id == "zip" and not arg.keywords and len(arg.args) > 0 \
+        and all(isinstance(a, (gast.List, gast.Tuple)) and not any(isinstance(e, gast.Starred) for e in a.elts)
+                for a in arg.args)
 
 
 def _has_defaults(lam) -> bool:
