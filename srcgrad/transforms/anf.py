@@ -1394,14 +1394,14 @@ class _Lowering:
     def _known_pairs(self, atom):
         """``{key: atom}`` for a tuple or list of ``(key, value)`` pairs whose items and literal
         keys are known here (a display, or made so), in Python's ``dict(pairs)`` order; else None."""
-        items = atom.elts if _display(atom) else list(self.aggregates[atom.id].values()) \
-            if isinstance(atom, gast.Name) and atom.id in self.aggregates and atom.id not in self.dicts else None
+        known = isinstance(atom, gast.Name) and atom.id in self.aggregates and atom.id not in self.dicts
+        items = atom.elts if _display(atom) else list(self.aggregates[atom.id].values()) if known else None
         if items is None:
             return None
         entries = {}
         for item in items:
-            pair = item.elts if _display(item) else list(self.aggregates[item.id].values()) \
-                if isinstance(item, gast.Name) and item.id in self.tuples and item.id in self.aggregates else None
+            known = isinstance(item, gast.Name) and item.id in self.tuples and item.id in self.aggregates
+            pair = item.elts if _display(item) else list(self.aggregates[item.id].values()) if known else None
             if pair is None or len(pair) != 2 or not isinstance(pair[0], gast.Constant):
                 return None
             entries[pair[0].value] = pair[1]
@@ -2527,10 +2527,11 @@ class _Lowering:
             user, seen, lam = self.closures[callee.id]
             for read, name in sorted(seen.items()):
                 if self.current.get(read, read) != name:
-                    made, which = ("the lambda was made", "the lambda") if lam else (f"`def {user}`", f"`{user}`")
-                    raise errors.at(node, f"{'the lambda called here' if lam else which} reads `{read}`, which was assigned "
-                                    f"again after {made}: Python's {which.removeprefix('the ')} sees the new "
-                                    "value, and srcgrad does not follow it",
+                    made, which = ("the lambda was made", "the lambda") if lam \
+                        else (f"`def {user}`", f"`{user}`")
+                    raise errors.at(node, f"{'the lambda called here' if lam else which} reads `{read}`, which "
+                                    f"was assigned again after {made}: Python's {which.removeprefix('the ')} "
+                                    "sees the new value, and srcgrad does not follow it",
                                     f"pass `{read}` to {which} as an argument")
 
         def value_of(atom):

@@ -66,6 +66,8 @@ _COMPREHENSIONS = (gast.ListComp, gast.SetComp, gast.DictComp, gast.GeneratorExp
 _LOWERED = _COMPREHENSIONS + (gast.NamedExpr,)
 # Builtins that iterate over what they are given, once and whole: a generator may be a list there.
 _CONSUMERS = ("max", "min", "list", "tuple", "sorted", "any", "all", "set", "dict")
+# Calls this pass may rewrite (a function with none of these, and nothing else it lowers, is left as it is).
+_DESUGARED_CALLS = ("map", "filter", "reduce", "partial", "iter", "zip", "enumerate", "dict")
 
 
 def transform(fdef: gast.FunctionDef, fn=None, param_ranks=None) -> None:
@@ -84,7 +86,7 @@ def transform(fdef: gast.FunctionDef, fn=None, param_ranks=None) -> None:
                 raise  # (a nested one stays a generator: refused only if it is differentiated)
     if not any(isinstance(n, _LOWERED + (gast.Assert, gast.With, gast.IfExp, gast.FunctionDef, gast.Lambda))
                or isinstance(n, gast.Call) and isinstance(n.func, (gast.Name, gast.Attribute))
-               and _last_name(n.func) in ("map", "filter", "reduce", "partial", "iter", "zip", "enumerate", "dict")
+               and _last_name(n.func) in _DESUGARED_CALLS
                or isinstance(n, gast.Assign) and (len(n.targets) > 1 or _starred_target(n.targets[0])
                                                   or _nested_target(n.targets[0]) or isinstance(n.value, gast.Lambda)
                                                   or _parallel(n))
@@ -467,7 +469,8 @@ class _Desugar:
     def lambda_made(self, lam, out):
         """A name for ``lam``, made by a statement of its own appended to ``out``."""
         name = self.fresh("_lambda")
-        self.statement(_at(gast.Assign(targets=[nodes.name(name, "store")], value=lam, type_comment=None), lam), out)
+        made = gast.Assign(targets=[nodes.name(name, "store")], value=lam, type_comment=None)
+        self.statement(_at(made, lam), out)
         return _at(nodes.name(name), lam)
 
     # ---- map, filter, functools.reduce and partial --------------------------------
