@@ -21,6 +21,13 @@ Documented keys:
 ``group``
     The user statement (its origin) that a core statement was lowered from;
     generated code gets one ``# file:line`` comment per group.
+``captures``, ``captured_as``
+    On a nested ``FunctionDef`` (set by ``transforms.anf``): the outer function's
+    names it reads, under their current versions (``x_2``), and each version's
+    name in the user's code (``{"x_2": "x"}``, for messages).
+``lambda``
+    True on a nested ``FunctionDef`` that ``transforms.desugar`` made from a
+    lambda (so a refusal says "this lambda", not its generated name).
 """
 from __future__ import annotations
 

@@ -736,3 +736,238 @@ def test_forward_mode_of_a_merge_with_a_constant_dict():
     w, v = np.array([0.3, -0.7, 1.1]), np.array([1.0, 0.5, -0.2])
     _, tangent = srcgrad.jvp(merged_with_a_constant_dict)(w, v)
     np.testing.assert_allclose(tangent, numerical_grad(merged_with_a_constant_dict, (w,), 0) @ v, rtol=1e-6)
+
+
+# ---- `*` in list and tuple displays: [*x], (*a, *b), [*xs, y] -------------------------------
+# (the displays and copies they join: `[a, *xs, b]` is `[a] + list(xs) + [b]`)
+
+def rows_of_an_array_spread(w):
+    xs = [*w]  # (a 1-d array: its items, as list(w))
+    rows = [*np.outer(w, X[0])]
+    return xs[0] * xs[2] + np.sin(xs[1]) + np.sum(rows[0] * rows[2])
+
+
+def tuples_spread_and_joined(w):
+    a = [w, 2.0 * w]
+    b = (np.sin(w),)
+    t = (*a, *b)
+    first, *rest = (*t, w ** 2)
+    return np.sum(t[0] * t[1] + t[2]) + np.sum(first * rest[-1])
+
+
+def a_list_spread_with_an_item(w):
+    xs = [w, w * w]
+    return np.sum(np.stack([*xs, np.cos(w)]) ** 2) + np.sum(np.stack([np.tanh(w), *X[:2]]) * w)
+
+
+def a_list_grown_by_appends_spread(w):
+    hs = []
+    for x in X[:3]:
+        hs.append(np.tanh(x * w))
+    ys = [w, *hs, *map(np.sin, hs)]
+    return np.sum(np.stack(ys) * np.arange(1.0, 8.0)[:, None])
+
+
+def spread_in_a_loop(w):
+    hs = [w]
+    for k in range(3):
+        hs = [*hs, hs[-1] * np.sin(w) + k]
+    t = ()
+    for x in X[:2]:
+        t = (*t, x * w)
+    return np.sum(np.stack(hs)) + np.sum(np.stack(t) ** 2)
+
+
+def _with_a_bias(first, *rest):
+    return [*rest, first]
+
+
+def spread_in_a_helper(w):
+    ys = _with_a_bias(w, np.sin(w), X[0] * w)
+    return np.sum(ys[0] * ys[2] + ys[1])
+
+
+class Spread:
+    def __init__(self, w):
+        self.w = w
+
+    def loss(self, xs):
+        return np.sum(np.stack([*xs, self.w]) ** 3) + sum([*self.w])
+
+
+SPREAD = [rows_of_an_array_spread, tuples_spread_and_joined, a_list_spread_with_an_item,
+          a_list_grown_by_appends_spread, spread_in_a_loop, spread_in_a_helper]
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("f", SPREAD, ids=[f.__name__ for f in SPREAD])
+def test_spread_in_displays(f, optimize):
+    w = np.array([0.3, -0.7, 1.1])
+    np.testing.assert_allclose(srcgrad.grad(f, optimize=optimize)(w), numerical_grad(f, (w,), 0),
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_spread_in_displays_in_a_method():
+    w = np.array([0.3, -0.7, 1.1])
+    got = srcgrad.grad(lambda m, xs: m.loss(xs))(Spread(w), X)
+    np.testing.assert_allclose(got.w, numerical_grad(lambda w: Spread(w).loss(X), (w,), 0), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("f", SPREAD, ids=[f.__name__ for f in SPREAD])
+def test_spread_in_displays_float32_and_forward_mode(f):
+    w, v = np.array([0.3, -0.7, 1.1]), np.array([1.0, 0.5, -0.2])
+    got = srcgrad.grad(f)(w.astype(np.float32))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, numerical_grad(f, (w,), 0), rtol=2e-3, atol=1e-4)
+    _, tangent = srcgrad.jvp(f)(w, v)
+    np.testing.assert_allclose(tangent, numerical_grad(f, (w,), 0) @ v, rtol=1e-6, atol=1e-8)
+
+
+def test_spread_of_a_tuple_argument():
+    def f(params, x):
+        t = (*params, x)
+        return np.sum(t[0] * t[1] * t[2])
+    w = np.array([0.3, -0.7, 1.1])
+    got = srcgrad.grad(f)([w, 2.0 * w], X[0])
+    np.testing.assert_allclose(got[0], 2.0 * w * X[0])
+    np.testing.assert_allclose(got[1], w * X[0])
+
+
+def test_a_copy_of_a_list_grown_by_appends_joined():
+    # (`list(hs) + [w]`: the copy was not known as a list, and the join was refused)
+    def f(w):
+        hs = [np.sin(x * w) for x in X]
+        return np.sum(np.stack(list(hs) + [w]) * w)
+    w = np.array([0.3, -0.7, 1.1])
+    np.testing.assert_allclose(srcgrad.grad(f)(w), numerical_grad(f, (w,), 0), rtol=1e-6, atol=1e-8)
+
+
+def test_spread_where_list_is_not_the_builtin_is_refused():
+    def f(w):
+        list = None  # noqa: A001, F841
+        return np.sum([*w])
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match="list and tuple displays"):
+        srcgrad.grad(f)(np.array([0.3, -0.7, 1.1]))
+
+
+# ---- dict(pairs): dict(zip(keys, values)), dict(enumerate(xs)), dict(pairs, k=v) ------------
+# (`dict(zip(...))` is `dict` of the list of its tuples, as `sorted(zip(...))` is; a keyword
+# is an entry merged after them, `{**dict(pairs), "k": v}`)
+
+def dict_of_zipped_keys_and_values(w):
+    keys = ["a", "b"]
+    d = dict(zip(keys, [w, np.sin(w)]))
+    e = dict(zip(("p", "q", "r"), (w, 2.0 * w, X[0] * w)))
+    return np.sum(d["a"] * d["b"]) + np.sum(e["p"] * e["q"] + e["r"])
+
+
+def dict_of_zipped_rows_of_an_array(w):
+    d = dict(zip(["x", "y"], X[:2] * w))
+    return np.sum(d["x"] * d["y"])
+
+
+def dict_of_zipped_appended_values(w):
+    values = []
+    for x in X[:3]:
+        values.append(np.tanh(x * w))
+    d = dict(zip("abc", values))
+    total = 0.0
+    for i, (k, v) in enumerate(d.items()):
+        total = total + np.sum(v) * (i + 1.0)
+    return total + np.sum(d["b"] ** 2)
+
+
+def dict_of_enumerated_items(w):
+    d = dict(enumerate([w, np.sin(w), np.cos(w)]))
+    e = dict(enumerate(X @ w, start=1))
+    return np.sum(d[0] * d[2] + d[1]) + e[1] * e[4]
+
+
+def dict_of_pairs_with_keywords(w):
+    d = dict(zip(["a", "b"], [w, np.sin(w)]), c=X[0] * w, a=w ** 2)  # (a keyword wins)
+    return np.sum(d["a"] * d["b"] + d["c"])
+
+
+def dict_of_pairs_then_written(w):
+    d = dict(zip([0, 1], [w, w ** 2]))
+    d[0] = d[0] * 3.0
+    return np.sum(d[0] + d[1])
+
+
+def dict_of_zipped_displays(w):
+    # (a display of its entries, keys known when compiling; a repeated key keeps its first place
+    # and its last value, as Python's)
+    d = dict(zip(["a", "b", "a"], [w, np.sin(w), w ** 2]))
+    e = dict([("x", w), ("y", 2.0 * w)])
+    return np.sum(d["a"] * d["b"]) + np.sum(e["x"] * e["y"]) + len(d) * list(d)[1].count("b")
+
+
+def _named(w, keys):
+    return dict(zip(keys, [w, w * w]))
+
+
+def dict_of_pairs_in_a_helper_and_a_loop(w):
+    total = 0.0
+    for k in range(2):
+        d = _named(w * (k + 1.0), ("u", "v"))
+        total = total + np.sum(d["u"] * 2.0 + d["v"])
+    return total
+
+
+class Named:
+    def __init__(self, w):
+        self.w = w
+
+    def loss(self, names):
+        d = dict(zip(names, [self.w, np.tanh(self.w)]))
+        return np.sum(d[names[0]] * d[names[1]])
+
+
+DICTS_OF_PAIRS = [dict_of_zipped_keys_and_values, dict_of_zipped_rows_of_an_array, dict_of_zipped_appended_values,
+                  dict_of_enumerated_items, dict_of_pairs_with_keywords, dict_of_pairs_then_written,
+                  dict_of_pairs_in_a_helper_and_a_loop, dict_of_zipped_displays]
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("f", DICTS_OF_PAIRS, ids=[f.__name__ for f in DICTS_OF_PAIRS])
+def test_dict_of_pairs(f, optimize):
+    w = np.array([0.3, -0.7, 1.1])
+    np.testing.assert_allclose(srcgrad.grad(f, optimize=optimize)(w), numerical_grad(f, (w,), 0),
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_dict_of_pairs_in_a_method():
+    w = np.array([0.3, -0.7, 1.1])
+    got = srcgrad.grad(lambda m, names: m.loss(names))(Named(w), ["s", "t"])
+    np.testing.assert_allclose(got.w, numerical_grad(lambda w: Named(w).loss(["s", "t"]), (w,), 0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("f", DICTS_OF_PAIRS, ids=[f.__name__ for f in DICTS_OF_PAIRS])
+def test_dict_of_pairs_float32_and_forward_mode(f):
+    w, v = np.array([0.3, -0.7, 1.1]), np.array([1.0, 0.5, -0.2])
+    got = srcgrad.grad(f)(w.astype(np.float32))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, numerical_grad(f, (w,), 0), rtol=2e-3, atol=1e-4)
+    _, tangent = srcgrad.jvp(f)(w, v)
+    np.testing.assert_allclose(tangent, numerical_grad(f, (w,), 0) @ v, rtol=1e-6, atol=1e-8)
+
+
+def test_dict_of_zipped_displays_is_a_display_of_its_entries():
+    w, v = np.array([0.3, -0.7, 1.1]), np.array([1.0, 0.5, -0.2])
+    value, _ = srcgrad.value_and_grad(dict_of_zipped_displays)(w)
+    assert value == dict_of_zipped_displays(w)
+    code = srcgrad.source(srcgrad.grad(dict_of_zipped_displays), w)
+    assert "d = {'a': " in code
+    assert not any("dict(" in line for line in code.splitlines() if not line.lstrip().startswith("#"))
+    eps = 1e-5  # (keys known when compiling: forward over reverse follows it)
+    expected = (srcgrad.grad(dict_of_zipped_displays)(w + eps * v) - srcgrad.grad(dict_of_zipped_displays)(w - eps * v))
+    np.testing.assert_allclose(srcgrad.hvp(dict_of_zipped_displays)(w, v), expected / (2 * eps), rtol=1e-5, atol=1e-7)
+
+
+def test_dict_of_a_dict_argument_with_keywords():
+    def f(p, w):
+        d = dict(p, c=w * 2.0)
+        return np.sum(d["a"] * d["c"]) + np.sum(d["b"])
+    got = srcgrad.grad(f)({"a": X[0], "b": X[1]}, np.array([0.3, -0.7, 1.1]))
+    np.testing.assert_allclose(got["a"], [0.6, -1.4, 2.2])
+    np.testing.assert_allclose(got["b"], np.ones(3))

@@ -206,6 +206,124 @@ def test_a_partial_made_here_and_called(f):
     check_gradient(f, np.array([0.4, -1.3]))
 
 
+# (called inside a lambda or a nested def: the call there is rewritten too, and reads the
+# partial's bound arguments, which lambda lifting passes in; it was a NameError)
+
+X = np.array([[0.3, -1.1], [0.8, 0.2], [-0.5, 0.9]])
+
+
+def partial_of_numpy_in_a_lambda(w):
+    p = functools.partial(np.dot, X)
+    g = lambda v: np.tanh(p(v))  # noqa: E731
+    return np.sum(g(w))
+
+
+def partial_of_a_helper_in_a_lambda(w):
+    p = partial(energy, X[0])
+    g = lambda v: p(v) ** 2  # noqa: E731
+    return g(w) + g(2.0 * w)
+
+
+def partial_with_keywords_in_a_lambda(w):
+    p = partial(energy, scale=2.0)
+    g = lambda v: p(v, X[1]) + p(v, x=X[2], scale=0.5)  # noqa: E731
+    return g(w)
+
+
+def partial_of_a_differentiated_value_in_a_lambda(w):
+    p = partial(energy, np.sin(w), scale=w[0])
+    g = lambda v: p(v) * 3.0  # noqa: E731
+    return g(X[0]) + sum(map(g, [X[1], w]))
+
+
+def partial_in_a_nested_def(w):
+    p = partial(energy, w)
+
+    def inner(v):
+        q = lambda t: p(t) * 2.0  # noqa: E731
+        return q(v) + p(v)
+    return inner(X[0]) + inner(X[1])
+
+
+def partial_in_a_lambda_in_a_loop(w):
+    p = functools.partial(np.dot, X)
+    total = 0.0
+    for k in range(3):
+        g = lambda v: np.sum(np.tanh(p(v)) * (k + 1.0))  # noqa: E731
+        total = total + g(w * k)
+    return total
+
+
+def _partial_helper(w, x):
+    p = partial(energy, x)
+    g = lambda v: p(v, scale=3.0)  # noqa: E731
+    return g(w)
+
+
+def partial_in_a_lambda_in_a_helper(w):
+    return _partial_helper(w, X[0]) * _partial_helper(w * w, X[1])
+
+
+class PartialModel:
+    def __init__(self, w):
+        self.w = w
+
+    def loss(self, x):
+        p = partial(energy, scale=2.0)
+        g = lambda v: p(self.w, v)  # noqa: E731
+        return g(x[0]) + g(x[1])
+
+
+PARTIALS_IN_LAMBDAS = [partial_of_numpy_in_a_lambda, partial_of_a_helper_in_a_lambda,
+                       partial_with_keywords_in_a_lambda, partial_of_a_differentiated_value_in_a_lambda,
+                       partial_in_a_nested_def, partial_in_a_lambda_in_a_loop, partial_in_a_lambda_in_a_helper]
+
+
+@pytest.mark.parametrize("f", PARTIALS_IN_LAMBDAS)
+def test_a_partial_called_inside_a_lambda(f):
+    check_gradient(f, np.array([0.4, -1.3]))
+
+
+def test_a_partial_called_inside_a_lambda_as_a_method():
+    check_gradient(lambda w: PartialModel(w).loss(X), np.array([0.4, -1.3]))
+
+
+@pytest.mark.parametrize("f", PARTIALS_IN_LAMBDAS)
+def test_a_partial_called_inside_a_lambda_in_float32(f):
+    w = np.array([0.4, -1.3], np.float32)
+    g = srcgrad.grad(f)(w)
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, srcgrad.grad(f)(w.astype(np.float64)), rtol=1e-4)
+
+
+def test_a_partial_called_inside_a_lambda_in_forward_mode():
+    w, v = np.array([0.4, -1.3]), np.array([1.0, -2.0])
+    for f in PARTIALS_IN_LAMBDAS:
+        _, tangent = srcgrad.jvp(f)(w, v)
+        np.testing.assert_allclose(tangent, np.dot(srcgrad.grad(f)(w), v), rtol=1e-12)
+
+
+def test_a_partial_of_numpy_calls_the_primitive():
+    # (a module's attribute is read again at the call: `np.dot(...)`, which has a rule)
+    assert "np.dot(" in srcgrad.source(srcgrad.grad(partial_of_numpy_in_a_lambda), np.array([0.4, -1.3]))
+
+
+def _other_energy(w, x, scale=1.0):
+    return scale * np.sum(np.cos(w * x)) * 3.0
+
+
+def partial_of_a_name_bound_again(w):
+    f = energy
+    p = partial(f, w)
+    f = _other_energy  # (the partial keeps `energy`)
+    return p(X[0]) + f(w, X[1])
+
+
+def test_a_partial_keeps_its_function_when_the_name_is_bound_again():
+    # (the call read the name again: `_other_energy`'s gradient, silently)
+    check_gradient(partial_of_a_name_bound_again, np.array([0.4, -1.3]))
+
+
 def test_a_partial_used_other_than_by_calling_it_stays_a_partial():
     def f(w):
         g = partial(energy, w)

@@ -55,6 +55,13 @@ def enumerated_list(w):
     return sum(v * i for i, v in ps)
 
 
+def enumerated_and_zipped_alone(w):
+    # (nothing else here to lower: the list of tuples all the same, not a `zip` kept as an iterator)
+    ps = list(enumerate(X @ w))
+    qs = list(zip(["a", "b"], [w, np.sin(w)]))
+    return ps[1][1] * ps[2][1] + np.sum(qs[0][1] * qs[1][1])
+
+
 def activations_by_name(w, names=("tanh", "relu", "sig")):
     h = X
     for a in names:
@@ -91,6 +98,7 @@ def as_a_method(w):
 
 
 CASES = [next_of_a_generator_expression, next_in_a_loop, iterator_then_the_rest, sorted_pairs, enumerated_list,
+         enumerated_and_zipped_alone,
          activations_by_name, partial_of_a_lambda, reduced_partial_of_a_lambda, mapped_partial_of_a_lambda,
          as_a_method]
 

@@ -462,8 +462,9 @@ def test_lambda_capturing_a_differentiated_value():
 
 
 def lambda_as_argument(x, ws):
-    # (A lambda made with a computed default stays where it is; one without is made first,
-    # a nested function: tests/test_lambda_arguments.py.)
+    # (A lambda is made by a statement of its own, a nested function, where Python makes it:
+    # tests/test_lambda_arguments.py.  A default computed from a value being differentiated is
+    # held by the function object, which srcgrad does not follow.)
     return np.sum(_apply(lambda w, s=np.sum(x): w * s, ws[0]) @ x)
 
 
@@ -478,7 +479,7 @@ def leaving_a_with_block(x, ws):
 
 @pytest.mark.parametrize("f, words", [
     (manager_given_active, "context manager is given, or gives, a value being differentiated"),
-    (lambda_as_argument, "assign it to a name in a statement of its own"),
+    (lambda_as_argument, "this lambda reads `x`"),
     (leaving_a_with_block, "cannot leave a `with` block early"),
 ], ids=lambda v: getattr(v, "__name__", ""))
 def test_forward_only_statements_refused_at_the_line(f, words):

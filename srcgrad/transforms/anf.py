@@ -371,7 +371,7 @@ class _Lowering:
         inner = nodes.copy(stmt)
         own = set(parameters(inner.args)) | {
             n.id for n in nodes.walk(inner) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
-        captured, seen = set(), {}
+        captured, seen, shown = set(), {}, {}
         # Defaults (`def layer(h, w=w)`) are read here, in this function, when the `def`
         # runs: captures like any other, whatever the parameter they fill is named.
         outer = [d for d in inner.args.defaults + inner.args.kw_defaults if d is not None]
@@ -381,14 +381,16 @@ class _Lowering:
                     and (node.id not in own or id(node) in outer_ids):
                 if id(node) not in outer_ids:  # (a default is read once, at the `def`: not when called)
                     seen[node.id] = self.current[node.id]
+                shown[self.current[node.id]] = node.id
                 node.id = self.current[node.id]
                 captured.add(node.id)
         inner.name = self._store(stmt.name)
-        self.closures[inner.name] = (stmt.name, seen)
+        self.closures[inner.name] = (stmt.name, seen, anno.get(stmt, "lambda", False))
         anno.set(inner, "group", self.group)
         anno.set(inner, "origin", anno.get(stmt, "origin"))
         anno.set(inner, "kind", "def")
         anno.set(inner, "captures", sorted(captured))
+        anno.set(inner, "captured_as", shown)
         self.block.append(inner)
     # ---- tuples, lists and dicts -----------------------------------------
     def _aggregate(self, node, **emit):
@@ -1389,6 +1391,22 @@ class _Lowering:
     def _holds_array_rank(self, atom) -> bool:
         return isinstance(atom, gast.Name) and (atom.id in self.arrays or atom.id in self.field_arrays)
 
+    def _known_pairs(self, atom):
+        """``{key: atom}`` for a tuple or list of ``(key, value)`` pairs whose items and literal
+        keys are known here (a display, or made so), in Python's ``dict(pairs)`` order; else None."""
+        known = isinstance(atom, gast.Name) and atom.id in self.aggregates and atom.id not in self.dicts
+        items = atom.elts if _display(atom) else list(self.aggregates[atom.id].values()) if known else None
+        if items is None:
+            return None
+        entries = {}
+        for item in items:
+            known = isinstance(item, gast.Name) and item.id in self.tuples and item.id in self.aggregates
+            pair = item.elts if _display(item) else list(self.aggregates[item.id].values()) if known else None
+            if pair is None or len(pair) != 2 or not isinstance(pair[0], gast.Constant):
+                return None
+            entries[pair[0].value] = pair[1]
+        return entries
+
     def _zip_display(self, args, node, **emit):
         """``zip(ws, bs)`` (``zip(*params)``) of tuples or lists whose items are known: the
         list of their rows, each a tuple display, so each item's adjoint reaches its source (a
@@ -1941,7 +1959,7 @@ class _Lowering:
             if joined is not None:
                 return joined
             sequences = [isinstance(a, gast.Name) and (a.id in self.containers or a.id in self.tuples
-                                                       or a.id in self.runtime_lists)
+                                                       or a.id in self.runtime_lists or a.id in self.lists)
                          and a.id not in self.dicts for a in (left, right)]
             if isinstance(node.op, gast.Add) and all(sequences):
                 # A join of tuples or lists whose items are known when it runs only (a tuple
@@ -2250,8 +2268,15 @@ class _Lowering:
                 return self._user_call(nodes.copy(func), args, kwargs, node, **emit)
             if rule is None or rule.differentiable or any(isinstance(k, tuple) for k in kwargs):
                 self._check_spread(args, kwargs, node)  # (a draw's or a constructor's `*shape` runs as written)
-            if callee is zip and args and not kwargs and all(self._has_items(a) for a in args):
+            if callee is zip and args and not kwargs and all(self._has_items(a) or _display(a) for a in args):
+                args = [self._display_value(a, node) if _display(a) else a for a in args]
                 return self._zip_display(args, node, **emit)
+            entries = self._known_pairs(args[0]) if callee is dict and len(args) == 1 and not kwargs else None
+            if entries is not None:
+                # `dict(zip(["w", "b"], [w, b]))`, `dict([("w", w)])`: the display of its entries
+                # (a later pair's value in an earlier one's place, as Python's)
+                display = gast.Dict(keys=[nodes.const(k) for k in entries], values=list(entries.values()))
+                return self._emit_aggregate(display, list(entries), list(entries.values()), node, **emit)
             if callee is dict and not args and kwargs:  # `dict(w=w, b=b)` is `{"w": w, "b": b}`
                 display = gast.Dict(keys=[nodes.const(k) for k in kwargs], values=list(kwargs.values()))
                 anno.inherit(display, node)
@@ -2499,12 +2524,15 @@ class _Lowering:
             # Python's closure reads the name when it is called; the nested def was given
             # the value the name had at the `def` (single assignment): the same only if
             # the name was not assigned again since.
-            user, seen = self.closures[callee.id]
+            user, seen, lam = self.closures[callee.id]
             for read, name in sorted(seen.items()):
                 if self.current.get(read, read) != name:
-                    raise errors.at(node, f"`{user}` reads `{read}`, which was assigned again after "
-                                    f"`def {user}`: Python's `{user}` sees the new value, and srcgrad "
-                                    "does not follow it", f"pass `{read}` to `{user}` as an argument")
+                    made, which = ("the lambda was made", "the lambda") if lam \
+                        else (f"`def {user}`", f"`{user}`")
+                    raise errors.at(node, f"{'the lambda called here' if lam else which} reads `{read}`, which "
+                                    f"was assigned again after {made}: Python's {which.removeprefix('the ')} "
+                                    "sees the new value, and srcgrad does not follow it",
+                                    f"pass `{read}` to {which} as an argument")
 
         def value_of(atom):
             if isinstance(atom, (gast.List, gast.Tuple)) and any(isinstance(n, gast.Name)
@@ -2746,6 +2774,11 @@ def _stored_parameters(cls):
     if any(hasattr(inspect.getattr_static(cls, attr, None), "__get__") for attr in stored):
         return None  # a property (or another descriptor) of that name: not the stored value
     return stored
+
+
+def _display(node) -> bool:
+    """A list or tuple display, lowered in an argument's place, without ``*`` items."""
+    return isinstance(node, (gast.List, gast.Tuple)) and not any(isinstance(e, gast.Starred) for e in node.elts)
 
 
 def _is_named_tuple_class(obj) -> bool:

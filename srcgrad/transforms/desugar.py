@@ -16,9 +16,14 @@ assignment; each becomes statements before the one it was in, at its line:
   uses elsewhere is renamed, so it neither leaks nor overwrites the function's;
 - a generator function returns the list of what it yields (``yield e`` is an append to
   it; see ``_collect_generator``);
-- ``f = lambda v: e`` becomes ``def f(v): return e`` (a nested function);
+- ``f = lambda v: e`` becomes ``def f(v): return e`` (a nested function), and a lambda
+  elsewhere in an expression (``(lambda t: t * w)(x)``, ``fs.append(lambda v, k=k: v * k)``)
+  such a function made by a statement of its own first, ``_lambda``;
 - ``assert c, m`` becomes ``if not c: raise AssertionError(m)`` (``raise`` is kept:
   both run in the forward sweep, with no adjoint);
+- ``[a, *xs, b]`` becomes ``[a] + list(xs) + [b]`` and ``(*a, *b)`` ``tuple(a) + tuple(b)``;
+- ``zip(...)``/``enumerate(...)`` read whole by such a consumer (``dict(zip(keys, values))``) the
+  list of their tuples, and ``dict(pairs, k=v)`` ``{**dict(pairs), "k": v}``;
 - ``a = b = e`` becomes ``a = e; b = a``; ``(n := e)`` becomes ``n = e`` and ``n``;
   ``a, b = e1, e2`` (no item reading a target) becomes ``a = e1; b = e2``;
 - ``first, *rest = xs`` becomes ``first, = xs[:1]`` and ``rest = [e for e in xs[1:]]`` (a
@@ -61,6 +66,8 @@ _COMPREHENSIONS = (gast.ListComp, gast.SetComp, gast.DictComp, gast.GeneratorExp
 _LOWERED = _COMPREHENSIONS + (gast.NamedExpr,)
 # Builtins that iterate over what they are given, once and whole: a generator may be a list there.
 _CONSUMERS = ("max", "min", "list", "tuple", "sorted", "any", "all", "set", "dict")
+# Calls this pass may rewrite (a function with none of these, and nothing else it lowers, is left as it is).
+_DESUGARED_CALLS = ("map", "filter", "reduce", "partial", "iter", "zip", "enumerate", "dict")
 
 
 def transform(fdef: gast.FunctionDef, fn=None, param_ranks=None) -> None:
@@ -77,14 +84,15 @@ def transform(fdef: gast.FunctionDef, fn=None, param_ranks=None) -> None:
         except errors.UserCodeError:
             if d is fdef:
                 raise  # (a nested one stays a generator: refused only if it is differentiated)
-    if not any(isinstance(n, _LOWERED + (gast.Assert, gast.With, gast.IfExp, gast.FunctionDef))
+    if not any(isinstance(n, _LOWERED + (gast.Assert, gast.With, gast.IfExp, gast.FunctionDef, gast.Lambda))
                or isinstance(n, gast.Call) and isinstance(n.func, (gast.Name, gast.Attribute))
-               and _last_name(n.func) in ("map", "filter", "reduce", "partial", "iter")
+               and _last_name(n.func) in _DESUGARED_CALLS
                or isinstance(n, gast.Assign) and (len(n.targets) > 1 or _starred_target(n.targets[0])
                                                   or _nested_target(n.targets[0]) or isinstance(n.value, gast.Lambda)
                                                   or _parallel(n))
                or isinstance(n, gast.For) and isinstance(n.target, (gast.Tuple, gast.List))
-               or isinstance(n, gast.Call) and _lambda_arguments(n)
+               or isinstance(n, (gast.Tuple, gast.List)) and isinstance(n.ctx, gast.Load)
+               and any(isinstance(e, gast.Starred) for e in n.elts)
                for n in nodes.own_nodes(fdef)):
         return
     desugar = _Desugar(fdef, fn)
@@ -130,8 +138,9 @@ class _Desugar:
         if isinstance(stmt, gast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], gast.Name) \
                 and isinstance(stmt.value, gast.Lambda):
             lam = stmt.value  # `act = lambda v: ...` is `def act(v): return ...`, which srcgrad supports
-            out.append(_at(gast.FunctionDef(name=stmt.targets[0].id, args=lam.args, body=[gast.Return(value=lam.body)],
-                                            decorator_list=[], returns=None, type_comment=None, type_params=[]), stmt))
+            made = gast.FunctionDef(name=stmt.targets[0].id, args=lam.args, body=[gast.Return(value=lam.body)],
+                                    decorator_list=[], returns=None, type_comment=None, type_params=[])
+            out.append(anno.set(_at(made, stmt), "lambda", True))
             return
         if isinstance(stmt, gast.Assign) and len(stmt.targets) > 1:
             self.chained(stmt, out)
@@ -178,6 +187,9 @@ class _Desugar:
                 and stmt.value is not None:
             target = stmt.targets[0] if isinstance(stmt, gast.Assign) else None
             whole = target.id if isinstance(target, gast.Name) else None
+            if isinstance(stmt.value, gast.Lambda) and isinstance(stmt, (gast.Assign, gast.Expr)):
+                # (`d[k] = lambda v, k=k: ...`: Python makes the lambda before it reads the target's parts)
+                stmt.value = self.lambda_made(stmt.value, out)
             stmt.value = self.expression(stmt.value, out, whole)
             if whole is not None and isinstance(stmt.value, gast.Name) and stmt.value.id == whole \
                     or isinstance(stmt, gast.Expr) and isinstance(stmt.value, gast.Name):
@@ -331,8 +343,11 @@ class _Desugar:
         is assigned to, which may be built in place).  ``conditional``: the node
         that makes ``node`` evaluated on some paths only."""
         node = self.functional(node, out, conditional)
+        node = self.spread(node)
+        node = self.merged(node)
         consumed = self.consumed(node)
-        if consumed is not None:  # (an iterator read once, whole, at once: a list is the same)
+        if consumed is not None and not _dict_of_zipped_displays(node):
+            # (an iterator read once, whole, at once: a list is the same)
             node.args[consumed] = self.mapped(node.args[consumed])
         if isinstance(node, _LOWERED):
             if conditional is not None:
@@ -370,15 +385,19 @@ class _Desugar:
                              branch)] for branch in (node.body, node.orelse)]
             self.statement(_at(gast.If(test=test, body=branches[0], orelse=branches[1]), node), out)
             return _at(nodes.name(name), node)
-        if isinstance(node, gast.Call):
-            for holder, field in _lambda_arguments(node):
-                # `layer(x, act=lambda z: z)`: the lambda, made by a statement of its own first,
-                # is a nested function (`def _lambda(z): return z`), as `act = lambda z: z` is.
-                # (Making a lambda without defaults runs nothing: the order of calls holds.)
-                name = self.fresh("_lambda")
-                self.statement(_at(gast.Assign(targets=[nodes.name(name, "store")], value=getattr(holder, field),
-                                               type_comment=None), getattr(holder, field)), out)
-                setattr(holder, field, _at(nodes.name(name), getattr(holder, field)))
+        # A lambda in an expression (`layer(x, act=lambda z: z)`, `(lambda t: t * w)(x)`,
+        # `fs.append(lambda v, k=k: v * k)`, `[lambda v: v, ...]`) is made by a statement of its
+        # own first: a nested function, as `act = lambda z: z` is.  Making one without computed
+        # defaults runs nothing, so it may go first, even from a branch; one with computed
+        # defaults goes where Python makes it (what is evaluated before it is computed first,
+        # below), and is left where it is on some paths only.  `map`, `filter` and `reduce`
+        # read their lambda's body (`functional`, `transforms/iterators.py`).
+        made_here = not (isinstance(node, gast.Call) and isinstance(node.func, (gast.Name, gast.Attribute))
+                         and _last_name(node.func) in ("map", "filter", "reduce"))
+        if made_here:
+            for field, index, child in _children_in_order(node):
+                if isinstance(child, gast.Lambda) and not _has_defaults(child):
+                    _put(node, field, index, self.lambda_made(child, out))
         children = _children_in_order(node)
         for k, (field, index, child) in enumerate(children):
             cond = conditional
@@ -386,7 +405,10 @@ class _Desugar:
                                  or isinstance(node, gast.BoolOp) and index > 0):
                 cond = node
             mark = len(out)
-            new = self.expression(child, out, None, cond)
+            if isinstance(child, gast.Lambda) and made_here and cond is None:
+                new = self.lambda_made(child, out)
+            else:
+                new = self.expression(child, out, None, cond)
             if len(out) > mark:
                 # Statements now run first: what Python evaluates before them, and may
                 # call, is computed before them too.
@@ -407,6 +429,50 @@ class _Desugar:
             _put(node, field, index, new)
         return node
 
+    def spread(self, node):
+        """A list or tuple display with ``*`` items as the displays and copies it joins:
+        ``[a, *xs, b]`` is ``[a] + list(xs) + [b]``, ``(*a, *b)`` is ``tuple(a) + tuple(b)``,
+        ``[*x]`` is ``list(x)`` (of an array: its rows).  Python evaluates and iterates each
+        part left to right, as ``+`` does its operands; ``list`` and ``tuple`` are the builtins
+        (where the function rebinds one, the display is left as it is, and refused)."""
+        if not isinstance(node, (gast.List, gast.Tuple)) or not isinstance(node.ctx, gast.Load) \
+                or not any(isinstance(e, gast.Starred) for e in node.elts):
+            return node
+        copy = "list" if isinstance(node, gast.List) else "tuple"
+        if copy not in self.builtin:
+            return node
+        parts, run = [], []
+        for elt in node.elts + [None]:
+            if (elt is None or isinstance(elt, gast.Starred)) and run:
+                parts.append(type(node)(elts=run, ctx=gast.Load()))
+                run = []
+            if isinstance(elt, gast.Starred):
+                parts.append(_at(nodes.call(copy, [elt.value]), elt))
+            elif elt is not None:
+                run.append(elt)
+        joined = parts[0]
+        for part in parts[1:]:
+            joined = nodes.binop(joined, "+", part)
+        return _at(joined, node)
+
+    def merged(self, node):
+        """``dict(pairs, k=v, **m)`` as ``{**dict(pairs), "k": v, **m}``: the entries of both,
+        a keyword's winning (each form then lowers on its own)."""
+        if not (isinstance(node, gast.Call) and isinstance(node.func, gast.Name) and node.func.id == "dict"
+                and "dict" in self.builtin and len(node.args) == 1 and node.keywords
+                and not isinstance(node.args[0], gast.Starred)):
+            return node
+        whole = _at(nodes.call("dict", [node.args[0]]), node)
+        keys = [None] + [None if k.arg is None else nodes.const(k.arg) for k in node.keywords]
+        return _at(gast.Dict(keys=keys, values=[whole] + [k.value for k in node.keywords]), node)
+
+    def lambda_made(self, lam, out):
+        """A name for ``lam``, made by a statement of its own appended to ``out``."""
+        name = self.fresh("_lambda")
+        made = gast.Assign(targets=[nodes.name(name, "store")], value=lam, type_comment=None)
+        self.statement(_at(made, lam), out)
+        return _at(nodes.name(name), lam)
+
     # ---- map, filter, functools.reduce and partial --------------------------------
     def consumed(self, node):
         """The position of the argument a call reads whole and at once (``sum(...)``, ``list(...)``,
@@ -422,16 +488,20 @@ class _Desugar:
         ``[x for x in xs if f(x)]`` (``f`` as for ``functional``), where a consumer reads the
         iterator whole at once (``consumed``): elsewhere (a name holding it, a ``for`` loop whose
         body may change what it reads) Python's laziness and single use would differ."""
-        if not isinstance(node, gast.Call) or node.keywords or any(isinstance(a, gast.Starred) for a in node.args):
+        if not isinstance(node, gast.Call) or any(isinstance(a, gast.Starred) for a in node.args):
             return node
         if isinstance(node.func, gast.Name) and node.func.id in self.builtin and node.args and (
-                node.func.id == "zip" or node.func.id == "enumerate" and len(node.args) == 1):
-            # `sorted(zip(xs, ys))`: the list of its tuples, which a `for` over `zip`/`enumerate` reads
+                node.func.id == "zip" and not node.keywords or node.func.id == "enumerate"
+                and len(node.args) + len(node.keywords) <= 2 and all(k.arg == "start" for k in node.keywords)):
+            # `sorted(zip(xs, ys))`, `dict(enumerate(xs, 1))`: the list of its tuples, which a
+            # `for` over `zip`/`enumerate` reads
             names = [self.fresh("_item") for _ in (node.args if node.func.id == "zip" else (0, 1))]
             target = gast.Tuple(elts=[nodes.name(n, "store") for n in names], ctx=gast.Store())
             elt = gast.Tuple(elts=[nodes.name(n) for n in names], ctx=gast.Load())
             generators = [gast.comprehension(target=target, iter=node, ifs=[], is_async=0)]
             return _at(gast.ListComp(elt=elt, generators=generators), node)
+        if node.keywords:
+            return node
         return self.functional(node, None, None, lists=True)
 
     def functional(self, node, out, conditional, lists=False):
@@ -606,41 +676,19 @@ class _Desugar:
         return nodes.fresh_name(base, self.taken)
 
 
-def _lambda_arguments(call) -> list:
-    """``(holder, field)`` of each lambda given to ``call`` as an argument (``f(x, act=lambda z: z)``),
-    except where ``map``, ``filter`` or ``reduce`` take it (``functional`` reads those), and a
-    lambda with a computed default (computed when it is made: it stays where it is).  One given
-    to ``partial`` is named too (``sc = partial(_lambda, c=0.5)``, then bound at each call)."""
-    if isinstance(call.func, (gast.Name, gast.Attribute)) and _last_name(call.func) in ("map", "filter", "reduce"):
-        return []
-    found = []
-    for i, arg in enumerate(call.args):
-        if isinstance(arg, gast.Lambda) and not _has_defaults(arg):
-            found.append((_Item(call.args, i), "value"))
-    for keyword in call.keywords:
-        if isinstance(keyword.value, gast.Lambda) and not _has_defaults(keyword.value):
-            found.append((keyword, "value"))
-    return found
+def _dict_of_zipped_displays(call) -> bool:
+    """``dict(zip(["w", "b"], [w, b]))``: normalize zips displays item by item and makes the dict
+    of such pairs a display of its entries, its keys known when compiling."""
+    arg = call.args[0] if len(call.args) == 1 and not call.keywords else None
+    return isinstance(call.func, gast.Name) and call.func.id == "dict" and isinstance(arg, gast.Call) \
+        and isinstance(arg.func, gast.Name) and arg.func.id == "zip" and not arg.keywords and len(arg.args) > 0 \
+        and all(isinstance(a, (gast.List, gast.Tuple)) and not any(isinstance(e, gast.Starred) for e in a.elts)
+                for a in arg.args)
 
 
 def _has_defaults(lam) -> bool:
     """Whether ``lam`` has a default that is computed (a literal one computes nothing)."""
     return any(d is not None and not isinstance(d, gast.Constant) for d in lam.args.defaults + lam.args.kw_defaults)
-
-
-class _Item:
-    """Item ``index`` of a list, read and written as a field ``value``."""
-
-    def __init__(self, items, index):
-        self.items, self.index = items, index
-
-    @property
-    def value(self):
-        return self.items[self.index]
-
-    @value.setter
-    def value(self, new):
-        self.items[self.index] = new
 
 
 def _leaving(stmts, loop):
@@ -884,13 +932,23 @@ def _call_partials(fdef, desugar) -> None:
     """``g = functools.partial(f, a, c=3.0)``, ``g`` assigned once and only ever called: the
     partial's arguments bound to names where it is made (Python evaluates them once, there),
     each call ``g(x)`` then ``f(a, x, c=c)`` (a call's keywords win), which the inliner and the
-    rules see whole (a partial object holding a value being differentiated would be refused)."""
+    rules see whole (a partial object holding a value being differentiated would be refused).
+    A call in a nested function or lambda (``lambda v: np.tanh(g(v))``) is rewritten too: it then
+    reads the names bound where the partial was made, which lambda lifting passes to it.  So
+    every use of ``g``, nested ones included, must be a call of it: a nested function that binds
+    ``g`` itself (a parameter, a store, a ``def g``) leaves the partial as it is."""
     own = list(nodes.own_nodes(fdef))
+    everything = list(nodes.walk(gast.Module(body=fdef.body, type_ignores=[])))
     stores = {}
     for n in own:
         if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
             stores[n.id] = stores.get(n.id, 0) + 1
-    called = {id(n.func) for n in own if isinstance(n, gast.Call) and isinstance(n.func, gast.Name)}
+    called = {id(n.func) for n in everything if isinstance(n, gast.Call) and isinstance(n.func, gast.Name)}
+    nested = {n.name for n in everything if isinstance(n, gast.FunctionDef)} | set(_parameter_names(fdef.args))
+    defined = {}
+    for n in own:
+        if isinstance(n, gast.FunctionDef):
+            defined[n.name] = defined.get(n.name, 0) + 1
     made = {}
     for stmt in nodes.statements(fdef.body):
         if isinstance(stmt, gast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], gast.Name) \
@@ -899,11 +957,24 @@ def _call_partials(fdef, desugar) -> None:
                 and not any(isinstance(a, gast.Starred) for a in stmt.value.args) \
                 and all(k.arg is not None for k in stmt.value.keywords):
             name = stmt.targets[0].id
-            if all(id(n) in called for n in own if isinstance(n, gast.Name) and n.id == name
-                   and isinstance(n.ctx, gast.Load)):
+            if name not in nested and all(
+                    n is stmt.targets[0] or isinstance(n.ctx, gast.Load) and id(n) in called
+                    for n in everything if isinstance(n, gast.Name) and n.id == name):
                 made[name] = stmt
     if not made:
         return
+
+    def kept(fn):
+        """Whether the partial's function may be read again at each call: a name the function never
+        binds again (one it does may hold another function there), or a module's attribute (`np.dot`:
+        then a NumPy primitive, with its rule, rather than a callable known only when it runs)."""
+        if isinstance(fn, gast.Name):
+            return not stores.get(fn.id) and defined.get(fn.id, 0) <= 1
+        root = fn
+        while isinstance(root, gast.Attribute):
+            root = root.value
+        return isinstance(fn, gast.Attribute) and isinstance(root, gast.Name) and root.id not in desugar.local \
+            and desugar.fn is not None and inspect.ismodule(desugar.fn.__globals__.get(root.id))
     bound = {}
     for name, stmt in made.items():
         call, binds = stmt.value, []
@@ -914,7 +985,7 @@ def _call_partials(fdef, desugar) -> None:
             fresh = desugar.fresh(f"_{name}_{label}")
             binds.append(_at(nodes.assign(fresh, value), stmt))
             return nodes.name(fresh)
-        fn = held(call.args[0], "function") if not isinstance(call.args[0], gast.Name) else call.args[0]
+        fn = call.args[0] if kept(call.args[0]) else held(call.args[0], "function")
         args = [held(a, f"arg{i}") for i, a in enumerate(call.args[1:])]
         keywords = {k.arg: held(k.value, k.arg) for k in call.keywords}
         bound[name] = (fn, args, keywords)
@@ -933,7 +1004,7 @@ def _call_partials(fdef, desugar) -> None:
             out.append(stmt)
         return out
     fdef.body = rewritten(fdef.body)
-    for n in list(nodes.own_nodes(fdef)):
+    for n in list(nodes.walk(fdef)):
         if isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and n.func.id in bound:
             fn, args, keywords = bound[n.func.id]
             given = {k.arg for k in n.keywords}

@@ -637,11 +637,15 @@ class _Reverse:
         if anno.get(stmt, "kind") == "def":
             active = [n for n in anno.get(stmt, "captures") if self.activity.active(n)]
             if active and self.activity.active(stmt.name):
-                raise errors.at(stmt, f"the nested function `{stmt.name}` reads `{active[0]}`, which "
-                                "depends on the inputs being differentiated, and is used other than by "
-                                "calling it (returned, stored, passed on) or calls itself: srcgrad passes "
-                                "what a nested function reads as arguments only where it is just called",
-                                f"pass `{active[0]}` to `{stmt.name}` as an argument")
+                lam = anno.get(stmt, "lambda", False)
+                read = anno.get(stmt, "captured_as", {}).get(active[0], active[0])
+                kind = "lambda" if lam else "nested function"
+                raise errors.at(stmt, f"{'this lambda' if lam else f'the nested function `{stmt.name}`'} "
+                                f"reads `{read}`, which depends on the inputs being differentiated, and is "
+                                "used other than by calling it (returned, stored, passed on) or calls itself: "
+                                f"srcgrad passes what a {kind} reads as arguments only where it is just called",
+                                f"pass `{read}` to the lambda where it is called (a parameter without a "
+                                "default)" if lam else f"pass `{read}` to `{stmt.name}` as an argument")
             return
         if anno.get(stmt, "kind") == "setitem":
             self._setitem_adjoint(stmt)

@@ -154,5 +154,7 @@ def _check_expression(root):
             raise errors.at(node, f"srcgrad cannot differentiate {_describe(node)} yet",
                             _ADVICE.get(type(node), "rewrite it with assignments and NumPy calls"))
         if isinstance(node, gast.Starred) and id(node) not in spread:
-            raise errors.at(node, "`*` unpacking is supported in a call's arguments only (`f(*xs)`)",
-                            "build the tuple or list element by element (`(a, xs[0], xs[1])`)")
+            raise errors.at(node, "`*` unpacking is supported in a call's arguments (`f(*xs)`) and in list "
+                            "and tuple displays where `list` and `tuple` are the builtins (`[*xs, y]`) only",
+                            "build the tuple or list element by element (`(a, xs[0], xs[1])`), or join "
+                            "copies (`list(xs) + [y]`)")
