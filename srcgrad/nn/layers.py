@@ -5,7 +5,7 @@ and Conv2d (N, C, H, W) -> (N, out, H', W') with weight (out, C, kh, kw),
 -> (N, C, H', W'), ``H' = (H + 2 padding - kh) // stride + 1``; normalisation,
 activations, dropout and embedding; ConvTranspose2d (N, C, H, W) -> (N, out, H', W') with weight
 (C, out / groups, kh, kw), ``H' = (H - 1) stride - 2 padding + dilation (kh - 1) + output_padding + 1``.
-Recurrent layers are in ``recurrent.py``.
+Recurrent layers are in ``recurrent.py``, attention and the Transformer encoder in ``transformer.py``.
 
 A layer's hyper-parameters (``eps``, a dropout ``p``, a kernel size) are named in its
 class's ``_constant_fields``: differentiated code reads them as constants (a float
