@@ -74,7 +74,8 @@ def _positional_names(f):
 
 
 def _central_differences(f, args, index, path, paths, leaves, spec, eps):
-    base = np.array(leaves[paths.index(path)], dtype=np.float64)
+    # (C order: `base.reshape(-1)` below must be a view of it, for an argument of any layout)
+    base = np.array(leaves[paths.index(path)], dtype=np.float64, order="C")
     out = np.zeros_like(base)
     flat, out_flat = base.reshape(-1), out.reshape(-1)
 

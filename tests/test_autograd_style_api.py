@@ -197,6 +197,34 @@ def test_check_grads_in_autograds_curried_form():
         check_grads(wrong)(np.array([0.3, -1.2]))
 
 
+def test_check_grads_perturbs_arguments_of_any_memory_layout():
+    """A transposed or strided argument is perturbed, not a copy of it (its differences were
+    zeros: a wrong gradient of zeros passed the check)."""
+    from srcgrad.testing import check_grads
+
+    def f(x):
+        return np.sum(np.sin(x) * x)
+    x = np.arange(1.0, 7.0).reshape(2, 3)
+    for arg in (x.T, x[:, ::2], np.asfortranarray(x)):
+        check_grads(f, (arg,))
+    check_grads(lambda p: f(p["w"]), ({"w": x.T},))
+
+    def dropped(x):
+        return np.sum(_not_differentiated(x))
+    with pytest.raises(AssertionError):
+        check_grads(dropped, (x.T,))
+
+
+@srcgrad.custom_adjoint
+def _not_differentiated(x):
+    return x ** 2
+
+
+@_not_differentiated.defadjoint
+def _not_differentiated_adjoint(ans_bar, ans, x):
+    return 0 * ans_bar  # (wrong: 2 * x * ans_bar)
+
+
 @srcgrad.custom_adjoint
 def _wrongly_differentiated(x):
     return x ** 2

@@ -1,6 +1,7 @@
 """Convolution and pooling layers: values against a loop over output pixels, gradients
 against finite differences (float64), over strides, paddings, kernel shapes, windows
-that do not tile the image, float32 and memory layouts; max-pool ties with exact values."""
+that do not tile the image, float32 and memory layouts; max-pool ties with exact values;
+the transposed convolution against finite differences and as the convolution's adjoint."""
 from __future__ import annotations
 
 import copy
@@ -143,7 +144,9 @@ def test_layers_take_any_memory_layout(layout):
     lambda: make_conv("stride-2-padding", np.float32),
     lambda: (nn.MaxPool2d(2), rng.standard_normal((2, 2, 4, 4)).astype(np.float32)),
     lambda: (nn.AvgPool2d(2), rng.standard_normal((2, 2, 5, 4)).astype(np.float32)),
-], ids=["conv", "max-pool", "avg-pool"])
+    lambda: (nn.ConvTranspose2d(2, 3, 3, stride=2, dtype=np.float32, rng=rng),
+             rng.standard_normal((2, 2, 3, 3)).astype(np.float32)),
+], ids=["conv", "max-pool", "avg-pool", "conv-transpose"])
 def test_float32_layers_keep_float32_and_match_float64(make):
     layer, x = make()
     out_bar = np.ones(layer(x).shape, dtype=np.float32)
@@ -156,9 +159,10 @@ def test_float32_layers_keep_float32_and_match_float64(make):
     g64_layer, g64_x = srcgrad.grad(weighted, wrt=(0, 1))(layer64, x.astype(np.float64),
                                                           out_bar.astype(np.float64))
     np.testing.assert_allclose(g_x, g64_x, rtol=1e-4, atol=1e-5)
-    if isinstance(layer, nn.Conv2d):
-        assert g_layer.weight.dtype == np.float32
+    if isinstance(layer, (nn.Conv2d, nn.ConvTranspose2d)):
+        assert g_layer.weight.dtype == g_layer.bias.dtype == np.float32
         np.testing.assert_allclose(g_layer.weight, g64_layer.weight, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(g_layer.bias, g64_layer.bias, rtol=1e-4, atol=1e-4)
 
 
 def max_pooled(pool, x):
@@ -257,3 +261,39 @@ def test_iterating_a_sequential(enumerate_it):
     m.seq.layers.append(nn.Linear(2, 2, rng=np.random.default_rng(3)))  # a layer added: compiled again
     g = srcgrad.grad(_sine_loss)(m, x)
     assert g.seq.layers[3].weight.shape == (2, 2) and np.abs(g.seq.layers[3].weight).sum() > 0
+
+
+# ---- ConvTranspose2d --------------------------------------------------------------------------
+def transposed_loss(layer, x):
+    return np.sum(np.sin(layer(x)))
+
+
+@pytest.mark.parametrize("args, options, shape", [
+    ((2, 3, 3), {"stride": 2, "padding": 1, "output_padding": 1}, (2, 2, 3, 4)),
+    ((4, 2, (2, 3)), {"stride": (1, 2), "padding": (1, 0), "groups": 2, "dilation": (2, 1)}, (1, 4, 3, 3)),
+    ((1, 2, 2), {"stride": 3, "bias": False}, (2, 1, 2, 2)),
+], ids=["stride-padding-output-padding", "groups-dilation", "stride-beyond-kernel"])
+def test_conv_transpose2d_gradients_match_finite_differences(args, options, shape):
+    layer = nn.ConvTranspose2d(*args, rng=np.random.default_rng(6), **options)
+    check_grads(transposed_loss, (layer, rng.standard_normal(shape)), wrt=(0, 1))
+
+
+def test_conv_transpose2d_is_the_adjoint_of_conv2d():
+    """<conv(y), x> = <y, conv_transpose(x)> with the same weight (no bias): the transposed
+    convolution is the convolution's adjoint in its input, shapes and stride included."""
+    conv = nn.Conv2d(3, 2, 3, stride=2, padding=1, bias=False, rng=np.random.default_rng(7))
+    transposed = nn.ConvTranspose2d(2, 3, 3, stride=2, padding=1, output_padding=1, bias=False)
+    transposed.weight[...] = conv.weight
+    y, x = rng.standard_normal((2, 3, 8, 6)), rng.standard_normal((2, 2, 4, 3))
+    assert transposed(x).shape == y.shape
+    np.testing.assert_allclose(np.sum(conv(y) * x), np.sum(y * transposed(x)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: nn.ConvTranspose2d(2, 2, 3, stride=2, output_padding=2), "output_padding"),
+    (lambda: nn.ConvTranspose2d(3, 2, 3, groups=2), "divisible by groups"),
+    (lambda: nn.ConvTranspose2d(2, 2, 3, padding_mode="reflect"), "padding_mode"),
+])
+def test_conv_transpose2d_refuses_what_pytorch_refuses(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()

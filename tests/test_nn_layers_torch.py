@@ -4,6 +4,8 @@ outputs and gradients of every parameter and of the input compared in float64 at
 1e-7; float32 and a layer used inside a loop against finite differences."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -312,3 +314,78 @@ def test_cross_entropy_and_nll_options_match_pytorch(options, reduction):
         np.testing.assert_allclose(ours(x, labels, opts), out.sum().item() * 1.5, rtol=1e-10)
         g = srcgrad.grad(ours)(x, labels, opts)
         np.testing.assert_allclose(g, xt.grad.numpy(), rtol=1e-7, atol=1e-12)
+
+
+# ---- ConvTranspose2d ----------------------------------------------------------------------------
+CONV_TRANSPOSE = {
+    "plain": ((2, 3, 3), {}, (2, 2, 4, 5)),
+    "stride-padding-output-padding": ((2, 3, 3), {"stride": 2, "padding": 1, "output_padding": 1},
+                                      (2, 2, 4, 5)),
+    "rectangular-groups-dilation": ((4, 6, (2, 3)), {"stride": (2, 1), "padding": (0, 1), "groups": 2,
+                                                     "dilation": (1, 2)}, (1, 4, 3, 4)),
+    "no-bias-stride-3-dilation-2": ((2, 2, 3), {"stride": 3, "padding": 2, "bias": False, "dilation": 2,
+                                                "output_padding": (2, 1)}, (2, 2, 3, 3)),
+    "1x1": ((3, 2, 1), {}, (2, 3, 3, 2)),
+}
+
+
+@pytest.mark.parametrize("name", CONV_TRANSPOSE)
+def test_conv_transpose2d_matches_pytorch(name):
+    args, options, shape = CONV_TRANSPOSE[name]
+    torch.manual_seed(4)
+    theirs, ours = tnn.ConvTranspose2d(*args, **options), nn.ConvTranspose2d(*args, **options)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert ours.weight.shape == tuple(theirs.weight.shape)
+    with torch.no_grad():  # (moved off their initial values, as the other layers')
+        for p in theirs.parameters():
+            p.add_(0.1 * torch.randn(p.shape, dtype=p.dtype))
+    compare_with_torch(ours, theirs, rng.standard_normal(shape), torch)
+
+
+def transposed_with_size(layer, x, size, bar):
+    return np.sum(layer(x, output_size=size) * bar)
+
+
+def test_conv_transpose2d_output_size_matches_pytorch():
+    torch.manual_seed(5)
+    theirs = tnn.ConvTranspose2d(2, 3, 3, stride=2, padding=1).double()
+    ours = nn.ConvTranspose2d(2, 3, 3, stride=2, padding=1)
+    ours.load_state_dict(theirs.state_dict())
+    x = rng.standard_normal((1, 2, 4, 4))
+    for size in [(7, 8), (1, 3, 8, 7)]:
+        xt = torch.tensor(x, requires_grad=True)
+        out = theirs(xt, output_size=list(size))
+        bar = rng.standard_normal(tuple(out.shape))
+        (out * torch.tensor(bar)).sum().backward()
+        assert ours(x, output_size=size).shape == tuple(out.shape)
+        g_x = srcgrad.grad(transposed_with_size, wrt=1)(ours, x, size, bar)
+        np.testing.assert_allclose(g_x, xt.grad.numpy(), rtol=1e-7, atol=1e-9)
+    with pytest.raises(ValueError, match="output size"):
+        ours(x, output_size=(9, 9))
+
+
+def weighted_conv_transpose(x, weight, bias, bar):
+    return np.sum(F.conv_transpose2d(x, weight, bias, stride=2, padding=(1, 0), output_padding=(1, 0),
+                                     groups=2, dilation=(2, 1)) * bar)
+
+
+def test_functional_conv_transpose2d_matches_pytorch():
+    x, weight = rng.standard_normal((2, 4, 3, 3)), rng.standard_normal((4, 3, 2, 3))
+    bias = rng.standard_normal(6)
+    tensors = [torch.tensor(a, requires_grad=True) for a in (x, weight, bias)]
+    out = torch.nn.functional.conv_transpose2d(*tensors, stride=2, padding=(1, 0), output_padding=(1, 0),
+                                               groups=2, dilation=(2, 1))
+    bar = rng.standard_normal(tuple(out.shape))
+    (out * torch.tensor(bar)).sum().backward()
+    total = (out * torch.tensor(bar)).sum().item()
+    np.testing.assert_allclose(weighted_conv_transpose(x, weight, bias, bar), total, rtol=1e-10)
+    grads = srcgrad.grad(weighted_conv_transpose, wrt=(0, 1, 2))(x, weight, bias, bar)
+    for got, t in zip(grads, tensors):
+        np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-7, atol=1e-9)
+
+
+def test_conv_transpose2d_initialisation_bounds_are_pytorchs():
+    layer = nn.ConvTranspose2d(6, 8, 3, groups=2, rng=np.random.default_rng(0))
+    bound = 1 / math.sqrt(8 // 2 * 3 * 3)  # fan-in of a weight (in, out / groups, kh, kw): out / groups kh kw
+    assert layer.weight.shape == (6, 4, 3, 3)
+    assert bound * 0.9 < np.abs(layer.weight).max() <= bound and np.abs(layer.bias).max() <= bound

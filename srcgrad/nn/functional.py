@@ -305,3 +305,50 @@ def pool2d(x, kernel_size, stride, padding, maximum, count_include_pad):
         cells = np.lib.stride_tricks.sliding_window_view(inside, (kh, kw), axis=(1, 2))[:, ::sh, ::sw]
         pooled = np.sum(windows, axis=0) / np.sum(cells, axis=(4, 5))
     return np.transpose(pooled, (0, 3, 1, 2))
+
+
+# ---- transposed convolution -------------------------------------------------------------
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """The transposed convolution (the adjoint of ``conv2d`` with respect to its input; also
+    called fractionally strided, Dumoulin and Visin 2016), PyTorch's ``F.conv_transpose2d``:
+    ``input`` (N, C_in, H, W), ``weight`` (C_in, C_out / groups, kh, kw), ``bias`` (C_out,) ->
+    (N, C_out, H', W'), ``H' = (H - 1) stride - 2 padding + dilation (kh - 1) + output_padding + 1``;
+    ``stride``, ``padding``, ``output_padding`` and ``dilation`` an int or a pair."""
+    return conv_transpose2d_to(input, weight, bias, _pair(stride), _pair(padding), _pair(output_padding),
+                               groups, _pair(dilation))
+
+
+def conv_transpose2d_to(x, weight, bias, stride, padding, output_padding, groups, dilation):
+    """``conv_transpose2d`` with each of ``stride``, ``padding``, ``output_padding`` and
+    ``dilation`` a pair.
+
+    Every input pixel scatters its (C_out, kh, kw) patch, ``x[n, :, i, j] @ weight``, into the
+    output at ``(i stride + a dilation, j stride + b dilation)``: one matrix product
+    (N H W, C_in) @ (C_in, C_out kh kw) for all the patches (per group), then kh kw strided
+    additions into a channels-last output (col2im, the transpose of ``Conv2d``'s im2col), whose
+    border of ``padding`` is then cut off."""
+    n, c, h, w = x.shape
+    # (indexed, not unpacked: see ``pool2d``)
+    kh, kw, out_per_group = weight.shape[2], weight.shape[3], weight.shape[1]
+    sh, sw, ph, pw = stride[0], stride[1], padding[0], padding[1]
+    dh, dw, oph, opw = dilation[0], dilation[1], output_padding[0], output_padding[1]
+    out_channels = out_per_group * groups
+    rows = np.reshape(np.transpose(x, (0, 2, 3, 1)), (n * h * w, c))  # (N H W, C_in)
+    if groups == 1:
+        patches = rows @ np.reshape(weight, (c, out_channels * kh * kw))
+    else:  # one product per group, (groups, N H W, C_in / groups) @ (groups, C_in / groups, ...)
+        per_group = np.transpose(np.reshape(rows, (n * h * w, groups, c // groups)), (1, 0, 2))
+        patches = per_group @ np.reshape(weight, (groups, c // groups, out_per_group * kh * kw))
+        patches = np.transpose(np.reshape(patches, (groups, n * h * w, out_per_group, kh * kw)), (1, 0, 2, 3))
+    patches = np.reshape(patches, (n, h, w, out_channels, kh, kw))
+    full_h = (h - 1) * sh + dh * (kh - 1) + 1 + oph
+    full_w = (w - 1) * sw + dw * (kw - 1) + 1 + opw
+    y = np.zeros((n, full_h, full_w, out_channels), dtype=np.result_type(x, weight))
+    for a in range(kh):
+        for b in range(kw):
+            top, left = a * dh, b * dw
+            y[:, top:top + (h - 1) * sh + 1:sh, left:left + (w - 1) * sw + 1:sw] += patches[:, :, :, :, a, b]
+    y = y[:, ph:full_h - ph, pw:full_w - pw]
+    if bias is not None:
+        y = y + bias
+    return np.transpose(y, (0, 3, 1, 2))

@@ -47,3 +47,25 @@ def uniform_bias(size, fan: int, dtype=np.float64, rng=None) -> np.ndarray:
     """U(-1/sqrt(fan_in), 1/sqrt(fan_in)), PyTorch's default bias initialisation."""
     bound = 1 / math.sqrt(fan) if fan > 0 else 0.0
     return (rng or _generator).uniform(-bound, bound, size=size).astype(dtype)
+
+
+def fans(shape) -> tuple:
+    """``(fan_in, fan_out)`` as PyTorch counts them: ``shape[1] * receptive`` and
+    ``shape[0] * receptive``, ``receptive`` the product of the trailing axes (a kernel)."""
+    receptive = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+    return shape[1] * receptive, shape[0] * receptive
+
+
+def xavier_uniform(shape, gain: float = 1.0, dtype=np.float64, rng=None) -> np.ndarray:
+    """U(-b, b) with ``b = gain * sqrt(6 / (fan_in + fan_out))`` (Glorot and Bengio 2010, eq. 16;
+    PyTorch's ``xavier_uniform_``, the initialisation of attention's input projection)."""
+    fan_in_, fan_out = fans(shape)
+    bound = gain * math.sqrt(6.0 / (fan_in_ + fan_out))
+    return (rng or _generator).uniform(-bound, bound, size=shape).astype(dtype)
+
+
+def xavier_normal(shape, gain: float = 1.0, dtype=np.float64, rng=None) -> np.ndarray:
+    """N(0, std^2) with ``std = gain * sqrt(2 / (fan_in + fan_out))`` (PyTorch's ``xavier_normal_``)."""
+    fan_in_, fan_out = fans(shape)
+    std = gain * math.sqrt(2.0 / (fan_in_ + fan_out))
+    return ((rng or _generator).standard_normal(shape) * std).astype(dtype)

@@ -3,7 +3,9 @@ parameter names: Linear (N, in) -> (N, out) with weight (out, in); Conv1d (N, C,
 and Conv2d (N, C, H, W) -> (N, out, H', W') with weight (out, C, kh, kw),
 ``H' = (H + 2 padding - kh) // stride + 1``; MaxPool2d / AvgPool2d (N, C, H, W)
 -> (N, C, H', W'), ``H' = (H + 2 padding - kh) // stride + 1``; normalisation,
-activations, dropout and embedding.  Recurrent layers are in ``recurrent.py``.
+activations, dropout and embedding; ConvTranspose2d (N, C, H, W) -> (N, out, H', W') with weight
+(C, out / groups, kh, kw), ``H' = (H - 1) stride - 2 padding + dilation (kh - 1) + output_padding + 1``.
+Recurrent layers are in ``recurrent.py``, attention and the Transformer encoder in ``transformer.py``.
 
 A layer's hyper-parameters (``eps``, a dropout ``p``, a kernel size) are named in its
 class's ``_constant_fields``: differentiated code reads them as constants (a float
@@ -96,6 +98,78 @@ class Conv2d(Module):
     def extra_repr(self):
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
                 f"stride={self.stride}, padding={self.padding}")
+
+
+class ConvTranspose2d(Module):
+    """2-D transposed convolution (the adjoint of :class:`Conv2d` in its input; see
+    ``functional.conv_transpose2d``): ``x`` (N, C_in, H, W) -> (N, out, H', W'),
+    ``H' = (H - 1) stride - 2 padding + dilation (kh - 1) + output_padding + 1``; weight
+    (C_in, out / groups, kh, kw), Kaiming-uniform with fan-in ``out / groups * kh * kw`` and
+    the bias uniform in ``±1 / sqrt(fan-in)`` (PyTorch's).  ``stride``, ``padding``,
+    ``output_padding`` and ``dilation`` an int or a pair, kept as pairs (as PyTorch keeps
+    them); ``output_padding`` must be smaller than ``stride`` or ``dilation``.
+    ``forward(x, output_size=None)``: ``output_size`` ((H', W'), or a longer shape ending
+    with them) picks the ``output_padding`` that gives that size, as PyTorch's."""
+
+    _constant_fields = ("kernel_size", "stride", "padding", "output_padding", "dilation")  # (constants)
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups=1, bias=True, dilation=1, padding_mode="zeros", dtype=np.float64, rng=None):
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be "
+                             f"divisible by groups ({groups})")
+        if padding_mode != "zeros":
+            raise ValueError(f"ConvTranspose2d takes only padding_mode='zeros' (as PyTorch's), "
+                             f"got {padding_mode!r}")
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size, self.stride, self.padding = _pair(kernel_size), _pair(stride), _pair(padding)
+        self.output_padding, self.dilation = _pair(output_padding), _pair(dilation)
+        _check_output_padding(self.output_padding, self.stride, self.dilation)
+        shape = (in_channels, out_channels // groups) + self.kernel_size
+        self.weight = init.kaiming_uniform(shape, dtype=dtype, rng=rng)
+        fan = init.fan_in(shape)
+        self.bias = init.uniform_bias(out_channels, fan, dtype, rng) if bias else None
+
+    def forward(self, x, output_size=None):
+        output_padding = self.output_padding
+        if output_size is not None:
+            # (given the sizes, not `x`: srcgrad refuses a call it does not inline that is given `x`
+            # and appends to a list of its own integers computed from `x.shape`, a false refusal)
+            output_padding = _output_padding(x.shape[-2:], output_size, self.kernel_size, self.stride,
+                                             self.padding, self.dilation)
+        return F.conv_transpose2d_to(x, self.weight, self.bias, self.stride, self.padding, output_padding,
+                                     self.groups, self.dilation)
+
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, padding={self.padding}")
+
+
+def _check_output_padding(output_padding, stride, dilation):
+    """PyTorch's condition: each side's ``output_padding`` smaller than its stride or its dilation."""
+    if any(p < 0 or p >= max(s, d) for p, s, d in zip(output_padding, stride, dilation)):
+        raise ValueError(f"output_padding {output_padding} must be smaller than either stride {stride} "
+                         f"or dilation {dilation}")
+
+
+def _output_padding(size, output_size, kernel_size, stride, padding, dilation):
+    """The ``output_padding`` pair that makes a transposed convolution of an (H, W) ``size``
+    image ``output_size[-2:]`` (PyTorch's ``_output_padding``), checked as PyTorch checks it.
+
+    Raises:
+        ValueError: the size is not reachable (each side between the smallest output and that
+            plus ``max(stride, dilation) - 1``)."""
+    pair = []
+    for axis in range(2):
+        smallest = ((size[axis] - 1) * stride[axis] - 2 * padding[axis]
+                    + dilation[axis] * (kernel_size[axis] - 1) + 1)
+        extra = output_size[len(output_size) - 2 + axis] - smallest
+        if extra < 0 or extra >= max(stride[axis], dilation[axis]):
+            raise ValueError(f"requested an output size of {tuple(output_size)}, but valid sizes on axis "
+                             f"{axis} range from {smallest} to "
+                             f"{smallest + max(stride[axis], dilation[axis]) - 1}")
+        pair.append(extra)
+    return tuple(pair)
 
 
 class Conv1d(Module):
