@@ -501,3 +501,42 @@ def test_a_callee_rebinding_a_global_the_function_reads_is_seen():
         assert np.allclose(grad(x), 10.0 * x)
     finally:
         _SCALE = 2.0
+
+
+# ---- models stay inlined when a layer's values reach a call that is not -----------------
+# (inline._leaks once took a tuple of ints unpacked from a layer, a field holding None and
+# an array's rows for values that may hold a layer: given to dropout's `rng.random(x.shape)`,
+# the whole model fell back to one run-time call, generic code)
+
+def _summed_model(m, x):
+    return np.sum(m(x) ** 2)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: nn.Sequential(nn.LayerNorm(4), nn.Dropout(0.5)),
+    lambda: nn.Sequential(nn.Linear(4, 4, bias=False), nn.Dropout(0.5)),
+    lambda: nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.Dropout(0.5), nn.Flatten()),
+])
+def test_models_with_dropout_are_inlined(make):
+    model = make().eval()
+    x = np.random.default_rng(0).standard_normal((2, 1, 4, 4) if isinstance(model[0], nn.Conv2d) else (2, 4))
+    source = srcgrad.source(srcgrad.grad(_summed_model), model, x)
+    assert "dispatch.vjp_call(m" not in source and "vjp_method" not in source
+    srcgrad.testing.check_grads(_summed_model, (model, x), wrt=0)
+
+
+def test_an_embedding_model_with_dropout_is_inlined():
+    class LM(nn.Module):
+        def __init__(self):
+            self.encoder = nn.Embedding(10, 4)
+            self.drop = nn.Dropout(0.2)
+            self.decoder = nn.Linear(4, 10)
+
+        def forward(self, tokens):
+            return self.decoder(self.drop(self.encoder(tokens)))
+
+    model = LM().eval()
+    tokens = np.array([[1, 2], [3, 9]])
+    source = srcgrad.source(srcgrad.grad(_summed_model), model, tokens)
+    assert "dispatch.vjp_call(m" not in source and "vjp_method" not in source
+    srcgrad.testing.check_grads(_summed_model, (model, tokens), wrt=0)

@@ -170,11 +170,6 @@ def test_is_causal_without_a_mask_is_refused_as_pytorch():
         mha(x, x, x, is_causal=True)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "inline._leaks takes a tuple of ints (LayerNorm's `axes`), a field holding None (`q_proj_weight`, "
-    "a bias) and a slice of a parameter for values that may hold a layer; given to a call it does not "
-    "inline (dropout's `rng.random(x.shape)`), the whole model is compiled without inlining, as "
-    "`dispatch.vjp_call(encoder, ...)`"))
 def test_encoder_gradient_is_one_inlined_function():
     encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, 6), 1)
     x = rng.standard_normal((3, 2, 4))

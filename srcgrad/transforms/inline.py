@@ -823,9 +823,11 @@ def _leaks(body, known) -> bool:
                 if found is None and holds_object(stmt.value):  # `pair = (model.conv, x)`
                     found = _MISSING
                 if found is not None:
+                    # (`kh, kw = conv.kernel_size`: numbers, not objects; parts of anything else may be)
+                    parts = None if isinstance(found, tuple) and not _may_hold_object(found) else _MISSING
                     for n in (n for t in stmt.targets for n in nodes.walk(t)):
                         if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
-                            values[n.id] = found if isinstance(stmt.targets[0], gast.Name) else _MISSING
+                            values[n.id] = found if isinstance(stmt.targets[0], gast.Name) else parts
             elif isinstance(stmt, gast.For) and holds_object(stmt.iter):
                 for n in nodes.walk(stmt.target):
                     if isinstance(n, gast.Name):
@@ -838,7 +840,12 @@ def _leaks(body, known) -> bool:
     return False
 
 
+_NONE = object()  # (a field holding None: a value, not an object; see _chain_value)
+
+
 def _may_hold_object(value) -> bool:
+    if type(value) is tuple:  # (a layer's kernel size or axes: numbers; a list could be given a layer)
+        return any(_may_hold_object(item) for item in value)
     return value is _MISSING or is_object(value) or isinstance(value, (list, tuple, dict))
 
 
@@ -854,12 +861,15 @@ def _chain_value(node, values):
         if base is None or base is _MISSING:
             return base
         if hasattr(base, "__dict__") and not isinstance(base, np.ndarray):
-            return vars(base).get(node.attr, _MISSING)
+            value = vars(base).get(node.attr, _MISSING)
+            return _NONE if value is None else value  # (None: "not a chain" below)
         return None  # an array's (or a number's) attribute or method: no object of the user's
     if isinstance(node, gast.Subscript):
         base = _chain_value(node.value, values)
         if base is None or base is _MISSING:
             return base
+        if isinstance(base, np.ndarray) and base.dtype != object:
+            return None  # (an array's entries or rows: no object of the user's)
         index = node.slice.value if isinstance(node.slice, gast.Constant) else None
         return base[index] if type(base) in (list, tuple) and type(index) is int and -len(base) <= index < len(base) \
             else _MISSING
