@@ -871,3 +871,77 @@ def test_the_same_update_as_a_new_array():
     np.testing.assert_allclose(g, 2 * (X @ m.w) @ m.w.T, rtol=1e-12)
     np.testing.assert_allclose(m.stats["sum"], X.sum(0), rtol=1e-12)
     assert m.stats["n"] == 4
+
+
+# ---- a sub-layer's output cached on the object and used again ----------------------------
+# (a method that stores a field kept its sub-layers from being inlined, so `out * tanh(out)`
+# of the sub-layer's output was an operator dispatched when it runs, which might read the
+# field back: the cache was refused)
+
+from srcgrad import nn  # noqa: E402
+from srcgrad.testing import check_grads  # noqa: E402
+
+
+class _CachingLayer(nn.Module):
+    def __init__(self, dtype=np.float64):
+        self.fc = nn.Linear(3, 3, dtype=dtype)
+        self.last_out = None
+        self.calls = 0
+
+    def forward(self, x):
+        out = self.fc(x)
+        self.last_out = out  # kept for inspection
+        self.calls += 1
+        return out * np.tanh(out)
+
+
+class _TwoCachingLayers(nn.Module):
+    def __init__(self):
+        self.a, self.b = _CachingLayer(), _CachingLayer()
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
+class _CachingAttention(nn.Module):
+    def __init__(self):
+        self.q, self.k = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.attn_weights = None
+
+    def forward(self, x):
+        scores = self.q(x) @ self.k(x).T
+        att = np.exp(scores - np.max(scores, axis=-1, keepdims=True))
+        att = att / np.sum(att, axis=-1, keepdims=True)
+        self.attn_weights = att
+        return att @ x + att.sum()
+
+
+def _squared(model, x):
+    return np.sum(model(x) ** 2)
+
+
+@pytest.mark.parametrize("make, width", [(_CachingLayer, 3), (_TwoCachingLayers, 3), (_CachingAttention, 4)])
+def test_a_sub_layers_output_cached_and_used_again(make, width):
+    model = make()
+    x = np.linspace(-1, 1, 2 * width).reshape(2, width)
+    check_grads(_squared, (model, x), wrt=0)
+    g = srcgrad.grad(_squared)(model, x)
+    kept = model.attn_weights if make is _CachingAttention else (model.last_out if make is _CachingLayer
+                                                                  else model.b.last_out)
+    assert isinstance(kept, np.ndarray)  # (the store ran, on the value)
+    assert g is not None
+
+
+def test_a_sub_layers_output_cached_in_float32_and_in_a_loop():
+    model = _CachingLayer(np.float32)
+    x = np.linspace(-1, 1, 6).reshape(2, 3).astype(np.float32)
+
+    def unrolled(m, x):
+        for _ in range(3):
+            x = m(x)
+        return np.sum(x)
+    g = srcgrad.grad(unrolled)(model, x)
+    assert g.fc.weight.dtype == np.float32
+    g64 = srcgrad.grad(unrolled)(model.double(), x.astype(np.float64))
+    np.testing.assert_allclose(g.fc.weight, g64.fc.weight, rtol=2e-3, atol=1e-5)
+    check_grads(unrolled, (model, x.astype(np.float64)), wrt=0)

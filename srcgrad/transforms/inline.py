@@ -167,7 +167,7 @@ class _Inliner:
                   + fdef.args.kwonlyargs + [fdef.args.kwarg] if a is not None]
         stored = {n.id for n in nodes.walk(fdef) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
         # name -> (object, (parameter index, attributes)): objects known when compiling.
-        self.known = {} if _changes_objects(fdef) else {
+        self.known = {} if _changes_objects(fdef, objects.values()) else {
             p: (v, (params.index(p), ())) for p, v in objects.items() if p not in stored and is_object(v)}
         self.seen = dict(self.known)  # every name that held a known object
         self.parsed = {}  # function -> its checked tree, or None when it is not inlined
@@ -876,12 +876,42 @@ def _chain_value(node, values):
     return None
 
 
-def _changes_objects(fdef) -> bool:
+def _changes_objects(fdef, objects=()) -> bool:
     """Whether the function may change which objects its objects hold (``m.conv = c``,
-    ``setattr``): then none of their methods is taken as known."""
+    ``del m.conv``, ``setattr``): then none of their methods is taken as known.  A store
+    into a field under which none of ``objects`` (nor what they hold) keeps an object
+    (``self.cache = h``, ``self.calls += 1``) changes no layer: a field it makes holds no
+    object the code was compiled for (a call through it is dispatched when it runs)."""
+    holding = None
     for node in nodes.walk(fdef):
-        if isinstance(node, gast.Attribute) and isinstance(node.ctx, (gast.Store, gast.Del)):
+        if isinstance(node, gast.Attribute) and isinstance(node.ctx, gast.Store):
+            if holding is None:
+                holding = _fields_holding_objects(objects)
+            if node.attr in holding:
+                return True
+        elif isinstance(node, gast.Attribute) and isinstance(node.ctx, gast.Del):
             return True
         if isinstance(node, gast.Call) and anno.get(node.func, "resolved", None) in (setattr, delattr):
             return True
     return False
+
+
+def _fields_holding_objects(objects) -> set:
+    """The attribute names under which ``objects``, or objects they hold (in fields, lists,
+    tuples and dicts), hold an object of the user's or a container: one walk of the models."""
+    names, seen, stack = set(), set(), list(objects)
+    while stack:
+        value = stack.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif is_object(value):
+            for key, field in vars(value).items():
+                if is_object(field) or isinstance(field, (list, tuple, dict)):
+                    names.add(key)
+                    stack.append(field)
+    return names
