@@ -64,3 +64,61 @@ def test_an_objects_own_getitem_is_refused_not_dropped(fn):
     with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="__getitem__") as info:
         srcgrad.grad(fn)(_Indexed(np.array([1.0, 2.0])), np.ones(2))
     assert "test_getitem_of_objects.py" in str(info.value)
+
+
+# ---- layers read by index: `self.seq[0]`, `self.seq[-1]`, `self.layers[1]` --------------
+
+from srcgrad import nn  # noqa: E402
+from srcgrad.testing import check_grads  # noqa: E402
+
+
+class _IndexesItsLayers(nn.Module):
+    def __init__(self, dtype=np.float64):
+        self.seq = nn.Sequential(nn.Linear(3, 3, dtype=dtype), nn.Tanh(), nn.Linear(3, 2, dtype=dtype))
+        self.layers = [nn.Linear(2, 2, dtype=dtype), nn.Linear(2, 2, dtype=dtype)]
+
+    def forward(self, x):
+        h = self.seq[1](self.seq[0](x))
+        h = self.seq[-1](h)
+        return self.layers[1](self.layers[0](h)) + self.layers[-2](h)
+
+    def head(self):
+        return self.seq[-1]
+
+
+def _indexed_loss(m, x):
+    return np.sum(m(x) ** 2)
+
+
+def _indexed_in_a_loop(m, x):
+    total = 0.0
+    for k in range(3):
+        total = total + np.sum(m.seq[2](np.tanh(m.seq[0](x * (k + 1)))))
+    return total
+
+
+@pytest.mark.parametrize("loss", [_indexed_loss, _indexed_in_a_loop])
+def test_layers_read_by_index_are_inlined_and_right(loss):
+    model, x = _IndexesItsLayers(), np.linspace(-1, 1, 6).reshape(2, 3)
+    check_grads(loss, (model, x), wrt=0)
+    source = srcgrad.source(srcgrad.grad(loss), model, x)
+    assert "dispatch." not in source  # (every layer inlined: plain NumPy code)
+
+
+def test_layers_read_by_index_in_float32():
+    model, x = _IndexesItsLayers(np.float32), np.linspace(-1, 1, 6).reshape(2, 3).astype(np.float32)
+    g = srcgrad.grad(_indexed_loss)(model, x)
+    assert g.seq.layers[0].weight.dtype == np.float32
+    g64 = srcgrad.grad(_indexed_loss)(model.double(), x.astype(np.float64))
+    np.testing.assert_allclose(g.seq.layers[-1].weight, g64.seq.layers[-1].weight, rtol=1e-3, atol=1e-5)
+
+
+def test_a_layer_swapped_by_index_between_calls_compiles_again():
+    model, x = _IndexesItsLayers(), np.linspace(-1, 1, 6).reshape(2, 3)
+    grad = srcgrad.grad(_indexed_loss)
+    grad(model, x)
+    model.seq.layers[1] = nn.Sigmoid()
+    check_grads(_indexed_loss, (model, x), wrt=0)
+    g = grad(model, x)
+    want = srcgrad.grad(_indexed_loss)(model, x)
+    np.testing.assert_allclose(g.seq.layers[0].weight, want.seq.layers[0].weight, rtol=1e-12)

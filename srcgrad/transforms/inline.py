@@ -199,6 +199,7 @@ class _Inliner:
             else stmt.value
         if root is None or len(stack) > _DEPTH:
             return []
+        self._listed_items(root)
         if isinstance(stmt, gast.AugAssign) and any(isinstance(n, gast.Call) for n in nodes.walk(stmt.target)):
             return []
         items, parents = _calls_in_order(root, stmt)
@@ -228,6 +229,45 @@ class _Inliner:
             if value is not None:
                 _replace(parents, call, value)
         return out
+
+    def _located(self, node):
+        """``(object, (parameter index, path))`` of ``m.a.b[0]``, a chain of fields and constant
+        list indices from a known object, or None."""
+        if isinstance(node, gast.Name):
+            return self.known.get(node.id)
+        if isinstance(node, gast.Attribute):
+            base = self._located(node.value)
+            if base is None or not hasattr(base[0], "__dict__") or _descriptor(type(base[0]), node.attr):
+                return None
+            value = vars(base[0]).get(node.attr, _MISSING)
+            return None if value is _MISSING else (value, (base[1][0], base[1][1] + (node.attr,)))
+        k = _int_index(node.slice) if isinstance(node, gast.Subscript) else None
+        if k is not None:
+            base = self._located(node.value)
+            if base is None or type(base[0]) not in (list, tuple) or not -len(base[0]) <= k < len(base[0]):
+                return None
+            k %= len(base[0])
+            node.slice = nodes.const(k)  # (`[-1]` as the index it is: the ranks read constant indices)
+            self.inlined.classes[(base[1][0], base[1][1], type(base[0]), len(base[0]))] = None
+            return base[0][k], (base[1][0], base[1][1] + (k,))
+        return None
+
+    def _listed_items(self, root):
+        """``self.seq[0]`` of a known object whose class lists its items in a field of its own
+        (a ``Sequential``'s ``layers``: ``_items``) reads ``self.seq.layers[0]``, that list's
+        item, its class guarded (Python would run the class's ``__getitem__``, which does so)."""
+        for node in list(nodes.walk(root)):
+            if not (isinstance(node, gast.Subscript) and isinstance(node.ctx, gast.Load)):
+                continue
+            located = self._located(node.value)
+            if located is None:
+                continue
+            obj, (index, path) = located
+            listed = getattr(type(obj), "_items", None)
+            if isinstance(listed, str) and is_object(obj) and not _descriptor(type(obj), listed) \
+                    and type(vars(obj).get(listed)) in (list, tuple):
+                self.inlined.classes[(index, path, type(obj), None)] = None
+                node.value = gast.Attribute(value=node.value, attr=listed, ctx=gast.Load())
 
     def _keep(self, call, out):
         """A call that is not inlined but runs before one that is: its value into a name."""
@@ -288,6 +328,10 @@ class _Inliner:
         if isinstance(func, gast.Name) and func.id in self.known:
             obj, path = self.known[func.id]
             return self._object_call(obj, path, func, _prefix(func.id))
+        if isinstance(func, gast.Subscript):  # `self.layers[0](x)`
+            located = self._located(func)
+            if located is not None and is_object(located[0]):
+                return self._object_call(located[0], located[1], func, _prefix(type(located[0]).__name__.lower()))
         if isinstance(func, gast.Attribute) and isinstance(func.value, gast.Name) and func.value.id in self.known:
             obj, (index, attrs) = self.known[func.value.id]
             own = vars(obj)
@@ -874,6 +918,14 @@ def _chain_value(node, values):
         return base[index] if type(base) in (list, tuple) and type(index) is int and -len(base) <= index < len(base) \
             else _MISSING
     return None
+
+
+def _int_index(node):
+    """The integer a constant index spells (``0``, ``-1``), or None."""
+    if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
+        k = _int_index(node.operand)
+        return None if k is None else -k
+    return node.value if isinstance(node, gast.Constant) and type(node.value) is int else None
 
 
 def _changes_objects(fdef, objects=()) -> bool:
