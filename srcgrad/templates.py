@@ -285,7 +285,7 @@ class _Instantiator:
             return self.out, {}
         value = returned.value
         params = self.rule.diff_params
-        if len(params) == 1 and isinstance(value, (gast.Tuple, gast.List)) and len(value.elts) == 1:
+        if len(params) == 1 and isinstance(value, gast.Tuple) and len(value.elts) == 1:
             value = value.elts[0]  # (one adjoint in a tuple, as JAX's custom_vjp and torch's backward write)
         elements = value.elts if len(params) > 1 and isinstance(value, (gast.Tuple, gast.List)) else [value]
         if len(elements) != len(params):
