@@ -207,3 +207,17 @@ def test_a_shape_spread_into_reshape():
     x = np.arange(6.0).reshape(2, 3) / 6.0
     np.testing.assert_allclose(srcgrad.grad(flattened)(x), 2.0 * (1.0 - np.tanh(x) ** 2), rtol=1e-12)
     assert srcgrad.grad(flattened)(x.astype(np.float32)).dtype == np.float32
+
+
+def _weighted_by_key_codes(d, x):
+    total = 0.0
+    for k, v in d.items():
+        total = total + ord(k[0]) * np.sum(v * x) + len(str(k)) + (1.0 if hasattr(v, "shape") else 0.0)
+    return total
+
+
+def test_strings_and_codes_of_keys_have_no_derivative():
+    from srcgrad.testing import check_grads
+
+    check_grads(_weighted_by_key_codes, ({"a": np.ones(2), "bc": np.arange(2.0)}, np.array([0.5, -1.0])),
+                wrt=(0, 1))

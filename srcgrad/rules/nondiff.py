@@ -35,6 +35,9 @@ nondifferentiable(np.dtype, np.result_type, np.bool_, np.int8, np.int16, np.int3
                   np.uint16, np.uint32, np.uint64)
 nondifferentiable(builtins.len, builtins.range, builtins.print, builtins.int, builtins.bool,
                   builtins.isinstance, builtins.type)
+# (strings, codes, hashes and facts about a value: no derivative in anything)
+nondifferentiable(builtins.ord, builtins.chr, builtins.str, builtins.repr, builtins.hash, builtins.callable,
+                  builtins.hasattr, builtins.issubclass)
 # round(x) (and round(x, n)): piecewise constant, so derivative 0 wherever it is defined,
 # as np.round above.
 nondifferentiable(builtins.round)
