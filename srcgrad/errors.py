@@ -265,3 +265,18 @@ def shown_to_user(error: UserCodeError, fallback: anno.Origin | None = None) -> 
     if os.environ.get("SRCGRAD_TRACEBACK") == "1":
         return error
     return error.with_traceback(None)
+
+
+def without_comment(text: str) -> str:
+    """A source line without its trailing ``# comment`` (read by Python's tokenizer, so a
+    ``#`` inside a string stays), for code quoted back in advice."""
+    import io
+    import tokenize
+
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT:
+                return text[:token.start[1]].rstrip()
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return text

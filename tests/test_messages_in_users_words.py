@@ -250,3 +250,16 @@ def test_check_blames_the_users_own_rule_at_its_line():
     assert "its adjoint of x for ans_bar=1 is 3.0" in text
     assert "defect in srcgrad" not in text
     assert text.count(repr(info.value.srcgrad_value)) == 1  # each number once
+
+
+def _writes_through_a_commented_view(x):
+    y = x * 2.0
+    v = y[1:]  # a view, # with a hash inside
+    v *= 3.0
+    return np.sum(y)
+
+
+def test_code_quoted_back_in_advice_leaves_the_users_comment_out():
+    with pytest.raises(errors.UnsupportedSyntaxError) as info:
+        srcgrad.grad(_writes_through_a_commented_view)(np.ones(3))
+    assert "(`y[1:] *= ...`)" in str(info.value)

@@ -269,7 +269,7 @@ def _refuse(stmt, array, seen, made, params=()):
         sym = _symbol(stmt)
         advice = f"write `{user} = {user} {sym} ...` (a new array)"
         own = anno.get(made.get(array), "origin") if made.get(array) is not None else None
-        viewed = own.text.split("=", 1)[1].strip() if own and "=" in own.text else ""
+        viewed = errors.without_comment(own.text).split("=", 1)[1].strip() if own and "=" in own.text else ""
         if "[" in viewed and not viewed.startswith(("[", "(")) and any(c in viewed[viewed.find("["):]
                                                                          for c in (":", "None", "...")):
             # `v = a[1:]`: maybe meant to change `a` (not `a[[0, 2]]`, a copy)

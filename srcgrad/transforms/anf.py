@@ -1603,7 +1603,7 @@ class _Lowering:
                                                if name in self.params else "")
             op = _op_symbol(stmt.op)
             advice = f"write `{user} = {user} {op} ...` (a new array)"
-            viewed = origin.text.split("=", 1)[1].strip() if origin and "=" in origin.text else ""
+            viewed = errors.without_comment(origin.text).split("=", 1)[1].strip() if origin and "=" in origin.text else ""
             index = viewed[viewed.find("[") + 1:]
             if "[" in viewed and not viewed.startswith(("[", "(")) and any(c in index for c in (":", "None", "...")):
                 # `v = a[1:]`, a view: maybe meant to change `a` (not `a[[0, 2]]`, a copy)
