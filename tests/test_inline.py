@@ -540,3 +540,20 @@ def test_an_embedding_model_with_dropout_is_inlined():
     source = srcgrad.source(srcgrad.grad(_summed_model), model, tokens)
     assert "dispatch.vjp_call(m" not in source and "vjp_method" not in source
     srcgrad.testing.check_grads(_summed_model, (model, tokens), wrt=0)
+
+
+# ---- `if self.bias is not None:` decided by the layer's field when compiling ------------
+
+def test_a_field_tested_against_none_decides_its_branch_and_is_guarded():
+    model = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 2, bias=False))
+    x = np.linspace(-1, 1, 6).reshape(2, 3)
+    grad = srcgrad.grad(_summed_model)
+    source = srcgrad.source(grad, model, x)
+    assert "is not None" not in source and "is None" not in source
+    check_grads(_summed_model, (model, x), wrt=0)
+    model.layers[0].bias = None  # (the guard sees it: compiled again, the other branch)
+    assert grad(model, x).layers[0].bias is None
+    check_grads(_summed_model, (model, x), wrt=0)
+    model.layers[2].bias = np.array([0.5, -0.25])
+    g = grad(model, x)
+    np.testing.assert_allclose(g.layers[2].bias, 2 * np.sum(model(x), axis=0), rtol=1e-12)

@@ -170,6 +170,12 @@ class _Inliner:
         self.known = {} if _changes_objects(fdef, objects.values()) else {
             p: (v, (params.index(p), ())) for p, v in objects.items() if p not in stored and is_object(v)}
         self.seen = dict(self.known)  # every name that held a known object
+        # Fields the function itself sets (`self.h = ...`): their tests are not decided now.
+        self.stored_fields = {n.attr for n in nodes.walk(fdef) if isinstance(n, gast.Attribute)
+                              and isinstance(n.ctx, (gast.Store, gast.Del))}
+        if any(isinstance(n, gast.Call) and anno.get(n.func, "resolved", None) in (setattr, delattr)
+               for n in nodes.walk(fdef)):
+            self.stored_fields = None
         self.parsed = {}  # function -> its checked tree, or None when it is not inlined
 
     # ---- statements -------------------------------------------------------
@@ -179,6 +185,9 @@ class _Inliner:
             unrolled = self._unroll(stmt, stack) if isinstance(stmt, gast.For) else None
             if unrolled is not None:
                 out += unrolled
+            elif isinstance(stmt, gast.If) and self._decided(stmt.test) is not None:
+                # (`if self.bias is not None:` of a known layer: the branch its field decides)
+                out += self.block(stmt.body if self._decided(stmt.test) else stmt.orelse, stack)
             elif isinstance(stmt, (gast.If, gast.For, gast.While)):
                 before = self._hoist_from(stmt, stack) if not isinstance(stmt, gast.While) else []
                 stmt.body = self.block(stmt.body, stack)
@@ -251,6 +260,28 @@ class _Inliner:
             self.inlined.classes[(base[1][0], base[1][1], type(base[0]), len(base[0]))] = None
             return base[0][k], (base[1][0], base[1][1] + (k,))
         return None
+
+    def _decided(self, test):
+        """True or False for ``obj.field is None`` / ``is not None`` (``not`` of one) where the
+        field of a known object holds None or an array, a number, a layer: decided when
+        compiling, the field's type guarded (a bias set to None later compiles the code
+        again); None for any other test."""
+        if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
+            inner = self._decided(test.operand)
+            return None if inner is None else not inner
+        if not (isinstance(test, gast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (gast.Is, gast.IsNot))
+                and isinstance(test.comparators[0], gast.Constant) and test.comparators[0].value is None
+                and isinstance(test.left, gast.Attribute)) \
+                or self.stored_fields is None or test.left.attr in self.stored_fields:
+            return None
+        located = self._located(test.left)
+        if located is None:
+            return None
+        value, (index, path) = located
+        if value is not None and not isinstance(value, (np.ndarray, int, float, str)) and not is_object(value):
+            return None
+        self.inlined.classes[(index, path, type(value), None)] = None
+        return (value is None) == isinstance(test.ops[0], gast.Is)
 
     def _listed_items(self, root):
         """``self.seq[0]`` of a known object whose class lists its items in a field of its own

@@ -164,6 +164,10 @@ class _Reverse:
                     self._accumulate(atom.id, gast.Subscript(value=nodes.name(seed), slice=nodes.const(i),
                                                              ctx=gast.Load()))
         forward = [s for s in self.core.body if not isinstance(s, gast.Return)]
+        if any(anno.get(s, "kind") in ("setattr", "setentry", "call") for s in nodes.statements(forward)):
+            # (read before the sweep rewrites a statement: an operator dispatched when it runs
+            # becomes a call then, which must not change what the stores before it see)
+            self.stores = _StoresReadBack(self.core.body)
         self._reverse_block(forward)
         self.group = None
         for source in sorted(self.unpacked):  # `a, b = param`
