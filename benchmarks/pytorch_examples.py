@@ -320,20 +320,37 @@ def table(rows) -> str:
     return "\n".join(lines)
 
 
-def profile(name, dtype=np.float64, top=5):
-    """The ``top`` lines of srcgrad's generated step by time (cProfile of the step, by the
-    NumPy calls each generated line makes), printed."""
-    import cProfile
-    import pstats
+def profile(name, dtype=np.float64, top=5, repeats=5):
+    """The ``top`` lines of srcgrad's generated step by time, printed: each line of generated
+    code timed from its start to the next line's (a trace function, so the step runs slower,
+    but the lines' shares hold), with the user's line it came from."""
+    import linecache
 
     srcgrad_step, _, _, _ = step_pair(name, dtype)
     srcgrad_step()
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(5):
-        srcgrad_step()
-    profiler.disable()
-    pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
+    spent: dict = {}
+    last = [None, 0.0]
+
+    def tracer(frame, event, arg):
+        if not frame.f_code.co_filename.startswith("<srcgrad"):
+            return None
+        if event in ("line", "return"):
+            now = time.perf_counter()
+            if last[0] is not None:
+                spent[last[0]] = spent.get(last[0], 0.0) + now - last[1]
+            last[0], last[1] = ((frame.f_code.co_filename, frame.f_lineno) if event == "line" else None), now
+        return tracer
+    sys.settrace(tracer)
+    try:
+        for _ in range(repeats):
+            srcgrad_step()
+    finally:
+        sys.settrace(None)
+    total = sum(spent.values())
+    print(f"{name} ({np.dtype(dtype).name}): {1e3 * total / repeats:.1f} ms per step in generated lines")
+    for (filename, line), seconds in sorted(spent.items(), key=lambda kv: -kv[1])[:top]:
+        text = linecache.getline(filename, line).strip()
+        print(f"  {100 * seconds / total:5.1f}%  {text[:110]}")
 
 
 NAMES = ("mnist_cnn", "vae", "word_lm")
@@ -341,7 +358,7 @@ NAMES = ("mnist_cnn", "vae", "word_lm")
 if __name__ == "__main__":
     argv = sys.argv[1:]
     if "--profile" in argv:
-        profile(argv[argv.index("--profile") + 1])
+        profile(argv[argv.index("--profile") + 1], top=12)
         sys.exit(0)
     quick = "--quick" in argv
     text = table(run(NAMES, quick))

@@ -917,6 +917,11 @@ def matmul_rhs(ans_bar, x1, x2):
         g = x1[:, None] * ans_bar[..., None, :] if np.ndim(x2) > 1 else ans_bar * x1
     elif np.ndim(x2) == 1:
         g = (np.swapaxes(x1, -1, -2) @ ans_bar[..., None])[..., 0]
+    elif np.ndim(x2) == 2 and np.ndim(x1) > 2:
+        # (a stack of inputs times one matrix, `x @ W` for x (T, B, k): the sum over the stack of
+        # x_t^T g_t is one product of the stacked rows, not a stack of products summed after)
+        k, n = np.shape(x1)[-1], np.shape(ans_bar)[-1]
+        return np.reshape(x1, (-1, k)).T @ np.reshape(ans_bar, (-1, n))
     else:
         g = np.swapaxes(x1, -1, -2) @ ans_bar
     return unbroadcast(g, x2)

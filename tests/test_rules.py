@@ -33,6 +33,7 @@ import pytest
 from conftest import numerical_grad
 
 import srcgrad
+from srcgrad import runtime as rt
 from srcgrad.rules import registry
 
 try:  # SciPy is optional: without it its rules are not registered and their rows are left out
@@ -926,3 +927,16 @@ def test_every_rule_has_a_row():
               if rule.adjoint is not None and rule.adjoint.__module__ == "srcgrad.rules.adjoints"}
     missing = sorted(f"{fn.__module__}.{fn.__name__}" for fn in rules - tested)
     assert not missing, f"rules with no row in ROWS: {missing}"
+
+
+def test_matmul_of_a_stack_by_a_matrix_is_one_product_per_adjoint():
+    """``x @ W`` for x (T, B, k): W's adjoint is the stacked rows' product (not a (T, k, n)
+    stack of products summed after), the same values."""
+    rng = np.random.default_rng(3)
+    for dtype in (np.float64, np.float32):
+        x, w = rng.standard_normal((4, 3, 5)).astype(dtype), rng.standard_normal((5, 6)).astype(dtype)
+        g = rng.standard_normal((4, 3, 6)).astype(dtype)
+        got = rt.matmul_rhs(g, x, w)
+        assert got.shape == w.shape and got.dtype == dtype
+        np.testing.assert_allclose(got, np.einsum("tbk,tbn->kn", x, g), rtol=1e-5 if dtype == np.float32 else 1e-12)
+        np.testing.assert_allclose(srcgrad.grad(lambda x, w: np.sum((x @ w) * g), wrt=1)(x, w), got, rtol=1e-5)
