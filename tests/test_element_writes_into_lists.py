@@ -338,3 +338,71 @@ def test_forward_mode_over_a_dicts_keys():
     w = np.array([0.3, -0.7, 1.1])
     _, tangent = srcgrad.jvp(keys_of_a_dict_used_as_numbers)(w, np.ones(3))
     assert tangent == pytest.approx(numerical_grad(keys_of_a_dict_used_as_numbers, (w,), 0).sum(), rel=1e-6)
+
+
+def _filled(x):
+    d = {}
+    for i in range(3):
+        d[i] = x * (i + 1.0)
+    return d
+
+
+def keys_listed(x):
+    d = _filled(x)
+    total = 0.0
+    for k in list(d):
+        total = total + x * k
+    return np.sum(total)
+
+
+def keys_sorted(x):
+    d = _filled(x)
+    ks = sorted(d, reverse=True)
+    return np.sum(x * ks[0] + d[ks[1]])
+
+
+def keys_as_a_tuple(x):
+    d = _filled(x)
+    ks = tuple(d)
+    return np.sum(x * ks[2])
+
+
+def keys_summed(x):
+    d = _filled(x)
+    return np.sum(x * sum(d) + d[1])
+
+
+def largest_key(x):
+    d = _filled(x)
+    return np.sum(x * max(d) + d[min(d)])
+
+
+def keys_as_an_array(x):
+    d = _filled(x)
+    return np.sum(x * np.array(list(d)))
+
+
+@pytest.mark.parametrize("f", [keys_listed, keys_sorted, keys_as_a_tuple, keys_summed, largest_key,
+                               keys_as_an_array])
+def test_a_dicts_keys_read_by_list_sorted_sum_or_max_carry_no_derivative(f):
+    # (forward mode gave each key the tangent of the entry at that position: silently wrong;
+    # `max(d)`'s gradient crashed)
+    w = np.array([0.3, -0.7, 1.1])
+    expected = numerical_grad(f, (w,), 0)
+    np.testing.assert_allclose(srcgrad.grad(f)(w), expected, rtol=1e-6, atol=1e-8)
+    _, tangent = srcgrad.jvp(f)(w, np.ones(3))
+    assert tangent == pytest.approx(expected.sum(), rel=1e-6)
+
+
+def keys_of_another_name_as_a_tuple(x):
+    d = _filled(x)  # (the helper's dict, under the caller's name: a copy of the name)
+    ks = tuple(d)
+    return np.sum(x * ks[2])
+
+
+def test_a_tuple_of_a_dicts_keys_gives_the_entries_no_adjoint():
+    # (`rt.as_tuple` passed the keys' adjoint on to the entries: 4.1 where 2.0 is right)
+    w = np.array([0.3, -0.7, 1.1])
+    np.testing.assert_allclose(srcgrad.grad(keys_of_another_name_as_a_tuple)(w), [2.0, 2.0, 2.0], rtol=1e-12)
+    _, tangent = srcgrad.jvp(keys_of_another_name_as_a_tuple)(w, np.ones(3))
+    assert tangent == pytest.approx(6.0, rel=1e-12)
