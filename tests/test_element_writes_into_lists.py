@@ -406,3 +406,165 @@ def test_a_tuple_of_a_dicts_keys_gives_the_entries_no_adjoint():
     np.testing.assert_allclose(srcgrad.grad(keys_of_another_name_as_a_tuple)(w), [2.0, 2.0, 2.0], rtol=1e-12)
     _, tangent = srcgrad.jvp(keys_of_another_name_as_a_tuple)(w, np.ones(3))
     assert tangent == pytest.approx(6.0, rel=1e-12)
+
+
+# ---- written while a loop iterates over it ----------------------------------------------
+# (`for i, r in enumerate(rows): rows[i] = ...` over a list whose items are known when it runs
+# only was refused, `r` "a view of" the list; over a dict whose keys are, `d.items()` was a
+# call that "may keep" the dict)
+
+def rows_of_a_global_squashed(w):
+    rows = list(X)
+    for i, r in enumerate(rows):
+        rows[i] = np.tanh(r * w)
+    return np.sum(rows[0] * rows[1])
+
+
+def rows_of_the_argument_squashed(w):
+    rows = list(w)
+    for i, r in enumerate(rows):
+        rows[i] = np.tanh(r * 2.0) * w[0]
+    return rows[0] * rows[1] + rows[2]
+
+
+def rows_made_here_squashed(w):
+    rows = [X[0] * 1.0, X[1] * 2.0]
+    for i, r in enumerate(rows):
+        rows[i] = np.tanh(r @ w)
+    return np.sum(rows[0] * rows[1]) + np.sum(rows[1])
+
+
+def split_rows_squashed(w):
+    rows = np.split(X * 1.0, 2)
+    for i, r in enumerate(rows):
+        rows[i] = np.tanh(r * w)
+    return np.sum(rows[0] * rows[1])
+
+
+def preallocated_then_squashed(w):
+    hs = [None] * 2
+    for t in range(2):
+        hs[t] = w * (t + 1.0)
+    for i, h in enumerate(hs):
+        hs[i] = np.sin(h) * w
+    return np.sum(hs[0] * hs[1])
+
+
+def squashed_twice_and_read_twice(w):
+    rows = list(X)
+    for i, r in enumerate(rows):
+        rows[i] = np.tanh(r * w)
+    for i, r in enumerate(rows):
+        rows[i] = r * rows[0]  # (rows[0] already written: its new value)
+    return np.sum(rows[0] * rows[1]) + np.sum(rows[1])
+
+
+def _squash(rows, w):
+    for i, r in enumerate(rows):
+        rows[i] = np.tanh(r * w)
+    return rows
+
+
+def squashed_in_a_helper(w):
+    rows = _squash(list(X), w)
+    return np.sum(rows[0] * rows[1])
+
+
+class Squasher:
+    def __init__(self, scale):
+        self.scale = scale
+
+    def run(self, w):
+        rows = list(X)
+        for i, r in enumerate(rows):
+            rows[i] = np.tanh(r * w * self.scale)
+        return np.sum(rows[0] * rows[1])
+
+
+def squashed_by_a_method(w):
+    return Squasher(1.5).run(w)
+
+
+def entries_scaled(w):
+    d = {"a": w, "b": w * 2.0}
+    for k, v in d.items():
+        d[k] = v * w
+    return np.sum(d["a"] * d["b"])
+
+
+def entries_of_a_copied_dict_scaled(w):
+    d = dict(CONST)
+    for k, v in d.items():
+        d[k] = v * w
+    return np.sum(d["a"] * d["b"])
+
+
+def entries_added_in_a_loop_scaled(w):
+    d = {}
+    for k in range(3):
+        d[k] = w * (k + 1.0)
+    for k, v in d.items():
+        d[k] = np.sin(v) * w
+    return np.sum(d[0] * d[2]) + np.sum(d[1])
+
+
+def entries_of_an_ordered_dict_scaled(w):
+    d = collections.OrderedDict()
+    d["x"] = w * 2
+    d["y"] = w * 3
+    for k, v in d.items():
+        d[k] = v * w
+    return np.sum(d["x"] * d["y"])
+
+
+def entries_scaled_by_key(w):
+    d = {}
+    for k in range(2):
+        d[k] = w * (k + 1.0)
+    for k in d.keys():
+        d[k] = d[k] * w + d[0]  # (d[0] written in the first iteration: its new value)
+    return np.sum(d[0] * d[1])
+
+
+def _filled_by_a_helper(w):
+    d = {}
+    for k in range(2):
+        d[k] = w * (k + 1.0)
+    return d
+
+
+def entries_of_a_helpers_dict_scaled(w):
+    d = _filled_by_a_helper(w)
+    total = 0.0
+    for v in d.values():
+        total = total + np.sum(v)
+    for k, v in d.items():
+        d[k] = v * w
+    return np.sum(d[0] * d[1]) + total
+
+
+WRITTEN_WHILE_ITERATED = [
+    rows_of_a_global_squashed, rows_of_the_argument_squashed, rows_made_here_squashed, split_rows_squashed,
+    preallocated_then_squashed, squashed_twice_and_read_twice, squashed_in_a_helper, squashed_by_a_method,
+    entries_scaled, entries_of_a_copied_dict_scaled, entries_added_in_a_loop_scaled,
+    entries_of_an_ordered_dict_scaled, entries_scaled_by_key, entries_of_a_helpers_dict_scaled]
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("f", WRITTEN_WHILE_ITERATED, ids=[f.__name__ for f in WRITTEN_WHILE_ITERATED])
+def test_written_while_a_loop_iterates_over_it(f, optimize):
+    w = np.array([0.3, -0.7, 1.1])
+    value, grad = srcgrad.value_and_grad(f, optimize=optimize)(w)
+    expected = numerical_grad(f, (w,), 0)
+    assert value == pytest.approx(f(w))
+    np.testing.assert_allclose(grad, expected, rtol=1e-6, atol=1e-8)
+    _, tangent = srcgrad.jvp(f)(w, np.ones(3))
+    assert tangent == pytest.approx(expected.sum(), rel=1e-6)
+
+
+@pytest.mark.parametrize("f", [rows_of_a_global_squashed, entries_added_in_a_loop_scaled, squashed_by_a_method])
+def test_written_while_iterated_float32_stays_float32(f):
+    w = np.array([0.3, -0.7, 1.1], dtype=np.float32)
+    got = srcgrad.grad(f)(w)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, numerical_grad(f, (w.astype(np.float64),), 0), rtol=2e-3, atol=1e-4)

@@ -198,6 +198,8 @@ class _Lowering:
         self.own_lists = set()  # lists made here (`xs = [...]`), which pop may change in place
         self.containers = set()  # names of lists, tuples and dicts made here
         self.runtime_lists = set()  # names of lists and dicts whose items are known when it runs only
+        self.runtime_sequences = set()  # those of them known to be lists or tuples (not dicts, not iterators)
+        self.runtime_mappings = set()  # ... and those known to be dicts (`dict()`, `OrderedDict()`)
         self.copied_from = {}  # a list's name -> the name it is a copy of (`b = a`)
         self.tuples = set()  # names known to hold tuples (displays, `.shape`, joins, slices): `+=` rebinds
         self.named_fields = {}  # name of a named tuple made here -> its field names
@@ -848,7 +850,7 @@ class _Lowering:
     def _same_kind(self, new, old):
         """``new = old``: what normalize knows of ``old``'s kind holds for ``new``."""
         for known in (self.arrays, self.scalars, self.containers, self.lists, self.own_lists, self.dicts,
-                      self.tuples, self.runtime_lists):
+                      self.tuples, self.runtime_lists, self.runtime_sequences, self.runtime_mappings):
             if old in known:
                 known.add(new)
         if old in self.made_by:
@@ -862,6 +864,7 @@ class _Lowering:
             end = self.current[user]
             if end != name and end in self.runtime_lists and name in self.lists | self.own_lists:
                 self.runtime_lists.add(name)  # a list made here either way (`xs.reverse()` in the body)
+                self.runtime_sequences.add(name)
             for known in (self.containers, self.lists, self.own_lists, self.dicts, self.tuples):
                 if end != name and end not in known:
                     known.discard(name)  # a list before the loop, perhaps an array after it
@@ -917,7 +920,7 @@ class _Lowering:
             index = self._store(target.id)
             self.integers.add(index)
             return {"iter": nodes.call("reversed", [nodes.call("range", args)]), "index": index}, None
-        start = None
+        start, read_entry = None, None
         if callee is enumerate:
             given = it.args[1:] + [k.value for k in it.keywords if k.arg == "start"]
             if len(targets) != 2 or not isinstance(targets[0], gast.Name) or not 1 <= len(it.args) <= 2 \
@@ -942,6 +945,15 @@ class _Lowering:
             held = self._held(it.func.value)
             seqs = [self._dict_method(held, "keys", it), self._dict_method(held, "values", it)]
             index_user, item_targets = None, targets
+        elif self._view_of_mapping(it, len(targets)) is not None:
+            # `for k, v in d.items()` (`d.values()`, `d.keys()`) on a dict made here whose keys
+            # are known when it runs only: a loop over its keys, each value read `v = d[k]` in
+            # the body from the dict as it is then (Python's view sees the body's writes too).
+            method = it.func.attr
+            seqs, index_user = [self._indexable(self._lower(it.func.value), stmt)], None
+            item_targets = [targets[0] if method in ("items", "keys") else None]
+            if method != "keys":
+                read_entry = (it.func.value, targets[-1])
         else:  # (a tuple of targets unpacks each item: `for w, b in layers`)
             seqs, index_user, item_targets = [self._lower(it)], None, [target]
         # Iterating over a dict is iterating over its keys; over a value whose kind is
@@ -972,6 +984,11 @@ class _Lowering:
                 atoms.append(whole)
                 if isinstance(item, gast.Tuple):
                     self._unpack(item.elts, None, stmt, source=whole)
+            if read_entry is not None:  # `v = d[k]`, of the dict the loop iterates over the keys of
+                mapping = self._lower(read_entry[0])
+                value = gast.Subscript(value=nodes.copy(mapping), slice=nodes.copy(atoms[0]), ctx=gast.Load())
+                self._apply(operator.getitem, value, [nodes.copy(mapping), nodes.copy(atoms[0])], {}, stmt,
+                            origin_node=stmt, target=read_entry[1].id, target_hint=None, effect=False)
             if callee is zip and not isinstance(target, gast.Tuple):  # the zipped items as one tuple
                 self._emit_aggregate(gast.Tuple(elts=[nodes.copy(a) for a in atoms], ctx=gast.Load()),
                                      list(range(len(atoms))), atoms, stmt, target=target.id, effect=False)
@@ -1092,6 +1109,8 @@ class _Lowering:
             if value.id in self.containers:
                 self.containers.add(new)
                 self.copied_from[new] = value.id
+            if value.id in self.dicts or value.id in self.runtime_mappings:
+                self.runtime_mappings.add(new)  # (a dict under another name: written as it is, in place)
             if value.id in self.lists:  # (the same list: its items known when it runs only)
                 self.lists.add(new)
             if value.id in self.tuples:  # (immutable: what it holds is known under either name)
@@ -1106,13 +1125,22 @@ class _Lowering:
             self._own_list(new)  # (a list adjoint in gradient code, popped by the appends)
         elif annotations.get("rule") is not None and annotations["rule"].name in _CONTAINER_MAKERS:
             self.runtime_lists.add(new)
+            if annotations["rule"].name in _SEQUENCE_MAKERS:
+                self.runtime_sequences.add(new)
+            elif annotations["rule"].name in _MAPPING_MAKERS:
+                self.runtime_mappings.add(new)
         elif kind == "copy" and isinstance(value, gast.Name) and value.id in self.runtime_lists:
             self.runtime_lists.add(new)
+            for known in (self.runtime_sequences, self.runtime_mappings):
+                if value.id in known:
+                    known.add(new)
             self.copied_from[new] = value.id  # (`ys = hs`: one list, two names)
         elif kind == "op" and annotations.get("rule") is registry.lookup(operator.getitem) \
                 and isinstance(value, gast.Subscript) and isinstance(value.slice, gast.Slice) \
                 and isinstance(value.value, gast.Name) and value.value.id in self.runtime_lists:
             self.runtime_lists.add(new)  # (`hs[1:]` of such a list: a new list of its items)
+            if value.value.id in self.runtime_sequences:
+                self.runtime_sequences.add(new)
             self.made_by[new] = (True, anno.get(origin_node, "origin"))
         return nodes.name(new)
 
@@ -1255,6 +1283,7 @@ class _Lowering:
             value = self._apply(sorted, None, [nodes.name(name)], kwargs, node, func_node=func, target=user,
                                 target_hint=None, origin_node=node, effect=False)
             self.runtime_lists.add(value.id)
+            self.runtime_sequences.add(value.id)
             return None
         if kwargs or len(args) != (2 if method == "insert" else 0) or any(isinstance(a, gast.Starred) for a in args):
             raise errors.at(node, f"`{user}.{method}(...)` is given arguments it does not take",
@@ -1291,6 +1320,7 @@ class _Lowering:
         result = self._emit(value, kind="item", list=base.id, index=index, **emit)
         if isinstance(index, gast.Slice) and isinstance(result, gast.Name):
             self.runtime_lists.add(result.id)  # (`xs[1:]`: a new list of the same items)
+            self.runtime_sequences.add(result.id)
             self.made_by[result.id] = (True, anno.get(node, "origin"))
         return result
 
@@ -1332,11 +1362,13 @@ class _Lowering:
         while source is not None:  # `b = a` of `a = [w, w]`: `a[0]` is read when it runs too,
             self.aggregates.pop(source, None)  # so that the sharing analysis sees it read after
             self.runtime_lists.add(source)
+            self.runtime_sequences.add(source)
             source = self.copied_from.get(source)
         self.aggregates.pop(name, None)
         self.containers.discard(name)
         self.own_lists.discard(name)
         self.runtime_lists.add(name)
+        self.runtime_sequences.add(name)
         return True
 
     def _copied_container(self, kind, atom, node, **emit):
@@ -1421,12 +1453,35 @@ class _Lowering:
             elts=[nodes.copy(a) for a in items], ctx=gast.Load())
         return self._emit_aggregate(display, list(range(len(items))), items, node, **emit)
 
+    def _view_of_mapping(self, call, targets):
+        """The name of ``d`` in ``d.items()`` (for two loop targets), ``d.values()`` or
+        ``d.keys()`` (for one) where ``d`` is a dict made here whose keys are known when it
+        runs only, else None."""
+        if not (isinstance(call, gast.Call) and isinstance(call.func, gast.Attribute) and not call.args
+                and not call.keywords and isinstance(call.func.value, gast.Name)
+                and not anno.has(call.func.value, "resolved")
+                and targets == {"items": 2, "values": 1, "keys": 1}.get(call.func.attr)):
+            return None
+        name = self.current.get(call.func.value.id, call.func.value.id)
+        known = name in self.dicts or name in self.runtime_mappings
+        return name if known and self._dict_keys(name) is None else None
+
     def _indexable(self, atom, node):
         """``atom``, or ``rt.iterated(atom)`` where it may be a dict (or a set, or a view of a
         dict), which a loop cannot index: a value whose kind normalize does not know."""
+        if isinstance(atom, gast.Name) and (atom.id in self.dicts or atom.id in self.runtime_mappings) \
+                and self._dict_keys(atom.id) is None:
+            # A dict's keys, copied (`list(d)`): a new list, which a write into the dict in the
+            # loop does not change (Python refuses a change of its size while it iterates).
+            func = anno.set(nodes.name("list"), "resolved", list)
+            made = self._apply(runtime.sequence_of, None, [atom], {}, node, func_node=func, origin_node=node,
+                               target=None, target_hint="keys", effect=False)
+            return made
         if not isinstance(atom, gast.Name) or atom.id in self.arrays or atom.id in self.scalars \
                 or self._holds_sequence(atom.id) or atom.id in self.aggregates \
-                or atom.id in self.structures:
+                or atom.id in self.structures or atom.id in self.runtime_sequences:
+            # (a list whose items are known when it runs only, by its own name: a write into it
+            # in the loop is then one the reads after it see, as Python's loop over it does)
             return atom  # (a dict made here whose keys are known only at run time: rt.iterated, its keys)
         return self._apply(runtime.iterated, None, [atom], {}, node, func_node=nodes.dotted("rt.iterated"),
                            origin_node=node, target=None, target_hint=None, effect=False)
@@ -2260,7 +2315,8 @@ class _Lowering:
                 copied = self._copied_container(callee, args[0], node, **emit)
                 if copied is not None:
                     return copied
-                at_run_time = isinstance(args[0], gast.Name) and args[0].id not in self.dicts and (
+                at_run_time = isinstance(args[0], gast.Name) and args[0].id not in self.dicts \
+                    and args[0].id not in self.runtime_mappings and (
                     args[0].id in self.lists or args[0].id in self.runtime_lists or args[0].id in self.containers)
                 if callee is tuple and at_run_time:
                     # (`tuple(p[1] for p in params)`: a list made by appends, as a tuple)
@@ -2635,6 +2691,13 @@ _CONTAINER_MAKERS = {"srcgrad.runtime.repeated", "srcgrad.runtime.concatenated",
                      "builtins.enumerate", "collections.OrderedDict", "collections.defaultdict"}
 # The runtime helpers of gradient code that make a list of adjoints, one per item of a list
 # grown by append: the backward sweep pops it (forward mode over it mirrors the pops).
+# ... of them, those whose result is a list or tuple, which a loop indexes as it is.
+_SEQUENCE_MAKERS = {"srcgrad.runtime.repeated", "srcgrad.runtime.concatenated", "srcgrad.runtime.as_tuple",
+                    "srcgrad.runtime.sequence_of", "srcgrad.runtime.reversed_list", "srcgrad.runtime.inserted",
+                    "numpy.split", "numpy.array_split", "numpy.hsplit", "numpy.vsplit", "builtins.list",
+                    "builtins.tuple", "builtins.sorted"}
+_MAPPING_MAKERS = {"builtins.dict", "collections.OrderedDict", "collections.defaultdict", "srcgrad.runtime.mapping_of",
+                   "srcgrad.runtime.merged", "srcgrad.runtime.without_key", "srcgrad.runtime.fromkeys"}
 _LIST_ADJOINTS = {registry.lookup(runtime.as_items), registry.lookup(runtime.add_each)}
 _GENERATOR_MAKERS = {"numpy.random.default_rng", "numpy.random.mtrand.RandomState",
                      "numpy.random._generator.Generator"}
