@@ -568,3 +568,112 @@ def test_written_while_iterated_float32_stays_float32(f):
     got = srcgrad.grad(f)(w)
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, numerical_grad(f, (w.astype(np.float64),), 0), rtol=2e-3, atol=1e-4)
+
+
+# ---- several items written by one assignment ------------------------------------------
+# (`a[0], a[1] = ...` and `hs[t], cs[t] = h, c` were refused: "this assignment target is not
+# supported yet")
+
+def items_swapped(w):
+    a = [w, w * 2.0]
+    a[0], a[1] = a[1] * w, a[0]  # (the right side read whole first, as Python does)
+    return np.sum(a[0] * 3.0 + a[1] ** 2)
+
+
+def states_kept_per_step(w):
+    T = 3
+    hs, cs = [None] * (T + 1), [None] * (T + 1)
+    hs[0], cs[0] = w * 0.5, w * 0.1
+    for t in range(T):
+        c = cs[t] * 0.9 + np.tanh(hs[t] * w)
+        h = np.tanh(c) * w
+        hs[t + 1], cs[t + 1] = h, c
+    return np.sum(hs[-1] * cs[-1]) + np.sum(hs[1])
+
+
+def carried_and_kept(w):
+    hs = [None] * 3
+    h = w
+    for t in range(3):
+        h, hs[t] = np.tanh(h * w), h
+    return np.sum(hs[2] * h) + np.sum(hs[1])
+
+
+def index_bound_before_the_item(w):
+    hs = [w, w * 2.0, w * 3.0]
+    i = 0
+    i, hs[i] = 2, hs[1] * w  # (Python binds `i` first: `hs[2]` is written)
+    return np.sum(hs[0] * hs[2])
+
+
+def index_bound_after_the_item(w):
+    hs = [w, w * 2.0, w * 3.0]
+    i = 0
+    hs[i], i = hs[1] * w, 2  # (`hs[0]` is written, then `i` bound)
+    return np.sum(hs[0] * hs[2]) + i
+
+
+def entries_written_in_pairs(w):
+    d = {}
+    for k in range(2):
+        d[k], d[k + 10] = w * (k + 1.0), w * w
+    return np.sum(d[0] * d[11]) + np.sum(d[1])
+
+
+def elements_of_an_array_swapped(w):
+    y = w * 1.0
+    y[0], y[1] = y[1] * 2.0, y[0]
+    return np.sum(y * w)
+
+
+def _step_both(hs, cs, t, w):
+    hs[t + 1], cs[t + 1] = np.tanh(hs[t] * w), cs[t] + hs[t]
+    return hs, cs
+
+
+def states_kept_by_a_helper(w):
+    hs, cs = [w, None, None], [w * 0.5, None, None]
+    for t in range(2):
+        hs, cs = _step_both(hs, cs, t, w)
+    return np.sum(hs[2] * cs[2])
+
+
+class Stepper:
+    def __init__(self, steps):
+        self.steps = steps
+
+    def run(self, w):
+        hs, cs = [None] * (self.steps + 1), [None] * (self.steps + 1)
+        hs[0], cs[0] = w, w * 0.5
+        for t in range(self.steps):
+            hs[t + 1], cs[t + 1] = np.sin(hs[t] * w), cs[t] * hs[t]
+        return np.sum(hs[-1] + cs[-1])
+
+
+def states_kept_by_a_method(w):
+    return Stepper(3).run(w)
+
+
+WRITTEN_TOGETHER = [items_swapped, states_kept_per_step, carried_and_kept, index_bound_before_the_item,
+                    index_bound_after_the_item, entries_written_in_pairs, elements_of_an_array_swapped,
+                    states_kept_by_a_helper, states_kept_by_a_method]
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("f", WRITTEN_TOGETHER, ids=[f.__name__ for f in WRITTEN_TOGETHER])
+def test_items_written_by_one_assignment(f, optimize):
+    w = np.array([0.3, -0.7, 1.1])
+    value, grad = srcgrad.value_and_grad(f, optimize=optimize)(w)
+    expected = numerical_grad(f, (w,), 0)
+    assert value == pytest.approx(f(w))
+    np.testing.assert_allclose(grad, expected, rtol=1e-6, atol=1e-8)
+    _, tangent = srcgrad.jvp(f)(w, np.ones(3))
+    assert tangent == pytest.approx(expected.sum(), rel=1e-6)
+
+
+@pytest.mark.parametrize("f", [states_kept_per_step, states_kept_by_a_method])
+def test_items_written_by_one_assignment_float32_stays_float32(f):
+    w = np.array([0.3, -0.7, 1.1], dtype=np.float32)
+    got = srcgrad.grad(f)(w)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, numerical_grad(f, (w.astype(np.float64),), 0), rtol=2e-3, atol=1e-4)
