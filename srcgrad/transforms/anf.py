@@ -1153,6 +1153,19 @@ class _Lowering:
         self.own_lists.add(name)
         self.list_depth[name] = len(self.loop_writes)
 
+    def _stored(self, atom):
+        """``atom`` was stored in a container or a field (``d[k] = xs``, ``self.h = xs``): a list or
+        dict it names is held there too, so a write into it is no new version of it but a
+        change of the one object (``_held_elsewhere``)."""
+        if isinstance(atom, gast.Name):
+            self.held_in[atom.id] += 1
+
+    def _held_elsewhere(self, name) -> bool:
+        """Whether the list or dict ``name`` was stored in a container or a field (a display, an
+        append, an entry, an attribute): a write into it changes what that holds as well, so it
+        is written in place, never as a new version under its own name only."""
+        return self.held_in[name] > 0
+
     def _escape(self, atoms, node):
         """Arrays stored in a list or passed to a function: another name may see them
         from now on, so writing into them in place is refused (as for a view)."""
@@ -1369,6 +1382,21 @@ class _Lowering:
         self.own_lists.discard(name)
         self.runtime_lists.add(name)
         self.runtime_sequences.add(name)
+        return True
+
+    def _written_as_runtime_mapping(self, name) -> bool:
+        """Whether an entry write into the dict ``name`` (made here, followed entry by entry as
+        new versions, ``rt.with_item``) can be done as written, in place, its entries then known
+        only when the code runs (as ``_written_as_runtime_list`` for a list): where another
+        container or a field holds it, which sees the write.  Not where a call may keep it."""
+        if name not in self.dicts or name in self.passed or name in self.escaped:
+            return False
+        for known in (self.aggregates, self.known_keys, self.entries):
+            known.pop(name, None)
+        self.dicts.discard(name)
+        self.containers.discard(name)
+        self.runtime_lists.add(name)
+        self.runtime_mappings.add(name)
         return True
 
     def _copied_container(self, kind, atom, node, **emit):
@@ -1682,6 +1710,7 @@ class _Lowering:
         is; a differentiated value stored this way is refused in the reverse pass."""
         obj = self._lower(target.value)
         value = self._lower(value_node)
+        self._stored(value)
         if isinstance(obj, gast.Name):
             self.aggregates.pop(obj.id, None)  # its fields may differ from those it was made with
         write = nodes.assign(gast.Attribute(value=nodes.copy(obj), attr=target.attr, ctx=gast.Store()),
@@ -1758,6 +1787,7 @@ class _Lowering:
         index = self._index(target.slice)
         value = self._lower(value_node)
         self._escape([value], stmt)
+        self._stored(value)
         new = self._apply(runtime.with_item, None, [nodes.name(name), index, value], {}, stmt,
                           func_node=nodes.dotted("rt.with_item"), origin_node=stmt, target=user,
                           target_hint=None, effect=False)
@@ -1826,7 +1856,7 @@ class _Lowering:
         items = list(self.aggregates[name].values()) if name in self.aggregates and name not in self.dicts \
             else None
         if not fresh or name in self.aliased or name in self.passed or name in self.escaped \
-                or self.list_depth.get(name) != len(self.loop_writes) \
+                or self._held_elsewhere(name) or self.list_depth.get(name) != len(self.loop_writes) \
                 or items is None or type(key) is not int or not -len(items) <= key < len(items):
             return False
         items[key] = self._lower(value_node)
@@ -1873,6 +1903,7 @@ class _Lowering:
             self._emit(check, stmt, None, "_checked", False, kind="nondiff", rule=None, impure=True,
                        checks=holder.id)
         self._escape([value], stmt)
+        self._stored(value)
         self.aggregates.pop(holder.id, None)
         container = nodes.copy(holder)
         if known is None:  # (a dict in an object, of counters or of arrays: its kind is checked when it runs)
@@ -1930,7 +1961,7 @@ class _Lowering:
         user = target.value.id
         name = self.current.get(user, user)
         fresh, origin = self.made_by.get(name, (False, None))
-        if name in self.dicts:
+        if name in self.dicts and not (self._held_elsewhere(name) and self._written_as_runtime_mapping(name)):
             self._dict_setitem(user, name, target, value_node, stmt)
             return
         if name in self.own_lists and self._list_setitem(user, name, target, value_node, stmt):
@@ -1954,6 +1985,7 @@ class _Lowering:
         self.writes.append((name, stmt))
         index = self._index(target.slice)
         value = self._lower(value_node)
+        self._stored(value)
         saved = self.core.fresh(f"{name}_overwritten")
         # Into a name known to hold an array, NumPy's own code; into a preallocated list
         # (`hs = [None] * n`), a dict or a value known only when it runs, the runtime's,
