@@ -106,6 +106,11 @@ def check(body, ranks, params=()) -> dict:
             written = lists.points.get(array) or {array}  # (what `array` is: not what it holds)
             seen = sorted(n for n in after.get(id(stmt), ()) if n not in own
                           and written & holders.points.get(n, set()))
+            if seen and id(stmt) in fresh:  # `row` made above the write (in this iteration, in a loop):
+                # only what was given it since holds it (`M[i] = row` after the write holds the
+                # rows of earlier iterations, not this one)
+                given = _holders(array, fresh[id(stmt)], ranks, containers=True)
+                seen = [n for n in seen if n in given]
             holding = [n for n in seen if not written & lists.points.get(n, set())]
             if holding:
                 _refuse_held(stmt, array, holding, holders.made)
@@ -129,22 +134,33 @@ def _into_new_arrays(body, ranks, views, params) -> dict:
     though the points-to sets, flow-insensitive, also give ``y`` what another branch
     binds to it (``else: y = x``, as gradient code's adjoints are).  Each maps to the
     statements between the one that made the array and the write: the only ones that
-    can have given another name that array (in a loop, each iteration makes a new one)."""
+    can have given another name that array (in a loop, each iteration makes a new one).
+    A write into a list or dict made so in an enclosing statement list, in a loop or branch
+    that does not bind it again (``row = [0.0] * n``, then ``for j ...: row[j] = v``), maps
+    to those between and the whole loop or branch (its later statements run before the
+    write in a later iteration)."""
     found = {}
 
-    def walk(stmts):
+    def walk(stmts, enclosing):
         new = {}  # name bound to a new array above, in this list -> where
         for at, stmt in enumerate(stmts):
             if isinstance(stmt, (gast.If, gast.For, gast.While)):
-                walk(stmt.body)
-                walk(stmt.orelse)
-                for n in {n for s in stmt.body + stmt.orelse for n in _bound_within(s)} \
-                        | (set(nodes.assigned_names(stmt)) if isinstance(stmt, gast.For) else set()):
+                rebound = {n for s in stmt.body + stmt.orelse for n in _bound_within(s)} \
+                    | (set(nodes.assigned_names(stmt)) if isinstance(stmt, gast.For) else set())
+                inside = {n: between + stmts[:at] + [stmt] for n, between in enclosing.items() if n not in rebound}
+                inside.update({n: stmts[i + 1:at] + [stmt] for n, i in new.items() if n not in rebound})
+                walk(stmt.body, inside)
+                walk(stmt.orelse, inside)
+                for n in rebound:
                     new.pop(n, None)
+                    enclosing.pop(n, None)
                 continue
             if anno.get(stmt, "kind") == "setitem":
-                if anno.get(stmt, "array") in new:
-                    found[id(stmt)] = stmts[new[anno.get(stmt, "array")] + 1:at]
+                array = anno.get(stmt, "array")
+                if array in new:
+                    found[id(stmt)] = stmts[new[array] + 1:at]
+                elif array in enclosing and anno.get(stmt, "container"):
+                    found[id(stmt)] = enclosing[array] + stmts[:at]
                 continue
             bound = set(nodes.assigned_names(stmt))
             shared = {t for t, _ in _sharing(stmt, ranks, views)}
@@ -153,16 +169,20 @@ def _into_new_arrays(body, ranks, views, params) -> dict:
                 and not anno.has(stmt, "augments") else set()  # (`y += v`: the same array)
             for n in bound:
                 new.pop(n, None)
+                enclosing.pop(n, None)
             new.update({n: at for n in made - params})
-    walk(body)
+    walk(body, {})
     return found
 
 
-def _holders(array, between, ranks) -> set:
+def _holders(array, between, ranks, containers=False) -> set:
     """The names ``between`` (statements, in order) gives ``array``'s memory, through
-    copies, views, containers and calls, and chains of them."""
+    copies, views, containers and calls, and chains of them (``containers``: also entries
+    written, ``hs[t] = row``, and new lists or dicts of another's items)."""
     holders, views = {array}, _view_rules()
-    pairs = [pair for stmt in nodes.statements(between) for pair in _sharing(stmt, ranks, views)]
+    pairs = [pair for stmt in nodes.statements(between)
+             for pair in (_holding_pairs(stmt, ranks, views) if containers and _holds(stmt)
+                          else _sharing(stmt, ranks, views))]
     grown = True
     while grown:  # (a loop in between may give a name it before the name it copies has it)
         grown = False

@@ -775,10 +775,12 @@ class _Lowering:
         stored |= {t.value.id for n in nodes.walk(loop) if isinstance(n, gast.Delete) for t in n.targets
                    if isinstance(t, gast.Subscript) and isinstance(t.value, gast.Name)
                    and self.current.get(t.value.id) in self.dicts}
-        # `d[k] = v` on a dict made here binds a new version of `d` (`_dict_setitem`).
+        # `d[k] = v` on a dict made here binds a new version of `d` (`_dict_setitem`; not one
+        # another container holds, written in place).
         stored |= {n.value.id for n in nodes.walk(loop) if isinstance(n, gast.Subscript)
                    and isinstance(n.ctx, gast.Store) and isinstance(n.value, gast.Name)
-                   and self.current.get(n.value.id) in self.dicts}
+                   and self.current.get(n.value.id) in self.dicts
+                   and not self._held_elsewhere(self.current.get(n.value.id))}
         # ... and so does `d.update(...)`, `d.setdefault(k, v)` (`_dict_method`).
         stored |= {n.func.value.id for n in nodes.walk(loop) if isinstance(n, gast.Call)
                    and isinstance(n.func, gast.Attribute) and n.func.attr in _CHANGES
@@ -857,6 +859,8 @@ class _Lowering:
             self.made_by[new] = self.made_by[old]
         if old in self.escaped:
             self.escaped[new] = self.escaped[old]
+        if self._held_elsewhere(old):  # (the same list or dict: what holds it holds it under either name)
+            self.held_in[new] += self.held_in[old]
 
     def _leave_loop(self, loop, body, entry):
         written = {name: stmt for name, stmt in self.writes[self.loop_writes.pop():]}
@@ -1360,6 +1364,10 @@ class _Lowering:
                         held = self._held(target.value)
                         if held is not None:  # (not a change of its length: `for h in hs` reads each)
                             self._written_as_runtime_list(held)
+                        if held is not None and (isinstance(target.value, gast.Subscript)
+                                                 or self._held_elsewhere(held)):
+                            # (`d["a"]["b"] = v`, or into a dict another holds: in place, from here on)
+                            self._written_as_runtime_mapping(held)
         return changed
 
     def _written_as_runtime_list(self, name) -> bool:
@@ -1986,6 +1994,8 @@ class _Lowering:
         index = self._index(target.slice)
         value = self._lower(value_node)
         self._stored(value)
+        if name in self.runtime_lists:
+            self._escape([value], stmt)  # (a list or dict holds the array now: a write into it is seen there)
         saved = self.core.fresh(f"{name}_overwritten")
         # Into a name known to hold an array, NumPy's own code; into a preallocated list
         # (`hs = [None] * n`), a dict or a value known only when it runs, the runtime's,
