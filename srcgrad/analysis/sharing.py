@@ -316,7 +316,7 @@ _CONTAINER_COPIES = ("srcgrad.runtime.with_item", "srcgrad.runtime.without_key",
 def _refuse(stmt, array, seen, made, params=()):
     argument = next((n for n in seen if n in params), None)
     if argument is not None:
-        user = _user(array)
+        user = anno.get(stmt, "shown") or _user(array)
         raise errors.at(stmt, f"cannot write into `{user}`: it may be the argument `{argument}` (the "
                         "caller's array), which the write would change", f"write into a copy: "
                         f"`{user} = np.copy({user})` before the write")
@@ -325,7 +325,7 @@ def _refuse(stmt, array, seen, made, params=()):
     maker = made.get(other)
     origin = anno.get(maker, "origin") if maker is not None else None
     where = f" (made at {origin.where}: `{origin.text.strip()}`)" if origin else ""
-    user, name = _user(array), _user(other)
+    user, name = anno.get(stmt, "shown") or _user(array), _user(other)
     rule = anno.get(maker, "rule") if maker is not None else None
     if rule is not None and rule in _view_rules() and rule is not registry.lookup(getattr):
         how = f"`{name}` is a view of it{where}" if not other.startswith("_") else \
@@ -358,7 +358,7 @@ def _refuse_held(stmt, array, seen, made):
     maker = made.get(other)
     origin = anno.get(maker, "origin") if maker is not None else None
     where = f" (since {origin.where}: `{origin.text.strip()}`)" if origin else ""
-    user, name = _user(array), _user(other)
+    user, name = anno.get(stmt, "shown") or _user(array), _user(other)
     holder = f"`{name}` holds it{where}" if not other.startswith("_") else f"a list, dict or object holds it{where}"
     raise errors.at(stmt, f"cannot write into `{user}` here: {holder} and is read after the write, which "
                     "changes what it holds too; srcgrad follows the items of a list or dict by the name "

@@ -483,6 +483,7 @@ class _Lowering:
             if isinstance(value, gast.Dict):
                 self.dicts.add(result.id)
                 self.entries[result.id] = {k: a.id for k, a in zip(keys, atoms) if isinstance(a, gast.Name)}
+                self.list_depth[result.id] = len(self.loop_writes)
         return result
 
     def _super_call(self, node, **emit):
@@ -1198,10 +1199,10 @@ class _Lowering:
         dict made here (``ys[0]``, ``d['a']``, ``ys[0][1]``); else None."""
         if isinstance(node, gast.Name) and not anno.has(node, "resolved"):
             return self.current.get(node.id, node.id)
-        if isinstance(node, gast.Subscript) and isinstance(node.slice, gast.Constant):
+        if isinstance(node, gast.Subscript) and _literal_key(node.slice) is not None:
             base = self._held(node.value)
             if base is not None:
-                element = self._aggregate_element(nodes.name(base), node.slice)
+                element = self._aggregate_element(nodes.name(base), nodes.const(_literal_key(node.slice)))
                 if isinstance(element, gast.Name):
                     return element.id
         return None
@@ -1738,7 +1739,9 @@ class _Lowering:
         Known not to: a number, or an array the function made for this entry alone (a
         value of an expression, not a name of the user's)."""
         base = stmt.target.value
-        name = self.current.get(base.id, base.id) if isinstance(base, gast.Name) else None
+        name = self.current.get(base.id, base.id) if isinstance(base, gast.Name) else \
+            self._held(base) if isinstance(base, gast.Subscript) else None  # (`M[0][1] += v`: `M[0]`'s)
+        user = base.id if isinstance(base, gast.Name) else nodes.to_source(base).strip()
         if name in self.dicts:
             key = static_value(stmt.target.slice)
             entry = self.entries.get(name, {}).get(key) if key is not UNKNOWN else \
@@ -1764,7 +1767,7 @@ class _Lowering:
         if entry is not None and (entry in self.scalars or entry.startswith("_") and entry not in self.aliased
                                   and not held and self.made_by.get(entry, (False, None))[0]):
             return
-        user, op = base.id, _op_symbol(stmt.op)
+        op = _op_symbol(stmt.op)
         if entry is None and all(isinstance(n, (gast.Name, gast.Constant, gast.BinOp, gast.UnaryOp, gast.operator,
                                                  gast.unaryop, gast.expr_context))
                                  for n in nodes.walk(stmt.target.slice)):  # (read twice: arithmetic only)
@@ -1874,6 +1877,74 @@ class _Lowering:
         self._same_kind(new.id, name)
         return True
 
+    def _nested_setitem(self, target, value_node, stmt):
+        """``M[0][1] = v``, ``d["a"]["b"] = v``: Python writes into the list or dict ``M[0]``
+        holds, which ``M`` goes on holding.  Where normalize knows which one that is (``M``
+        made here item by item, a literal index: ``_held``), the write is one into it by that
+        name (held by ``M``, it is written in place: ``_held_elsewhere``); then, where ``M`` is
+        a list or dict made here that nothing else holds, ``M`` is made again of the same
+        items (``M_2 = [_t1, _t2]``), so that reading it whole afterwards is reading a value
+        made after the write (``M`` made before it, and read after, is refused by the sharing
+        analysis).  Other forms are refused at the write."""
+        outer = target.value
+        source = nodes.to_source(outer).strip()
+        value = self._lower(value_node)  # (Python evaluates the value first, then `M[0]`)
+        inner = self._held(outer)
+        root = outer.value
+        if inner is None:
+            raise errors.at(stmt, f"srcgrad writes into an item of `{source}` where that is a list or dict "
+                            "this function made, read with a literal index or key (`M[0][1] = v`, "
+                            "`d[\"a\"][\"b\"] = v`)", f"make it anew and put it back: `row = list({source})`, "
+                            f"`row[...] = v`, `{source} = row` (or `{nodes.to_source(root).strip()}[i, j] = v` "
+                            "for an array)")
+        array = inner in self.arrays or inner in self.field_arrays  # (refused by the write into it, below)
+        if not array and inner not in self.runtime_lists and not (
+                self._written_as_runtime_list(inner) or self._written_as_runtime_mapping(inner)):
+            where = self.passed.get(inner) or self.escaped.get(inner)
+            raise errors.at(stmt, f"cannot write into `{source}` here: " + (
+                f"it was passed on or stored at {where.where} (`{where.text.strip()}`), where it may be kept"
+                if where else "it is not a list or dict this function made") + ", and srcgrad follows "
+                "the items of a list or dict by the names that hold it only",
+                f"make `{source}` anew and put it back, before it is shared: `row = list({source})`, "
+                f"`row[...] = v`, `{source} = row`")
+        # (the names the write is lowered under: the source's spelling, for its messages)
+        self.current[source] = inner
+        written = f"{source}=" if isinstance(value, gast.Name) else None
+        if written is not None:
+            self.current[written] = value.id
+        self._setitem(anno.inherit(gast.Subscript(value=nodes.name(source), slice=target.slice, ctx=gast.Store()),
+                                   target),
+                      anno.inherit(nodes.name(written) if written else nodes.copy(value), value_node), stmt)
+        new_inner = self.current.pop(source)
+        self.current.pop(written, None)
+        holder = self._held(root)
+        if not isinstance(root, gast.Name) or holder is None:
+            return
+        self._made_again(root.id, holder, _literal_key(outer.slice), inner, new_inner, stmt)  # (`_held`: a literal)
+
+    def _made_again(self, user, name, key, old, new, stmt):
+        """``user`` (holding ``name``, a list or dict made here) made again of the same items,
+        ``new`` in the place of ``old`` at ``key``: a new version, for what reads it after a
+        write into one of its items (``_nested_setitem``).  Nothing where ``name`` is not such a
+        display, or where another name, container or call may hold it."""
+        items = self.aggregates.get(name)
+        fresh = self.made_by.get(name, (False, None))[0]
+        if items is not None and type(key) is int and key < 0 and name not in self.dicts:
+            key += len(items)  # (`M[-1][0] = v`)
+        if items is None or name in self.tuples or name in self.records or not fresh or name in self.aliased \
+                or name in self.passed or name in self.escaped or self._held_elsewhere(name) \
+                or self.list_depth.get(name) != len(self.loop_writes) or key not in items \
+                or not isinstance(items[key], gast.Name) or items[key].id != old:
+            return
+        atoms = [nodes.name(new) if k == key else a for k, a in items.items()]
+        if name in self.dicts:
+            display = gast.Dict(keys=[nodes.const(k) for k in items], values=[nodes.copy(a) for a in atoms])
+        else:
+            display = gast.List(elts=[nodes.copy(a) for a in atoms], ctx=gast.Load())
+        made = self._emit_aggregate(display, list(items), atoms, stmt, target=user, effect=False)
+        self.made_by[made.id] = (True, anno.get(stmt, "origin"))
+        self._same_kind(made.id, name)
+
     def _object_entry(self, target, value_node, stmt) -> bool:
         """``self.parameters["running_mean"] = v``, ``P["k"] = v`` on ``P = self.parameters``,
         ``self.cache[key] = v``: an entry of a dict or list an object holds (the field's kind
@@ -1958,6 +2029,9 @@ class _Lowering:
         write is refused where ``y`` may share memory with another name."""
         if self._object_entry(target, value_node, stmt):
             return
+        if isinstance(target.value, gast.Subscript):
+            self._nested_setitem(target, value_node, stmt)
+            return
         if not isinstance(target.value, gast.Name) or anno.has(target.value, "resolved"):
             held = nodes.to_source(target.value)
             what = f"the global `{held}`" if isinstance(target.value, gast.Name) else f"`{held}`"
@@ -2011,7 +2085,7 @@ class _Lowering:
         write = nodes.assign(gast.Subscript(value=nodes.name(name), slice=nodes.copy(index),
                                             ctx=gast.Store()), nodes.copy(value))
         self._emit_stmt(write, stmt, kind="setitem", array=name, index=index, value=value,
-                        saved=saved, generic=generic, container=container)
+                        saved=saved, generic=generic, container=container, shown=user)
 
     # ---- expressions ------------------------------------------------------
     def _lower(self, node, target=None, target_hint=None, effect=False):
@@ -2672,6 +2746,16 @@ _CHANGES = {"append", "extend", "insert", "pop", "remove", "clear", "update", "s
 
 _VIEWS = (operator.getitem, np.reshape, np.ravel, np.transpose, np.expand_dims, np.squeeze,
           np.broadcast_to, np.asarray)
+
+
+def _literal_key(index):
+    """The key a literal index or key spells (``0``, ``-1``, ``"a"``), else None."""
+    if isinstance(index, gast.Constant):
+        return index.value
+    if isinstance(index, gast.UnaryOp) and isinstance(index.op, gast.USub) \
+            and isinstance(index.operand, gast.Constant) and type(index.operand.value) is int:
+        return -index.operand.value
+    return None
 
 
 def _copy_advice(user: str, kind) -> str:
