@@ -998,3 +998,112 @@ def test_the_way_the_refusal_advises_works():
     w = np.array([0.3, -0.7, 1.1])
     np.testing.assert_allclose(srcgrad.grad(rows_made_anew_and_put_back)(w),
                                numerical_grad(rows_made_anew_and_put_back, (w,), 0), rtol=1e-6, atol=1e-8)
+
+
+# ---- setdefault and update where the dict's keys are known when it runs only -----------
+# (refused before: "not after a loop that may add them")
+
+def set_default_after_a_loop(w):
+    d = {}
+    for k in range(3):
+        d[k] = w * (k + 1.0)
+    a = d.setdefault(0, w * 9.0)  # (there: `d[0]`, the default unused)
+    b = d.setdefault(5, w * 2.0)  # (not there: the default, added)
+    return np.sum(d[0] * d[2] * a) + np.sum(d[5] * b)
+
+
+def updated_after_a_loop(w):
+    d = {}
+    for k in range(3):
+        d[k] = w * (k + 1.0)
+    d.update({0: w * w, 7: w})
+    d.update(s=d[1] * 2.0)
+    return np.sum(d[0] * d[2]) + np.sum(d[7] * d["s"])
+
+
+def set_default_in_a_loop_then_written(w):
+    d = {}
+    for k in range(4):
+        d.setdefault(k % 2, 0.0)
+        d[k % 2] = d[k % 2] + w * (k + 1.0)
+    return np.sum(d[0] * d[1])
+
+
+def set_default_value_read_in_a_loop(w):
+    d = {}
+    total = 0.0
+    for k in range(4):
+        v = d.setdefault(k % 2, w * (k + 1.0))
+        total = total + v * w
+    return np.sum(total) + np.sum(d[1])
+
+
+def updated_in_a_loop(w):
+    d = {}
+    for k in range(3):
+        d[k] = w * (k + 1.0)
+        d.update({"s": d[k] * w})
+    return np.sum(d["s"] * d[1])
+
+
+def counted_in_an_ordered_dict(w):
+    d = collections.OrderedDict()
+    for i in range(4):
+        d.setdefault(i % 2, 0.0)
+        d[i % 2] += np.sum(w) * i
+    d.update({5: np.sum(w * w)})
+    return d[0] * d[1] + d[5]
+
+
+def _accumulate(d, w):
+    for k in range(3):
+        d.setdefault(k % 2, 0.0)
+        d[k % 2] = d[k % 2] + w
+    return d
+
+
+def set_default_in_a_helper(w):
+    d = _accumulate({}, w)
+    d.update({"z": d[0] * d[1]})
+    return np.sum(d["z"])
+
+
+class Tally:
+    def __init__(self, n):
+        self.n = n
+
+    def run(self, w):
+        d = {}
+        for i in range(self.n):
+            d.setdefault(i % 2, w)
+            d[i % 2] = d[i % 2] * w
+        return np.sum(d[0] + d[1])
+
+
+def set_default_in_a_method(w):
+    return Tally(4).run(w)
+
+
+SET_DEFAULT = [set_default_after_a_loop, updated_after_a_loop, set_default_in_a_loop_then_written,
+               set_default_value_read_in_a_loop, updated_in_a_loop, counted_in_an_ordered_dict,
+               set_default_in_a_helper, set_default_in_a_method]
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("f", SET_DEFAULT, ids=[f.__name__ for f in SET_DEFAULT])
+def test_set_default_and_update_where_the_keys_are_known_when_it_runs(f, optimize):
+    w = np.array([0.3, -0.7, 1.1])
+    value, grad = srcgrad.value_and_grad(f, optimize=optimize)(w)
+    expected = numerical_grad(f, (w,), 0)
+    assert value == pytest.approx(f(w))
+    np.testing.assert_allclose(grad, expected, rtol=1e-6, atol=1e-8)
+    _, tangent = srcgrad.jvp(f)(w, np.ones(3))
+    assert tangent == pytest.approx(expected.sum(), rel=1e-6)
+
+
+@pytest.mark.parametrize("f", [set_default_in_a_loop_then_written, set_default_in_a_method])
+def test_set_default_float32_stays_float32(f):
+    w = np.array([0.3, -0.7, 1.1], dtype=np.float32)
+    got = srcgrad.grad(f)(w)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, numerical_grad(f, (w.astype(np.float64),), 0), rtol=2e-3, atol=1e-4)

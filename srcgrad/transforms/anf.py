@@ -1546,9 +1546,11 @@ class _Lowering:
 
     def _dict_written(self, receiver, node):
         """``d.update(k=v)`` (or ``d.update({"k": v})``) as ``d["k"] = v``, and ``d.setdefault("k",
-        v)`` as ``d["k"] = v`` where ``d`` has no ``"k"`` yet, for a dict made here whose keys are
-        known: the assignments lowered; for ``setdefault`` the atom of ``d["k"]``.  None for
-        other forms (refused as before)."""
+        v)`` as ``d["k"] = v`` where ``d`` has no ``"k"`` yet, for a dict made here: the assignments
+        lowered; for ``setdefault`` the atom of ``d["k"]``.  Where it is not known when compiling
+        whether ``d`` has the key (its keys known when it runs only, after a loop that adds them;
+        a key computed), ``setdefault`` is ``if k not in d: d[k] = v``, then ``d[k]`` (the default
+        evaluated either way, as Python's argument is).  None for other forms (refused as before)."""
         def write(key, value):
             target = gast.Subscript(value=nodes.copy(receiver), slice=nodes.const(key), ctx=gast.Store())
             self._statement(anno.inherit(gast.Assign(targets=[target], value=value, type_comment=None), node))
@@ -1564,12 +1566,24 @@ class _Lowering:
             for (key, _), value in zip(pairs, values):
                 write(key, value)
             return anno.inherit(nodes.const(None), node)
-        if node.keywords or not 1 <= len(node.args) <= 2 or not isinstance(node.args[0], gast.Constant):
+        if node.keywords or not 1 <= len(node.args) <= 2:
             return None
-        key = node.args[0].value
         default = node.args[1] if len(node.args) == 2 else nodes.const(None)
         held = self._held(receiver)
-        if key in self._dict_keys(held):
+        keys = self._dict_keys(held) if held in self.dicts else None
+        if keys is None or not isinstance(node.args[0], gast.Constant):
+            key, value = self._lower(node.args[0]), self._lower(default)
+            test = gast.Compare(left=nodes.copy(key), ops=[gast.NotIn()], comparators=[nodes.copy(receiver)])
+            added = gast.Assign(targets=[gast.Subscript(value=nodes.copy(receiver), slice=nodes.copy(key),
+                                                        ctx=gast.Store())], value=nodes.copy(value), type_comment=None)
+            branch = gast.If(test=test, body=[added], orelse=[])
+            for n in nodes.walk(branch):
+                anno.inherit(n, node)
+            self._statement(branch)
+            return anno.inherit(gast.Subscript(value=nodes.copy(receiver), slice=nodes.copy(key), ctx=gast.Load()),
+                                node)
+        key = node.args[0].value
+        if key in keys:
             self._lower(default, effect=not isinstance(default, (gast.Constant, gast.Name)))  # (Python evaluates it)
         else:
             write(key, default)
@@ -2542,7 +2556,9 @@ class _Lowering:
             return self._lower(copied, **{k: v for k, v in emit.items() if k != "origin_node"})
         if isinstance(func, gast.Attribute) and func.attr in _CHANGES - {"reverse", "insert", "sort"} \
                 and isinstance(func.value, gast.Name) \
-                and self.current.get(func.value.id, func.value.id) in self.runtime_lists - self.dicts:
+                and self.current.get(func.value.id, func.value.id) in self.runtime_lists - self.dicts \
+                and not (func.attr in ("update", "setdefault")
+                         and self.current.get(func.value.id, func.value.id) in self.runtime_mappings):
             # (`vals = list(x)`, `hs = [None] * n`: its items are known when it runs only, and
             # their adjoints are followed by position: a change of order or length is not)
             user = func.value.id
@@ -2567,8 +2583,8 @@ class _Lowering:
             return self._pop(user, node, name=held, **emit)
         if self._dict_method_call(node) is not None:
             return self._dict_method(held, func.attr, node, **emit)
-        if held is not None and held in self.dicts and func.attr in ("update", "setdefault") \
-                and self._dict_keys(held) is not None and isinstance(func.value, gast.Name):
+        if held is not None and (held in self.dicts or held in self.runtime_mappings) \
+                and func.attr in ("update", "setdefault") and isinstance(func.value, gast.Name):
             written = self._dict_written(func.value, node)
             if written is not None:  # (the call's value: `d["k"]`, or None)
                 return self._lower(written, **{k: v for k, v in emit.items() if k != "origin_node"})
@@ -2577,8 +2593,8 @@ class _Lowering:
             # (a dict made here whose keys are known only at run time: as a dict passed in, below)
             raise errors.at(node, f"the method `.{func.attr}()` of a list, tuple or dict is not supported "
                             "in differentiated code (only `append`, `extend` and `pop`, a dict's `keys`, "
-                            "`values`, `items` and `get`, and `update` and `setdefault` with literal keys "
-                            "where the dict's keys are known: not after a loop that may add them)",
+                            "`values`, `items` and `get`, `setdefault`, and `update` with a dict display or "
+                            "keywords)",
                             f"index it instead (`{user}[key]`)")
         # Known only at run time: a function passed in, a method of an object.
         receiver = None
