@@ -1107,3 +1107,20 @@ def test_set_default_float32_stays_float32(f):
     got = srcgrad.grad(f)(w)
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, numerical_grad(f, (w.astype(np.float64),), 0), rtol=2e-3, atol=1e-4)
+
+
+def dict_written_under_another_name_then_iterated(w):
+    d = {}
+    for i in range(2):
+        d[i] = w * (i + 1.0)
+    e = d
+    e[0] = w * 5.0
+    total = 0.0
+    for k in e:  # (its keys: a dict written in place is still a dict, never indexed as a list)
+        total = total + np.sum(e[k])
+    return total
+
+
+def test_a_dict_written_under_another_name_is_iterated_by_its_keys():
+    w = np.array([0.3, -0.7, 1.1])
+    np.testing.assert_allclose(srcgrad.grad(dict_written_under_another_name_then_iterated)(w), [7.0, 7.0, 7.0])

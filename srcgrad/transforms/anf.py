@@ -1384,13 +1384,15 @@ class _Lowering:
         while source is not None:  # `b = a` of `a = [w, w]`: `a[0]` is read when it runs too,
             self.aggregates.pop(source, None)  # so that the sharing analysis sees it read after
             self.runtime_lists.add(source)
-            self.runtime_sequences.add(source)
+            if source not in self.dicts and source not in self.runtime_mappings:
+                self.runtime_sequences.add(source)
             source = self.copied_from.get(source)
         self.aggregates.pop(name, None)
         self.containers.discard(name)
         self.own_lists.discard(name)
         self.runtime_lists.add(name)
-        self.runtime_sequences.add(name)
+        if name not in self.runtime_mappings:  # (`e = d` of a dict: written in place as a dict)
+            self.runtime_sequences.add(name)
         return True
 
     def _written_as_runtime_mapping(self, name) -> bool:
