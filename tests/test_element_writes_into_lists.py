@@ -819,7 +819,8 @@ def array_stored_in_a_list_in_a_loop_then_written(w):
     return np.sum(hs[0] ** 2 + hs[1])
 
 
-@pytest.mark.parametrize("f", [array_stored_in_a_dict_then_written, array_stored_in_a_list_in_a_loop_then_written])
+@pytest.mark.parametrize("f", [array_stored_in_a_dict_then_written,
+                               array_stored_in_a_list_in_a_loop_then_written])
 def test_an_array_stored_in_a_list_or_dict_then_written_in_place_is_refused(f):
     # (the list's entry is the same array: its adjoint missed the write, silently)
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match="may share memory") as raised:
@@ -936,7 +937,8 @@ def table_written_by_a_method(w):
 
 NESTED = [table_of_arrays, table_of_floats_read_whole, table_written_in_a_loop, table_accumulated_in_a_loop,
           table_written_in_a_branch, table_row_read_twice, three_deep, list_in_a_tuple, nested_dicts,
-          nested_dicts_in_a_loop, nested_dict_iterated_after, table_written_by_a_helper, table_written_by_a_method]
+          nested_dicts_in_a_loop, nested_dict_iterated_after, table_written_by_a_helper,
+          table_written_by_a_method]
 
 
 @pytest.mark.parametrize("optimize", [True, False])

@@ -147,7 +147,8 @@ def _into_new_arrays(body, ranks, views, params) -> dict:
             if isinstance(stmt, (gast.If, gast.For, gast.While)):
                 rebound = {n for s in stmt.body + stmt.orelse for n in _bound_within(s)} \
                     | (set(nodes.assigned_names(stmt)) if isinstance(stmt, gast.For) else set())
-                inside = {n: between + stmts[:at] + [stmt] for n, between in enclosing.items() if n not in rebound}
+                inside = {n: between + stmts[:at] + [stmt] for n, between in enclosing.items()
+                          if n not in rebound}
                 inside.update({n: stmts[i + 1:at] + [stmt] for n, i in new.items() if n not in rebound})
                 walk(stmt.body, inside)
                 walk(stmt.orelse, inside)
@@ -359,7 +360,8 @@ def _refuse_held(stmt, array, seen, made):
     origin = anno.get(maker, "origin") if maker is not None else None
     where = f" (since {origin.where}: `{origin.text.strip()}`)" if origin else ""
     user, name = anno.get(stmt, "shown") or _user(array), _user(other)
-    holder = f"`{name}` holds it{where}" if not other.startswith("_") else f"a list, dict or object holds it{where}"
+    holder = f"`{name}` holds it{where}" if not other.startswith("_") else \
+        f"a list, dict or object holds it{where}"
     raise errors.at(stmt, f"cannot write into `{user}` here: {holder} and is read after the write, which "
                     "changes what it holds too; srcgrad follows the items of a list or dict by the name "
                     "written into only", f"write into `{user}` before it is stored, or store a copy of it "

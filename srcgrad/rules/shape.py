@@ -27,7 +27,8 @@ from ..runtime import (broadcast_arrays_adjoint, meshgrid_adjoint, rollaxis_dest
                        split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
                        is_basic_index, is_constant, real_input, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
-                       unbroadcast, unconcatenate, window_adjoint, sequence_of_adjoint, sequence_of_tangent, iterates_keys,
+                       unbroadcast, unconcatenate, window_adjoint, sequence_of_adjoint, sequence_of_tangent,
+                       iterates_keys,
                        mapping_of_adjoint, reversed_list_adjoint, inserted_adjoints,
                        inserted_tangent as inserted_list_tangent, without_key_adjoint, merged_adjoints,
                        fromkeys_adjoint, tolist_adjoint)

@@ -1576,14 +1576,14 @@ class _Lowering:
         if keys is None or not isinstance(node.args[0], gast.Constant):
             key, value = self._lower(node.args[0]), self._lower(default)
             test = gast.Compare(left=nodes.copy(key), ops=[gast.NotIn()], comparators=[nodes.copy(receiver)])
-            added = gast.Assign(targets=[gast.Subscript(value=nodes.copy(receiver), slice=nodes.copy(key),
-                                                        ctx=gast.Store())], value=nodes.copy(value), type_comment=None)
+            entry = gast.Subscript(value=nodes.copy(receiver), slice=nodes.copy(key), ctx=gast.Store())
+            added = gast.Assign(targets=[entry], value=nodes.copy(value), type_comment=None)
             branch = gast.If(test=test, body=[added], orelse=[])
             for n in nodes.walk(branch):
                 anno.inherit(n, node)
             self._statement(branch)
-            return anno.inherit(gast.Subscript(value=nodes.copy(receiver), slice=nodes.copy(key), ctx=gast.Load()),
-                                node)
+            read = gast.Subscript(value=nodes.copy(receiver), slice=nodes.copy(key), ctx=gast.Load())
+            return anno.inherit(read, node)
         key = node.args[0].value
         if key in keys:
             self._lower(default, effect=not isinstance(default, (gast.Constant, gast.Name)))  # (Python evaluates it)
@@ -1928,15 +1928,15 @@ class _Lowering:
         written = f"{source}=" if isinstance(value, gast.Name) else None
         if written is not None:
             self.current[written] = value.id
-        self._setitem(anno.inherit(gast.Subscript(value=nodes.name(source), slice=target.slice, ctx=gast.Store()),
-                                   target),
+        item = gast.Subscript(value=nodes.name(source), slice=target.slice, ctx=gast.Store())
+        self._setitem(anno.inherit(item, target),
                       anno.inherit(nodes.name(written) if written else nodes.copy(value), value_node), stmt)
         new_inner = self.current.pop(source)
         self.current.pop(written, None)
         holder = self._held(root)
         if not isinstance(root, gast.Name) or holder is None:
             return
-        self._made_again(root.id, holder, _literal_key(outer.slice), inner, new_inner, stmt)  # (`_held`: a literal)
+        self._made_again(root.id, holder, _literal_key(outer.slice), inner, new_inner, stmt)
 
     def _made_again(self, user, name, key, old, new, stmt):
         """``user`` (holding ``name``, a list or dict made here) made again of the same items,
@@ -2840,8 +2840,9 @@ _SEQUENCE_MAKERS = {"srcgrad.runtime.repeated", "srcgrad.runtime.concatenated", 
                     "srcgrad.runtime.sequence_of", "srcgrad.runtime.reversed_list", "srcgrad.runtime.inserted",
                     "numpy.split", "numpy.array_split", "numpy.hsplit", "numpy.vsplit", "builtins.list",
                     "builtins.tuple", "builtins.sorted"}
-_MAPPING_MAKERS = {"builtins.dict", "collections.OrderedDict", "collections.defaultdict", "srcgrad.runtime.mapping_of",
-                   "srcgrad.runtime.merged", "srcgrad.runtime.without_key", "srcgrad.runtime.fromkeys"}
+_MAPPING_MAKERS = {"builtins.dict", "collections.OrderedDict", "collections.defaultdict",
+                   "srcgrad.runtime.mapping_of", "srcgrad.runtime.merged", "srcgrad.runtime.without_key",
+                   "srcgrad.runtime.fromkeys"}
 _LIST_ADJOINTS = {registry.lookup(runtime.as_items), registry.lookup(runtime.add_each)}
 _GENERATOR_MAKERS = {"numpy.random.default_rng", "numpy.random.mtrand.RandomState",
                      "numpy.random._generator.Generator"}

@@ -25,7 +25,8 @@ assignment; each becomes statements before the one it was in, at its line:
   target after the star unpacks the slice at the end: lengths checked by Python);
 - a tuple inside a target becomes a name unpacked after it: ``a, (b, c) = e`` is
   ``a, _b_c = e; b, c = _b_c``; an item or attribute in it a name assigned after it
-  (``hs[i], cs[i] = h, c`` is ``_hs_i, _cs_i = h, c; hs[i] = _hs_i; cs[i] = _cs_i``), ``for i, (w, b) in enumerate(layers):`` unpacks
+  (``hs[i], cs[i] = h, c`` is ``_hs_i, _cs_i = h, c; hs[i] = _hs_i; cs[i] = _cs_i``),
+  ``for i, (w, b) in enumerate(layers):`` unpacks
   ``_w_b`` first in the body, ``for a, *b in rows:`` is ``for _item in rows: a, *b = _item``
   (normalize unpacks a loop's flat tuple of targets, ``for w, b in layers``, itself);
 - ``a if c else [...]`` (a branch holding what this pass lowers) becomes an ``if``
@@ -294,7 +295,8 @@ class _Desugar:
             if plain:
                 elts.append(elt)
                 continue
-            name = self.fresh("_" + ("_".join(n.id for n in nodes.walk(elt) if isinstance(n, gast.Name)) or "item"))
+            spelled = "_".join(n.id for n in nodes.walk(elt) if isinstance(n, gast.Name)) or "item"
+            name = self.fresh("_" + spelled)
             elts.append(_at(nodes.name(name, "store"), elt))
             inner.append(_at(gast.Assign(targets=[elt], value=nodes.name(name), type_comment=None), stmt))
         return _at(gast.Tuple(elts=elts, ctx=gast.Store()), target), inner
