@@ -327,6 +327,13 @@ def max_adjoint(ans_bar, ans, x, axis=None, keepdims=False):
     return _first_extremum_by_row(ans_bar, ans, x, axes, math.prod(window), dtype)
 
 
+def iterates_keys(items) -> bool:
+    """Whether iterating ``items`` gives keys, which carry no derivative: a dict (an
+    ``OrderedDict``, a ``defaultdict``), a view of its keys, a set.  (Its values do: a
+    rule that iterates such a value gives it no adjoint, its result no tangent.)"""
+    return isinstance(items, (dict, set, frozenset, type({}.keys())))
+
+
 def items_extremum_adjoint(ans_bar, ans, items):
     """Adjoint of the builtin ``max(items)`` / ``min(items)`` (``max(a, b)`` is compiled as
     ``max((a, b))``, which Python evaluates alike): the whole of ``ans_bar`` to the first
@@ -341,8 +348,10 @@ def items_extremum_adjoint(ans_bar, ans, items):
     Returns:
         For a list or tuple, a list with ``ans_bar`` at the first item equal to ``ans``
         (``is`` it, or ``==``: a NaN returned is itself) and zeros of each other item's
-        kind; for an array, :func:`max_adjoint` over axis 0.
+        kind; for an array, :func:`max_adjoint` over axis 0; for a dict, none (its keys).
     """
+    if iterates_keys(items):
+        return {}
     if not isinstance(items, (list, tuple)):
         return max_adjoint(ans_bar, ans, items, 0)
     first = next((i for i, item in enumerate(items) if item is ans or item == ans), None)
@@ -354,6 +363,8 @@ def items_extremum_transposed(u, ans, items):
     """The transpose of :func:`items_extremum_adjoint` in its ``ans_bar``: ``u``'s item at the
     first extremum (None: zero), or for an array, ``u`` summed over its first axis where the
     first extremum of each column is."""
+    if iterates_keys(items):
+        return zeros_like(ans)
     if not isinstance(items, (list, tuple)):
         return np.sum(u * max_adjoint(np.ones_like(ans), ans, items, 0), axis=0)
     first = next((i for i, item in enumerate(items) if item is ans or item == ans), None)
@@ -362,7 +373,9 @@ def items_extremum_transposed(u, ans, items):
 
 def items_extremum_tangent(ans, items, items_dot):
     """Tangent of the builtin ``max(items)`` / ``min(items)``: that of the first item equal
-    to ``ans`` (see :func:`items_extremum_adjoint`)."""
+    to ``ans`` (see :func:`items_extremum_adjoint`); a dict's key has none."""
+    if iterates_keys(items):
+        return zeros_tangent(ans)
     if not isinstance(items, (list, tuple)):
         first = np.argmax(np.asarray(items) == ans, axis=0)
         return np.take_along_axis(items_dot, np.expand_dims(first, 0), axis=0)[0]
@@ -449,21 +462,29 @@ def inserted_tangent(items, index, value, items_dot=None, value_dot=None):
 
 
 def sorted_tangent(items, items_dot, key=None, reverse=False):
-    """Tangent of ``sorted(items, ...)``: the items' tangents in the sorted order."""
+    """Tangent of ``sorted(items, ...)``: the items' tangents in the sorted order (a dict's
+    keys: none)."""
+    if iterates_keys(items):
+        return [0.0] * len(items)
     return [items_dot[i] for i in sorted_order(items, key, reverse)]
 
 
 def items_sum_adjoint(ans_bar, items):
     """Adjoint of the builtin ``sum(items, start)``: each item gets ``ans_bar`` summed back
     to its own shape (items broadcast against each other); an array, iterated over its
-    first axis, gets ``ans_bar`` in each row."""
+    first axis, gets ``ans_bar`` in each row; a dict (its keys), none."""
+    if iterates_keys(items):
+        return {}
     if not isinstance(items, (list, tuple)):
         return broadcast_tangent(ans_bar, items)
     return [unbroadcast(ans_bar, item) for item in items]
 
 
-def items_sum_tangent(ans, items_dot, start_dot=None):
-    """Tangent of the builtin ``sum(items, start)``, of ``ans``'s shape."""
+def items_sum_tangent(ans, items, items_dot, start_dot=None):
+    """Tangent of the builtin ``sum(items, start)``, of ``ans``'s shape (the sum of a dict's
+    keys: ``start``'s)."""
+    if iterates_keys(items) or items_dot is None:
+        return zeros_tangent(ans) if start_dot is None else broadcast_tangent(start_dot, ans)
     total = sum(items_dot) if start_dot is None else sum(items_dot, start_dot)
     return broadcast_tangent(total, ans)
 
@@ -1673,6 +1694,14 @@ def sequence_of(items):
     """``list(xs)`` / ``tuple(xs)`` of a value whose kind is known only when the code runs
     (the compiler keeps the user's ``list``/``tuple`` in the code; this names the rule)."""
     return list(items)
+
+
+def sequence_of_tangent(ans, items, items_dot):
+    """Tangent of ``list(items)`` / ``tuple(items)``: the items' tangents in a list or tuple
+    as ``ans`` (a dict's keys: none)."""
+    if iterates_keys(items) or items_dot is None:
+        return zeros_tangent(ans)
+    return type(ans)(items_dot)
 
 
 def sequence_of_adjoint(ans_bar, items):

@@ -100,3 +100,33 @@ def test_jvp_of_nansum_skips_the_tangents_of_nans():
     want = jacobian_fd(nansum_of_squares, x)
     np.testing.assert_allclose(srcgrad.grad(nansum_of_squares)(x), want, atol=1e-6)
     np.testing.assert_allclose(srcgrad.jacfwd(nansum_of_squares)(x), want, atol=1e-6)
+
+
+def index_named_as_a_later_item(w):
+    xs = [w, w * 2.0]
+    t = 0.0
+    for k in range(2):
+        t = t + xs[k] * (k + 1.0)
+    for k in xs:  # (`k` carried out of this loop: the name varies, the index above does not)
+        t = t + k * w
+    return np.sum(t)
+
+
+def index_named_as_a_later_key(w):
+    d = {}
+    for k in range(2):
+        d[k] = w * (k + 1.0)
+    t = 0.0
+    for k in d:
+        t = t + d[k] * w
+    return np.sum(t)
+
+
+@pytest.mark.parametrize("f", [index_named_as_a_later_item, index_named_as_a_later_key])
+def test_a_loop_index_named_as_a_value_that_varies_has_a_zero_tangent(f):
+    # (`k_dot` was read in the first loop and never bound: NameError)
+    w = np.array([0.3, -0.7, 1.1])
+    expected = jacobian_fd(f, w)
+    _, tangent = srcgrad.jvp(f)(w, np.ones(3))
+    assert tangent == pytest.approx(expected.sum(), rel=1e-6)
+    np.testing.assert_allclose(srcgrad.jacfwd(f)(w), expected, rtol=1e-6, atol=1e-8)

@@ -91,9 +91,11 @@ def check(body, ranks, params=()) -> dict:
         return {}
     memory = Memory(body, ranks, params)
     # A write into a list or dict (`hs[t] = h`) replaces an item: it changes no array, and
-    # only names that are that list itself (copies, what a call returns) see it.
+    # only names that are that list itself (copies, what a call returns) see it, or that hold
+    # it (`M = [hs, x]`, `d["a"] = hs`: the same list in them, changed), not its items.
     written_lists = {anno.get(s, "array") for s in writes if anno.get(s, "container")}
     lists = Memory(body, ranks, params, holding=written_lists) if written_lists else None
+    holders = Memory(body, ranks, params, holding=written_lists, holds=lists) if written_lists else None
     after = {id(s): None for s in writes + augmented}
     _Liveness(after).block(body, set(params))  # (the caller still holds the arguments when we return)
     fresh = _into_new_arrays(body, ranks, _view_rules(), set(params))
@@ -101,7 +103,17 @@ def check(body, ranks, params=()) -> dict:
         array = anno.get(stmt, "array") if stmt in writes else anno.get(stmt, "augments")
         own = {array, *nodes.assigned_names(stmt)}  # (`y += v` binds the new value: not an alias)
         if anno.get(stmt, "container"):
-            seen = sorted(n for n in after.get(id(stmt), ()) if n not in own and lists.overlap(n, array))
+            written = lists.points.get(array) or {array}  # (what `array` is: not what it holds)
+            seen = sorted(n for n in after.get(id(stmt), ()) if n not in own
+                          and written & holders.points.get(n, set()))
+            if seen and id(stmt) in fresh:  # `row` made above the write (in this iteration, in a loop):
+                # only what was given it since holds it (`M[i] = row` after the write holds the
+                # rows of earlier iterations, not this one)
+                given = _holders(array, fresh[id(stmt)], ranks, containers=True)
+                seen = [n for n in seen if n in given]
+            holding = [n for n in seen if not written & lists.points.get(n, set())]
+            if holding:
+                _refuse_held(stmt, array, holding, holders.made)
         elif id(stmt) in fresh:  # `y` holds the array made above it, whatever else it holds elsewhere:
             # only what was made to share it since (`hs.append(h)` after the write, in a loop,
             # holds the arrays of earlier iterations)
@@ -122,22 +134,34 @@ def _into_new_arrays(body, ranks, views, params) -> dict:
     though the points-to sets, flow-insensitive, also give ``y`` what another branch
     binds to it (``else: y = x``, as gradient code's adjoints are).  Each maps to the
     statements between the one that made the array and the write: the only ones that
-    can have given another name that array (in a loop, each iteration makes a new one)."""
+    can have given another name that array (in a loop, each iteration makes a new one).
+    A write into a list or dict made so in an enclosing statement list, in a loop or branch
+    that does not bind it again (``row = [0.0] * n``, then ``for j ...: row[j] = v``), maps
+    to those between and the whole loop or branch (its later statements run before the
+    write in a later iteration)."""
     found = {}
 
-    def walk(stmts):
+    def walk(stmts, enclosing):
         new = {}  # name bound to a new array above, in this list -> where
         for at, stmt in enumerate(stmts):
             if isinstance(stmt, (gast.If, gast.For, gast.While)):
-                walk(stmt.body)
-                walk(stmt.orelse)
-                for n in {n for s in stmt.body + stmt.orelse for n in _bound_within(s)} \
-                        | (set(nodes.assigned_names(stmt)) if isinstance(stmt, gast.For) else set()):
+                rebound = {n for s in stmt.body + stmt.orelse for n in _bound_within(s)} \
+                    | (set(nodes.assigned_names(stmt)) if isinstance(stmt, gast.For) else set())
+                inside = {n: between + stmts[:at] + [stmt] for n, between in enclosing.items()
+                          if n not in rebound}
+                inside.update({n: stmts[i + 1:at] + [stmt] for n, i in new.items() if n not in rebound})
+                walk(stmt.body, inside)
+                walk(stmt.orelse, inside)
+                for n in rebound:
                     new.pop(n, None)
+                    enclosing.pop(n, None)
                 continue
             if anno.get(stmt, "kind") == "setitem":
-                if anno.get(stmt, "array") in new:
-                    found[id(stmt)] = stmts[new[anno.get(stmt, "array")] + 1:at]
+                array = anno.get(stmt, "array")
+                if array in new:
+                    found[id(stmt)] = stmts[new[array] + 1:at]
+                elif array in enclosing and anno.get(stmt, "container"):
+                    found[id(stmt)] = enclosing[array] + stmts[:at]
                 continue
             bound = set(nodes.assigned_names(stmt))
             shared = {t for t, _ in _sharing(stmt, ranks, views)}
@@ -146,16 +170,20 @@ def _into_new_arrays(body, ranks, views, params) -> dict:
                 and not anno.has(stmt, "augments") else set()  # (`y += v`: the same array)
             for n in bound:
                 new.pop(n, None)
+                enclosing.pop(n, None)
             new.update({n: at for n in made - params})
-    walk(body)
+    walk(body, {})
     return found
 
 
-def _holders(array, between, ranks) -> set:
+def _holders(array, between, ranks, containers=False) -> set:
     """The names ``between`` (statements, in order) gives ``array``'s memory, through
-    copies, views, containers and calls, and chains of them."""
+    copies, views, containers and calls, and chains of them (``containers``: also entries
+    written, ``hs[t] = row``, and new lists or dicts of another's items)."""
     holders, views = {array}, _view_rules()
-    pairs = [pair for stmt in nodes.statements(between) for pair in _sharing(stmt, ranks, views)]
+    pairs = [pair for stmt in nodes.statements(between)
+             for pair in (_holding_pairs(stmt, ranks, views) if containers and _holds(stmt)
+                          else _sharing(stmt, ranks, views))]
     grown = True
     while grown:  # (a loop in between may give a name it before the name it copies has it)
         grown = False
@@ -180,22 +208,28 @@ class Memory:
     a part of it), and a call's result may be a new array too.
     """
 
-    def __init__(self, body, ranks, params=(), holding=True):
+    def __init__(self, body, ranks, params=(), holding=True, holds=None):
         self.points = {p: {p} for p in params}
         self.made = {}  # name -> the statement that made it share memory
         views = _view_rules()
-        edges = []
+        edges, contents = [], set()  # (contents: `ys = list(xs)` holds what `xs` holds, not `xs`)
         for stmt in nodes.statements(body):
-            if holding is not True and _holds_or_takes(stmt, holding):
-                continue  # (`holding`, lists: a list is not what it holds, nor an item the list)
-            pairs = _sharing(stmt, ranks, views)
+            if holding is not True and _takes(stmt, holding):
+                continue  # (`holding`, lists: an item is not the list it was taken from)
+            container = holding is not True and _holds(stmt)
+            # (nor is a list what it holds; but what holds it sees a change of it: `holds`, the
+            # memory of what each name is, follows containers to the lists they hold)
+            pairs = [] if container and holds is None else \
+                _holding_pairs(stmt, ranks, views) if container else _sharing(stmt, ranks, views)
+            if container and holds is not None and anno.get(stmt, "kind") == "op":
+                contents.update(_copied_items(stmt))
             for target, source in pairs:
                 edges.append((target, source))
                 self.made.setdefault(target, stmt)
             shared = {t for t, _ in pairs}
             for target in nodes.assigned_names(stmt):
-                if target not in shared or anno.get(stmt, "kind") in ("call", "unknown"):
-                    self.points.setdefault(target, set()).add(target)
+                if target not in shared or container or anno.get(stmt, "kind") in ("call", "unknown"):
+                    self.points.setdefault(target, set()).add(target)  # (a new container is one of its own)
         # A name the function never binds (a module a global is read through, `G.A`; a
         # closure variable) is one object from outside: two reads of `G.A` may be one array.
         bound = set(self.points)
@@ -212,6 +246,8 @@ class Memory:
             source = todo.pop()
             for target in targets.get(source, ()):
                 new = self.points.get(source, set()) - self.points[target]
+                if (target, source) in contents:
+                    new -= holds.points.get(source) or {source}
                 if new:
                     self.points[target] |= new
                     todo.append(target)
@@ -229,12 +265,18 @@ class Memory:
         return set().union(*(self.names_at[p] for p in self.points.get(name, ())))
 
 
-def _holds_or_takes(stmt, lists) -> bool:
-    """Whether ``stmt`` puts values into a container (a display, an append, a field) or
-    takes an item out of one of ``lists`` (``h = hs[i]``)."""
-    if anno.get(stmt, "kind") in ("aggregate", "append", "setattr"):
-        return True
-    if getattr(anno.get(stmt, "rule"), "name", None) in _SPLITS:  # a new list of views, not the array
+def _holds(stmt) -> bool:
+    """Whether ``stmt`` puts values into a container: a display, an append, a field, an entry
+    (``hs[t] = h``, ``self.cache[k] = h``), a new list or dict of another's items."""
+    kind = anno.get(stmt, "kind")
+    return kind in ("aggregate", "append", "setattr", "setitem", "setentry") \
+        or kind == "op" and getattr(anno.get(stmt, "rule"), "name", None) in _CONTAINER_COPIES
+
+
+def _takes(stmt, lists) -> bool:
+    """Whether ``stmt`` takes an item out of one of ``lists`` (``h = hs[i]``), or splits an
+    array into a new list of views (not the array)."""
+    if getattr(anno.get(stmt, "rule"), "name", None) in _SPLITS:
         return True
     bound = anno.get(stmt, "bound") or {}
     base = bound.get("a")
@@ -242,13 +284,40 @@ def _holds_or_takes(stmt, lists) -> bool:
         and isinstance(base, gast.Name) and base.id in lists
 
 
+def _holding_pairs(stmt, ranks, views):
+    """``(holder, held)`` pairs of a statement that puts values into a container: the
+    container and each value (or, for a new list or dict of another's items, that one)."""
+    kind = anno.get(stmt, "kind")
+    if kind in ("aggregate", "append", "setattr") or kind == "op":
+        return _sharing(stmt, ranks, views) if kind != "op" else \
+            [(t, s) for t in nodes.assigned_names(stmt) for s in nodes.loaded_names(stmt.value)]
+    holder = anno.get(stmt, "array") if kind == "setitem" else anno.get(stmt, "holder")
+    return [(holder, v) for v in nodes.loaded_names(anno.get(stmt, "value"))] if holder else []
+
+
+def _copied_items(stmt):
+    """The ``(new, old)`` pairs of a statement making a new list or dict of ``old``'s items
+    (``ys = list(xs)``, ``d_2 = rt.with_item(d, k, v)``): the new one holds what ``old``
+    holds, not ``old`` (a value written into it, ``v``, it holds itself)."""
+    bound = anno.get(stmt, "bound") or {}
+    items = [a for p, a in bound.items() if p not in ("value", "key", "index")] if bound else \
+        (stmt.value.args[:1] if isinstance(stmt.value, gast.Call) else [])
+    return {(t, s) for t in nodes.assigned_names(stmt) for a in items for s in nodes.loaded_names(a)}
+
+
 _SPLITS = ("numpy.split", "numpy.array_split", "numpy.hsplit", "numpy.vsplit")
+# Runtime helpers (and builtins) that make a new list or dict holding the items of those given.
+_CONTAINER_COPIES = ("srcgrad.runtime.with_item", "srcgrad.runtime.without_key", "srcgrad.runtime.mapping_of",
+                     "srcgrad.runtime.sequence_of", "srcgrad.runtime.merged", "srcgrad.runtime.concatenated",
+                     "srcgrad.runtime.repeated", "srcgrad.runtime.as_tuple", "srcgrad.runtime.inserted",
+                     "srcgrad.runtime.reversed_list", "srcgrad.runtime.fromkeys", "builtins.sorted",
+                     "builtins.list", "builtins.tuple", "builtins.dict")
 
 
 def _refuse(stmt, array, seen, made, params=()):
     argument = next((n for n in seen if n in params), None)
     if argument is not None:
-        user = _user(array)
+        user = anno.get(stmt, "shown") or _user(array)
         raise errors.at(stmt, f"cannot write into `{user}`: it may be the argument `{argument}` (the "
                         "caller's array), which the write would change", f"write into a copy: "
                         f"`{user} = np.copy({user})` before the write")
@@ -257,7 +326,7 @@ def _refuse(stmt, array, seen, made, params=()):
     maker = made.get(other)
     origin = anno.get(maker, "origin") if maker is not None else None
     where = f" (made at {origin.where}: `{origin.text.strip()}`)" if origin else ""
-    user, name = _user(array), _user(other)
+    user, name = anno.get(stmt, "shown") or _user(array), _user(other)
     rule = anno.get(maker, "rule") if maker is not None else None
     if rule is not None and rule in _view_rules() and rule is not registry.lookup(getattr):
         how = f"`{name}` is a view of it{where}" if not other.startswith("_") else \
@@ -281,6 +350,22 @@ def _refuse(stmt, array, seen, made, params=()):
                     "which srcgrad does not follow",
                     f"make `{name}` a copy (`np.copy(...)`), write into a copy of `{user}` "
                     f"(`{user} = np.copy({user})` first), or write before `{name}` is made")
+
+
+def _refuse_held(stmt, array, seen, made):
+    """Refuse a write into the list or dict ``array`` that a container or an object holding it
+    (``seen``) is read after: it would see the change, which its adjoint does not."""
+    other = next((n for n in seen if not n.startswith("_")), seen[0])
+    maker = made.get(other)
+    origin = anno.get(maker, "origin") if maker is not None else None
+    where = f" (since {origin.where}: `{origin.text.strip()}`)" if origin else ""
+    user, name = anno.get(stmt, "shown") or _user(array), _user(other)
+    holder = f"`{name}` holds it{where}" if not other.startswith("_") else \
+        f"a list, dict or object holds it{where}"
+    raise errors.at(stmt, f"cannot write into `{user}` here: {holder} and is read after the write, which "
+                    "changes what it holds too; srcgrad follows the items of a list or dict by the name "
+                    "written into only", f"write into `{user}` before it is stored, or store a copy of it "
+                    f"(`list({user})`, `dict({user})`)")
 
 
 def _symbol(stmt) -> str:

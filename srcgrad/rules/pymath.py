@@ -167,7 +167,7 @@ def fsum(ans_bar, ans, seq):
 
 @deftangent(math.fsum)
 def fsum_tangent(ans, seq, seq_dot=None):
-    return items_sum_tangent(ans, seq_dot)
+    return items_sum_tangent(ans, seq, seq_dot)
 
 
 @defadjoint(math.prod, sequence=("iterable",), diff=("iterable", "start"), ndim=_scalar)

@@ -188,7 +188,7 @@ def builtin_sum(ans_bar, ans, iterable, start=0):
 
 @deftangent(builtins.sum)
 def builtin_sum_tangent(ans, iterable, start=0, iterable_dot=None, start_dot=None):
-    return items_sum_tangent(ans, iterable_dot, start_dot)
+    return items_sum_tangent(ans, iterable, iterable_dot, start_dot)
 
 
 @defadjoint(builtins.sorted, sequence=("iterable",), diff=("iterable",), ndim=lambda ndims, statics: None)

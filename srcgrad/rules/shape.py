@@ -27,7 +27,8 @@ from ..runtime import (broadcast_arrays_adjoint, meshgrid_adjoint, rollaxis_dest
                        split_adjoint, basic_index, cast_adjoint, counts_from_the_end, cumsum_adjoint, diff_adjoint,
                        dtype_adjoint, getitem_adjoint, index_concat_adjoint, inverse_permutation, is_array,
                        is_basic_index, is_constant, real_input, sorted_like, without_item, entry, cast_tangent, is_structure, iterated, iterated_adjoint, joined_adjoint, reshape_back, roll_back, sort_adjoint,
-                       unbroadcast, unconcatenate, window_adjoint, sequence_of_adjoint,
+                       unbroadcast, unconcatenate, window_adjoint, sequence_of_adjoint, sequence_of_tangent,
+                       iterates_keys,
                        mapping_of_adjoint, reversed_list_adjoint, inserted_adjoints,
                        inserted_tangent as inserted_list_tangent, without_key_adjoint, merged_adjoints,
                        fromkeys_adjoint, tolist_adjoint)
@@ -191,13 +192,18 @@ def concatenated(ans_bar, ans, a, b):
     return a_bar, b_bar
 
 
-@defadjoint(runtime.as_tuple, tangent="linear")
+def _sequence_of_tangent(ans, items, items_dot=None):
+    return sequence_of_tangent(ans, items, items_dot)
+
+
+@defadjoint(runtime.as_tuple, tangent=_sequence_of_tangent)
 def as_tuple(ans_bar, ans, items):
-    """``tuple(xs)``: each item's adjoint is its own (a tuple's adjoint reads as a list's)."""
-    return ans_bar
+    """``tuple(xs)``: each item's adjoint is its own (a tuple's adjoint reads as a list's; a
+    dict's keys get none)."""
+    return sequence_of_adjoint(ans_bar, items)
 
 
-@defadjoint(runtime.sequence_of, ndim=lambda ndims, statics: None, tangent="linear")
+@defadjoint(runtime.sequence_of, ndim=lambda ndims, statics: None, tangent=_sequence_of_tangent)
 def sequence_of(ans_bar, ans, items):
     """``list(xs)`` / ``tuple(xs)``: each item's adjoint is its own; an array's rows are
     gathered back into an array (``rt.sequence_of_adjoint``)."""
@@ -279,7 +285,7 @@ def repeated(ans_bar, ans, items, count):
 def _iterated_tangent(ans, items, items_dot=None):
     """A dict's keys (a set's items, a keys view's) have no tangent; a sequence's items
     have their own."""
-    if items_dot is None or isinstance(items, (dict, set, frozenset, type({}.keys()))):
+    if items_dot is None or iterates_keys(items):
         return runtime.zeros_tangent(ans)
     return iterated(items_dot)
 

@@ -75,7 +75,8 @@ _NAMED = ("array", "source")
 _AUGMENTS = "augments"
 # Annotations that are facts about the user's code, not names the statement reads.
 _FACTS = ("origin", "group", "resolved", "rule", "kind", "callee", "constructs", "first_defined", "why",
-          "saved", "impure", "maybe_object", "static", "operator", "manager", "flags", "carried")
+          "saved", "impure", "maybe_object", "static", "operator", "manager", "flags", "carried",
+          "shown")
 
 
 def transform(core, ranks, keep=()) -> bool:

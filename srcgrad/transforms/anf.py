@@ -198,6 +198,8 @@ class _Lowering:
         self.own_lists = set()  # lists made here (`xs = [...]`), which pop may change in place
         self.containers = set()  # names of lists, tuples and dicts made here
         self.runtime_lists = set()  # names of lists and dicts whose items are known when it runs only
+        self.runtime_sequences = set()  # those of them known to be lists or tuples (not dicts, not iterators)
+        self.runtime_mappings = set()  # ... and those known to be dicts (`dict()`, `OrderedDict()`)
         self.copied_from = {}  # a list's name -> the name it is a copy of (`b = a`)
         self.tuples = set()  # names known to hold tuples (displays, `.shape`, joins, slices): `+=` rebinds
         self.named_fields = {}  # name of a named tuple made here -> its field names
@@ -483,6 +485,7 @@ class _Lowering:
             if isinstance(value, gast.Dict):
                 self.dicts.add(result.id)
                 self.entries[result.id] = {k: a.id for k, a in zip(keys, atoms) if isinstance(a, gast.Name)}
+                self.list_depth[result.id] = len(self.loop_writes)
         return result
 
     def _super_call(self, node, **emit):
@@ -775,10 +778,12 @@ class _Lowering:
         stored |= {t.value.id for n in nodes.walk(loop) if isinstance(n, gast.Delete) for t in n.targets
                    if isinstance(t, gast.Subscript) and isinstance(t.value, gast.Name)
                    and self.current.get(t.value.id) in self.dicts}
-        # `d[k] = v` on a dict made here binds a new version of `d` (`_dict_setitem`).
+        # `d[k] = v` on a dict made here binds a new version of `d` (`_dict_setitem`; not one
+        # another container holds, written in place).
         stored |= {n.value.id for n in nodes.walk(loop) if isinstance(n, gast.Subscript)
                    and isinstance(n.ctx, gast.Store) and isinstance(n.value, gast.Name)
-                   and self.current.get(n.value.id) in self.dicts}
+                   and self.current.get(n.value.id) in self.dicts
+                   and not self._held_elsewhere(self.current.get(n.value.id))}
         # ... and so does `d.update(...)`, `d.setdefault(k, v)` (`_dict_method`).
         stored |= {n.func.value.id for n in nodes.walk(loop) if isinstance(n, gast.Call)
                    and isinstance(n.func, gast.Attribute) and n.func.attr in _CHANGES
@@ -850,13 +855,15 @@ class _Lowering:
     def _same_kind(self, new, old):
         """``new = old``: what normalize knows of ``old``'s kind holds for ``new``."""
         for known in (self.arrays, self.scalars, self.containers, self.lists, self.own_lists, self.dicts,
-                      self.tuples, self.runtime_lists):
+                      self.tuples, self.runtime_lists, self.runtime_sequences, self.runtime_mappings):
             if old in known:
                 known.add(new)
         if old in self.made_by:
             self.made_by[new] = self.made_by[old]
         if old in self.escaped:
             self.escaped[new] = self.escaped[old]
+        if self._held_elsewhere(old):  # (the same list or dict: what holds it holds it under either name)
+            self.held_in[new] += self.held_in[old]
 
     def _leave_loop(self, loop, body, entry):
         written = {name: stmt for name, stmt in self.writes[self.loop_writes.pop():]}
@@ -864,6 +871,7 @@ class _Lowering:
             end = self.current[user]
             if end != name and end in self.runtime_lists and name in self.lists | self.own_lists:
                 self.runtime_lists.add(name)  # a list made here either way (`xs.reverse()` in the body)
+                self.runtime_sequences.add(name)
             for known in (self.containers, self.lists, self.own_lists, self.dicts, self.tuples):
                 if end != name and end not in known:
                     known.discard(name)  # a list before the loop, perhaps an array after it
@@ -919,7 +927,7 @@ class _Lowering:
             index = self._store(target.id)
             self.integers.add(index)
             return {"iter": nodes.call("reversed", [nodes.call("range", args)]), "index": index}, None
-        start = None
+        start, read_entry = None, None
         if callee is enumerate:
             given = it.args[1:] + [k.value for k in it.keywords if k.arg == "start"]
             if len(targets) != 2 or not isinstance(targets[0], gast.Name) or not 1 <= len(it.args) <= 2 \
@@ -944,6 +952,15 @@ class _Lowering:
             held = self._held(it.func.value)
             seqs = [self._dict_method(held, "keys", it), self._dict_method(held, "values", it)]
             index_user, item_targets = None, targets
+        elif self._view_of_mapping(it, len(targets)) is not None:
+            # `for k, v in d.items()` (`d.values()`, `d.keys()`) on a dict made here whose keys
+            # are known when it runs only: a loop over its keys, each value read `v = d[k]` in
+            # the body from the dict as it is then (Python's view sees the body's writes too).
+            method = it.func.attr
+            seqs, index_user = [self._indexable(self._lower(it.func.value), stmt)], None
+            item_targets = [targets[0] if method in ("items", "keys") else None]
+            if method != "keys":
+                read_entry = (it.func.value, targets[-1])
         else:  # (a tuple of targets unpacks each item: `for w, b in layers`)
             seqs, index_user, item_targets = [self._lower(it)], None, [target]
         # Iterating over a dict is iterating over its keys; over a value whose kind is
@@ -974,6 +991,11 @@ class _Lowering:
                 atoms.append(whole)
                 if isinstance(item, gast.Tuple):
                     self._unpack(item.elts, None, stmt, source=whole)
+            if read_entry is not None:  # `v = d[k]`, of the dict the loop iterates over the keys of
+                mapping = self._lower(read_entry[0])
+                value = gast.Subscript(value=nodes.copy(mapping), slice=nodes.copy(atoms[0]), ctx=gast.Load())
+                self._apply(operator.getitem, value, [nodes.copy(mapping), nodes.copy(atoms[0])], {}, stmt,
+                            origin_node=stmt, target=read_entry[1].id, target_hint=None, effect=False)
             if callee is zip and not isinstance(target, gast.Tuple):  # the zipped items as one tuple
                 self._emit_aggregate(gast.Tuple(elts=[nodes.copy(a) for a in atoms], ctx=gast.Load()),
                                      list(range(len(atoms))), atoms, stmt, target=target.id, effect=False)
@@ -1094,6 +1116,8 @@ class _Lowering:
             if value.id in self.containers:
                 self.containers.add(new)
                 self.copied_from[new] = value.id
+            if value.id in self.dicts or value.id in self.runtime_mappings:
+                self.runtime_mappings.add(new)  # (a dict under another name: written as it is, in place)
             if value.id in self.lists:  # (the same list: its items known when it runs only)
                 self.lists.add(new)
             if value.id in self.tuples:  # (immutable: what it holds is known under either name)
@@ -1108,13 +1132,22 @@ class _Lowering:
             self._own_list(new)  # (a list adjoint in gradient code, popped by the appends)
         elif annotations.get("rule") is not None and annotations["rule"].name in _CONTAINER_MAKERS:
             self.runtime_lists.add(new)
+            if annotations["rule"].name in _SEQUENCE_MAKERS:
+                self.runtime_sequences.add(new)
+            elif annotations["rule"].name in _MAPPING_MAKERS:
+                self.runtime_mappings.add(new)
         elif kind == "copy" and isinstance(value, gast.Name) and value.id in self.runtime_lists:
             self.runtime_lists.add(new)
+            for known in (self.runtime_sequences, self.runtime_mappings):
+                if value.id in known:
+                    known.add(new)
             self.copied_from[new] = value.id  # (`ys = hs`: one list, two names)
         elif kind == "op" and annotations.get("rule") is registry.lookup(operator.getitem) \
                 and isinstance(value, gast.Subscript) and isinstance(value.slice, gast.Slice) \
                 and isinstance(value.value, gast.Name) and value.value.id in self.runtime_lists:
             self.runtime_lists.add(new)  # (`hs[1:]` of such a list: a new list of its items)
+            if value.value.id in self.runtime_sequences:
+                self.runtime_sequences.add(new)
             self.made_by[new] = (True, anno.get(origin_node, "origin"))
         return nodes.name(new)
 
@@ -1126,6 +1159,19 @@ class _Lowering:
         self.lists.add(name)
         self.own_lists.add(name)
         self.list_depth[name] = len(self.loop_writes)
+
+    def _stored(self, atom):
+        """``atom`` was stored in a container or a field (``d[k] = xs``, ``self.h = xs``): a list or
+        dict it names is held there too, so a write into it is no new version of it but a
+        change of the one object (``_held_elsewhere``)."""
+        if isinstance(atom, gast.Name):
+            self.held_in[atom.id] += 1
+
+    def _held_elsewhere(self, name) -> bool:
+        """Whether the list or dict ``name`` was stored in a container or a field (a display, an
+        append, an entry, an attribute): a write into it changes what that holds as well, so it
+        is written in place, never as a new version under its own name only."""
+        return self.held_in[name] > 0
 
     def _escape(self, atoms, node):
         """Arrays stored in a list or passed to a function: another name may see them
@@ -1155,10 +1201,10 @@ class _Lowering:
         dict made here (``ys[0]``, ``d['a']``, ``ys[0][1]``); else None."""
         if isinstance(node, gast.Name) and not anno.has(node, "resolved"):
             return self.current.get(node.id, node.id)
-        if isinstance(node, gast.Subscript) and isinstance(node.slice, gast.Constant):
+        if isinstance(node, gast.Subscript) and _literal_key(node.slice) is not None:
             base = self._held(node.value)
             if base is not None:
-                element = self._aggregate_element(nodes.name(base), node.slice)
+                element = self._aggregate_element(nodes.name(base), nodes.const(_literal_key(node.slice)))
                 if isinstance(element, gast.Name):
                     return element.id
         return None
@@ -1257,6 +1303,7 @@ class _Lowering:
             value = self._apply(sorted, None, [nodes.name(name)], kwargs, node, func_node=func, target=user,
                                 target_hint=None, origin_node=node, effect=False)
             self.runtime_lists.add(value.id)
+            self.runtime_sequences.add(value.id)
             return None
         if kwargs or len(args) != (2 if method == "insert" else 0) or any(isinstance(a, gast.Starred) for a in args):
             raise errors.at(node, f"`{user}.{method}(...)` is given arguments it does not take",
@@ -1293,6 +1340,7 @@ class _Lowering:
         result = self._emit(value, kind="item", list=base.id, index=index, **emit)
         if isinstance(index, gast.Slice) and isinstance(result, gast.Name):
             self.runtime_lists.add(result.id)  # (`xs[1:]`: a new list of the same items)
+            self.runtime_sequences.add(result.id)
             self.made_by[result.id] = (True, anno.get(node, "origin"))
         return result
 
@@ -1319,6 +1367,10 @@ class _Lowering:
                         held = self._held(target.value)
                         if held is not None:  # (not a change of its length: `for h in hs` reads each)
                             self._written_as_runtime_list(held)
+                        if held is not None and (isinstance(target.value, gast.Subscript)
+                                                 or self._held_elsewhere(held)):
+                            # (`d["a"]["b"] = v`, or into a dict another holds: in place, from here on)
+                            self._written_as_runtime_mapping(held)
         return changed
 
     def _written_as_runtime_list(self, name) -> bool:
@@ -1334,11 +1386,30 @@ class _Lowering:
         while source is not None:  # `b = a` of `a = [w, w]`: `a[0]` is read when it runs too,
             self.aggregates.pop(source, None)  # so that the sharing analysis sees it read after
             self.runtime_lists.add(source)
+            if source not in self.dicts and source not in self.runtime_mappings:
+                self.runtime_sequences.add(source)
             source = self.copied_from.get(source)
         self.aggregates.pop(name, None)
         self.containers.discard(name)
         self.own_lists.discard(name)
         self.runtime_lists.add(name)
+        if name not in self.runtime_mappings:  # (`e = d` of a dict: written in place as a dict)
+            self.runtime_sequences.add(name)
+        return True
+
+    def _written_as_runtime_mapping(self, name) -> bool:
+        """Whether an entry write into the dict ``name`` (made here, followed entry by entry as
+        new versions, ``rt.with_item``) can be done as written, in place, its entries then known
+        only when the code runs (as ``_written_as_runtime_list`` for a list): where another
+        container or a field holds it, which sees the write.  Not where a call may keep it."""
+        if name not in self.dicts or name in self.passed or name in self.escaped:
+            return False
+        for known in (self.aggregates, self.known_keys, self.entries):
+            known.pop(name, None)
+        self.dicts.discard(name)
+        self.containers.discard(name)
+        self.runtime_lists.add(name)
+        self.runtime_mappings.add(name)
         return True
 
     def _copied_container(self, kind, atom, node, **emit):
@@ -1439,12 +1510,35 @@ class _Lowering:
             elts=[nodes.copy(a) for a in items], ctx=gast.Load())
         return self._emit_aggregate(display, list(range(len(items))), items, node, **emit)
 
+    def _view_of_mapping(self, call, targets):
+        """The name of ``d`` in ``d.items()`` (for two loop targets), ``d.values()`` or
+        ``d.keys()`` (for one) where ``d`` is a dict made here whose keys are known when it
+        runs only, else None."""
+        if not (isinstance(call, gast.Call) and isinstance(call.func, gast.Attribute) and not call.args
+                and not call.keywords and isinstance(call.func.value, gast.Name)
+                and not anno.has(call.func.value, "resolved")
+                and targets == {"items": 2, "values": 1, "keys": 1}.get(call.func.attr)):
+            return None
+        name = self.current.get(call.func.value.id, call.func.value.id)
+        known = name in self.dicts or name in self.runtime_mappings
+        return name if known and self._dict_keys(name) is None else None
+
     def _indexable(self, atom, node):
         """``atom``, or ``rt.iterated(atom)`` where it may be a dict (or a set, or a view of a
         dict), which a loop cannot index: a value whose kind normalize does not know."""
+        if isinstance(atom, gast.Name) and (atom.id in self.dicts or atom.id in self.runtime_mappings) \
+                and self._dict_keys(atom.id) is None:
+            # A dict's keys, copied (`list(d)`): a new list, which a write into the dict in the
+            # loop does not change (Python refuses a change of its size while it iterates).
+            func = anno.set(nodes.name("list"), "resolved", list)
+            made = self._apply(runtime.sequence_of, None, [atom], {}, node, func_node=func, origin_node=node,
+                               target=None, target_hint="keys", effect=False)
+            return made
         if not isinstance(atom, gast.Name) or atom.id in self.arrays or atom.id in self.scalars \
                 or self._holds_sequence(atom.id) or atom.id in self.aggregates \
-                or atom.id in self.structures:
+                or atom.id in self.structures or atom.id in self.runtime_sequences:
+            # (a list whose items are known when it runs only, by its own name: a write into it
+            # in the loop is then one the reads after it see, as Python's loop over it does)
             return atom  # (a dict made here whose keys are known only at run time: rt.iterated, its keys)
         return self._apply(runtime.iterated, None, [atom], {}, node, func_node=nodes.dotted("rt.iterated"),
                            origin_node=node, target=None, target_hint=None, effect=False)
@@ -1472,9 +1566,11 @@ class _Lowering:
 
     def _dict_written(self, receiver, node):
         """``d.update(k=v)`` (or ``d.update({"k": v})``) as ``d["k"] = v``, and ``d.setdefault("k",
-        v)`` as ``d["k"] = v`` where ``d`` has no ``"k"`` yet, for a dict made here whose keys are
-        known: the assignments lowered; for ``setdefault`` the atom of ``d["k"]``.  None for
-        other forms (refused as before)."""
+        v)`` as ``d["k"] = v`` where ``d`` has no ``"k"`` yet, for a dict made here: the assignments
+        lowered; for ``setdefault`` the atom of ``d["k"]``.  Where it is not known when compiling
+        whether ``d`` has the key (its keys known when it runs only, after a loop that adds them;
+        a key computed), ``setdefault`` is ``if k not in d: d[k] = v``, then ``d[k]`` (the default
+        evaluated either way, as Python's argument is).  None for other forms (refused as before)."""
         def write(key, value):
             target = gast.Subscript(value=nodes.copy(receiver), slice=nodes.const(key), ctx=gast.Store())
             self._statement(anno.inherit(gast.Assign(targets=[target], value=value, type_comment=None), node))
@@ -1490,12 +1586,24 @@ class _Lowering:
             for (key, _), value in zip(pairs, values):
                 write(key, value)
             return anno.inherit(nodes.const(None), node)
-        if node.keywords or not 1 <= len(node.args) <= 2 or not isinstance(node.args[0], gast.Constant):
+        if node.keywords or not 1 <= len(node.args) <= 2:
             return None
-        key = node.args[0].value
         default = node.args[1] if len(node.args) == 2 else nodes.const(None)
         held = self._held(receiver)
-        if key in self._dict_keys(held):
+        keys = self._dict_keys(held) if held in self.dicts else None
+        if keys is None or not isinstance(node.args[0], gast.Constant):
+            key, value = self._lower(node.args[0]), self._lower(default)
+            test = gast.Compare(left=nodes.copy(key), ops=[gast.NotIn()], comparators=[nodes.copy(receiver)])
+            entry = gast.Subscript(value=nodes.copy(receiver), slice=nodes.copy(key), ctx=gast.Store())
+            added = gast.Assign(targets=[entry], value=nodes.copy(value), type_comment=None)
+            branch = gast.If(test=test, body=[added], orelse=[])
+            for n in nodes.walk(branch):
+                anno.inherit(n, node)
+            self._statement(branch)
+            read = gast.Subscript(value=nodes.copy(receiver), slice=nodes.copy(key), ctx=gast.Load())
+            return anno.inherit(read, node)
+        key = node.args[0].value
+        if key in keys:
             self._lower(default, effect=not isinstance(default, (gast.Constant, gast.Name)))  # (Python evaluates it)
         else:
             write(key, default)
@@ -1645,6 +1753,7 @@ class _Lowering:
         is; a differentiated value stored this way is refused in the reverse pass."""
         obj = self._lower(target.value)
         value = self._lower(value_node)
+        self._stored(value)
         if isinstance(obj, gast.Name):
             self.aggregates.pop(obj.id, None)  # its fields may differ from those it was made with
         write = nodes.assign(gast.Attribute(value=nodes.copy(obj), attr=target.attr, ctx=gast.Store()),
@@ -1664,7 +1773,9 @@ class _Lowering:
         Known not to: a number, or an array the function made for this entry alone (a
         value of an expression, not a name of the user's)."""
         base = stmt.target.value
-        name = self.current.get(base.id, base.id) if isinstance(base, gast.Name) else None
+        name = self.current.get(base.id, base.id) if isinstance(base, gast.Name) else \
+            self._held(base) if isinstance(base, gast.Subscript) else None  # (`M[0][1] += v`: `M[0]`'s)
+        user = base.id if isinstance(base, gast.Name) else nodes.to_source(base).strip()
         if name in self.dicts:
             key = static_value(stmt.target.slice)
             entry = self.entries.get(name, {}).get(key) if key is not UNKNOWN else \
@@ -1690,7 +1801,7 @@ class _Lowering:
         if entry is not None and (entry in self.scalars or entry.startswith("_") and entry not in self.aliased
                                   and not held and self.made_by.get(entry, (False, None))[0]):
             return
-        user, op = base.id, _op_symbol(stmt.op)
+        op = _op_symbol(stmt.op)
         if entry is None and all(isinstance(n, (gast.Name, gast.Constant, gast.BinOp, gast.UnaryOp, gast.operator,
                                                  gast.unaryop, gast.expr_context))
                                  for n in nodes.walk(stmt.target.slice)):  # (read twice: arithmetic only)
@@ -1721,6 +1832,7 @@ class _Lowering:
         index = self._index(target.slice)
         value = self._lower(value_node)
         self._escape([value], stmt)
+        self._stored(value)
         new = self._apply(runtime.with_item, None, [nodes.name(name), index, value], {}, stmt,
                           func_node=nodes.dotted("rt.with_item"), origin_node=stmt, target=user,
                           target_hint=None, effect=False)
@@ -1789,7 +1901,7 @@ class _Lowering:
         items = list(self.aggregates[name].values()) if name in self.aggregates and name not in self.dicts \
             else None
         if not fresh or name in self.aliased or name in self.passed or name in self.escaped \
-                or self.list_depth.get(name) != len(self.loop_writes) \
+                or self._held_elsewhere(name) or self.list_depth.get(name) != len(self.loop_writes) \
                 or items is None or type(key) is not int or not -len(items) <= key < len(items):
             return False
         items[key] = self._lower(value_node)
@@ -1798,6 +1910,74 @@ class _Lowering:
         self.made_by[new.id] = (True, anno.get(stmt, "origin"))
         self._same_kind(new.id, name)
         return True
+
+    def _nested_setitem(self, target, value_node, stmt):
+        """``M[0][1] = v``, ``d["a"]["b"] = v``: Python writes into the list or dict ``M[0]``
+        holds, which ``M`` goes on holding.  Where normalize knows which one that is (``M``
+        made here item by item, a literal index: ``_held``), the write is one into it by that
+        name (held by ``M``, it is written in place: ``_held_elsewhere``); then, where ``M`` is
+        a list or dict made here that nothing else holds, ``M`` is made again of the same
+        items (``M_2 = [_t1, _t2]``), so that reading it whole afterwards is reading a value
+        made after the write (``M`` made before it, and read after, is refused by the sharing
+        analysis).  Other forms are refused at the write."""
+        outer = target.value
+        source = nodes.to_source(outer).strip()
+        value = self._lower(value_node)  # (Python evaluates the value first, then `M[0]`)
+        inner = self._held(outer)
+        root = outer.value
+        if inner is None:
+            raise errors.at(stmt, f"srcgrad writes into an item of `{source}` where that is a list or dict "
+                            "this function made, read with a literal index or key (`M[0][1] = v`, "
+                            "`d[\"a\"][\"b\"] = v`)", f"make it anew and put it back: `row = list({source})`, "
+                            f"`row[...] = v`, `{source} = row` (or `{nodes.to_source(root).strip()}[i, j] = v` "
+                            "for an array)")
+        array = inner in self.arrays or inner in self.field_arrays  # (refused by the write into it, below)
+        if not array and inner not in self.runtime_lists and not (
+                self._written_as_runtime_list(inner) or self._written_as_runtime_mapping(inner)):
+            where = self.passed.get(inner) or self.escaped.get(inner)
+            raise errors.at(stmt, f"cannot write into `{source}` here: " + (
+                f"it was passed on or stored at {where.where} (`{where.text.strip()}`), where it may be kept"
+                if where else "it is not a list or dict this function made") + ", and srcgrad follows "
+                "the items of a list or dict by the names that hold it only",
+                f"make `{source}` anew and put it back, before it is shared: `row = list({source})`, "
+                f"`row[...] = v`, `{source} = row`")
+        # (the names the write is lowered under: the source's spelling, for its messages)
+        self.current[source] = inner
+        written = f"{source}=" if isinstance(value, gast.Name) else None
+        if written is not None:
+            self.current[written] = value.id
+        item = gast.Subscript(value=nodes.name(source), slice=target.slice, ctx=gast.Store())
+        self._setitem(anno.inherit(item, target),
+                      anno.inherit(nodes.name(written) if written else nodes.copy(value), value_node), stmt)
+        new_inner = self.current.pop(source)
+        self.current.pop(written, None)
+        holder = self._held(root)
+        if not isinstance(root, gast.Name) or holder is None:
+            return
+        self._made_again(root.id, holder, _literal_key(outer.slice), inner, new_inner, stmt)
+
+    def _made_again(self, user, name, key, old, new, stmt):
+        """``user`` (holding ``name``, a list or dict made here) made again of the same items,
+        ``new`` in the place of ``old`` at ``key``: a new version, for what reads it after a
+        write into one of its items (``_nested_setitem``).  Nothing where ``name`` is not such a
+        display, or where another name, container or call may hold it."""
+        items = self.aggregates.get(name)
+        fresh = self.made_by.get(name, (False, None))[0]
+        if items is not None and type(key) is int and key < 0 and name not in self.dicts:
+            key += len(items)  # (`M[-1][0] = v`)
+        if items is None or name in self.tuples or name in self.records or not fresh or name in self.aliased \
+                or name in self.passed or name in self.escaped or self._held_elsewhere(name) \
+                or self.list_depth.get(name) != len(self.loop_writes) or key not in items \
+                or not isinstance(items[key], gast.Name) or items[key].id != old:
+            return
+        atoms = [nodes.name(new) if k == key else a for k, a in items.items()]
+        if name in self.dicts:
+            display = gast.Dict(keys=[nodes.const(k) for k in items], values=[nodes.copy(a) for a in atoms])
+        else:
+            display = gast.List(elts=[nodes.copy(a) for a in atoms], ctx=gast.Load())
+        made = self._emit_aggregate(display, list(items), atoms, stmt, target=user, effect=False)
+        self.made_by[made.id] = (True, anno.get(stmt, "origin"))
+        self._same_kind(made.id, name)
 
     def _object_entry(self, target, value_node, stmt) -> bool:
         """``self.parameters["running_mean"] = v``, ``P["k"] = v`` on ``P = self.parameters``,
@@ -1836,6 +2016,7 @@ class _Lowering:
             self._emit(check, stmt, None, "_checked", False, kind="nondiff", rule=None, impure=True,
                        checks=holder.id)
         self._escape([value], stmt)
+        self._stored(value)
         self.aggregates.pop(holder.id, None)
         container = nodes.copy(holder)
         if known is None:  # (a dict in an object, of counters or of arrays: its kind is checked when it runs)
@@ -1882,6 +2063,9 @@ class _Lowering:
         write is refused where ``y`` may share memory with another name."""
         if self._object_entry(target, value_node, stmt):
             return
+        if isinstance(target.value, gast.Subscript):
+            self._nested_setitem(target, value_node, stmt)
+            return
         if not isinstance(target.value, gast.Name) or anno.has(target.value, "resolved"):
             held = nodes.to_source(target.value)
             what = f"the global `{held}`" if isinstance(target.value, gast.Name) else f"`{held}`"
@@ -1893,7 +2077,7 @@ class _Lowering:
         user = target.value.id
         name = self.current.get(user, user)
         fresh, origin = self.made_by.get(name, (False, None))
-        if name in self.dicts:
+        if name in self.dicts and not (self._held_elsewhere(name) and self._written_as_runtime_mapping(name)):
             self._dict_setitem(user, name, target, value_node, stmt)
             return
         if name in self.own_lists and self._list_setitem(user, name, target, value_node, stmt):
@@ -1917,6 +2101,9 @@ class _Lowering:
         self.writes.append((name, stmt))
         index = self._index(target.slice)
         value = self._lower(value_node)
+        self._stored(value)
+        if name in self.runtime_lists:
+            self._escape([value], stmt)  # (a list or dict holds the array now: a write into it is seen there)
         saved = self.core.fresh(f"{name}_overwritten")
         # Into a name known to hold an array, NumPy's own code; into a preallocated list
         # (`hs = [None] * n`), a dict or a value known only when it runs, the runtime's,
@@ -1932,7 +2119,7 @@ class _Lowering:
         write = nodes.assign(gast.Subscript(value=nodes.name(name), slice=nodes.copy(index),
                                             ctx=gast.Store()), nodes.copy(value))
         self._emit_stmt(write, stmt, kind="setitem", array=name, index=index, value=value,
-                        saved=saved, generic=generic, container=container)
+                        saved=saved, generic=generic, container=container, shown=user)
 
     # ---- expressions ------------------------------------------------------
     def _lower(self, node, target=None, target_hint=None, effect=False):
@@ -2285,7 +2472,8 @@ class _Lowering:
                 copied = self._copied_container(callee, args[0], node, **emit)
                 if copied is not None:
                     return copied
-                at_run_time = isinstance(args[0], gast.Name) and args[0].id not in self.dicts and (
+                at_run_time = isinstance(args[0], gast.Name) and args[0].id not in self.dicts \
+                    and args[0].id not in self.runtime_mappings and (
                     args[0].id in self.lists or args[0].id in self.runtime_lists or args[0].id in self.containers)
                 if callee is tuple and at_run_time:
                     # (`tuple(p[1] for p in params)`: a list made by appends, as a tuple)
@@ -2395,7 +2583,9 @@ class _Lowering:
             return self._lower(copied, **{k: v for k, v in emit.items() if k != "origin_node"})
         if isinstance(func, gast.Attribute) and func.attr in _CHANGES - {"reverse", "insert", "sort"} \
                 and isinstance(func.value, gast.Name) \
-                and self.current.get(func.value.id, func.value.id) in self.runtime_lists - self.dicts:
+                and self.current.get(func.value.id, func.value.id) in self.runtime_lists - self.dicts \
+                and not (func.attr in ("update", "setdefault")
+                         and self.current.get(func.value.id, func.value.id) in self.runtime_mappings):
             # (`vals = list(x)`, `hs = [None] * n`: its items are known when it runs only, and
             # their adjoints are followed by position: a change of order or length is not)
             user = func.value.id
@@ -2420,8 +2610,8 @@ class _Lowering:
             return self._pop(user, node, name=held, **emit)
         if self._dict_method_call(node) is not None:
             return self._dict_method(held, func.attr, node, **emit)
-        if held is not None and held in self.dicts and func.attr in ("update", "setdefault") \
-                and self._dict_keys(held) is not None and isinstance(func.value, gast.Name):
+        if held is not None and (held in self.dicts or held in self.runtime_mappings) \
+                and func.attr in ("update", "setdefault") and isinstance(func.value, gast.Name):
             written = self._dict_written(func.value, node)
             if written is not None:  # (the call's value: `d["k"]`, or None)
                 return self._lower(written, **{k: v for k, v in emit.items() if k != "origin_node"})
@@ -2430,8 +2620,8 @@ class _Lowering:
             # (a dict made here whose keys are known only at run time: as a dict passed in, below)
             raise errors.at(node, f"the method `.{func.attr}()` of a list, tuple or dict is not supported "
                             "in differentiated code (only `append`, `extend` and `pop`, a dict's `keys`, "
-                            "`values`, `items` and `get`, and `update` and `setdefault` with literal keys "
-                            "where the dict's keys are known: not after a loop that may add them)",
+                            "`values`, `items` and `get`, `setdefault`, and `update` with a dict display or "
+                            "keywords)",
                             f"index it instead (`{user}[key]`)")
         # Known only at run time: a function passed in, a method of an object.
         receiver = None
@@ -2604,6 +2794,16 @@ _VIEWS = (operator.getitem, np.reshape, np.ravel, np.transpose, np.expand_dims, 
           np.broadcast_to, np.asarray)
 
 
+def _literal_key(index):
+    """The key a literal index or key spells (``0``, ``-1``, ``"a"``), else None."""
+    if isinstance(index, gast.Constant):
+        return index.value
+    if isinstance(index, gast.UnaryOp) and isinstance(index.op, gast.USub) \
+            and isinstance(index.operand, gast.Constant) and type(index.operand.value) is int:
+        return -index.operand.value
+    return None
+
+
 def _copy_advice(user: str, kind) -> str:
     """How to write ``user`` as a new value of its kind (all three where it is not known)."""
     ways = {"array": f"`{user} = np.copy({user})`", "list": f"`{user} = list({user})`",
@@ -2663,6 +2863,14 @@ _CONTAINER_MAKERS = {"srcgrad.runtime.repeated", "srcgrad.runtime.concatenated",
                      "builtins.enumerate", "collections.OrderedDict", "collections.defaultdict"}
 # The runtime helpers of gradient code that make a list of adjoints, one per item of a list
 # grown by append: the backward sweep pops it (forward mode over it mirrors the pops).
+# ... of them, those whose result is a list or tuple, which a loop indexes as it is.
+_SEQUENCE_MAKERS = {"srcgrad.runtime.repeated", "srcgrad.runtime.concatenated", "srcgrad.runtime.as_tuple",
+                    "srcgrad.runtime.sequence_of", "srcgrad.runtime.reversed_list", "srcgrad.runtime.inserted",
+                    "numpy.split", "numpy.array_split", "numpy.hsplit", "numpy.vsplit", "builtins.list",
+                    "builtins.tuple", "builtins.sorted"}
+_MAPPING_MAKERS = {"builtins.dict", "collections.OrderedDict", "collections.defaultdict",
+                   "srcgrad.runtime.mapping_of", "srcgrad.runtime.merged", "srcgrad.runtime.without_key",
+                   "srcgrad.runtime.fromkeys"}
 _LIST_ADJOINTS = {registry.lookup(runtime.as_items), registry.lookup(runtime.add_each)}
 _GENERATOR_MAKERS = {"numpy.random.default_rng", "numpy.random.mtrand.RandomState",
                      "numpy.random._generator.Generator"}

@@ -29,7 +29,9 @@ assignment; each becomes statements before the one it was in, at its line:
 - ``first, *rest = xs`` becomes ``first, = xs[:1]`` and ``rest = [e for e in xs[1:]]`` (a
   target after the star unpacks the slice at the end: lengths checked by Python);
 - a tuple inside a target becomes a name unpacked after it: ``a, (b, c) = e`` is
-  ``a, _b_c = e; b, c = _b_c``, ``for i, (w, b) in enumerate(layers):`` unpacks
+  ``a, _b_c = e; b, c = _b_c``; an item or attribute in it a name assigned after it
+  (``hs[i], cs[i] = h, c`` is ``_hs_i, _cs_i = h, c; hs[i] = _hs_i; cs[i] = _cs_i``),
+  ``for i, (w, b) in enumerate(layers):`` unpacks
   ``_w_b`` first in the body, ``for a, *b in rows:`` is ``for _item in rows: a, *b = _item``
   (normalize unpacks a loop's flat tuple of targets, ``for w, b in layers``, itself);
 - ``a if c else [...]`` (a branch holding what this pass lowers) becomes an ``if``
@@ -155,7 +157,8 @@ class _Desugar:
             self.starred(stmt, out)
             return
         if isinstance(stmt, gast.Assign) and _nested_target(stmt.targets[0]):
-            # `a, (b, c) = e` is `a, _b_c = e; b, c = _b_c` (Python binds left to right).
+            # `a, (b, c) = e` is `a, _b_c = e; b, c = _b_c`, `hs[i], cs[i] = h, c` is
+            # `_hs_i, _cs_i = h, c; hs[i] = _hs_i; cs[i] = _cs_i` (Python binds left to right).
             flat, inner = self.flattened(stmt.targets[0], stmt)
             self.statement(_at(gast.Assign(targets=[flat], value=stmt.value, type_comment=None), stmt), out)
             for unpack in inner:
@@ -294,16 +297,20 @@ class _Desugar:
             self.statement(_at(gast.Assign(targets=[target], value=nodes.name(value), type_comment=None), stmt), out)
 
     def flattened(self, target, stmt):
-        """``target`` (a tuple with tuples in it) as a tuple of names, and the assignments
-        that unpack each inner tuple from the name standing for it."""
-        elts, inner = [], []
+        """``target`` (a tuple with tuples, items or attributes in it) as a tuple of names, and
+        the assignments that bind each of those targets from the name standing for it, in
+        order: from the first target that is not a name on, every one (Python binds them left
+        to right, and an item's index may read a name bound before it: ``a[i], i = ...``)."""
+        elts, inner, plain = [], [], True
         for elt in target.elts:
-            if isinstance(elt, (gast.Tuple, gast.List)):
-                name = self.fresh("_" + "_".join(n.id for n in nodes.walk(elt) if isinstance(n, gast.Name)))
-                elts.append(_at(nodes.name(name, "store"), elt))
-                inner.append(_at(gast.Assign(targets=[elt], value=nodes.name(name), type_comment=None), stmt))
-            else:
+            plain = plain and isinstance(elt, gast.Name)
+            if plain:
                 elts.append(elt)
+                continue
+            spelled = "_".join(n.id for n in nodes.walk(elt) if isinstance(n, gast.Name)) or "item"
+            name = self.fresh("_" + spelled)
+            elts.append(_at(nodes.name(name, "store"), elt))
+            inner.append(_at(gast.Assign(targets=[elt], value=nodes.name(name), type_comment=None), stmt))
         return _at(gast.Tuple(elts=elts, ctx=gast.Store()), target), inner
 
     def starred(self, stmt, out):
@@ -716,8 +723,9 @@ def _parallel(stmt) -> bool:
 
 
 def _nested_target(target) -> bool:
-    return isinstance(target, (gast.Tuple, gast.List)) and any(isinstance(e, (gast.Tuple, gast.List))
-                                                               for e in target.elts)
+    """A tuple of targets one of which is not a name: a tuple, an item (``hs[i]``), an attribute."""
+    return isinstance(target, (gast.Tuple, gast.List)) and any(
+        isinstance(e, (gast.Tuple, gast.List, gast.Subscript, gast.Attribute)) for e in target.elts)
 
 
 def _own_expression(node):

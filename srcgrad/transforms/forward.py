@@ -176,7 +176,16 @@ class _Forward:
                 stmt.body, stmt.orelse = self._block(stmt.body), self._block(stmt.orelse)
                 out.append(stmt)
             elif isinstance(stmt, (gast.For, gast.While)):
-                stmt.body = self._block(stmt.body)
+                body = self._block(stmt.body)
+                if isinstance(stmt, gast.For) and self._active(stmt.target):
+                    # An index (`for k in range(n)`) has no tangent; its name may have one where
+                    # another statement binds it (`k = k_2`, a later loop's item, carried):
+                    # activity is the name's, so the index gets its zero.
+                    zero = []
+                    self._emit(zero, self._dot_name(stmt.target.id),
+                               nodes.call("rt.zeros_tangent", [nodes.name(stmt.target.id)]))
+                    body = zero + body
+                stmt.body = body
                 out.append(stmt)
             else:
                 self.group = anno.get(stmt, "group")

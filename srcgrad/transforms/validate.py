@@ -103,7 +103,7 @@ def _check_statement(stmt):
         unpacking = isinstance(target, (gast.Tuple, gast.List)) and all(
             isinstance(t, gast.Name) for t in target.elts)
         writes = isinstance(target, (gast.Subscript, gast.Attribute)) and isinstance(target.value, gast.Name) \
-            or _object_entry(target)
+            or _object_entry(target) or _nested_item(target)
         if len(stmt.targets) != 1 or not (isinstance(target, gast.Name) or unpacking or writes):
             raise errors.at(stmt, "this assignment target is not supported yet",
                             "assign to a name (`a = ...`), unpack into names (`a, b = ...`), "
@@ -111,7 +111,7 @@ def _check_statement(stmt):
     if isinstance(stmt, gast.AugAssign) and not (
             isinstance(stmt.target, gast.Name) or (isinstance(stmt.target, (gast.Subscript, gast.Attribute))
                                                   and isinstance(stmt.target.value, gast.Name))
-            or _object_entry(stmt.target)):
+            or _object_entry(stmt.target) or _nested_item(stmt.target)):
         raise errors.at(stmt, "this augmented assignment target is not supported yet",
                         "update a name, an array element (`y[i] += v`) or an attribute (`self.n += 1`)")
     if isinstance(stmt, gast.For):
@@ -142,6 +142,16 @@ def _object_entry(target) -> bool:
     holds (normalize decides, from the field's kind, whether it is one)."""
     return isinstance(target, gast.Subscript) and isinstance(target.value, gast.Attribute) \
         and isinstance(target.value.value, gast.Name)
+
+
+def _nested_item(target) -> bool:
+    """``M[0][1]``, ``d["a"]["b"]``: an item of an item of a name's list or dict (normalize
+    decides whether it knows which list or dict that is)."""
+    base = target
+    while isinstance(base, gast.Subscript):
+        base = base.value
+    return isinstance(target, gast.Subscript) and isinstance(target.value, gast.Subscript) \
+        and isinstance(base, gast.Name)
 
 
 def _check_expression(root):
