@@ -2247,6 +2247,15 @@ class _Lowering:
             values = [self._lower(v) for v in node.values]
             value = gast.BoolOp(op=type(node.op)(), values=values)
             return self._emit(value, kind="nondiff", rule=None, **emit)
+        if isinstance(node, gast.BoolOp) and all(
+                isinstance(v, gast.Compare) and all(isinstance(a, (gast.Name, gast.Constant))
+                                                    for a in [v.left, *v.comparators]) for v in node.values):
+            # (`ph > 0 or pw > 0`: comparisons of names, nothing to run late, a truth value of
+            # no derivative: as written)
+            value = gast.BoolOp(op=type(node.op)(), values=[
+                gast.Compare(left=self._lower(v.left), ops=[type(o)() for o in v.ops],
+                             comparators=[self._lower(c) for c in v.comparators]) for v in node.values])
+            return self._emit(value, kind="nondiff", rule=None, **emit)
         if isinstance(node, gast.BoolOp):
             # `a and b` is `b if a else a`, `a or b` is `a if a else b`: later operands run
             # only when needed, and the value (an array, perhaps) is one of the operands.

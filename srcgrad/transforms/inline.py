@@ -185,9 +185,9 @@ class _Inliner:
             unrolled = self._unroll(stmt, stack) if isinstance(stmt, gast.For) else None
             if unrolled is not None:
                 out += unrolled
-            elif isinstance(stmt, gast.If) and self._decided(stmt.test) is not None:
+            elif isinstance(stmt, gast.If) and self._decided_by_field(stmt.test) is not None:
                 # (`if self.bias is not None:` of a known layer: the branch its field decides)
-                out += self.block(stmt.body if self._decided(stmt.test) else stmt.orelse, stack)
+                out += self.block(stmt.body if self._decided_by_field(stmt.test) else stmt.orelse, stack)
             elif isinstance(stmt, (gast.If, gast.For, gast.While)):
                 before = self._hoist_from(stmt, stack) if not isinstance(stmt, gast.While) else []
                 stmt.body = self.block(stmt.body, stack)
@@ -261,13 +261,13 @@ class _Inliner:
             return base[0][k], (base[1][0], base[1][1] + (k,))
         return None
 
-    def _decided(self, test):
+    def _decided_by_field(self, test):
         """True or False for ``obj.field is None`` / ``is not None`` (``not`` of one) where the
         field of a known object holds None or an array, a number, a layer: decided when
         compiling, the field's type guarded (a bias set to None later compiles the code
         again); None for any other test."""
         if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
-            inner = self._decided(test.operand)
+            inner = self._decided_by_field(test.operand)
             return None if inner is None else not inner
         if not (isinstance(test, gast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (gast.Is, gast.IsNot))
                 and isinstance(test.comparators[0], gast.Constant) and test.comparators[0].value is None
@@ -800,6 +800,8 @@ def _folded(stmts) -> list:
         for field in ("body", "orelse"):
             if isinstance(getattr(stmt, field, None), list) and not isinstance(stmt, gast.FunctionDef):
                 setattr(stmt, field, _folded(getattr(stmt, field)))
+        if not isinstance(stmt, gast.FunctionDef):
+            _FoldedChoices().visit(stmt)
         decided = _decided(stmt.test) if isinstance(stmt, gast.If) else _UNDECIDED
         if decided is _UNDECIDED:
             out.append(stmt)
@@ -808,6 +810,19 @@ def _folded(stmts) -> list:
         if out and isinstance(out[-1], (gast.Return, gast.Raise)):
             break  # (what follows never runs)
     return out
+
+
+class _FoldedChoices(gast.NodeTransformer):
+    """``a if c else b`` whose test literals decide (``-np.inf if maximum else 0.0`` given
+    ``maximum=True``): the branch it takes."""
+
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        decided = _decided(node.test)
+        return node if decided is _UNDECIDED else (node.body if decided else node.orelse)
+
+    def visit_Lambda(self, node):
+        return node  # (its own scope: its parameters may shadow the literal's name)
 
 
 _UNDECIDED = object()
