@@ -940,3 +940,18 @@ def test_matmul_of_a_stack_by_a_matrix_is_one_product_per_adjoint():
         assert got.shape == w.shape and got.dtype == dtype
         np.testing.assert_allclose(got, np.einsum("tbk,tbn->kn", x, g), rtol=1e-5 if dtype == np.float32 else 1e-12)
         np.testing.assert_allclose(srcgrad.grad(lambda x, w: np.sum((x @ w) * g), wrt=1)(x, w), got, rtol=1e-5)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1, None])
+def test_take_of_integer_indices_has_a_known_rank_and_accumulates_repeats(axis):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((4, 3))
+    idx = np.array([[0, 2], [2, 1]])
+
+    def f(a):
+        return np.sum(np.take(a, idx, axis=axis) ** 2 @ np.ones(np.take(a, idx, axis=axis).shape[-1]))
+    got = srcgrad.grad(f)(a)
+    from srcgrad.testing import check_grads
+    check_grads(f, (a,))
+    assert "dispatch." not in srcgrad.source(srcgrad.grad(f), a)  # (the rank is known: plain NumPy)
+    assert got.shape == a.shape

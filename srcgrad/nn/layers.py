@@ -429,7 +429,7 @@ class Embedding(Module):
             self.weight[padding_idx] = 0
 
     def forward(self, indices):
-        rows = self.weight[indices]
+        rows = np.take(self.weight, indices, axis=0)  # (np.take: integers, so its rank is known)
         if self.padding_idx is None:
             return rows
         # The padding row's value is read, its adjoint dropped.

@@ -528,9 +528,24 @@ def diagonal(ans_bar, ans, a, offset=0, axis1=0, axis2=1):
     return gather_adjoint(ans_bar, a, np.diagonal(positions(a), offset, axis1, axis2))
 
 
-@defadjoint(np.take, diff=("a",), tangent="linear")
+def _take_ndim(ndims, statics):
+    """``np.take(a, indices, axis)``: the indices' rank in place of the axis (integers only:
+    unlike ``a[idx]``, whose rank a boolean mask would change), the indices' own rank for
+    ``axis=None``."""
+    rank, index, axis = ndims.get("a"), ndims.get("indices"), statics.get("axis", _ndim.UNKNOWN)
+    if not isinstance(index, int) or axis is _ndim.UNKNOWN:
+        return None
+    if axis is None:
+        return index
+    return rank - 1 + index if isinstance(rank, int) else None
+
+
+@defadjoint(np.take, diff=("a",), ndim=_take_ndim, tangent="linear")
 def take(ans_bar, ans, a, indices, axis=None, out=None, mode="raise"):
     """Repeated indices accumulate; ``mode='wrap'``/``'clip'`` as NumPy reads them."""
+    if is_constant(mode) and mode == "raise" and is_constant(axis) and axis is not None:
+        # (rows of an embedding table: the rows read get their adjoints, no table of positions)
+        return getitem_adjoint(ans_bar, a, (slice(None),) * (axis % np.ndim(a)) + (indices,))
     return gather_adjoint(ans_bar, a, np.take(positions(a), indices, axis, mode=mode))
 
 
