@@ -449,6 +449,9 @@ class _Reverse:
         return group.where if group is not None else "?"
 
     def _adjoint(self, stmt):
+        """The adjoint of one statement of the forward sweep, appended to the backward sweep, after
+        the checks that refuse what cannot be followed; the statement's kind picks the method
+        (``_STATEMENT_ADJOINTS``; an assignment of a value, ``_value_adjoint``)."""
         self._check_writer(stmt)
         self._check_mutating_method(stmt)
         if anno.get(stmt, "kind") == "op" and anno.get(stmt, "rule") is registry_lookup(getattr) \
@@ -465,47 +468,74 @@ class _Reverse:
                 stmt.value = nodes.call("rt.field", [stmt.value.value, nodes.const(stmt.value.attr),
                                                      nodes.const(origin.where if origin else "?")]
                                         + ([nodes.const(tuple(sorted(keys, key=repr)))] if keys is not None else []))
+        kind = anno.get(stmt, "kind")
         if anno.get(stmt, "manager"):
-            varied = [n for n in nodes.loaded_names(stmt) if n in self.activity.varied]
-            if varied:
-                raise errors.at(stmt.value, "this `with` block's context manager is given, or gives, a "
-                                "value being differentiated: srcgrad runs the manager in the forward "
-                                "sweep only and does not differentiate through it",
-                                "give the manager constants only and compute with the differentiated "
-                                "values in the block's body", kind=errors.UnsupportedSyntaxError)
-            return
-        if isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") in ("unknown", "nondiff"):
-            rule = anno.get(stmt, "rule")
-            # Varied, not active: what the call does to its argument is invisible to activity.
-            active = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
-            fn = anno.get(stmt, "callee") or (anno.get(stmt.value.func, "resolved")
-                                              if isinstance(stmt.value, gast.Call) else None)
-            if _writes_into_first(fn) or rule is not None and rule.name in _WRITING_RULES:
-                # Also an array the backward sweep reads (`v = y.T` used before `np.copyto(y, 0)`).
-                active += self._read_by_backward(nodes.loaded_names(stmt.value.args[0])
-                                                 if stmt.value.args else [], stmt)
-            if active and not (rule is not None and rule.name in _READS_ONLY):
-                raise errors.at(stmt.value, f"a call whose result is not used, given `{active[0]}`, "
-                                "which is being differentiated (or read by the backward sweep): if it "
-                                "changes its argument in place, "
-                                "srcgrad cannot follow the change",
-                                "write the update as an assignment (`y[idx] += x` rather than "
-                                "`np.add.at(y, idx, x)`), or assign the call's result",
-                                kind=errors.UnsupportedSyntaxError)
-            if anno.get(stmt, "kind") == "unknown" and fn is not None and not registry_is_numpy(fn):
-                # A callable without a rule (a functools.partial, a callable object): what it
-                # writes into outside its arguments is checked as a function's is.
-                self._check_outside_writes(stmt, fn)
-            return
+            return self._check_manager(stmt)
+        if isinstance(stmt, gast.Expr) and kind in ("unknown", "nondiff"):
+            return self._check_discarded_call(stmt)
         if anno.has(stmt, "constructs"):
-            varied = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
-            if varied:
-                cls = anno.get(stmt, "constructs").__name__
-                raise errors.at(stmt.value, f"`{cls}(...)` is given `{varied[0]}`, which is being "
-                                "differentiated: srcgrad does not follow values stored in a new object",
-                                f"create the object outside the function and pass it in (and "
-                                f"differentiate with respect to it), or pass `{varied[0]}` to its methods")
-            return
+            return self._check_construction(stmt)
+        self._check_container_builtin(stmt)
+        if kind == "call":
+            self._check_local_def(stmt)
+            if isinstance(stmt.value, gast.Call) and self._checked_call(stmt) or isinstance(stmt, gast.Expr):
+                return
+        adjoint = _STATEMENT_ADJOINTS.get(kind)
+        if adjoint is not None:
+            return adjoint(self, stmt)
+        if isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name):
+            self._value_adjoint(stmt)
+
+    def _check_manager(self, stmt):
+        """A ``with`` block's manager runs in the forward sweep only: refused where it is given, or gives,
+        a value being differentiated."""
+        varied = [n for n in nodes.loaded_names(stmt) if n in self.activity.varied]
+        if varied:
+            raise errors.at(stmt.value, "this `with` block's context manager is given, or gives, a "
+                            "value being differentiated: srcgrad runs the manager in the forward "
+                            "sweep only and does not differentiate through it",
+                            "give the manager constants only and compute with the differentiated "
+                            "values in the block's body", kind=errors.UnsupportedSyntaxError)
+
+    def _check_discarded_call(self, stmt):
+        """A call whose result is not used, given a value being differentiated: refused where it may change
+        it in place."""
+        rule = anno.get(stmt, "rule")
+        # Varied, not active: what the call does to its argument is invisible to activity.
+        active = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
+        fn = anno.get(stmt, "callee") or (anno.get(stmt.value.func, "resolved")
+                                          if isinstance(stmt.value, gast.Call) else None)
+        if _writes_into_first(fn) or rule is not None and rule.name in _WRITING_RULES:
+            # Also an array the backward sweep reads (`v = y.T` used before `np.copyto(y, 0)`).
+            active += self._read_by_backward(nodes.loaded_names(stmt.value.args[0])
+                                             if stmt.value.args else [], stmt)
+        if active and not (rule is not None and rule.name in _READS_ONLY):
+            raise errors.at(stmt.value, f"a call whose result is not used, given `{active[0]}`, "
+                            "which is being differentiated (or read by the backward sweep): if it "
+                            "changes its argument in place, "
+                            "srcgrad cannot follow the change",
+                            "write the update as an assignment (`y[idx] += x` rather than "
+                            "`np.add.at(y, idx, x)`), or assign the call's result",
+                            kind=errors.UnsupportedSyntaxError)
+        if anno.get(stmt, "kind") == "unknown" and fn is not None and not registry_is_numpy(fn):
+            # A callable without a rule (a functools.partial, a callable object): what it
+            # writes into outside its arguments is checked as a function's is.
+            self._check_outside_writes(stmt, fn)
+
+    def _check_construction(self, stmt):
+        """``Cls(...)`` given a value being differentiated: refused (a value stored in a new object is not
+        followed)."""
+        varied = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
+        if varied:
+            cls = anno.get(stmt, "constructs").__name__
+            raise errors.at(stmt.value, f"`{cls}(...)` is given `{varied[0]}`, which is being "
+                            "differentiated: srcgrad does not follow values stored in a new object",
+                            f"create the object outside the function and pass it in (and "
+                            f"differentiate with respect to it), or pass `{varied[0]}` to its methods")
+
+    def _check_container_builtin(self, stmt):
+        """``map(...)``, ``zip(...)``, ``list(...)`` run as they are: refused where given a value being
+        differentiated."""
         rule = anno.get(stmt, "rule")
         if anno.get(stmt, "kind") == "nondiff" and rule is not None and rule.name in _CONTAINERS:
             varied = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
@@ -521,145 +551,142 @@ class _Reverse:
                                 "use the value itself, index it, or build the new one with a display of "
                                 "its items (`[xs[0], xs[1]]`, `{'a': d['a']}`)",
                                 kind=errors.UnsupportedSyntaxError)
-        if anno.get(stmt, "kind") == "call":
-            self._check_local_def(stmt)
-        if anno.get(stmt, "kind") == "call" and isinstance(stmt.value, gast.Call):
-            # Whether or not its result is used (`h = f(y)` as much as `f(y)`): the change
-            # it makes to `y` is invisible to the caller's adjoints.
-            fn = anno.get(stmt.value.func, "resolved")
-            # (also when the argument it changes is not differentiated: it may store one that is)
-            given = [n for a in stmt.value.args + [k.value for k in stmt.value.keywords]
-                     for n in nodes.loaded_names(a)]
-            varied = [n for n in given if n in self.activity.varied]
-            method = stmt.value.func.attr if isinstance(stmt.value.func, gast.Attribute) else None
-            if method in _CONTAINER_MUTATORS and self._user_object(anno.get(stmt, "receiver")):
-                method = None  # (`opt.update(w, g)` on an optimizer of the user's: a method like any other)
-            if varied and fn is None and method in _CONTAINER_MUTATORS and self._grown_apart(stmt):
-                return  # (bookkeeping: a cache on the object grows by the value, with no adjoint)
-            if varied and fn is None and self.stores is not None and self.stores.grows(stmt) is not None:
-                attr = self.stores.grows(stmt)[1]
-                raise errors.at(stmt.value, f"`.{method}(...)` grows the `.{attr}` an object holds by a value "
-                                f"being differentiated, and `.{attr}` (or a call that may read it) is read "
-                                "after it: srcgrad keeps what a call adds to an object's state as "
-                                "bookkeeping, with no adjoint, so a gradient through that read would be lost",
-                                self.stores.advice(stmt, attr), kind=errors.UnsupportedSyntaxError)
-            if varied and fn is None and method in _CONTAINER_MUTATORS:
-                # `obj.items.append(h)`, `ys[i].append(h)`: a list or dict that normalize does
-                # not track (not made here, or reached through a key known only at run time).
-                given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
-                raise errors.at(stmt.value, f"`.{method}(...)` is given {given}, which is being "
-                                "differentiated, on a list or dict that srcgrad does not follow "
-                                "(only one made in this function and named, or held in a tuple, list or "
-                                "dict made here under a literal key)",
-                                "build the list in a local name (`hs = []`, `hs.append(h)`) and use it "
-                                "from there, or return it (with has_aux=True)",
+
+    def _checked_call(self, stmt):
+        """The checks of a call the forward sweep makes, its result used or not (``h = f(y)`` as much as
+        ``f(y)``): a change it makes to ``y`` is invisible to the caller's adjoints.  True where the
+        call is bookkeeping, done with."""
+        # Whether or not its result is used (`h = f(y)` as much as `f(y)`): the change
+        # it makes to `y` is invisible to the caller's adjoints.
+        fn = anno.get(stmt.value.func, "resolved")
+        # (also when the argument it changes is not differentiated: it may store one that is)
+        given = [n for a in stmt.value.args + [k.value for k in stmt.value.keywords]
+                 for n in nodes.loaded_names(a)]
+        varied = [n for n in given if n in self.activity.varied]
+        method = stmt.value.func.attr if isinstance(stmt.value.func, gast.Attribute) else None
+        if method in _CONTAINER_MUTATORS and self._user_object(anno.get(stmt, "receiver")):
+            method = None  # (`opt.update(w, g)` on an optimizer of the user's: a method like any other)
+        if varied and fn is None and method in _CONTAINER_MUTATORS and self._grown_apart(stmt):
+            return True  # (bookkeeping: a cache on the object grows by the value, with no adjoint)
+        if varied and fn is None and self.stores is not None and self.stores.grows(stmt) is not None:
+            attr = self.stores.grows(stmt)[1]
+            raise errors.at(stmt.value, f"`.{method}(...)` grows the `.{attr}` an object holds by a value "
+                            f"being differentiated, and `.{attr}` (or a call that may read it) is read "
+                            "after it: srcgrad keeps what a call adds to an object's state as "
+                            "bookkeeping, with no adjoint, so a gradient through that read would be lost",
+                            self.stores.advice(stmt, attr), kind=errors.UnsupportedSyntaxError)
+        if varied and fn is None and method in _CONTAINER_MUTATORS:
+            # `obj.items.append(h)`, `ys[i].append(h)`: a list or dict that normalize does
+            # not track (not made here, or reached through a key known only at run time).
+            given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
+            raise errors.at(stmt.value, f"`.{method}(...)` is given {given}, which is being "
+                            "differentiated, on a list or dict that srcgrad does not follow "
+                            "(only one made in this function and named, or held in a tuple, list or "
+                            "dict made here under a literal key)",
+                            "build the list in a local name (`hs = []`, `hs.append(h)`) and use it "
+                            "from there, or return it (with has_aux=True)",
+                            kind=errors.UnsupportedSyntaxError)
+        varied += self._read_by_backward([n for n in given if n not in varied], stmt)
+        if varied and fn is not None and not runtime.is_gradient_function(fn) \
+                and self._mutated_parameters(fn):  # (a gradient function is refused as such below)
+            given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
+            callee = nodes.to_source(stmt.value.func)
+            defaults = _changed_defaults(fn, stmt.value)
+            if defaults:
+                raise errors.at(stmt.value, f"`{callee}` changes its parameter `{defaults[0]}` in place, "
+                                f"and this call leaves it its default (a {defaults[1]}): one value that every "
+                                "call shares and keeps, which srcgrad cannot follow (this call is given "
+                                f"{given}, which is being differentiated)",
+                                f"in `{callee}`, default `{defaults[0]}` to None and make the value inside "
+                                f"(`if {defaults[0]} is None: {defaults[0]} = []`), or pass it in and "
+                                "return the new value", kind=errors.UnsupportedSyntaxError)
+            raise errors.at(stmt.value, f"`{callee}` changes its arguments in "
+                            f"place, and is given {given}, which is being differentiated (or read "
+                            "by the backward sweep): srcgrad cannot follow a change made inside "
+                            "another function",
+                            f"in `{callee}`, write into a copy (`y = np.copy(y)`) and return the "
+                            f"new value, and assign it here (`y = {callee}(...)`)",
+                            kind=errors.UnsupportedSyntaxError)
+        receiver, call = anno.get(stmt, "receiver"), stmt.value
+        target = _target_name(stmt)
+        given_varied = [n for n in given if n in self.activity.varied]
+        if given_varied and fn is not None and not runtime.is_gradient_function(fn) \
+                and (target is None or not self.activity.active(target)):
+            kept = outside.stores(fn)  # (a differentiated result: its own compilation refuses it)
+            if kept:
+                raise errors.at(stmt.value, *outside.stores_refusal(self._shown(nodes.to_source(stmt.value.func)),
+                                                            given_varied[0], kept),
                                 kind=errors.UnsupportedSyntaxError)
-            varied += self._read_by_backward([n for n in given if n not in varied], stmt)
-            if varied and fn is not None and not runtime.is_gradient_function(fn) \
-                    and self._mutated_parameters(fn):  # (a gradient function is refused as such below)
-                given = "a value" if varied[0].startswith("_") else f"`{varied[0]}`"
-                callee = nodes.to_source(stmt.value.func)
-                defaults = _changed_defaults(fn, stmt.value)
-                if defaults:
-                    raise errors.at(stmt.value, f"`{callee}` changes its parameter `{defaults[0]}` in place, "
-                                    f"and this call leaves it its default (a {defaults[1]}): one value that every "
-                                    "call shares and keeps, which srcgrad cannot follow (this call is given "
-                                    f"{given}, which is being differentiated)",
-                                    f"in `{callee}`, default `{defaults[0]}` to None and make the value inside "
-                                    f"(`if {defaults[0]} is None: {defaults[0]} = []`), or pass it in and "
-                                    "return the new value", kind=errors.UnsupportedSyntaxError)
-                raise errors.at(stmt.value, f"`{callee}` changes its arguments in "
-                                f"place, and is given {given}, which is being differentiated (or read "
-                                "by the backward sweep): srcgrad cannot follow a change made inside "
-                                "another function",
-                                f"in `{callee}`, write into a copy (`y = np.copy(y)`) and return the "
-                                f"new value, and assign it here (`y = {callee}(...)`)",
-                                kind=errors.UnsupportedSyntaxError)
-            receiver, call = anno.get(stmt, "receiver"), stmt.value
-            target = _target_name(stmt)
-            given_varied = [n for n in given if n in self.activity.varied]
-            if given_varied and fn is not None and not runtime.is_gradient_function(fn) \
-                    and (target is None or not self.activity.active(target)):
-                kept = outside.stores(fn)  # (a differentiated result: its own compilation refuses it)
-                if kept:
-                    raise errors.at(stmt.value, *outside.stores_refusal(self._shown(nodes.to_source(stmt.value.func)),
-                                                                given_varied[0], kept),
-                                    kind=errors.UnsupportedSyntaxError)
-            called = isinstance(call.func, gast.Name) and call.func.id in self.activity.varied
-            if isinstance(stmt, gast.Expr) and (called or isinstance(receiver, gast.Name)
-                                                and receiver.id in self.activity.varied
-                                                and isinstance(call.func, gast.Attribute)):
-                # `model.reset()`, `model(x)`: run as written, but a float field it replaces or
-                # adds is refused (a later read would carry no adjoint, or send it to the
-                # parameter it replaced).
-                origin = anno.get(stmt, "origin")
-                obj, name = (call.func, "__call__") if called else (call.func.value, call.func.attr)
-                stmt.value = nodes.call("rt.keeping_fields", [
-                    nodes.copy(obj), nodes.const(name),
-                    nodes.const(origin.where if origin else "?")] + call.args,
-                    [(k.arg, k.value) for k in call.keywords])
-            elif varied and fn is None and (target is None or not self.activity.active(target)):
-                # Known only at run time (a method): check it there, at the user's line (its
-                # pullback, if its result were differentiated, would refuse such writes itself).
-                origin = anno.get(stmt, "origin")
-                if origin is not None:
-                    stmt.value.func = nodes.call("dispatch.unchanging", [stmt.value.func] + [
-                        nodes.const(v) for v in (origin.filename, origin.line, origin.col, origin.text)])
-            self._check_outside_writes(stmt, fn)
-        if isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") == "call":
+        called = isinstance(call.func, gast.Name) and call.func.id in self.activity.varied
+        if isinstance(stmt, gast.Expr) and (called or isinstance(receiver, gast.Name)
+                                            and receiver.id in self.activity.varied
+                                            and isinstance(call.func, gast.Attribute)):
+            # `model.reset()`, `model(x)`: run as written, but a float field it replaces or
+            # adds is refused (a later read would carry no adjoint, or send it to the
+            # parameter it replaced).
+            origin = anno.get(stmt, "origin")
+            obj, name = (call.func, "__call__") if called else (call.func.value, call.func.attr)
+            stmt.value = nodes.call("rt.keeping_fields", [
+                nodes.copy(obj), nodes.const(name),
+                nodes.const(origin.where if origin else "?")] + call.args,
+                [(k.arg, k.value) for k in call.keywords])
+        elif varied and fn is None and (target is None or not self.activity.active(target)):
+            # Known only at run time (a method): check it there, at the user's line (its
+            # pullback, if its result were differentiated, would refuse such writes itself).
+            origin = anno.get(stmt, "origin")
+            if origin is not None:
+                stmt.value.func = nodes.call("dispatch.unchanging", [stmt.value.func] + [
+                    nodes.const(v) for v in (origin.filename, origin.line, origin.col, origin.text)])
+        self._check_outside_writes(stmt, fn)
+        return False
+
+    def _attribute_store(self, stmt):
+        """``obj.name = v``: bookkeeping nothing reads back (``rt.kept``); refused where a value being
+        differentiated is read back; checked (``rt.stored``) on an object being differentiated."""
+        value = anno.get(stmt, "value")
+        if self._kept_apart(stmt):
+            # `self.cache = x`, `self.running_mean = ...`: bookkeeping nothing in this call
+            # reads back (normalize gave reads after it in its block the value itself): run
+            # as written, the value stored as it is, with no adjoint (as under no_grad).
+            # `rt.kept` records it, so that a later call reading it back is refused.
+            target, origin = stmt.targets[0], anno.get(stmt, "origin")
+            if isinstance(value, gast.Name) and value.id in self.activity.varied:
+                stmt.value = nodes.call("rt.kept", [nodes.copy(target.value), nodes.const(target.attr),
+                                                    stmt.value, nodes.const(origin.where if origin else "?")])
             return
-        if anno.get(stmt, "kind") == "setentry":
-            self._entry_store(stmt)
-            return
-        if anno.get(stmt, "kind") == "setattr":
-            value = anno.get(stmt, "value")
-            if self._kept_apart(stmt):
-                # `self.cache = x`, `self.running_mean = ...`: bookkeeping nothing in this call
-                # reads back (normalize gave reads after it in its block the value itself): run
-                # as written, the value stored as it is, with no adjoint (as under no_grad).
-                # `rt.kept` records it, so that a later call reading it back is refused.
-                target, origin = stmt.targets[0], anno.get(stmt, "origin")
-                if isinstance(value, gast.Name) and value.id in self.activity.varied:
-                    stmt.value = nodes.call("rt.kept", [nodes.copy(target.value), nodes.const(target.attr),
-                                                        stmt.value, nodes.const(origin.where if origin else "?")])
-                return
-            if isinstance(value, gast.Name) and value.id in self.activity.varied \
-                    and not self._bookkeeping(value.id):
-                raise errors.at(stmt, f"storing a value that is being differentiated in the attribute "
-                                f"`{nodes.to_source(stmt.targets[0])}` is not supported: srcgrad cannot "
-                                "follow it from there",
-                                "return it (with has_aux=True), or keep it in a local name")
-            target = stmt.targets[0]
-            if isinstance(target.value, gast.Name) and target.value.id in self.activity.varied:
-                # An object being differentiated: a float stored in it now would be read
-                # later with its adjoint going to the parameter it replaced. Counters pass.
-                origin = anno.get(stmt, "origin")
-                stmt.value = nodes.call("rt.stored", [stmt.value, nodes.const(target.attr),
-                                                      nodes.const(origin.where if origin else "?"),
-                                                      nodes.copy(target.value)])
-            return
-        if anno.get(stmt, "kind") == "def":
-            active = [n for n in anno.get(stmt, "captures") if self.activity.active(n)]
-            if active and self.activity.active(stmt.name):
-                lam = anno.get(stmt, "lambda", False)
-                read = anno.get(stmt, "captured_as", {}).get(active[0], active[0])
-                kind = "lambda" if lam else "nested function"
-                raise errors.at(stmt, f"{'this lambda' if lam else f'the nested function `{stmt.name}`'} "
-                                f"reads `{read}`, which depends on the inputs being differentiated, and is "
-                                "used other than by calling it (returned, stored, passed on) or calls itself: "
-                                f"srcgrad passes what a {kind} reads as arguments only where it is just called",
-                                f"pass `{read}` to the lambda where it is called (a parameter without a "
-                                "default)" if lam else f"pass `{read}` to `{stmt.name}` as an argument")
-            return
-        if anno.get(stmt, "kind") == "setitem":
-            self._setitem_adjoint(stmt)
-            return
-        if anno.get(stmt, "kind") == "append":
-            self._append_adjoint(stmt)
-            return
-        if anno.get(stmt, "kind") == "pop":
-            self._pop_adjoint(stmt)
-            return
+        if isinstance(value, gast.Name) and value.id in self.activity.varied \
+                and not self._bookkeeping(value.id):
+            raise errors.at(stmt, f"storing a value that is being differentiated in the attribute "
+                            f"`{nodes.to_source(stmt.targets[0])}` is not supported: srcgrad cannot "
+                            "follow it from there",
+                            "return it (with has_aux=True), or keep it in a local name")
+        target = stmt.targets[0]
+        if isinstance(target.value, gast.Name) and target.value.id in self.activity.varied:
+            # An object being differentiated: a float stored in it now would be read
+            # later with its adjoint going to the parameter it replaced. Counters pass.
+            origin = anno.get(stmt, "origin")
+            stmt.value = nodes.call("rt.stored", [stmt.value, nodes.const(target.attr),
+                                                  nodes.const(origin.where if origin else "?"),
+                                                  nodes.copy(target.value)])
+
+    def _nested_def_adjoint(self, stmt):
+        """A nested ``def`` or lambda: refused where it reads a value being differentiated and is used
+        other than by calling it."""
+        active = [n for n in anno.get(stmt, "captures") if self.activity.active(n)]
+        if active and self.activity.active(stmt.name):
+            lam = anno.get(stmt, "lambda", False)
+            read = anno.get(stmt, "captured_as", {}).get(active[0], active[0])
+            kind = "lambda" if lam else "nested function"
+            raise errors.at(stmt, f"{'this lambda' if lam else f'the nested function `{stmt.name}`'} "
+                            f"reads `{read}`, which depends on the inputs being differentiated, and is "
+                            "used other than by calling it (returned, stored, passed on) or calls itself: "
+                            f"srcgrad passes what a {kind} reads as arguments only where it is just called",
+                            f"pass `{read}` to the lambda where it is called (a parameter without a "
+                            "default)" if lam else f"pass `{read}` to `{stmt.name}` as an argument")
+
+    def _value_adjoint(self, stmt):
+        """``target = value``: the adjoint of the value, by its kind (a copy, a call, an item, an
+        aggregate, an unpacking, a rule's)."""
         if not isinstance(stmt, gast.Assign) or not isinstance(stmt.targets[0], gast.Name):
             return
         target = stmt.targets[0].id
@@ -671,27 +698,7 @@ class _Reverse:
         if kind == "unknown":
             raise self._no_rule(stmt)
         if kind == "unpack":
-            # a, b = t: t's adjoint is the tuple of a's and b's, built where t is defined;
-            # in a loop, where `t` is another value each iteration, each part goes in at once.
-            if target in self.unpacked:
-                self._gather_unpacked(target)  # `a, b = p; u, v = a`: a's own parts, first
-            source, index = anno.get(stmt, "source"), anno.get(stmt, "index")
-            if index in self.unpacked.get(source, ()):
-                # `a, b = p` and `u, v = p` again: the parts gathered so far go in first, so
-                # the adjoints of both reads of `p[0]` are summed.
-                self._gather_unpacked(source)
-            if target in self.defined and (self.loop_depth or source in self.lists or source in self.entries_written):
-                # (A list the function appends to: its items' adjoints are popped by the
-                # appends' adjoints, which come before its definition in the backward sweep.)
-                part = gast.Dict(keys=[nodes.const(index)], values=[nodes.name(self.bar[target])])
-                if not isinstance(rank_of(nodes.name(source), self.ranks), TreeRank):
-                    part = nodes.call("rt.unpacked_adjoint", [part, nodes.name(source)])
-                self._accumulate(source, part)
-                self.defined.discard(target)
-            elif target in self.defined:
-                self.unpacked.setdefault(source, {})[index] = self.bar[target]
-                self.defined.discard(target)
-            return
+            return self._unpack_adjoint(stmt, target)
         if target in self.unpacked:
             # `a, b = h`: the parts join h's other contributions (`h[1]`, `np.sum(h)`) as the
             # rows of an array, or the items of a tuple (sparse: `{0: a_bar}`).
@@ -729,29 +736,7 @@ class _Reverse:
             self._operator_adjoint(stmt, target, g)
             return
         if anno.get(stmt, "rule") is registry_lookup(operator.getitem):
-            base = anno.get(stmt, "bound")["a"]
-            rank = rank_of(base, self.ranks)
-            key = templates.static_value(anno.get(stmt, "bound")["index"])
-            # (Entries all integers: a list or tuple held in an object, flattened by position.)
-            if isinstance(rank, TreeRank) and rank.kind == "object" \
-                    and not all(isinstance(entry, int) for entry, _ in rank) \
-                    and not any(entry == key for entry, _ in rank):
-                # `obj[i]` runs the class's own __getitem__, which srcgrad does not follow:
-                # an adjoint keyed by `i` would match no field and be dropped.
-                shown = self._user_spelling(base)
-                if key is templates.UNKNOWN:
-                    index = nodes.to_source(anno.get(stmt, "bound")["index"])
-                    raise errors.at(stmt.value, f"indexing `{shown}`, which holds values being differentiated, "
-                                    f"with a key known only when the code runs (`{index}`): srcgrad must "
-                                    "know which entry is read when it compiles (and does not differentiate "
-                                    "a class's own `__getitem__`)", f"index it with a literal key "
-                                    f"(`{shown}['a']`), keep each entry in an attribute of its own "
-                                    "(`self.a(x)`), or call a method that does the same (`obj.item(i)`)",
-                                    kind=errors.UnsupportedSyntaxError)
-                raise errors.at(stmt.value, f"indexing `{shown}`, an object being "
-                                "differentiated, runs its class's `__getitem__`, which srcgrad does not "
-                                "differentiate", "call a method that does the same (`obj.item(i)`), or "
-                                "index the array field itself (`obj.c[i]`)", kind=errors.UnsupportedSyntaxError)
+            self._check_object_getitem(stmt)
         if not _builtin_rule(anno.get(stmt, "rule")) and (self._unpacked_source(target)
                                                           or target in self._indexed_names()):
             # A user's rule of several outputs (a custom adjoint) reads `ans_bar[i]` for each,
@@ -762,6 +747,57 @@ class _Reverse:
                          self.group)
             g = nodes.name(whole)
         self._rule_adjoint(stmt, target, g)
+
+    def _unpack_adjoint(self, stmt, target):
+        """``a, b = t`` (here ``target = t[index]``): ``t``'s adjoint is the tuple of the parts'
+        adjoints,
+        built where ``t`` is defined; in a loop, where ``t`` is another value each iteration,
+        each part goes in at once."""
+        if target in self.unpacked:
+            self._gather_unpacked(target)  # `a, b = p; u, v = a`: a's own parts, first
+        source, index = anno.get(stmt, "source"), anno.get(stmt, "index")
+        if index in self.unpacked.get(source, ()):
+            # `a, b = p` and `u, v = p` again: the parts gathered so far go in first, so
+            # the adjoints of both reads of `p[0]` are summed.
+            self._gather_unpacked(source)
+        if target in self.defined and (self.loop_depth or source in self.lists or source in self.entries_written):
+            # (A list the function appends to: its items' adjoints are popped by the
+            # appends' adjoints, which come before its definition in the backward sweep.)
+            part = gast.Dict(keys=[nodes.const(index)], values=[nodes.name(self.bar[target])])
+            if not isinstance(rank_of(nodes.name(source), self.ranks), TreeRank):
+                part = nodes.call("rt.unpacked_adjoint", [part, nodes.name(source)])
+            self._accumulate(source, part)
+            self.defined.discard(target)
+        elif target in self.defined:
+            self.unpacked.setdefault(source, {})[index] = self.bar[target]
+            self.defined.discard(target)
+
+    def _check_object_getitem(self, stmt):
+        """``obj[i]`` of an object being differentiated runs its class's ``__getitem__``, which
+        srcgrad does not follow (an adjoint keyed by ``i`` would match no field): refused."""
+        base = anno.get(stmt, "bound")["a"]
+        rank = rank_of(base, self.ranks)
+        key = templates.static_value(anno.get(stmt, "bound")["index"])
+        # (Entries all integers: a list or tuple held in an object, flattened by position.)
+        if isinstance(rank, TreeRank) and rank.kind == "object" \
+                and not all(isinstance(entry, int) for entry, _ in rank) \
+                and not any(entry == key for entry, _ in rank):
+            # `obj[i]` runs the class's own __getitem__, which srcgrad does not follow:
+            # an adjoint keyed by `i` would match no field and be dropped.
+            shown = self._user_spelling(base)
+            if key is templates.UNKNOWN:
+                index = nodes.to_source(anno.get(stmt, "bound")["index"])
+                raise errors.at(stmt.value, f"indexing `{shown}`, which holds values being differentiated, "
+                                f"with a key known only when the code runs (`{index}`): srcgrad must "
+                                "know which entry is read when it compiles (and does not differentiate "
+                                "a class's own `__getitem__`)", f"index it with a literal key "
+                                f"(`{shown}['a']`), keep each entry in an attribute of its own "
+                                "(`self.a(x)`), or call a method that does the same (`obj.item(i)`)",
+                                kind=errors.UnsupportedSyntaxError)
+            raise errors.at(stmt.value, f"indexing `{shown}`, an object being "
+                            "differentiated, runs its class's `__getitem__`, which srcgrad does not "
+                            "differentiate", "call a method that does the same (`obj.item(i)`), or "
+                            "index the array field itself (`obj.c[i]`)", kind=errors.UnsupportedSyntaxError)
 
     def _indexed_names(self) -> set:
         """The names read by index (``r[0]``) or iterated (``for v in r``), once per function."""
@@ -1707,6 +1743,17 @@ def _unbroadcasts(expr, name) -> bool:
     return isinstance(expr, gast.Call) and isinstance(func, gast.Attribute) and func.attr == "unbroadcast" \
         and isinstance(func.value, gast.Name) and func.value.id == "rt" \
         and len(expr.args) == 2 and isinstance(expr.args[1], gast.Name) and expr.args[1].id == name
+
+
+# The statements whose adjoint (or check) is a method of their own, by kind.
+_STATEMENT_ADJOINTS = {
+    "setentry": _Reverse._entry_store,
+    "setattr": _Reverse._attribute_store,
+    "def": _Reverse._nested_def_adjoint,
+    "setitem": _Reverse._setitem_adjoint,
+    "append": _Reverse._append_adjoint,
+    "pop": _Reverse._pop_adjoint,
+}
 
 
 class _StoresReadBack:
