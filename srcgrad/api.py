@@ -921,8 +921,13 @@ def _match(g, x):
                         "argument and cannot lay it out in it (a defect in srcgrad: please report it); "
                         "pass the argument as a NumPy array (np.asarray(...)) meanwhile")
                 g = np.broadcast_to(g, shape)
-        sparse = g if isinstance(g, (dict, np.ndarray)) else dict(enumerate(g)) if isinstance(g, (list, tuple)) \
-            else {}
+        if tree._is_object(g):  # (laid out as an object already: a gradient function's own result)
+            g = tree.sparse_of(g)
+        if not isinstance(g, (dict, np.ndarray, list, tuple)):
+            raise errors.SrcgradError(
+                f"srcgrad computed an adjoint of the {type(x).__name__} argument that is a {type(g).__name__}, "
+                "not one of its structure (a defect in srcgrad: please report it)")
+        sparse = g if isinstance(g, (dict, np.ndarray)) else dict(enumerate(g))
         return tree.materialize(sparse, x)
     if isinstance(x, np.ndarray):
         if type(g) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape and g.flags.writeable:

@@ -897,9 +897,11 @@ def _pulled_back(gradient, called, value_bar):
     adjoints = []
     for name in given:
         k, x = names.index(name), primals[index[name]]
-        a_bar = _match(hu[k], x)
+        # (a structure's adjoint stays sparse, as the code calling this adds it up)
+        matched = (lambda g, x: tree.sparse_of(_match(g, x))) if tree.is_structure(x) else _match
+        a_bar = matched(hu[k], x)
         if v_bar is not None:
-            a_bar = _match(_plus_scaled(a_bar, _match(grads[k], x), v_bar), x)
+            a_bar = matched(_plus_scaled(a_bar, matched(grads[k], x), v_bar), x)
         adjoints.append(a_bar)
     return adjoints[0] if len(adjoints) == 1 else tuple(adjoints)
 

@@ -477,13 +477,26 @@ def _child(like, key):
     return None
 
 
+def sparse_of(value):
+    """A structure's adjoint laid out as an object of its class (``g.linear.weight``, what
+    a gradient function returns) as the sparse nested dict generated code adds up: the
+    object's fields that hold something, by name; anything else as it is."""
+    if _is_object(value):
+        return {key: sparse_of(field) for key, field in vars(value).items() if field is not None}
+    if isinstance(value, dict):
+        return {key: sparse_of(field) for key, field in value.items()}
+    return value
+
+
 def add(a, b):
     """Accumulate two adjoints that may be structures (sparse nested dicts, tuples or
-    lists of adjoints, one per item) or arrays."""
+    lists of adjoints, one per item; an object of the structure's class) or arrays."""
     if a is None:
         return b
     if b is None:
         return a
+    if _is_object(a) or _is_object(b):
+        a, b = sparse_of(a), sparse_of(b)
     if isinstance(a, dict) != isinstance(b, dict):
         other = b if isinstance(a, dict) else a
         if isinstance(other, (list, tuple)) or np.ndim(other) > 0:

@@ -138,3 +138,62 @@ def test_a_second_derivative_of_a_function_calling_value_and_grad_is_refused_by_
     message = str(refused.value)
     assert f"{__file__}:{value_and_gradient.__code__.co_firstlineno}:" in message.splitlines()[0]
     assert "`value_and_d_loss`" in message and "pullback" in message
+
+
+# ---- a gradient penalty with respect to a model's parameters -----------------------------
+# (the pullback's adjoint of an object argument came back laid out as an object, which the
+# caller took for an empty structure: zeros, or a crash where the model was also used directly)
+
+from srcgrad import nn  # noqa: E402
+
+
+class _Critic:  # a plain class of the user's holding parameters
+    def __init__(self, w):
+        self.w = w
+
+    def __call__(self, x):
+        return np.tanh(x @ self.w)
+
+
+def _critic_sum(x, critic):
+    return np.sum(np.tanh(critic(x)))
+
+
+_d_critic_dx = srcgrad.grad(_critic_sum)  # d/dx, the critic a parameter it does not differentiate
+_d_critic_dmodel = srcgrad.grad(_critic_sum, wrt=1)  # d/d(critic)
+_value_and_d_critic_dx = srcgrad.value_and_grad(_critic_sum)
+
+
+def _gradient_penalty(critic, x):
+    return np.sum(_d_critic_dx(x, critic) ** 2)
+
+
+def _wgan_gp(critic, x):  # the critic used directly too
+    return np.sum(critic(x)) + 10.0 * (np.sqrt(np.sum(_d_critic_dx(x, critic) ** 2)) - 1.0) ** 2
+
+
+def _penalty_on_the_models_gradient(critic, x):
+    g = _d_critic_dmodel(x, critic)
+    return np.sum(g.weight ** 2) if hasattr(g, "weight") else np.sum(g.w ** 2)
+
+
+def _penalty_with_value(critic, x):
+    value, g = _value_and_d_critic_dx(x, critic)
+    return value + np.sum(g ** 2)
+
+
+@pytest.mark.parametrize("loss", [_gradient_penalty, _wgan_gp, _penalty_on_the_models_gradient, _penalty_with_value])
+@pytest.mark.parametrize("make", [lambda dtype: nn.Linear(3, 2, dtype=dtype),
+                                  lambda dtype: _Critic(RNG.normal(size=(3, 2)).astype(dtype))])
+def test_a_gradient_penalty_with_respect_to_a_models_parameters(loss, make):
+    critic, x = make(np.float64), np.linspace(-1, 1, 6).reshape(2, 3)
+    check_grads(loss, (critic, x), wrt=0)
+    check_grads(loss, (critic, x), wrt=1)
+
+
+def test_a_gradient_penalty_with_respect_to_a_model_in_float32():
+    critic, x = nn.Linear(3, 2, dtype=np.float32), np.linspace(-1, 1, 6).reshape(2, 3).astype(np.float32)
+    g = srcgrad.grad(_wgan_gp)(critic, x)
+    assert g.weight.dtype == np.float32
+    g64 = srcgrad.grad(_wgan_gp)(critic.double(), x.astype(np.float64))
+    np.testing.assert_allclose(g.weight, g64.weight, rtol=1e-3, atol=1e-4)
