@@ -115,10 +115,12 @@ def constant_fields(obj) -> tuple:
 
 def _flatten_object(obj, floats=False):
     cls = type(obj)
-    buffers = buffer_names(obj)
-    # (A functools.cached_property's stored value is derived from the parameters, not one.)
+    buffers, constants = buffer_names(obj), constant_fields(obj)
+    # (A functools.cached_property's stored value is derived from the parameters, not one;
+    # a hyper-parameter the class reads as a constant, a layer's `eps`, has no tangent.)
     keys = tuple(k for k, v in vars(obj).items() if (_is_attribute_part(v) or floats and _is_float(v))
-                 and k not in buffers and not isinstance(getattr(cls, k, None), functools.cached_property))
+                 and k not in buffers and k not in constants
+                 and not isinstance(getattr(cls, k, None), functools.cached_property))
     return [vars(obj)[k] for k in keys], _Original(obj, keys), keys
 
 

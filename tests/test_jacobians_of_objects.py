@@ -298,3 +298,26 @@ def test_pullback_refuses_a_cotangent_not_of_the_outputs_structure():
     with pytest.raises(ValueError, match="structure"):
         pullback([1.0])
     np.testing.assert_allclose(pullback([1.0, None]), 2 * x)
+
+
+def test_the_hessian_of_a_layer_with_a_float_hyper_parameter():
+    """LayerNorm's ``eps`` (a float the class reads as a constant) has no tangent and no
+    block: the Hessian's blocks are its weight's and bias's, against differences of grad."""
+    from srcgrad import nn
+
+    layer, x = nn.LayerNorm(3), np.random.default_rng(0).standard_normal((5, 3))
+    layer.weight[:] = [1.5, 0.5, -1.0]
+
+    def cubed(m, x):
+        return np.sum(m(x) ** 3)
+    H = srcgrad.hessian(cubed)(layer, x)
+    grad, eps = srcgrad.grad(cubed), 1e-6
+    for j in range(3):
+        plus, minus = nn.LayerNorm(3), nn.LayerNorm(3)
+        for m, sign in ((plus, 1), (minus, -1)):
+            m.weight[:] = layer.weight
+            m.weight[j] += sign * eps
+        column = (grad(plus, x).weight - grad(minus, x).weight) / (2 * eps)
+        np.testing.assert_allclose(H.weight.weight[:, j], column, rtol=1e-6, atol=1e-8)
+        column = (grad(plus, x).bias - grad(minus, x).bias) / (2 * eps)
+        np.testing.assert_allclose(H.bias.weight[:, j], column, rtol=1e-6, atol=1e-8)
