@@ -162,3 +162,55 @@ def test_gallery_08_13_quick(name, tmp_path):
         assert code.split("\n", 1)[1].split("\n", 1)[0] in result.stdout, "the code is printed too"
     if name == "13_rnn_sequence.py" and "plot: " in result.stdout:  # matplotlib is optional there
         assert (tmp_path / "rnn_sine.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ---- PyTorch's models: the word-level LSTM, the VAE and the Transformer LM ---------------
+# Each is a PyTorch example's model in srcgrad.nn, trained on data that ships with an
+# installed package (the LMs: the standard library's docstrings).  The test checks the exit
+# status, the generated code (valid Python, one function, the lines that make the point),
+# the plot, and that the loss fell: the "A -> B" line each prints.
+# name: ({file it writes: line in that file}, lines of stdout, the "A -> B" line's start)
+PYTORCH_MODELS = {
+    "word_lstm_lm.py": ({"word_lstm_lm_grad.py": "in reversed(range(steps)):", "word_lstm_lm.png": None},
+                        ["gradient check: srcgrad agrees with finite differences on every parameter of",
+                         "| end of epoch   2 |", "---- text the trained model generates",
+                         "word_lstm_lm: all checks passed"],
+                        "validation perplexity: "),
+    "vae_digits.py": ({"vae_digits_grad.py": "KLD = -0.5 * ", "vae_digits.png": None},
+                      ["gradient check: srcgrad agrees with finite differences on every parameter of VAE",
+                       "====> Epoch: 20 Average loss:", "vae_digits: all checks passed"],
+                      "test loss per image: "),
+    "transformer_lm.py": ({"transformer_lm_grad.py": "x = x + self.pe[", "transformer_lm.png": None},
+                          ["gradient check: srcgrad agrees with finite differences on every parameter of",
+                           "causal mask: changing the last word changes only the last position's prediction",
+                           "buffers: ['pos_encoder.pe']", "| end of epoch   2 |",
+                           "transformer_lm: all checks passed"],
+                          "validation perplexity: "),
+}
+
+
+@pytest.mark.parametrize("name", PYTORCH_MODELS)
+def test_pytorch_models_quick(name, tmp_path):
+    files, lines, fell = PYTORCH_MODELS[name]
+    for module in ("sklearn", "matplotlib"):
+        pytest.importorskip(module)
+    result = run_example_quick(name, tmp_path)
+    assert result.returncode == 0, _report(result)
+    for line in lines:
+        assert line in result.stdout, f"{line!r} missing\n" + _report(result)
+    for file, expected in files.items():
+        path = tmp_path / file
+        if expected is None:  # a plot
+            assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", file
+            continue
+        code = path.read_text()
+        compile(code, file, "exec")  # the saved gradient code is valid Python
+        assert expected in code, f"{expected!r} missing from {file}"
+        # One function, the model and its layers inlined (the Transformer's activation, a
+        # function held in a field, is compiled when it runs: its code follows, so headed).
+        assert code.split("# ---- called when it runs: ")[0].count("\ndef ") == 1, file
+        assert f"generated gradient code: {path}" in result.stdout
+    # The loss fell: "validation perplexity: 1472.6 -> 225.2 after 2 epochs".
+    reported = next(line for line in result.stdout.splitlines() if line.startswith(fell))
+    before, after = (float(v) for v in reported[len(fell):].split(" after")[0].split(" -> "))
+    assert after < 0.8 * before, reported
