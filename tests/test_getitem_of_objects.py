@@ -122,3 +122,18 @@ def test_a_layer_swapped_by_index_between_calls_compiles_again():
     g = grad(model, x)
     want = srcgrad.grad(_indexed_loss)(model, x)
     np.testing.assert_allclose(g.seq.layers[0].weight, want.seq.layers[0].weight, rtol=1e-12)
+
+
+def test_a_slice_of_a_sequential_is_a_sequential_and_refused_in_differentiated_code():
+    class Trunk(nn.Module):
+        def __init__(self):
+            self.seq = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+
+        def forward(self, x):
+            return self.seq[-1](self.seq[:-1](x))
+
+    model, x = Trunk(), np.linspace(-1, 1, 6).reshape(2, 3)
+    assert isinstance(model.seq[:-1], nn.Sequential) and len(model.seq[:-1]) == 2
+    np.testing.assert_allclose(model(x), model.seq(x), rtol=1e-12)
+    with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r"for layer in obj\.layers\[:-1\]"):
+        srcgrad.grad(_indexed_loss)(model, x)  # (refused, saying what to write: not inlined)

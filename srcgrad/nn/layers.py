@@ -555,6 +555,9 @@ class Sequential(Module):
         return x
 
     def __getitem__(self, index):
+        """The layer at ``index``; for a slice, a ``Sequential`` of those layers (as PyTorch's)."""
+        if isinstance(index, slice):
+            return Sequential(*self.layers[index])
         return self.layers[index]
 
     def __iter__(self):

@@ -288,7 +288,8 @@ class _Inliner:
         (a ``Sequential``'s ``layers``: ``_items``) reads ``self.seq.layers[0]``, that list's
         item, its class guarded (Python would run the class's ``__getitem__``, which does so)."""
         for node in list(nodes.walk(root)):
-            if not (isinstance(node, gast.Subscript) and isinstance(node.ctx, gast.Load)):
+            if not (isinstance(node, gast.Subscript) and isinstance(node.ctx, gast.Load)) \
+                    or isinstance(node.slice, gast.Slice):  # (a slice of a Sequential is a Sequential)
                 continue
             located = self._located(node.value)
             if located is None:

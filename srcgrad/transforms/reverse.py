@@ -796,8 +796,10 @@ class _Reverse:
                                 kind=errors.UnsupportedSyntaxError)
             raise errors.at(stmt.value, f"indexing `{shown}`, an object being "
                             "differentiated, runs its class's `__getitem__`, which srcgrad does not "
-                            "differentiate", "call a method that does the same (`obj.item(i)`), or "
-                            "index the array field itself (`obj.c[i]`)", kind=errors.UnsupportedSyntaxError)
+                            "differentiate", "index the list or array it holds (`obj.layers[i]`, `obj.c[i]`; "
+                            "for a slice of an `nn.Sequential`, call its layers in a loop: `for layer in "
+                            "obj.layers[:-1]: x = layer(x)`), or call a method that does the same (`obj.item(i)`)",
+                            kind=errors.UnsupportedSyntaxError)
 
     def _indexed_names(self) -> set:
         """The names read by index (``r[0]``) or iterated (``for v in r``), once per function."""
