@@ -336,3 +336,48 @@ def test_an_iterator_made_on_two_paths_is_refused_where_the_loop_reads_it():
 def test_next_on_a_generator_expression_held_in_a_name():
     np.testing.assert_allclose(srcgrad.grad(next_on_a_generator_expression)(W, X),
                                numerical_grad(next_on_a_generator_expression, [W, X], 0), rtol=1e-6)
+
+
+# ---- enumerate(zip(...)) and zip(enumerate(...), ...) in a for loop ----------------------
+
+def _enumerated_pairs(ws, bs, x):
+    for i, (w, b) in enumerate(zip(ws, bs)):
+        x = np.tanh(x @ w + b) * (i + 1)
+    return np.sum(x)
+
+
+def _zipped_enumeration(ws, bs, x):
+    for (i, w), b in zip(enumerate(ws), bs):
+        x = np.tanh(x @ w + b) * (i + 1)
+    return np.sum(x)
+
+
+@pytest.mark.parametrize("fn", [_enumerated_pairs, _zipped_enumeration])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_enumerate_of_zip_in_a_loop(fn, dtype):
+    from srcgrad.testing import check_grads
+
+    rng = np.random.default_rng(0)
+    ws = [rng.standard_normal((2, 2)).astype(dtype) for _ in range(3)]
+    bs = [rng.standard_normal(2).astype(dtype) for _ in range(3)]
+    x = np.linspace(-1, 1, 4).reshape(2, 2).astype(dtype)
+    g = srcgrad.grad(fn, wrt=(0, 1))(ws, bs, x)
+    assert g[0][0].dtype == dtype
+    if dtype == np.float64:
+        check_grads(fn, (ws, bs, x), wrt=(0, 1))
+
+
+def test_enumerate_of_zip_over_a_models_layers():
+    from srcgrad import nn
+    from srcgrad.testing import check_grads
+
+    class Stack(nn.Module):
+        def __init__(self):
+            self.fcs, self.norms = [nn.Linear(2, 2), nn.Linear(2, 2)], [nn.LayerNorm(2), nn.LayerNorm(2)]
+
+        def forward(self, x):
+            for i, (fc, norm) in enumerate(zip(self.fcs, self.norms)):
+                x = norm(fc(x)) * (i + 1)
+            return x
+
+    check_grads(lambda m, x: np.sum(m(x) ** 2), (Stack(), np.linspace(-1, 1, 4).reshape(2, 2)), wrt=0)

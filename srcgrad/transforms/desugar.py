@@ -263,6 +263,12 @@ class _Desugar:
             while isinstance(arg, gast.Call) and isinstance(arg.func, gast.Name) and arg.func.id == "iter" \
                     and "iter" in self.builtin and len(arg.args) == 1 and not arg.keywords:
                 arg = node.args[k] = arg.args[0]
+            if isinstance(arg, gast.Call) and isinstance(arg.func, gast.Name) and arg.func.id in ("zip", "enumerate") \
+                    and arg.func.id in self.builtin:
+                # `enumerate(zip(fcs, norms))`, `zip(enumerate(xs), ys)`: the inner one's list of tuples
+                # (what the outer reads, one by one, before the body could change the sequences)
+                node.args[k] = self.mapped(arg)
+                continue
             which = self.functional_name(arg.func) if isinstance(arg, gast.Call) else None
             if which not in ("map", "filter"):
                 continue
