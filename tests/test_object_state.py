@@ -945,3 +945,25 @@ def test_a_sub_layers_output_cached_in_float32_and_in_a_loop():
     g64 = srcgrad.grad(unrolled)(model.double(), x.astype(np.float64))
     np.testing.assert_allclose(g.fc.weight, g64.fc.weight, rtol=2e-3, atol=1e-5)
     check_grads(unrolled, (model, x.astype(np.float64)), wrt=0)
+
+
+class _KeepsHistory(nn.Module):
+    def __init__(self):
+        self.fc, self.out = nn.Linear(4, 3), nn.Linear(3, 1)
+        self.history, self.stats = [], {}
+
+    def forward(self, x):
+        h = np.tanh(self.fc(x))
+        self.history.append(h.mean())  # (a list of the model's holding no layer)
+        self.stats["last"] = float(np.max(h))
+        return self.out(h)
+
+
+def test_a_history_kept_before_a_layer_call_leaves_the_model_inlined():
+    model, x = _KeepsHistory(), np.linspace(-1, 1, 8).reshape(2, 4)
+    check_grads(_squared, (model, x), wrt=0)
+    before = len(model.history)
+    g = srcgrad.grad(_squared)(model, x)
+    assert len(model.history) == before + 1  # (the store ran; what was there is an input, its gradient zero)
+    assert all(v == 0.0 for v in g.history)
+    assert "dispatch." not in srcgrad.source(srcgrad.grad(_squared), model, x)

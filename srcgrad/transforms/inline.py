@@ -926,7 +926,15 @@ def _leaks(body, known) -> bool:
     for call in (n for s in body for n in nodes.walk(s) if isinstance(n, gast.Call)):
         if registry.lookup(anno.get(call.func, "resolved", None)) is not None:
             continue
-        if any(holds_object(part) for part in call.args + [k.value for k in call.keywords] + [call.func]):
+        arguments = call.args + [k.value for k in call.keywords]
+        if isinstance(call.func, gast.Attribute) and any(map(holds_object, arguments)) is False:
+            # (`self.history.append(h.mean())`: a list of the object's that holds no layer, given
+            # none, stays one: the object's layers are the same)
+            held = _chain_value(call.func.value, values)
+            if type(held) in (list, dict) and not any(map(_may_hold_object, held.values() if type(held) is dict
+                                                          else held)):
+                continue
+        if any(holds_object(part) for part in arguments + [call.func]):
             return True
     return False
 
