@@ -11,6 +11,7 @@ import pytest
 
 import srcgrad
 from srcgrad import nn
+from srcgrad.nn import functional as F
 from srcgrad.testing import check_grads
 
 rng = np.random.default_rng(5)
@@ -297,3 +298,35 @@ def test_conv_transpose2d_is_the_adjoint_of_conv2d():
 def test_conv_transpose2d_refuses_what_pytorch_refuses(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+# ---- second order through layers whose code checks its hyper-parameters -----------------
+
+class _GeluHead(nn.Module):
+    def __init__(self):
+        self.l1, self.l2 = nn.Linear(3, 4), nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.l2(F.gelu(self.l1(x)))
+
+
+def _gelu_cross_entropy(model, x, labels):
+    return F.cross_entropy(model(x), labels)
+
+
+def test_hvp_through_exact_gelu_and_a_loss_with_reduction():
+    rng = np.random.default_rng(2)
+    model, x, labels = _GeluHead(), rng.standard_normal((5, 3)), np.array([0, 2, 1, 1, 0])
+    v = _GeluHead()
+    got = srcgrad.hvp(_gelu_cross_entropy)(model, x, labels, v)
+    grad, eps = srcgrad.grad(_gelu_cross_entropy), 1e-6
+    shifted = [_GeluHead(), _GeluHead()]
+    for m, sign in zip(shifted, (1, -1)):
+        for name, p in model.named_parameters():
+            dict(m.named_parameters())[name][...] = p + sign * eps * dict(v.named_parameters())[name]
+    plus, minus = grad(shifted[0], x, labels), grad(shifted[1], x, labels)
+    for name, g in got.named_parameters():
+        want = (dict(plus.named_parameters())[name] - dict(minus.named_parameters())[name]) / (2 * eps)
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-7, err_msg=name)
+    with pytest.raises(ValueError, match="approximate"):
+        srcgrad.grad(lambda x: np.sum(F.gelu(x, approximate="bogus")))(x)
