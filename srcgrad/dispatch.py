@@ -296,6 +296,32 @@ def _dict_method_vjp(d, name, wrt, args, kwargs):
     return value, pullback
 
 
+def jvp_call_tangent(fn, wrt, dots, args, args_dot, dots_dot, where="?"):
+    """The tangent of ``jvp_call(fn, wrt, dots, *args)``'s ``(value, tangent)`` along the
+    arguments' tangents ``args_dot`` and the tangents' own ``dots_dot``: forward mode once
+    more, over the code forward mode generated for ``fn`` (``higher.program_jvp``).  How
+    forward mode over forward-mode code differentiates a call that code dispatched when it
+    ran (a fourth derivative through a loop, jvp of jvp through a function not inlined).
+
+    Raises:
+        UnsupportedSyntaxError: ``fn`` is not a plain function (a method, a gradient function,
+            a primitive): not derived yet.
+    """
+    if type(fn) is not types.FunctionType or rt.is_gradient_function(fn) or registry.lookup(fn) is not None \
+            or not all(isinstance(w, int) for w in wrt):
+        filename, _, line = where.rpartition(":")
+        raise errors.UnsupportedSyntaxError(
+            f"srcgrad does not differentiate again the forward mode it generated for "
+            f"`{getattr(fn, '__qualname__', fn)}`, a call dispatched when the code runs (a method, a "
+            "gradient function or a primitive: a derivative of this order through it)", None,
+            "take this derivative by central differences of the one before")
+    along, along_dot = [None] * len(args), [None] * len(args)
+    for w, d, dd in zip(wrt, dots, dots_dot):
+        along[w], along_dot[w] = d, dd
+    code = higher._jvp_code(fn, tuple(args), tuple(along))
+    return higher.program_jvp(code, (tuple(args), tuple(along)), (tuple(args_dot), tuple(along_dot)))
+
+
 def jvp_call(fn, wrt, dots, /, *args, _where="?", **kwargs):
     """Call ``fn(*args, **kwargs)`` and return ``(value, tangent)``: how forward-mode
     code calls the user's own functions and callables known only at run time.

@@ -1019,14 +1019,17 @@ def _jvp_code(program, inputs, along):
     returning ``(value, tangent)``: a ``def`` forward mode can differentiate again."""
     moved = tuple(k for k, t in enumerate(along) if t is not None)
     jvp = _jvp_of(program, moved)
-    code = jvp.compiled(jvp._arguments(tuple(inputs), {})).function
+    full = jvp._arguments(tuple(inputs), {})  # (the parameters left to their defaults: constants)
+    code = jvp.compiled(full).function
     key = (code, len(inputs), moved)
     made = _JVP_CODE.get(key)
     if made is not None:
         return made
     name = f"{code.__name__}_of"
-    scope = {"_code": code}
-    passed = ", ".join([f"inputs[{k}]" for k in range(len(inputs))] + [f"along[{k}]" for k in moved])
+    scope = {"_code": code, "_fixed": tuple(full[len(inputs):])}
+    passed = ", ".join([f"inputs[{k}]" for k in range(len(inputs))]
+                       + [f"_fixed[{k}]" for k in range(len(full) - len(inputs))]
+                       + [f"along[{k}]" for k in moved])
     source = f"def {name}(inputs, along):\n    return _code({passed})\n"
     emit.load(source, f"<srcgrad: {name}>", scope)
     _JVP_CODE[key] = scope[name]

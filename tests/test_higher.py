@@ -798,6 +798,40 @@ def test_fourth_derivative_through_gradients_called_in_helpers():
         np.testing.assert_allclose(srcgrad.grad(third)(x), exact, rtol=1e-10)
 
 
+def _twice_through_a_branch(x):
+    y = x
+    for _ in range(2):
+        if y > 0:
+            y = y * np.tanh(y)
+    return y
+
+
+def test_fourth_derivative_through_a_loop_and_a_branch():
+    """Forward mode over forward-mode code that dispatched a call when it ran (the fourth
+    level meets the third's jvp of a program it could not inline): ``dispatch.jvp_call_tangent``."""
+    grad = srcgrad.grad
+    third = grad(grad(grad(_twice_through_a_branch)))
+    fourth = grad(third)
+    for x in (0.3, 0.8, 1.5, -0.4):
+        e = 1e-4
+        np.testing.assert_allclose(fourth(x), (third(x + e) - third(x - e)) / (2 * e), rtol=1e-5, atol=1e-8)
+    try:
+        import autograd
+        import autograd.numpy as anp
+    except ImportError:
+        return
+
+    def by_autograd(x):
+        y = x
+        for _ in range(2):
+            if y > 0:
+                y = y * anp.tanh(y)
+        return y
+    theirs = autograd.grad(autograd.grad(autograd.grad(autograd.grad(by_autograd))))
+    for x in (0.3, 0.8, 1.5):
+        np.testing.assert_allclose(fourth(x), theirs(x), rtol=1e-10)
+
+
 def test_fifth_derivative_by_nesting_is_refused_not_wrong():
     egrad = srcgrad.elementwise_grad
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match="a fifth by nesting"):

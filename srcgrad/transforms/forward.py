@@ -604,6 +604,18 @@ class _Forward:
             raise errors.at(call, f"forward mode cannot tell, when it compiles `{nodes.to_source(call)}`, "
                             "which argument each tangent belongs to", "pass the arguments one by one",
                             kind=errors.UnsupportedSyntaxError)
+        if nodes.to_source(call.func).strip() == "dispatch.jvp_call" and len(call.args) >= 3 \
+                and [k.arg for k in call.keywords] == ["_where"] \
+                and not any(isinstance(a, gast.Starred) for a in call.args):
+            # Forward mode over forward-mode code that dispatched a call when it ran: the tangent of
+            # its (value, tangent) is forward mode once more over the callee's jvp code.
+            target_dot = self._dot_name(target)
+            fn, spec, dots, *args = call.args
+            tangent = nodes.call("dispatch.jvp_call_tangent", [
+                nodes.copy(fn), nodes.copy(spec), nodes.copy(dots), nodes.tuple_([nodes.copy(a) for a in args]),
+                nodes.tuple_([self._tangent_of(a) for a in args]), self._tangent_of(dots),
+                nodes.copy(call.keywords[0].value)])
+            return [stmt, nodes.assign(target_dot, tangent)]
         if nodes.to_source(call.func).strip() in ("dispatch.jvp_call", "dispatch.jvp_method"):
             called = nodes.to_source(call.args[0]).strip() if call.args else "a function"
             raise errors.at(call, f"srcgrad does not differentiate again the forward mode it generated for "
