@@ -773,8 +773,8 @@ def vjp_field(obj, name, where="?"):
     if getter is not None:
         value, pullback = vjp_call(getter, (0,), obj)
         return getattr(obj, name) if isinstance(attribute, functools.cached_property) else value, pullback
-    if type(obj).__getattribute__ not in (object.__getattribute__, types.SimpleNamespace.__getattribute__) \
-            and not isinstance(obj, tuple):
+    if type(obj).__getattribute__ not in (object.__getattribute__, types.SimpleNamespace.__getattribute__,
+                                          type.__getattribute__) and not isinstance(obj, tuple):
         raise errors.UnsupportedSyntaxError(
             f"srcgrad cannot differentiate reading `{name}` of a {type(obj).__name__} (at {where}): its "
             "class defines __getattribute__, which srcgrad does not follow", None,

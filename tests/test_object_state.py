@@ -968,3 +968,24 @@ def test_a_history_kept_before_a_layer_call_leaves_the_layers_inlined():
     assert all(v == 0.0 for v in g.history)
     shown = srcgrad.source(srcgrad.grad(_squared), model, x)  # (the forward, compiled on its own,
     assert "vjp_method(self, 'fc'" not in shown and "vjp_method(self, 'out'" not in shown  # inlines its layers)
+
+
+class _Settings:
+    temperature = 0.5
+    scale = 2.0
+
+
+class _ReadsSettingsFromAClass:
+    cfg = _Settings  # (a class held as a class attribute: its attributes are settings)
+
+    def __init__(self):
+        self.W = np.array([[1.0, 0.5], [-0.25, 2.0]])
+
+    def __call__(self, x):
+        return self.cfg.scale * (x @ self.W) / self.cfg.temperature
+
+
+def test_settings_read_from_a_class_the_model_holds():
+    model, x = _ReadsSettingsFromAClass(), np.array([[1.0, -2.0], [0.5, 0.25]])
+    check_grads(_squared, (model, x), wrt=0)
+    check_grads(_squared, (model, x), wrt=1)
