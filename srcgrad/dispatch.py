@@ -97,7 +97,14 @@ def unchanging(fn, filename: str, line: int, col: int, text: str, outside: bool 
 gradient_pullback = higher.gradient_pullback  # (what the backward sweep of code calling srcgrad.grad(f) calls)
 
 
+# `type(t)(items)` of a list or tuple `t` (a pytree helper rebuilding what it was given): the
+# rule of `list(xs)` / `tuple(xs)`, each item's adjoint its own.
+_SEQUENCE_TYPES = {list: rt.sequence_of, tuple: rt.as_tuple}
+
+
 def vjp_call(fn, wrt, /, *args, **kwargs):
+    if (fn is list or fn is tuple) and len(args) == 1 and not kwargs:
+        fn = _SEQUENCE_TYPES[fn]
     objects = _holding_kept(fn, wrt, args, kwargs) if rt.KEPT else None
     value, pullback = _vjp_call(fn, wrt, *args, **kwargs)
     if objects:  # (a store of this computation kept with no adjoint may be read back here)
@@ -335,6 +342,8 @@ def jvp_call(fn, wrt, dots, /, *args, _where="?", **kwargs):
         NoDerivativeRuleError: a primitive reached here without a tangent rule
             function (forward mode does not derive one at run time yet).
     """
+    if (fn is list or fn is tuple) and len(args) == 1 and not kwargs:
+        fn = _SEQUENCE_TYPES[fn]
     if kwargs == {} and type(fn) is types.FunctionType:  # the common case, kept short
         transformed = api.JVPS.get((fn, wrt, None))
         if transformed is not None and not transformed._variadic and rt.array_module(*args) is np:

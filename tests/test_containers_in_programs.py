@@ -185,3 +185,53 @@ def test_unsupported_container_and_array_operations_are_named(fn, message):
     (`d.get("b", x)` was refused here; now it is `d["b"]`: tests/test_trust_containers.py.)"""
     with pytest.raises(srcgrad.errors.UserCodeError, match=message):
         srcgrad.grad(fn)(X)
+
+
+# ---- pytree helpers written by hand: `type(t)(...)` rebuilds what they were given -------
+
+def _tree_map(fn, t):
+    if isinstance(t, dict):
+        return {k: _tree_map(fn, v) for k, v in t.items()}
+    if isinstance(t, (list, tuple)):
+        return type(t)(_tree_map(fn, v) for v in t)
+    return fn(t)
+
+
+def _tree_sum(t):
+    if isinstance(t, dict):
+        return sum(_tree_sum(v) for v in t.values())
+    if isinstance(t, (list, tuple)):
+        return sum(_tree_sum(v) for v in t)
+    return np.sum(t)
+
+
+def _sgd_step(p, g):
+    if isinstance(p, (list, tuple)):
+        return type(p)([a - 0.1 * b for a, b in zip(p, g)])
+    return p - 0.1 * g
+
+
+def _regularised(p, x):
+    h = x
+    for layer in p["enc"]:
+        h = np.tanh(h @ layer["W"] + layer["b"])
+    dec, bias = p["dec"]
+    return np.sum((h @ dec["W"] + bias) ** 2) + 1e-2 * _tree_sum(_tree_map(lambda a: a ** 2, p))
+
+
+def _after_a_step(ws, x):
+    q = _sgd_step(ws, (x, x * 2))
+    return np.sum(q[0] * q[1])
+
+
+def test_pytree_helpers_that_rebuild_with_type_of_the_container():
+    from srcgrad.testing import check_grads
+
+    rng = np.random.default_rng(12)
+    p = {"enc": [{"W": rng.standard_normal((3, 4)), "b": np.zeros(4)},
+                 {"W": rng.standard_normal((4, 4)), "b": np.zeros(4)}],
+         "dec": ({"W": rng.standard_normal((4, 2))}, 0.5 * np.ones(2))}
+    x = rng.standard_normal((5, 3))
+    check_grads(_regularised, (p, x), wrt=0)
+    for ws in ([rng.standard_normal(3), rng.standard_normal(3)], (rng.standard_normal(3), rng.standard_normal(3))):
+        check_grads(_after_a_step, (ws, rng.standard_normal(3)), wrt=(0, 1))

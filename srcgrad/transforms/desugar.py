@@ -387,6 +387,13 @@ class _Desugar:
             if node.func.id != "sum" and isinstance(node.args[0], gast.GeneratorExp):
                 gen = node.args[0]
                 node.args[0] = _at(gast.ListComp(elt=gen.elt, generators=gen.generators), gen)
+        if isinstance(node, gast.Call) and len(node.args) == 1 and not node.keywords \
+                and isinstance(node.args[0], gast.GeneratorExp) and isinstance(node.func, gast.Call) \
+                and isinstance(node.func.func, gast.Name) and node.func.func.id == "type" and "type" not in self.local:
+            # `type(t)(f(v) for v in t)`: a pytree helper rebuilding a list or tuple, which reads
+            # the generator whole at once (a list of the items is the same)
+            gen = node.args[0]
+            node.args[0] = _at(gast.ListComp(elt=gen.elt, generators=gen.generators), gen)
         if isinstance(node, (gast.Lambda, gast.FunctionDef)):
             return node
         if isinstance(node, gast.IfExp) and conditional is None and any(

@@ -1429,7 +1429,9 @@ class _Reverse:
         outputs, later, claimed = [], [], set()
         for _, atom in wrt:
             var = atom.id
-            if var not in self.defined and var not in claimed:
+            # (a list grown by appends: its adjoint is one per item, which the appends pop,
+            # whatever form the pullback gives it in: `_accumulate` lays it out)
+            if var not in self.defined and var not in claimed and var not in self.lists:
                 claimed.add(var)
                 outputs.append(self._bar_name(var))
             else:
