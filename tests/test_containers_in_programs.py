@@ -235,3 +235,34 @@ def test_pytree_helpers_that_rebuild_with_type_of_the_container():
     check_grads(_regularised, (p, x), wrt=0)
     for ws in ([rng.standard_normal(3), rng.standard_normal(3)], (rng.standard_normal(3), rng.standard_normal(3))):
         check_grads(_after_a_step, (ws, rng.standard_normal(3)), wrt=(0, 1))
+
+
+def _flatten_tree(t):
+    out = []
+    if isinstance(t, dict):
+        for k in sorted(t):
+            out.extend(_flatten_tree(t[k]))
+    elif isinstance(t, (list, tuple)):
+        for v in t:
+            out.extend(_flatten_tree(v))
+    else:
+        out.append(t)
+    return out
+
+
+def _flattened_loss(p, x):
+    leaves = _flatten_tree(p)
+    rows = []
+    rows.extend(np.tanh(leaf * x[: leaf.shape[0]]) for leaf in leaves)  # (a generator: its items)
+    return sum(np.sum(r ** 2) for r in rows) + np.sum(leaves[0] * leaves[-1][:2])
+
+
+def test_a_list_extended_by_items_known_when_it_runs():
+    from srcgrad.testing import check_grads
+
+    rng = np.random.default_rng(4)
+    p = {"a": [rng.standard_normal(2), rng.standard_normal(1)], "b": rng.standard_normal(3)}
+    check_grads(_flattened_loss, (p, rng.standard_normal(3)), wrt=(0, 1))
+    p32 = {"a": [v.astype(np.float32) for v in p["a"]], "b": p["b"].astype(np.float32)}
+    g = srcgrad.grad(_flattened_loss)(p32, rng.standard_normal(3).astype(np.float32))
+    assert g["b"].dtype == np.float32

@@ -69,7 +69,7 @@ _LOWERED = _COMPREHENSIONS + (gast.NamedExpr,)
 # Builtins that iterate over what they are given, once and whole: a generator may be a list there.
 _CONSUMERS = ("max", "min", "list", "tuple", "sorted", "any", "all", "set", "dict")
 # Calls this pass may rewrite (a function with none of these, and nothing else it lowers, is left as it is).
-_DESUGARED_CALLS = ("map", "filter", "reduce", "partial", "iter", "zip", "enumerate", "dict")
+_DESUGARED_CALLS = ("map", "filter", "reduce", "partial", "iter", "zip", "enumerate", "dict", "extend")
 
 
 def transform(fdef: gast.FunctionDef, fn=None, param_ranks=None) -> None:
@@ -103,9 +103,41 @@ def transform(fdef: gast.FunctionDef, fn=None, param_ranks=None) -> None:
     _lift_closures(fdef, desugar)
 
 
+def _list_names(fdef) -> set:
+    """The names ``fdef`` binds to lists it makes only (``out = []``, a list comprehension,
+    ``list(...)``), never to anything else."""
+    made, other = set(), set()
+    for n in nodes.walk(fdef):
+        if isinstance(n, gast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], gast.Name):
+            value = n.value
+            is_list = isinstance(value, (gast.List, gast.ListComp)) or isinstance(value, gast.Call) \
+                and isinstance(value.func, gast.Name) and value.func.id == "list"
+            (made if is_list else other).add(n.targets[0].id)
+        elif isinstance(n, gast.Assign):  # (a name in a tuple of targets: anything)
+            other.update(t.id for target in n.targets for t in nodes.walk(target) if isinstance(t, gast.Name))
+    stored_elsewhere = {n.id for s in nodes.walk(fdef) if isinstance(s, (gast.For, gast.AugAssign, gast.With))
+                        for n in nodes.walk(s.target if isinstance(s, (gast.For, gast.AugAssign)) else s)
+                        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
+    params = set(_parameter_names(fdef.args))
+    return made - other - stored_elsewhere - params
+
+
+def _extended_by_items(stmt, lists):
+    """The list name of ``xs.extend(items)`` (a statement) on a list made here, given items
+    that are not a display; else None."""
+    call = stmt.value if isinstance(stmt, gast.Expr) else None
+    if isinstance(call, gast.Call) and isinstance(call.func, gast.Attribute) and call.func.attr == "extend" \
+            and isinstance(call.func.value, gast.Name) and call.func.value.id in lists \
+            and len(call.args) == 1 and not call.keywords \
+            and not isinstance(call.args[0], (gast.List, gast.Tuple, gast.Starred)):
+        return call.func.value.id
+    return None
+
+
 class _Desugar:
     def __init__(self, fdef, fn):
         self.fn = fn
+        self.list_names = _list_names(fdef)
         self.taken = nodes.names_in(fdef) | {fdef.name}
         local = {n.id for n in nodes.walk(fdef) if isinstance(n, gast.Name) and not isinstance(n.ctx, gast.Load)}
         self.builtin = {name for name in ("sum", "map", "filter", "zip", "iter", "enumerate") + _CONSUMERS if name not in local and (
@@ -124,6 +156,17 @@ class _Desugar:
     def statement(self, stmt, out):
         if isinstance(stmt, gast.FunctionDef):
             out.append(stmt)
+            return
+        extended = _extended_by_items(stmt, self.list_names)
+        if extended is not None:
+            # `out.extend(flatten(child))` on a list made here: the items known when it runs only,
+            # appended one by one (what `extend` does)
+            item = self.fresh("_item")
+            append = gast.Expr(value=nodes.call(gast.Attribute(value=nodes.name(extended), attr="append",
+                                                               ctx=gast.Load()), [nodes.name(item)]))
+            loop = gast.For(target=nodes.name(item, "store"), iter=stmt.value.args[0],
+                            body=[_at(append, stmt)], orelse=[], type_comment=None)
+            self.statement(_at(loop, stmt), out)
             return
         if isinstance(stmt, gast.With):
             # (exits would turn these into flags that skip the rest of the body: and `__exit__`.)
