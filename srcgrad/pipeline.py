@@ -736,6 +736,10 @@ def _tree_rank(value):
             if fields is not None:
                 return fields.get(k)
             return held[k] if isinstance(held, (list, tuple, dict)) else getattr(held, k, None)
+        if fields is not None:  # (an object's fields in its order, one holding an object without
+            # parameters included, as the one walk lays it out: `rank_of_layout`)
+            d = {k: d[k] if k in d else {} for k, v in fields.items()
+                 if k in d or tree._is_object(v) and k not in tree.buffer_names(held)}
         return tree.TreeRank(((k, freeze(v, child(k)) if isinstance(v, dict) else v) for k, v in d.items()),
                               constants=constants)
     return freeze(nested, value)

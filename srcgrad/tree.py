@@ -378,8 +378,9 @@ class Layout:
                     raise _Unusual
                 child = self._walk(value)
                 node.children.append((key, child))
-                if child.ranks:  # (an object without parameters flattens to nothing)
-                    node.ranks.append((key, child.ranks))
+                # (an object without parameters, a Dropout: an entry of no ranks, so that the code
+                # reads it as the layer it holds, with its hyper-parameters constants)
+                node.ranks.append((key, child.ranks))
         self._inside.discard(id(obj))
         return node
 

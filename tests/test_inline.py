@@ -557,3 +557,23 @@ def test_a_field_tested_against_none_decides_its_branch_and_is_guarded():
     model.layers[2].bias = np.array([0.5, -0.25])
     g = grad(model, x)
     np.testing.assert_allclose(g.layers[2].bias, 2 * np.sum(model(x), axis=0), rtol=1e-12)
+
+
+def test_a_layer_without_parameters_is_read_as_the_layer_it_holds():
+    """A Dropout (no parameters) is an entry of the model's ranks: `model.drop` is read as a
+    field, its `p` as a constant, and what follows it keeps its ranks (no dispatched calls)."""
+    from srcgrad import pipeline
+
+    class WithDropout(nn.Module):
+        def __init__(self):
+            self.fc, self.drop, self.out = nn.Linear(3, 4), nn.Dropout(0.3), nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.out(self.drop(np.tanh(self.fc(x))))
+
+    model, x = WithDropout().eval(), np.linspace(-1, 1, 6).reshape(2, 3)
+    rank = pipeline.rank_of_argument(model)
+    assert [k for k, _ in rank] == ["fc", "drop", "out"]
+    source = srcgrad.source(srcgrad.grad(_summed_model), model, x)
+    assert "vjp_field" not in source and "vjp_operator" not in source and "vjp_method" not in source
+    check_grads(_summed_model, (model, x), wrt=0)
