@@ -125,3 +125,34 @@ def get_batch(source, i, bptt):
     data = source[i:i + seq_len]
     target = source[i + 1:i + 1 + seq_len].reshape(-1)
     return data, target
+
+
+def plot_language_model(history, path, model: str) -> bool:
+    """The training batches' and the validation's loss per word (and perplexity, on the right)
+    of a language model trained on this corpus, saved to ``path``; False without matplotlib."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed: no plot")
+        return False
+    matplotlib.use("Agg")  # write a PNG; never needs a display
+    import math
+
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    steps = np.arange(1, len(history["batch_loss"]) + 1) / history["steps_per_epoch"]
+    ax.plot(steps, history["batch_loss"], color="0.7", lw=0.8, label="training batch")
+    epochs = np.arange(len(history["valid_loss"]))
+    ax.plot(epochs, history["valid_loss"], "o-", label="validation")
+    ax.set(xlabel="epoch", ylabel="loss per word (nats)",
+           title=f"{model} on stdlib docstrings, gradients by srcgrad "
+                 f"(valid ppl {math.exp(history['valid_loss'][-1]):.0f})")
+    right = ax.secondary_yaxis("right", functions=(np.exp, lambda ppl: np.log(np.maximum(ppl, 1e-300))))
+    right.set_yticks([50, 100, 200, 500, 1000, 2000, 5000])
+    right.set_ylabel("perplexity")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

@@ -48,7 +48,7 @@ from pathlib import Path
 START = time.perf_counter()  # the elapsed time printed at the end includes the imports
 
 import numpy as np
-from _docstrings import Corpus, batchify, get_batch
+from _docstrings import Corpus, batchify, get_batch, plot_language_model
 from _gallery import check, quick_by_default
 
 try:
@@ -235,33 +235,6 @@ def show_code(code: str, path: Path) -> None:
     print("    ...")
 
 
-def plot(history, path: Path) -> bool:
-    try:
-        import matplotlib
-    except ImportError:
-        print("matplotlib is not installed: no plot")
-        return False
-    matplotlib.use("Agg")  # write a PNG; never needs a display
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4))
-    steps = np.arange(1, len(history["batch_loss"]) + 1) / history["steps_per_epoch"]
-    ax.plot(steps, history["batch_loss"], color="0.7", lw=0.8, label="training batch")
-    epochs = np.arange(len(history["valid_loss"]))
-    ax.plot(epochs, history["valid_loss"], "o-", label="validation")
-    ax.set(xlabel="epoch", ylabel="loss per word (nats)",
-           title=f"Transformer LM on stdlib docstrings, gradients by srcgrad "
-                 f"(valid ppl {math.exp(history['valid_loss'][-1]):.0f})")
-    right = ax.secondary_yaxis("right", functions=(np.exp, lambda ppl: np.log(np.maximum(ppl, 1e-300))))
-    right.set_yticks([50, 100, 200, 500, 1000, 2000, 5000])
-    right.set_ylabel("perplexity")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", default=quick_by_default(),
@@ -319,7 +292,7 @@ def main(argv=None) -> None:
     train_s = time.perf_counter() - train_start
 
     plot_path = args.out / "transformer_lm.png"
-    if plot(history, plot_path):
+    if plot_language_model(history, plot_path, "Transformer LM"):
         print(f"plot: {plot_path}")
     print("---- text the trained model generates (temperature 0.8) ----")
     print(generate(model, corpus, 60 if args.quick else 120, 0.8, np.random.default_rng(args.seed)))
