@@ -15,7 +15,6 @@ import math
 
 import numpy as np
 
-from ..rules import registry
 from ..runtime import erf, stop_gradient
 from . import init as _init
 
@@ -68,10 +67,6 @@ def _check_exact_gelu(approximate):
     if approximate != "none":
         raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
 
-
-# (Checks of hyper-parameters, given no value being differentiated: no derivative, run where
-# called, in forward mode over gradient code too: hvp, hessian.)
-registry.nondifferentiable(_check_reduction, _check_exact_gelu, impure=True)
 
 
 def softmax(x, dim=-1):

@@ -48,3 +48,9 @@ nondifferentiable(_runtime.zip_length)
 # Its argument, unchanged: of its rank (normalize binds a nondifferentiable call's first
 # argument as `shape`, what the constructors' ranks are read from).
 nondifferentiable(_runtime.stop_gradient, ndim=_ndim.same_as("shape"))
+
+from ..nn import functional as _functional  # noqa: E402 - a library's checks of its hyper-parameters
+
+# (given no value being differentiated, they have no derivative and run where called, in
+# forward mode over gradient code too: hvp and hessian through GELU and the losses)
+nondifferentiable(_functional._check_reduction, _functional._check_exact_gelu, impure=True)
