@@ -799,3 +799,17 @@ def test_a_loop_name_bound_again_by_a_later_loop_in_a_method():
     for (gW, gb), (wW, wb) in zip(got.params, want):
         np.testing.assert_allclose(gW, wW, rtol=1e-12)
         np.testing.assert_allclose(gb, wb, rtol=1e-12)
+
+
+def _counted_down_after_a_branch(x):
+    n = 3
+    if x[0] > 0:
+        n = 2
+    n -= 1  # (a number on both paths: rebound, not changed in place)
+    return np.sum(x) * n
+
+
+def test_a_number_set_on_both_paths_then_decremented():
+    for x in (np.array([0.3, 0.5]), np.array([-0.3, 0.5])):
+        g = srcgrad.grad(_counted_down_after_a_branch)(x)
+        np.testing.assert_allclose(g, np.full(2, 1.0 if x[0] > 0 else 2.0))

@@ -714,6 +714,8 @@ class _Lowering:
             if in_body in self.dicts and in_else in self.dicts:  # (a dict written in a branch)
                 self.dicts.add(merged)
                 self.containers.add(merged)
+            if in_body in self.scalars and in_else in self.scalars:  # (`n = 3; if c: n = 2`: a number)
+                self.scalars.add(merged)
         return body, orelse
 
     def _if(self, stmt):
