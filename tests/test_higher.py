@@ -894,3 +894,22 @@ def test_third_derivative_through_a_gradient_made_in_the_function():
         np.testing.assert_allclose(srcgrad.grad(g)(r), (g(r + eps) - g(r - eps)) / (2 * eps), rtol=1e-6)
 
 
+
+
+def _gathered_cubes(x):
+    return np.sum(x[[0, 2, 2]] ** 3) + np.sum(x[x > 0] ** 2)
+
+
+def test_hessian_through_fancy_indexing_and_a_mask():
+    """A fancy index's adjoint scatters with repeats (``rt.getitem_adjoint``, linear in the
+    cotangent): forward mode over the gradient code follows it (the template's own
+    ``np.add.at`` write was refused)."""
+    for dtype in (np.float64, np.float32):
+        x = np.array([0.5, -0.3, 0.8], dtype=dtype)
+        H = srcgrad.hessian(_gathered_cubes)(x)
+        assert H.dtype == dtype
+        want = np.diag([6 * 0.5 + 2, 0.0, 2 * 6 * 0.8 + 2])
+        np.testing.assert_allclose(H, want, rtol=1e-5 if dtype == np.float32 else 1e-12)
+    v = np.array([1.0, 2.0, -1.0])
+    np.testing.assert_allclose(srcgrad.hvp(_gathered_cubes)(np.array([0.5, -0.3, 0.8]), v),
+                               np.diag([5.0, 0.0, 11.6]) @ v, rtol=1e-12)

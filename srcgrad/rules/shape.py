@@ -345,14 +345,14 @@ builtins_sum = sum
 def getitem(ans_bar, ans, a, index):
     """An array: scatter into zeros.  A list/tuple/dict of parameters: ``{index: ans_bar}``."""
     if is_array(a):
-        a_bar = np.zeros_like(a)
         # Basic indexing (a literal index, or one integer such as a loop index) reads
-        # each element at most once: assignment.  Anything else may repeat: add.at.
+        # each element at most once: assignment.  Anything else may repeat: add.at, in
+        # rt.getitem_adjoint (a function with its own linear tangent: hvp and hessian follow it).
         if basic_index(index):
+            a_bar = np.zeros_like(a)
             a_bar[index] = ans_bar
             return a_bar
-        np.add.at(a_bar, index, ans_bar)
-        return a_bar
+        return getitem_adjoint(ans_bar, a, index)
     if is_structure(a):
         if is_constant(index) and not counts_from_the_end(index):
             return {index: ans_bar}
