@@ -307,6 +307,12 @@ class _Instantiator:
                 # srcgrad's rules put a special case under a test and the general form after
                 # it, so a test not known when compiling takes the general form; a rule of
                 # yours with a test is not inlined (`self_contained`): it runs as written.
+                if taken is UNKNOWN and not stmt.orelse \
+                        and not (stmt.body and isinstance(stmt.body[-1], (gast.Return, gast.Raise))):
+                    raise errors.SrcgradError(
+                        f"the rule {getattr(self.fn, '__qualname__', self.fn)} tests, when compiling, what is "
+                        "known only when it runs, in an `if` without `else` whose body does not return: the "
+                        "template would drop that body (a defect in srcgrad: please report it)")
                 found = self._block(stmt.body if taken is True else stmt.orelse)
                 if found is not None:
                     return found

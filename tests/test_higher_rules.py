@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import srcgrad
-from test_rules import CASES, signal, special, stats
+from test_rules import CASES, linalg, signal, special, stats
 
 # expression -> why forward mode over its gradient code is refused (for now): the runtime
 # helper its adjoint calls uses Python that forward mode does not follow yet.
@@ -40,7 +40,7 @@ def _loss(case, u):
     filename = f"<test_higher_rules: {case.expr}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = {"__name__": "test_higher_rules_generated", "np": np, "math": __import__("math"),
-                 "special": special, "signal": signal, "stats": stats, "rt": srcgrad.runtime}
+                 "special": special, "signal": signal, "stats": stats, "linalg": linalg, "rt": srcgrad.runtime}
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - a test fixture
     return namespace["loss"]
 

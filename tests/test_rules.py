@@ -37,9 +37,9 @@ from srcgrad import runtime as rt
 from srcgrad.rules import registry
 
 try:  # SciPy is optional: without it its rules are not registered and their rows are left out
-    from scipy import signal, special, stats
+    from scipy import linalg, signal, special, stats
 except ImportError:
-    signal = special = stats = None
+    linalg = signal = special = stats = None
 else:
     registry.register_optional()
 
@@ -85,6 +85,15 @@ class Row:
 def spd(x):
     """``x x^T + n I`` over the last two axes: symmetric positive definite, in ``x``'s dtype."""
     return (x @ np.swapaxes(x, -1, -2) + x.shape[-1] * np.eye(x.shape[-1])).astype(x.dtype)
+
+
+def triangular(x):
+    """``x``'s lower triangle with ``n`` added to the diagonal: well conditioned, in ``x``'s dtype."""
+    return (np.tril(x) + x.shape[-1] * np.eye(x.shape[-1])).astype(x.dtype)
+
+
+def upper_triangular(x):
+    return np.swapaxes(triangular(x), -1, -2)
 
 
 def like(value, rng):
@@ -607,6 +616,17 @@ if special is not None:
                                   "special.log_softmax(x, axis=1)": CUBE,
                                   "special.log_softmax(x, -1)": MATRIX,
                                   "special.log_softmax(x, axis=(0, 2))": CUBE}),
+        # ---- scipy.linalg --------------------------------------------------------
+        Row(linalg.cholesky, {"linalg.cholesky(x)": [((3, 3),)], "linalg.cholesky(x, lower=True)": [((3, 3),)]},
+            prepare=spd),
+        Row(linalg.solve_triangular, {"linalg.solve_triangular(x, y, lower=True)": [((3, 3), (3,)), ((3, 3), (3, 2))],
+                                      "linalg.solve_triangular(x, y, lower=True, trans=1)": [((3, 3), (3, 2))],
+                                      "linalg.solve_triangular(x, y, lower=True, unit_diagonal=True)":
+                                          [((3, 3), (3,))]},
+            prepare=(triangular, None)),
+        Row(linalg.solve_triangular, {"linalg.solve_triangular(x, y)": [((3, 3), (3,))],
+                                      "linalg.solve_triangular(x, y, trans='T')": [((3, 3), (3, 2))]},
+            prepare=(upper_triangular, None)),
         # ---- scipy.signal --------------------------------------------------------
         Row(signal.convolve, {"signal.convolve(x, y)": SIGNAL, "signal.convolve(x, y, 'same')": SIGNAL,
                               "signal.convolve(x, y, mode='valid')": SIGNAL[:2] + SIGNAL[3:5],
@@ -723,7 +743,7 @@ class Case:
 
     def evaluate(self, *values):
         return eval(self.expr, {"np": np, "math": math, "special": special, "signal": signal, "stats": stats,
-                                "rt": srcgrad.runtime},
+                                "linalg": linalg, "rt": srcgrad.runtime},
                     dict(zip(self.names, values)))
 
 
@@ -853,7 +873,7 @@ def user_function(expr: str, names: tuple):
     filename = f"<test_rules: {expr}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = {"__name__": "test_rules_generated", "np": np, "math": math, "special": special,
-                 "signal": signal, "stats": stats, "rt": srcgrad.runtime}
+                 "signal": signal, "stats": stats, "linalg": linalg, "rt": srcgrad.runtime}
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - a test fixture
     return namespace["f"]
 

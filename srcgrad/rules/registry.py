@@ -386,13 +386,16 @@ def is_random(obj) -> bool:
 # The rules of optional libraries (library -> module of rules), registered at the first lookup
 # that misses once the library is imported: srcgrad neither needs SciPy nor makes every user
 # pay for importing it (scipy.signal alone takes half a second).
-_OPTIONAL = {"scipy.special": "scipy_special", "scipy.signal": "scipy_signal", "scipy.stats": "scipy_stats"}
+_OPTIONAL = {"scipy.special": "scipy_special", "scipy.signal": "scipy_signal", "scipy.stats": "scipy_stats",
+             "scipy.linalg": "scipy_linalg"}
 
 
 def register_optional() -> None:
     """Register the rules of the optional libraries imported so far (``_OPTIONAL``)."""
     for library in [name for name in _OPTIONAL if name in sys.modules]:
-        importlib.import_module(f"{__package__}.{_OPTIONAL.pop(library)}")
+        module = _OPTIONAL.pop(library, None)  # (None: registered meanwhile, by an import this one made)
+        if module is not None:
+            importlib.import_module(f"{__package__}.{module}")
 
 
 def lookup(obj) -> Rule | None:
