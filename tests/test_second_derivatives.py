@@ -120,9 +120,7 @@ def fancy_index_read(x):
     return np.sum(x[[0, 1]] * x[:2])  # x0^2 + x1^2
 
 
-@pytest.mark.xfail(strict=True, reason="second derivative through an integer-array index read "
-                                       "refused (np.add.at in its adjoint), blamed on `np.sum`")
-def test_hvp_through_an_integer_array_index():
+def test_hvp_through_an_integer_array_index():  # (its adjoint rt.getitem_adjoint, with a tangent)
     np.testing.assert_allclose(srcgrad.hvp(fancy_index_read)(X3, V3), [2.0, 4.0, 0.0])
     np.testing.assert_allclose(srcgrad.hessian(fancy_index_read)(X3), np.diag([2.0, 2.0, 0.0]))
 
