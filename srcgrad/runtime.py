@@ -123,6 +123,24 @@ class managed:
         return False
 
 
+def added_at(a, index, values):
+    """``np.add.at(a, index, values)`` as a new array: ``a`` with ``values`` added at ``index``,
+    repeated indices each adding (what ``np.add.at`` writes into ``a`` in place; the compiler
+    writes this result back into ``a``)."""
+    out = array_module(a).array(a, copy=True)
+    array_module(a).add.at(out, index, values)
+    return out
+
+
+def added_at_tangent(a, index, values, a_dot=None, values_dot=None):
+    """The tangent of :func:`added_at`: ``a_dot`` with ``values_dot`` added at ``index``
+    (zeros for a constant)."""
+    out = zeros_tangent(a) if a_dot is None else array_module(a_dot).array(a_dot, copy=True)
+    if values_dot is not None:
+        array_module(out).add.at(out, index, values_dot)
+    return out
+
+
 def with_item(d, key, value) -> dict:
     """``d[key] = value`` on a dict made in the differentiated function, as normalized
     code writes it: a new dict, ``d`` with ``value`` at ``key`` (no other name holds

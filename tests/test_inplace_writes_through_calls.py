@@ -388,9 +388,16 @@ def through_add_at_helper_in_loop(x):
 @OPT
 @pytest.mark.parametrize("fn", [through_out_helper, through_positional_out_helper, through_loop_helper,
                                 through_enumerate_helper, through_list_helper, through_copyto_helper,
-                                through_fill_helper, through_dunder_helper, through_add_at_helper_in_loop])
+                                through_fill_helper, through_dunder_helper])
 def test_a_helper_writing_into_a_parameter_is_refused(fn, optimize):
     assert_refused(fn, _CHANGED_IN_A_HELPER, x=M, optimize=optimize)
+
+
+def test_a_helper_adding_at_into_its_parameter():
+    """An inlined helper's `np.add.at(a, ...)` is a write into the caller's array, followed."""
+    from srcgrad.testing import check_grads
+
+    check_grads(through_add_at_helper_in_loop, (M,))
 
 
 class Model:
@@ -576,3 +583,53 @@ def test_a_helper_writing_into_a_new_array_changes_no_parameter():
     assert mutation._mutated_parameters(zero_a_new_array) == set()
     assert mutation._mutated_parameters(zero_through_identity) == {"a"}
     assert mutation._mutated_parameters(negate_positional_out) == {"a"}
+
+
+# ---- np.add.at: a write in place of a with the values added, repeated indices each adding ----
+
+_REPEATED = np.array([0, 2, 2, 1, 0])
+
+
+def _scattered(w, v):
+    acc = np.zeros(3)
+    np.add.at(acc, _REPEATED, v * w[0])
+    return np.sum(acc ** 2) + acc[2] * w[1]
+
+
+def _added_in_place(w, v):
+    y = w * 2.0
+    np.add.at(y, [0, 0, 1], v[:3])
+    return np.sum(np.tanh(y))
+
+
+def _added_in_a_loop(w, v):
+    y = np.zeros(3)
+    for k in range(2):
+        np.add.at(y, _REPEATED[k:k + 3], v[k:k + 3] * w[k])
+    return np.sum(np.sin(y))
+
+
+@pytest.mark.parametrize("fn", [_scattered, _added_in_place, _added_in_a_loop])
+def test_add_at_with_repeated_indices(fn):
+    from srcgrad.testing import check_grads
+
+    rng = np.random.default_rng(0)
+    w, v = rng.standard_normal(3), rng.standard_normal(5)
+    check_grads(fn, (w, v), wrt=(0, 1))
+    H, grad, e = srcgrad.hessian(fn, wrt=0)(w, v), srcgrad.grad(fn, wrt=0), 1e-6
+    np.testing.assert_allclose(H, np.stack([(grad(w + e * u, v) - grad(w - e * u, v)) / (2 * e) for u in np.eye(3)]),
+                               rtol=1e-5, atol=1e-8)
+    g32 = srcgrad.grad(fn, wrt=1)(w.astype(np.float32), v.astype(np.float32))
+    assert g32.dtype == np.float32
+
+
+def _adds_at_into_a_view(w, v):
+    y = w * 2.0
+    view = y[1:]
+    np.add.at(view, [0, 0], v[:2])  # refused: `view` shares memory with `y`
+    return np.sum(y)
+
+
+def test_add_at_into_a_view_is_refused():
+    with pytest.raises(srcgrad.UnsupportedSyntaxError):
+        srcgrad.grad(_adds_at_into_a_view)(np.ones(3), np.ones(5))

@@ -476,6 +476,8 @@ ROWS = [
     Row(np.take, {"np.take(x, [0, 2, 2, -1])": MATRIX, "np.take(x, [[1, 0], [1, 1]], axis=1)": CUBE,
                   "np.take(x, 2, axis=0)": MATRIX, "np.take(x, [5, -7], axis=1, mode='wrap')": MATRIX,
                   "np.take(x, [9, -1], mode='clip')": [((5,),)], "x.take([0, 0, 5])": MATRIX}),
+    Row(rt.added_at, {"rt.added_at(x, [0, 2, 2], y)": [((4,), (3,)), ((4, 2), (3, 2)), ((4, 2), (2,))],
+                      "rt.added_at(x, [[1, 1], [0, 3]], y)": [((4,), (2, 2))]}),
     Row(np.take_along_axis, {
         "np.take_along_axis(x, np.argsort(x, axis=1), axis=1)": MATRIX,
         "np.take_along_axis(x, np.array([[0, 0, 3]]), axis=1)": MATRIX,

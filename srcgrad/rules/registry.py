@@ -191,6 +191,10 @@ def defadjoint(*primals, elementwise: bool = False, ndim=None, diff: tuple | Non
         how = tangent if tangent is not None else "pointwise" if elementwise else None
         if isinstance(how, str) and how not in TANGENTS:
             raise ValueError(f"tangent={how!r}: expected one of {TANGENTS} or a function")
+        if how == "linear" and len(diff_params) > 1 and not set(diff_params) <= set(sequence):
+            # (applied to the varying one's tangent, the others kept: right for one parameter only)
+            raise ValueError(f"tangent='linear' is for a rule of one differentiable parameter; "
+                             f"{fn.__name__} has {diff_params}: give a tangent function")
         for primal in primals:
             _VERSION[0] += 1
             _RULES[id(primal)] = (primal, Rule(label(primal), fn, primal_sig, diff_params,

@@ -319,6 +319,17 @@ def stack(ans_bar, ans, arrays, axis=0):
     return np.moveaxis(ans_bar, axis, 0)
 
 
+def _added_at_tangent(ans, a, index, values, a_dot=None, values_dot=None):
+    return runtime.added_at_tangent(a, index, values, a_dot, values_dot)
+
+
+@defadjoint(runtime.added_at, diff=("a", "values"), ndim=_ndim.same_as("a"), tangent=_added_at_tangent)
+def added_at(ans_bar, ans, a, index, values):
+    """``a`` with ``values`` added at ``index``: ``a``'s adjoint is the output's; each value's
+    is the output's at its place (a repeated index read once per value)."""
+    return ans_bar, unbroadcast(ans_bar[index], values)
+
+
 def _getitem_ndim(ndims, statics):
     rank, index = ndims.get("a"), statics.get("index", _ndim.UNKNOWN)
     if isinstance(rank, int) and ndims.get("index") == 0:

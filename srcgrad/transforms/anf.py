@@ -123,6 +123,15 @@ class Core:
         self._given = {}  # base -> k of the last name fresh(base) gave (a copy starts afresh)
 
 
+def _added_at(call):
+    """``(a, index, values)`` of a call ``np.add.at(a, index, values)`` of a name, else None."""
+    if isinstance(call, gast.Call) and len(call.args) == 3 and not call.keywords \
+            and not any(isinstance(a, gast.Starred) for a in call.args) and isinstance(call.args[0], gast.Name) \
+            and anno.get(call.func, "resolved", None) == np.add.at:
+        return tuple(call.args)
+    return None
+
+
 def drop_decided_checks(body, ranks) -> None:
     """Remove the length checks of ``n, c, h, w = x.shape`` (``_check_length``) that the
     ranks decide: ``x`` of rank 4 has four sizes.  Only temporaries bound once are
@@ -334,6 +343,17 @@ class _Lowering:
         elif isinstance(stmt, gast.Expr):
             if isinstance(stmt.value, gast.Constant):
                 return  # docstring
+            added = _added_at(stmt.value)
+            if added is not None:
+                # `np.add.at(a, idx, v)`: `a[...] = rt.added_at(a, idx, v)`, a write into `a` in
+                # place (what the sharing analysis follows and refuses as any write), of `a` with
+                # the values added, repeated indices each adding
+                target = anno.inherit(gast.Subscript(value=nodes.copy(added[0]), slice=gast.Constant(
+                    value=Ellipsis, kind=None), ctx=gast.Store()), stmt)
+                value = anno.inherit(nodes.call("rt.added_at", [nodes.copy(a) for a in added]), stmt)
+                anno.set(value.func, "resolved", runtime.added_at)
+                self._setitem(target, value, stmt)
+                return
             self._lower(stmt.value, effect=True)
         elif isinstance(stmt, gast.If):
             self._if(stmt)
