@@ -514,8 +514,8 @@ class _Reverse:
                             "which is being differentiated (or read by the backward sweep): if it "
                             "changes its argument in place, "
                             "srcgrad cannot follow the change",
-                            "write the update as an assignment (`y[idx] += x` rather than "
-                            "`np.add.at(y, idx, x)`), or assign the call's result",
+                            "write the update as an assignment (`y[idx] = v`, `y = y + v`; `np.add.at(y, "
+                            "idx, x)` of a name is followed), or assign the call's result",
                             kind=errors.UnsupportedSyntaxError)
         if anno.get(stmt, "kind") == "unknown" and fn is not None and not registry_is_numpy(fn):
             # A callable without a rule (a functools.partial, a callable object): what it
@@ -921,16 +921,16 @@ class _Reverse:
             given = "a value" if given_in[0].startswith("_") else f"`{given_in[0]}`"
             raise errors.at(value, f"`{callee}(...)` writes {given}, which is being differentiated, into "
                             "an array in place: srcgrad cannot follow the change",
-                            "make the new array with an assignment (`c = x * 2`, `c[idx] = v`, "
-                            "`y[idx] += x` rather than `np.add.at(y, idx, x)` where idx has no repeats)",
+                            "make the new array with an assignment (`c = x * 2`, `c[idx] = v`; "
+                            "`np.add.at(y, idx, x)` of a name is followed)",
                             kind=errors.UnsupportedSyntaxError)
         if varied:
             shown = self._shown(varied[0])  # (`G`, where the code reads `model.G` into `_t1`)
             given = "a value" if shown.startswith("_") else f"`{shown}`"
             raise errors.at(value, f"`{callee}(...)` changes {given} in place, which is being "
                             "differentiated (or read by the backward sweep): srcgrad cannot follow "
-                            "the change", "write the update as an assignment (`y[idx] = v`, "
-                            "`y[idx] += x` rather than `np.add.at(y, idx, x)`), or work on a copy "
+                            "the change", "write the update as an assignment (`y[idx] = v`, `y = y + v`; "
+                            "`np.add.at(y, idx, x)` of a name is followed), or work on a copy "
                             "(`y = np.copy(y)` first)", kind=errors.UnsupportedSyntaxError)
 
     def _check_outside_writes(self, stmt, fn):
