@@ -32,7 +32,7 @@ def finite_differences(f, args, index, eps=1e-6):
     return out
 
 
-def check(f, *args, index=0, rtol=1e-6, atol=1e-7):
+def check_gradient(f, *args, index=0, rtol=1e-6, atol=1e-7):
     ours = srcgrad.grad(f, wrt=index)(*args)
     got, spec = optree.tree_flatten(ours)
     assert spec == optree.tree_structure(args[index]), f"structure {spec}"
@@ -106,7 +106,7 @@ def unpacked_twice_after_branch(x, flag):
                                unpacked_in_helper_twice])
 @pytest.mark.parametrize("pair", [(3.0, 5.0), (np.array([1.0, 2.0]), np.array([0.5, -1.5]))])
 def test_a_tuple_read_twice_gets_both_adjoints(f, pair):
-    check(f, pair)
+    check_gradient(f, pair)
 
 
 def test_unpacked_twice_exact():
@@ -122,7 +122,7 @@ def test_a_method_unpacking_its_field_twice():
 
 @pytest.mark.parametrize("flag", [1, -1])
 def test_a_tuple_bound_in_both_branches_then_unpacked_twice(flag):
-    check(unpacked_twice_after_branch, np.array([0.3, -1.2]), flag)
+    check_gradient(unpacked_twice_after_branch, np.array([0.3, -1.2]), flag)
 
 
 def test_a_tuple_read_twice_in_float32():
@@ -166,7 +166,7 @@ def appended_in_helper_then_unpacked(x):
 @pytest.mark.parametrize("f", [appended_then_unpacked, appended_in_loop_then_unpacked,
                                appended_in_helper_then_unpacked])
 def test_a_list_built_by_appends_then_unpacked(f):
-    check(f, np.array([0.4, -0.7]))
+    check_gradient(f, np.array([0.4, -0.7]))
 
 
 def test_appended_then_unpacked_exact_and_float32():
@@ -201,12 +201,12 @@ def early_return_then_unpacked(x, flag):
 
 def test_a_recursive_call_returned_directly():
     np.testing.assert_array_equal(srcgrad.grad(recursion_returned_directly)(np.ones(2)), [2.0, 2.0])
-    check(recursion_returned_directly, np.array([0.5, 1.5]))
+    check_gradient(recursion_returned_directly, np.array([0.5, 1.5]))
 
 
 @pytest.mark.parametrize("flag", [True, False])
 def test_an_early_return_then_unpacking(flag):
-    check(early_return_then_unpacked, np.array([0.5, -1.5]), flag)
+    check_gradient(early_return_then_unpacked, np.array([0.5, -1.5]), flag)
 
 
 # ---- loops whose carried values change shape -----------------------------------
@@ -259,7 +259,7 @@ def _params(widths, dtype=np.float64, seed=0):
 def test_a_loop_over_layers_of_different_widths(widths, loss):
     params = _params(widths)
     x = np.random.RandomState(1).randn(6, widths[0])
-    check(loss, params, x)
+    check_gradient(loss, params, x)
 
 
 @pytest.mark.parametrize("widths", [(5, 4, 3), (4, 1, 2)])
@@ -291,7 +291,7 @@ def growing(x):
 
 
 def test_a_carried_array_that_grows_each_iteration():
-    check(growing, np.array([0.3, -0.8]))
+    check_gradient(growing, np.array([0.3, -0.8]))
 
 
 # ---- a layer unpacked and the same list iterated; a list returned by a helper ----
@@ -307,7 +307,7 @@ def first_layer_then_all(params, x):
 def test_a_layer_unpacked_and_the_list_iterated_in_one_function():
     rs = np.random.RandomState(0)
     params = [(rs.randn(3, 3), rs.randn(3)), (rs.randn(3, 3), rs.randn(3))]
-    check(first_layer_then_all, params, rs.randn(2, 3))
+    check_gradient(first_layer_then_all, params, rs.randn(2, 3))
 
 
 def _built_beside_a_nested_def(x):
@@ -332,7 +332,7 @@ def unpacks_a_returned_list(x):
 
 @pytest.mark.parametrize("f", [reads_items_of_a_returned_list, unpacks_a_returned_list])
 def test_a_list_built_by_appends_in_a_helper_read_by_its_caller(f):
-    check(f, np.array([1.0, 2.0]))
+    check_gradient(f, np.array([1.0, 2.0]))
 
 
 def test_a_pullback_leaves_the_callers_adjoint_list_alone():
@@ -414,7 +414,7 @@ class Halves:
     (rows_in_a_branch, (np.array([0.3, -0.2]), False)),
 ])
 def test_an_array_unpacked_into_rows_sums_every_use(f, args):
-    check(f, *args)
+    check_gradient(f, *args)
 
 
 def test_an_array_unpacked_in_a_method_and_in_float32():

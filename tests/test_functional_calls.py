@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import srcgrad
-from test_container_adjoints import check as check_gradient
+from test_container_adjoints import check_gradient
 
 DATA = [np.array([1.0, 2.0]), np.array([0.5, -0.1]), np.array([-0.3, 0.7])]
 

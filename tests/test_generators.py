@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import srcgrad
-from test_container_adjoints import check
+from test_container_adjoints import check_gradient
 
 RS = np.random.RandomState(0)
 PARAMS = [(RS.randn(2, 3) * 0.5, RS.randn(3) * 0.1), (RS.randn(3, 1) * 0.5, RS.randn(1) * 0.1)]
@@ -94,21 +94,21 @@ def model_loss(params, x):
 
 
 def test_a_generator_of_layers_in_a_loop():
-    check(mlp, PARAMS, X)
-    check(mlp, PARAMS, X, index=1)
+    check_gradient(mlp, PARAMS, X)
+    check_gradient(mlp, PARAMS, X, index=1)
 
 
 def test_a_generator_over_a_shrinking_vector():
-    check(from_a_vector, RS.randn(9))
+    check_gradient(from_a_vector, RS.randn(9))
 
 
 @pytest.mark.parametrize("f", [consumed_by_sum_list_and_zip, yielded_from, nested_generator])
 def test_generators_consumed_by_sum_list_zip(f):
-    check(f, np.array([0.4, -1.3]))
+    check_gradient(f, np.array([0.4, -1.3]))
 
 
 def test_a_generator_method():
-    check(model_loss, PARAMS, X)
+    check_gradient(model_loss, PARAMS, X)
 
 
 def test_generators_in_float32():
@@ -228,7 +228,7 @@ RETURNING_X = np.array([[0.2, -0.1], [0.3, 0.4], [2.0, -0.3], [-0.5, 0.2]])
 @pytest.mark.parametrize("f", [returns_on_the_data, returns_in_nested_loops, returns_in_a_method])
 def test_a_return_inside_a_generators_loop_ends_it(f):
     w = np.array([0.7, -0.4])
-    check(f, w, RETURNING_X)
+    check_gradient(f, w, RETURNING_X)
     g32 = srcgrad.grad(f)(w.astype(np.float32), RETURNING_X.astype(np.float32))
     assert g32.dtype == np.float32
     np.testing.assert_allclose(g32, srcgrad.grad(f)(w, RETURNING_X), rtol=1e-4, atol=1e-6)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import srcgrad
-from test_container_adjoints import check
+from test_container_adjoints import check_gradient
 
 
 def _push(hs, h):
@@ -89,13 +89,13 @@ FUNCTIONS = [appended_by_a_helper, appended_in_a_loop, filled_by_a_helper, updat
 
 @pytest.mark.parametrize("f", FUNCTIONS)
 def test_a_helpers_change_is_the_callers_own(f):
-    check(f, np.array([0.4, -1.3, 0.8]))
+    check_gradient(f, np.array([0.4, -1.3, 0.8]))
 
 
 def test_as_a_method():
     w, x = np.array([0.5, -0.2, 0.1]), np.array([0.4, -1.3, 0.8])
-    check(lambda w, x: Simulator(w).loss(x), w, x)
-    check(lambda w, x: Simulator(w).loss(x), w, x, index=1)
+    check_gradient(lambda w, x: Simulator(w).loss(x), w, x)
+    check_gradient(lambda w, x: Simulator(w).loss(x), w, x, index=1)
 
 
 @pytest.mark.parametrize("f", [appended_by_a_helper, updated_in_a_loop, written_into_by_a_helper])
@@ -119,7 +119,7 @@ def test_another_name_read_after_the_change_is_the_changed_array():
         u = x * 1.0
         a, b = _project(u, np.sin(x))
         return np.sum(a * b) + np.sum(u)  # (`u` is `a`, changed: read as the changed array)
-    check(f, np.array([0.4, -1.3, 0.8]))
+    check_gradient(f, np.array([0.4, -1.3, 0.8]))
 
 
 def test_the_callers_argument_changed_is_refused():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import srcgrad
-from test_container_adjoints import check as check_gradient
+from test_container_adjoints import check_gradient
 
 
 class Axes:

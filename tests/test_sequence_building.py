@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import srcgrad
-from test_container_adjoints import check
+from test_container_adjoints import check_gradient
 
 
 def joined_displays(x):
@@ -99,20 +99,20 @@ def stacked(model, x):
                                repeated_in_a_loop, grown_with_augmented_add, bound_in_parallel,
                                joined_in_a_helper])
 def test_built_sequences_carry_each_items_adjoint(f):
-    check(f, np.array([0.4, -1.3]))
+    check_gradient(f, np.array([0.4, -1.3]))
 
 
 def test_joined_lists_in_each_argument():
     x, y = np.array([0.4, -1.3]), np.array([2.0, 0.5])
-    check(joined_lists, x, y, index=0)
-    check(joined_lists, x, y, index=1)
+    check_gradient(joined_lists, x, y, index=0)
+    check_gradient(joined_lists, x, y, index=1)
 
 
 def test_a_method_growing_a_tuple():
     model, x = Stack(np.array([0.5, -0.7])), np.array([0.3, 1.1])
     g = srcgrad.grad(stacked)(model, x)
-    check(lambda w, x: stacked(Stack(w), x), model.w, x)
-    check(stacked, model, x, index=1)
+    check_gradient(lambda w, x: stacked(Stack(w), x), model.w, x)
+    check_gradient(stacked, model, x, index=1)
     assert g.w.shape == (2,)
 
 
@@ -178,22 +178,22 @@ def item_of_a_list_from_before_the_loop(x):
 
 
 def test_list_and_tuple_of_passed_in_parameters():
-    check(copied_parameters, (np.array([0.5, -1.0]), np.array([2.0, 0.3])))
+    check_gradient(copied_parameters, (np.array([0.5, -1.0]), np.array([2.0, 0.3])))
 
 
 def test_dict_of_keywords():
-    check(dict_of_keywords, np.array([0.5, -1.0]), np.array([2.0, 0.3]), index=0)
-    check(dict_of_keywords, np.array([0.5, -1.0]), np.array([2.0, 0.3]), index=1)
+    check_gradient(dict_of_keywords, np.array([0.5, -1.0]), np.array([2.0, 0.3]), index=0)
+    check_gradient(dict_of_keywords, np.array([0.5, -1.0]), np.array([2.0, 0.3]), index=1)
 
 
 @pytest.mark.parametrize("f", [item_replaced, item_replaced_in_each_iteration])
 def test_an_item_of_a_list_made_here_replaced(f):
-    check(f, np.array([0.5, -1.0]))
+    check_gradient(f, np.array([0.5, -1.0]))
 
 
 def test_an_item_of_a_list_from_outside_the_loop_replaced():
     # (its items are then known when the code runs only: the write is done as written)
-    check(item_of_a_list_from_before_the_loop, np.array([0.5, -1.0]))
+    check_gradient(item_of_a_list_from_before_the_loop, np.array([0.5, -1.0]))
 
 
 def _concat_and_multiply(weights, *args):
@@ -232,20 +232,20 @@ def variadic_method_in_a_loop(cell, xs):
 def test_a_variadic_tuple_joined_in_a_loop():
     rng = np.random.default_rng(0)
     w, xs = rng.normal(size=(8, 3)) * 0.5, rng.normal(size=(3, 2, 4))
-    check(variadic_joined_in_a_loop, w, xs)
+    check_gradient(variadic_joined_in_a_loop, w, xs)
     g32 = srcgrad.grad(variadic_joined_in_a_loop)(w.astype(np.float32), xs.astype(np.float32))
     assert g32.dtype == np.float32
     np.testing.assert_allclose(g32, srcgrad.grad(variadic_joined_in_a_loop)(w, xs), rtol=1e-4, atol=1e-6)
 
 
 def test_a_passed_in_list_joined_and_repeated():
-    check(passed_in_joined_and_repeated, [np.array([0.5, -1.0]), np.array([2.0, 0.3])])
+    check_gradient(passed_in_joined_and_repeated, [np.array([0.5, -1.0]), np.array([2.0, 0.3])])
 
 
 def test_a_variadic_method_joined_in_a_loop():
     rng = np.random.default_rng(1)
     cell, xs = Cell(rng.normal(size=(11, 3)) * 0.5), rng.normal(size=(3, 2, 4))
-    check(lambda w, xs: variadic_method_in_a_loop(Cell(w), xs), cell.w, xs)
+    check_gradient(lambda w, xs: variadic_method_in_a_loop(Cell(w), xs), cell.w, xs)
     np.testing.assert_allclose(srcgrad.grad(variadic_method_in_a_loop)(cell, xs).w,
                                srcgrad.grad(lambda w, xs: variadic_method_in_a_loop(Cell(w), xs))(cell.w, xs),
                                rtol=1e-12)
@@ -273,8 +273,8 @@ def zipped_pairs(w):
 def test_zip_of_a_starred_call_and_of_a_list_made_here():
     params = {"a": np.array([0.3, -0.4, 1.1]), "b": np.array([1.0, 2.0, -0.5]),
               "c": np.array([[0.1, 0.2], [0.3, -0.4], [0.5, 0.6]])}
-    check(zipped_call, params, np.array([1.0, -2.0]))
-    check(zipped_pairs, np.array([0.4, -1.3]))
+    check_gradient(zipped_call, params, np.array([1.0, -2.0]))
+    check_gradient(zipped_pairs, np.array([0.4, -1.3]))
 
 
 def test_zip_of_a_starred_list_grown_in_a_loop_is_refused_with_its_reason():
@@ -306,7 +306,7 @@ def test_an_augmented_write_into_a_lists_item_held_by_another_name_is_refused():
         return np.sum(ys[0]) * ys[1]
     with pytest.raises(srcgrad.UnsupportedSyntaxError, match=r"changes the array in that entry in place"):
         srcgrad.grad(shared)(np.ones(2))
-    check(own_item, np.array([0.4, -1.3]))
+    check_gradient(own_item, np.array([0.4, -1.3]))
 
 
 # ---- tuples grown with `+=` (immutable: each `+=` binds a new tuple) ------------
@@ -356,17 +356,17 @@ class Unrolled:
 
 @pytest.mark.parametrize("f", [tuple_grown_with_augmented_add, tuple_grown_in_a_helper_and_unpacked])
 def test_tuples_grown_with_augmented_add(f):
-    check(f, np.array([0.4, -1.3]))
+    check_gradient(f, np.array([0.4, -1.3]))
 
 
 def test_a_shape_tuple_grown_with_augmented_add():
-    check(shape_grown_with_augmented_add, np.linspace(-1.0, 1.3, 16))
+    check_gradient(shape_grown_with_augmented_add, np.linspace(-1.0, 1.3, 16))
 
 
 def test_a_method_growing_a_tuple_with_augmented_add():
     model, x = Unrolled(np.array([0.5, -0.7])), np.array([0.3, 1.1])
-    check(lambda w, x: Unrolled(w).loss(x), model.w, x)
-    check(lambda w, x: Unrolled(w).loss(x), model.w, x, index=1)
+    check_gradient(lambda w, x: Unrolled(w).loss(x), model.w, x)
+    check_gradient(lambda w, x: Unrolled(w).loss(x), model.w, x, index=1)
 
 
 @pytest.mark.parametrize("f", [tuple_grown_with_augmented_add, tuple_grown_in_a_helper_and_unpacked,
@@ -434,7 +434,7 @@ PAIRS = [(np.array([1.0, 0.5]), np.array([2.0, 3.0])), (np.array([0.3, 0.2]), np
 
 @pytest.mark.parametrize("f", [zipped_parameters, columns_of_rows, one_sequence_zipped])
 def test_zipped_sequences_of_known_length(f):
-    check(f, PAIRS if f is not one_sequence_zipped else [a for a, _ in PAIRS])
+    check_gradient(f, PAIRS if f is not one_sequence_zipped else [a for a, _ in PAIRS])
 
 
 def test_zip_of_tuples_against_autograd():
@@ -455,8 +455,8 @@ def test_zip_of_tuples_against_autograd():
 @pytest.mark.parametrize("f", [sliced_tuple, dict_written_by_methods])
 def test_slices_and_dict_methods(f):
     x, y = np.array([0.4, -1.3]), np.array([2.0, 0.5])
-    check(f, x, y, index=0)
-    check(f, x, y, index=1)
+    check_gradient(f, x, y, index=0)
+    check_gradient(f, x, y, index=1)
 
 
 def test_setdefault_where_a_loop_may_add_the_key():
@@ -480,7 +480,7 @@ def test_tuples_joined_from_recursive_calls():
     def f(x):
         leaves = _tree(x, 2)
         return np.sum(leaves[0] * leaves[3]) + np.sum(leaves[1])
-    check(f, np.array([0.4, -1.3]))
+    check_gradient(f, np.array([0.4, -1.3]))
 
 
 def test_dict_update_evaluates_every_value_first():
@@ -535,7 +535,7 @@ def tuple_of_a_generator(params):
 
 
 def test_a_tuple_of_a_generator_or_a_grown_list():
-    check(tuple_of_a_generator, PAIRS)
+    check_gradient(tuple_of_a_generator, PAIRS)
     _, tangent = srcgrad.jvp(lambda x: tuple_of_a_generator([(x, 2.0 * x), (3.0 * x, x)]))(
         np.array([1.0, 2.0]), np.array([1.0, 0.0]))
     np.testing.assert_allclose(tangent, 26.0)

@@ -981,7 +981,7 @@ def _container_program(rng):
         "".join(f"    {line}\n" for line in body)
 
 
-def _fuzz(seed, count, tmp_path):
+def check_fuzzed_programs(seed, count, tmp_path):
     import importlib.util
     import random
 
@@ -1014,12 +1014,12 @@ def _fuzz(seed, count, tmp_path):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_container_fuzz(seed, tmp_path):
-    _fuzz(seed, 8, tmp_path)
+    check_fuzzed_programs(seed, 8, tmp_path)
 
 
 @pytest.mark.slow
 def test_container_fuzz_many(tmp_path):
-    _fuzz(1000, 2000, tmp_path)
+    check_fuzzed_programs(1000, 2000, tmp_path)
 
 
 # ---- a nested def reads a name assigned again after the def -----------------------

@@ -26,7 +26,7 @@ def numerical_grad(f, x, eps=1e-6):
 X3 = np.array([0.5, -1.0, 2.0])
 
 
-def right_or_refused(f, x):
+def assert_right_or_refused(f, x):
     """The gradient matches central differences, or compilation refuses at a line of this file."""
     try:
         g = srcgrad.grad(f)(x.copy())
@@ -82,7 +82,7 @@ def entry_holding_the_argument(x):
                                entry_read_before_the_write, every_key_added_to, entry_holding_the_argument],
                          ids=lambda f: f.__name__)
 def test_augmented_assignment_into_a_dict_entry_another_name_holds(f):
-    right_or_refused(f, X3)
+    assert_right_or_refused(f, X3)
 
 
 def running_sum_from_an_element(x):
@@ -279,7 +279,7 @@ VIEWS = [slice_then_multiplied, slice_then_added_a_differentiated_value, new_axi
 
 @pytest.mark.parametrize("f", VIEWS, ids=lambda f: f.__name__)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_in_place_operator_on_a_view_is_right_or_refused(f, dtype):
+def test_in_place_operator_on_a_view_is_assert_right_or_refused(f, dtype):
     x = X3.astype(dtype)
     try:
         g = srcgrad.grad(f)(x)
