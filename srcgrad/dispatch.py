@@ -316,11 +316,10 @@ def jvp_call_tangent(fn, wrt, dots, args, args_dot, dots_dot, where="?"):
     """
     if type(fn) is not types.FunctionType or rt.is_gradient_function(fn) or registry.lookup(fn) is not None \
             or not all(isinstance(w, int) for w in wrt):
-        filename, _, line = where.rpartition(":")
         raise errors.UnsupportedSyntaxError(
             f"srcgrad does not differentiate again the forward mode it generated for "
-            f"`{getattr(fn, '__qualname__', fn)}`, a call dispatched when the code runs (a method, a "
-            "gradient function or a primitive: a derivative of this order through it)", None,
+            f"`{getattr(fn, '__qualname__', fn)}`, a call dispatched when the code runs at {where} (a "
+            "method, a gradient function or a primitive: a derivative of this order through it)", None,
             "take this derivative by central differences of the one before")
     along, along_dot = [None] * len(args), [None] * len(args)
     for w, d, dd in zip(wrt, dots, dots_dot):
