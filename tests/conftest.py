@@ -39,3 +39,28 @@ def numerical_grad(f, args, index, eps=1e-6):
         flat[i] = old
         gflat[i] = (plus - minus) / (2 * eps)
     return grad
+
+
+def pytest_addoption(parser):
+    parser.addoption("--record-generated", metavar="DIR", default=None,
+                     help="write every program srcgrad generates into DIR, one file per distinct text "
+                          "(tools/compare_generated.py compares two such runs: a refactoring keeps them equal)")
+
+
+def pytest_configure(config):
+    folder = config.getoption("--record-generated", default=None)
+    if folder:
+        import hashlib
+        import pathlib
+
+        from srcgrad.transforms import emit
+
+        out = pathlib.Path(folder)
+        out.mkdir(parents=True, exist_ok=True)
+        load = emit.load
+
+        def recorded(text, filename, namespace):
+            (out / f"{hashlib.sha1(text.encode()).hexdigest()[:16]}.py").write_text(text)
+            return load(text, filename, namespace)
+
+        emit.load = recorded
