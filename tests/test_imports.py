@@ -22,7 +22,7 @@ LAYERS = [
     ("libraries", ("srcgrad.nn", "srcgrad.optim", "srcgrad.misc", "srcgrad.scipy", "srcgrad.data")),
     ("rules", ("srcgrad.rules",)),
     ("passes", ("srcgrad.nodes", "srcgrad.templates", "srcgrad.analysis", "srcgrad.transforms")),
-    ("pipeline", ("srcgrad.pipeline",)),
+    ("pipeline", ("srcgrad.pipeline", "srcgrad.specialise")),
     ("api", ("srcgrad.api", "srcgrad.checking", "srcgrad.higher")),
     # libraries whose rules differentiate a function they are given (srcgrad.vjp of it)
     ("libraries on the compiler", ("srcgrad.integrate", "srcgrad.misc.fixed_points")),

@@ -1,11 +1,12 @@
-"""Pass 8 — emit and load: Python source text, registered and executed.
+"""The last steps — assemble, emit and load: the output function, its source text, executed.
 
-Requires: the optimized sweeps.
-Guarantees: source text (via the stdlib's ``ast.unparse``) with a header
-naming the user's function, mode, ``wrt`` and backend; one
-``# file:line  source`` comment per user statement in each sweep; registered
-with ``linecache`` so tracebacks and ``pdb`` show the generated lines.
-Identical input gives byte-identical text.
+Requires: the optimized sweeps (reverse mode: forward and backward; forward mode: one).
+Guarantees: one module holding the generated function (``f_grad``, ``f_vjp`` with its
+pullback closure, ``f_jvp``...) with a header naming the user's function, mode, ``wrt``
+and backend and explaining each stack and trip count; its imports; one
+``# file:line  source`` comment per user statement in each sweep; source text (via the
+stdlib's ``ast.unparse``) registered with ``linecache`` under a name of its own so
+tracebacks and ``pdb`` show the generated lines.  Identical input gives byte-identical text.
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import re
 
 import gast
 
-from .. import anno, nodes
+from .. import anno, nodes, templates
+from ..analysis import sharing
 
 _COMMENT_LINE = re.compile(r"^(\s*)((?:'|\").*(?:'|\"))$")
 
@@ -114,3 +116,225 @@ def load(text: str, filename: str, namespace: dict) -> dict:
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     exec(compile(text, filename, "exec"), namespace)  # noqa: S102 - our own generated code
     return namespace
+
+
+def reverse_module(fn, core, forward, backward, sweeps, options, backend, wrt, rank_env=None):
+    """The module of a reverse-mode program: ``f_grad(*params, seed=1.0)`` (or
+    ``f_value_and_grad``, ``f_pullback(*params, y_bar)``), or ``f_vjp(*params)`` returning
+    the value and its pullback closure."""
+    grads = [nodes.name(sweeps.adjoints[p]) for p in wrt]
+    grads_value = nodes.tuple_(grads) if options.wrt_tuple else grads[0]
+    origin = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"
+    header = [
+        nodes.comment(f"srcgrad: reverse mode of {core.name} ({origin}) | wrt: "
+                      f"{', '.join(options.wrt)} | backend: {options.backend}"),
+    ] + [nodes.comment(f"  {note}") for note in _notes(forward, sweeps.notes) + _callee_notes(sweeps.callees)]
+    imports = _imports(forward + backward, backend)
+    result = core.result
+    touched = {n for s in nodes.statements(backward) for n in nodes.assigned_names(s)} | {
+        s.targets[0].value.id for s in nodes.statements(backward)
+        if isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Subscript)}
+    written = {anno.get(s, "array") for s in nodes.statements(core.body) if anno.get(s, "kind") == "setitem"}
+    shown = options.mode not in ("vjp", "pullback") and (options.mode != "grad" or options.has_aux)
+    overwritten = shown and bool(written) and rank_env is not None and any(
+        memory.overlap(n, a) for memory in [sharing.Memory(core.body, rank_env, core.params)]
+        for n in nodes.loaded_names(result) for a in written)
+    if shown and (set(nodes.loaded_names(result)) & touched or overwritten):
+        # The backward sweep puts earlier values back into these names (and into the
+        # elements a write changed: then the returned arrays, or views of them, are
+        # copied as the function returned them, before it runs): keep the result.
+        kept = core.fresh("value")
+        forward = forward + [nodes.assign(kept, nodes.call("rt.snapshot", [nodes.copy(result)])
+                                          if overwritten else nodes.copy(result))]
+        result = nodes.tuple_([gast.Subscript(value=nodes.name(kept), slice=nodes.const(i), ctx=gast.Load())
+                               for i in range(len(result.elts))]) if isinstance(result, gast.Tuple) \
+            else nodes.name(kept)
+    fwd = [nodes.comment("---- forward sweep ----")] + with_group_comments(with_blocks(forward))
+    bwd = [nodes.comment("---- backward sweep ----")] + with_group_comments(backward)
+    name = function_name(core, options)
+    aux = [nodes.copy(result.elts[1])] if options.has_aux else []
+    if options.mode == "vjp":
+        redo = _redo_writes(core, bwd)
+        pullback = nodes.function(core.fresh(f"{core.name}_pullback"), [sweeps.seed],
+                                  _pullback_locals(core, forward, backward) + redo[:1] + bwd + redo[1:]
+                                  + [nodes.ret(grads_value)])
+        value = result.elts[0] if options.has_aux else result
+        body = fwd + [pullback, nodes.ret(nodes.tuple_([nodes.copy(value), nodes.name(pullback.name)]
+                                                       + aux))]
+        fdef = nodes.function(name, core.params, body)
+    else:
+        if options.intermediates:
+            watched = gast.Dict(keys=[nodes.const(n) for n in options.intermediates],
+                                values=[nodes.name(sweeps.intermediates[_final(core, n)])
+                                        for n in options.intermediates])
+            grads_value = nodes.tuple_([grads_value, watched])
+        if options.mode in ("grad", "pullback"):
+            value = nodes.tuple_([grads_value] + aux) if aux else grads_value
+        else:
+            value = nodes.tuple_([nodes.copy(result.elts[0] if options.has_aux else result)]
+                                 + ([nodes.copy(result.elts[1])] if options.has_aux else []))
+            value = nodes.tuple_([value if options.has_aux else value.elts[0], grads_value])
+        fdef = nodes.function(name, core.params + [sweeps.seed], fwd + bwd + [nodes.ret(value)],
+                              defaults=[] if options.mode == "pullback" else [nodes.const(1.0)])
+    return nodes.module(header + imports + [fdef])
+
+
+def forward_module(fn, core, body, tangents, options, backend, wrt, prebound):
+    """The module of a forward-mode program: ``f_jvp(*params, *tangents) -> (value, tangent)``.
+    ``prebound``: names a merge copy may read before any path bound them (None first)."""
+    result = nodes.tuple_([nodes.copy(core.result), tangents.result])
+    unbound = [nodes.assign(n, nodes.const(None)) for n in prebound]
+    unbound += [nodes.assign(tangents.names[n], nodes.const(None)) for n in prebound if n in tangents.names]
+    origin = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"
+    mode = "forward mode, batched columns," if options.batched else "forward mode"
+    header = [nodes.comment(f"srcgrad: {mode} of {core.name} ({origin}) | wrt: "
+                            f"{', '.join(options.wrt)} | backend: {options.backend}")]
+    imports = _imports(body, backend)
+    params = core.params + [tangents.tangents[p] for p in wrt]
+    fdef = nodes.function(function_name(core, options), params,
+                          unbound + with_group_comments(with_blocks(body)) + [nodes.ret(result)])
+    return nodes.module(header + imports + [fdef])
+
+
+def filename(fn, options, param_ranks, text) -> str:
+    """The name the program is registered under, ``<srcgrad m.f grad ndim=(2,1)>``: unique
+    to this text (``_unique``)."""
+    signature = ",".join("?" if r is None else "tree" if isinstance(r, tuple) else str(r) for r in param_ranks)
+    mode = ("jvp batched" if options.batched else "jvp") if options.mode == "jvp" else options.mode
+    return _unique(f"<srcgrad {fn.__module__}.{fn.__qualname__} {mode} ndim=({signature})>", text)
+
+
+def function_name(core, options) -> str:
+    """``f_grad``; ``f_grad_2`` where ``f`` reads or binds a name ``f_grad`` (the module's
+    own ``def`` would replace it: the same name each time it is asked)."""
+    name, k = f"{core.name}_{options.mode}", 1
+    while name in core.names:
+        k += 1
+        name = f"{core.name}_{options.mode}_{k}"
+    return name
+
+
+def _final(core, name) -> str:
+    return core.final_names[core.renamed.get(name, name)]
+
+
+def _unique(filename: str, text: str) -> str:
+    """``filename``, or ``filename`` numbered (``<srcgrad m.f grad ndim=(1) #2>``) where
+    linecache holds other code under it (the same function compiled with other options,
+    a tuple of gradients or one): a program is parsed again from its file (forward mode
+    over it), so two programs must not share one.  The same order of compiles gives the
+    same names."""
+    number, named = 1, filename
+    while named in linecache.cache and "".join(linecache.cache[named][2]) != text:
+        number += 1
+        named = f"{filename[:-1]} #{number}>"
+    return named
+
+
+def _pullback_locals(core, forward, backward) -> list:
+    """Let a pullback be called more than once: the values it puts back (stack
+    pops), the stacks it pops and the lists it puts popped items back into go into
+    local copies, so the closure keeps the forward sweep's values.  Renames in
+    ``backward``; returns the copying lines."""
+    rebound = sorted({n for s in nodes.statements(backward) for n in nodes.assigned_names(s)}
+                     & ({n for s in nodes.statements(forward) for n in nodes.assigned_names(s)}
+                        | set(core.params)))
+    stacks = sorted({anno.get(s, "stack") for s in nodes.statements(backward) if anno.has(s, "stack")}
+                    | {anno.get(s, "restores") for s in nodes.statements(backward) if anno.has(s, "restores")})
+    indices = {s.target.id for s in nodes.statements(backward) if isinstance(s, gast.For)}
+    rebound = [n for n in rebound if n not in indices]  # a loop binds its own index first
+    mapping = {n: core.fresh(f"{n}_local") for n in rebound + stacks}
+    nodes.rename(backward, mapping)
+    # Only names read outside the backward loops need their forward value up front
+    # (inside, each iteration's pop sets them; a name local to a loop body may not
+    # even exist when the loop ran no iterations).
+    outside = set()
+
+    def read_outside(stmts):
+        for stmt in stmts:
+            if isinstance(stmt, (gast.For, gast.While)):
+                outside.update(nodes.loaded_names(stmt.iter if isinstance(stmt, gast.For) else stmt.test))
+            elif isinstance(stmt, gast.If):
+                outside.update(nodes.loaded_names(stmt.test))
+                read_outside(stmt.body)
+                read_outside(stmt.orelse)
+            else:
+                outside.update(nodes.loaded_names(stmt))
+    read_outside(backward)
+    return ([nodes.assign(mapping[n], nodes.call("list", [nodes.name(n)])) for n in stacks]
+            + [nodes.assign(mapping[n], nodes.name(n)) for n in rebound if mapping[n] in outside])
+
+
+def _redo_writes(core, backward) -> list:
+    """A pullback puts back what the forward sweep's writes (``y[i] = v``) overwrote;
+    called again, it must find them written.  Each put-back in ``backward`` becomes
+    ``rt.restore(y, i, old, done)``, which remembers the written values, and the
+    pullback ends with ``rt.redo(done)``.  Returns ``[done = [], rt.redo(done)]``, or
+    ``[]`` where nothing is put back."""
+    restores = [s for s in nodes.statements(backward) if anno.has(s, "restore")]
+    if not restores:
+        return []
+    done = core.fresh("written")
+
+    def rewrite(stmts):
+        for i, stmt in enumerate(stmts):
+            if anno.has(stmt, "restore"):
+                if isinstance(stmt, gast.Expr):  # rt.restore_entry(xs, i, old): a list's, a dict's
+                    xs, index, old = stmt.value.args
+                else:
+                    xs, index, old = stmt.targets[0].value, stmt.targets[0].slice, stmt.value
+                call = nodes.call("rt.restore", [nodes.copy(xs), templates._slices_as_calls(nodes.copy(index)),
+                                                 nodes.copy(old), nodes.name(done)])
+                stmts[i] = anno.set(gast.Expr(value=call), "group", anno.get(stmt, "group"))
+            for field in ("body", "orelse"):
+                rewrite(getattr(stmt, field, None) or [])
+    rewrite(backward)
+    return [nodes.assign(done, gast.List(elts=[], ctx=gast.Load())),
+            gast.Expr(value=nodes.call("rt.redo", [nodes.name(done)]))]
+
+
+def _notes(forward, notes) -> list[str]:
+    """Header lines that explain each stack and trip count in the generated code."""
+    pushed = {anno.get(s, "stack"): s.value.args[0] for s in nodes.statements(forward)
+              if isinstance(s, gast.Expr) and anno.has(s, "stack")}
+    lines = [f"{s.targets[0].id} = None: assigned on some paths only (its adjoint is 0.0 where it was not)"
+             for s in forward if anno.get(s, "prebound")]
+    saved = {n.id for values in pushed.values() for n in nodes.walk(values) if isinstance(n, gast.Name)}
+    def line(note):
+        number = note[1].rsplit(":", 1)[-1]
+        return int(number) if number.isdigit() else 0
+    for name, where in sorted(notes, key=line):  # in the order of the source
+        if name.endswith("_taken"):
+            if name in saved:
+                lines.append(f"{name}: whether the `if` at {where} took its first branch, in each iteration")
+        elif name.endswith("_trips"):
+            lines.append(f"{name}: how many times the loop at {where} ran")
+        elif name in pushed:
+            values = pushed[name]
+            listed = ", ".join(nodes.to_source(v) for v in getattr(values, "elts", [values]))
+            run = f"each run of a branch of the `if` at {where}" if name.startswith("if") \
+                else f"each iteration of the loop at {where}"
+            lines.append(f"{name}: {listed} from {run}, for the backward sweep")
+    return lines
+
+
+def _callee_notes(callees) -> list[str]:
+    notes = []
+    for (key, callee, wrt, _), name in callees.items():
+        params = ", ".join(callee.__code__.co_varnames[i] for i in wrt)
+        code = callee.__code__
+        notes.append(f"{name}: {key}'s value and pullback wrt {params} (srcgrad.vjp of "
+                     f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}, compiled at its first call)")
+    return notes
+
+
+def _imports(body, backend) -> list:
+    """The generated module's imports: the backend's, and the modules its code reads besides
+    (``dispatch`` for calls compiled when they run, ``math`` for the rules of ``math.*`` on
+    floats, ``scipy.special`` and its kin for the SciPy rules)."""
+    read = {n.id for s in body for n in nodes.walk(s) if isinstance(n, gast.Name)}
+    scipy = sorted({f"scipy.{n.attr}" for s in body for n in nodes.walk(s) if isinstance(n, gast.Attribute)
+                    and isinstance(n.value, gast.Name) and n.value.id == "scipy"} if "scipy" in read else ())
+    lines = ["import math"] * ("math" in read) + [f"import {m}" for m in scipy] + list(backend.IMPORTS)
+    lines += ["from srcgrad import dispatch"] * ("dispatch" in read)
+    return [gast.parse(line).body[0] for line in lines]

@@ -286,7 +286,7 @@ def transform(fdef: gast.FunctionDef, fn) -> FreeNames:
     return FreeNames(fn, free, guards, tuple(scopes), sorted(set(kinds)), aliases)
 
 
-# The modules generated code reads by these names (pipeline._imports): a free name of the
+# The modules generated code reads by these names (emit._imports): a free name of the
 # user's so named that holds something else is read under another name.
 _GENERATED_MODULES = {"np": "numpy", "cp": "cupy", "rt": "srcgrad.runtime", "dispatch": "srcgrad.dispatch",
                       "math": "math", "scipy": "scipy"}

@@ -2019,7 +2019,7 @@ class _ActiveReads:
             or any(name in self.in_loop.get(id(loop), ()) for loop in self.loops[id(stmt)])
 
 
-_READS_ONLY = {"builtins.print", "srcgrad.pipeline._Specialisation.check",
+_READS_ONLY = {"builtins.print", "srcgrad.specialise.Guards.check",
                "srcgrad.nn.functional._check_exact_gelu", "srcgrad.nn.functional._check_reduction"}
 _CONTAINERS = {f"builtins.{t}" for t in ("list", "tuple", "dict", "set", "frozenset", "zip", "enumerate",
                                           "reversed", "map", "filter")}
