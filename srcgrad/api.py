@@ -16,6 +16,7 @@ import optree
 
 from . import anno, errors, runtime, tree
 from .gradient_function import COMPILING, GradientFunction, _primitive_as_source
+from .gradient_values import _match, _tangent_of_structure  # noqa: F401 - higher.py's, through this module
 from .pipeline import Compiled, compile_function, programs_run
 from .transforms import resolve
 

@@ -29,8 +29,7 @@ import numpy as np
 
 from . import anno, errors, runtime, tree
 from . import api
-from .api import GradientFunction, as_def, grad, with_argnum
-from .gradient_values import _match, _tangent_of_structure
+from .api import GradientFunction, _match, as_def, _tangent_of_structure, grad, with_argnum
 from .pipeline import rank_of_argument
 from .rules import registry
 from .transforms import emit

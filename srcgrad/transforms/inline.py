@@ -59,7 +59,7 @@ import gast
 
 from .. import anno, nodes
 from . import resolve
-from .folding import fold_decided_kinds, kinds_of  # (the pipeline's, through this module)
+from .folding import fold_decided_kinds, kinds_of  # noqa: F401 - the pipeline's, through this module
 from .inline_callees import InlinedCallees, _located
 from .inline_objects import (_MISSING, KnownObjects, _changes_objects, _descriptor, _leaks, _root,
                              is_object)  # (is_object: the pipeline's too)
