@@ -23,7 +23,8 @@ LAYERS = [
     ("rules", ("srcgrad.rules",)),
     ("passes", ("srcgrad.nodes", "srcgrad.templates", "srcgrad.analysis", "srcgrad.transforms")),
     ("pipeline", ("srcgrad.pipeline", "srcgrad.specialise")),
-    ("api", ("srcgrad.api", "srcgrad.checking", "srcgrad.higher")),
+    ("api", ("srcgrad.api", "srcgrad.gradient_function", "srcgrad.wrt", "srcgrad.gradient_values",
+             "srcgrad.checking", "srcgrad.higher")),
     # libraries whose rules differentiate a function they are given (srcgrad.vjp of it)
     ("libraries on the compiler", ("srcgrad.integrate", "srcgrad.misc.fixed_points")),
     ("dispatch", ("srcgrad.dispatch",)),  # compiles callees when generated code runs

@@ -335,21 +335,11 @@ class _Walk:
         if anno.get(stmt, "rule") in self.as_given:  # (`np.asarray(y, dtype)` may convert: a copy)
             return all(isinstance(a, gast.Constant) and a.value is None for a in arguments[1:])
         flags = anno.get(stmt, "rule") is not self.view_rules_getitem  # (`y[True]` is an index array)
-        return all(self._basic(n, flags) for a in arguments[1:] for n in nodes.walk(a))
-
-    def _basic(self, node, flags=False) -> bool:
-        """A part of a basic index or a static argument: a number, a slice, a tuple, a name
-        of a number (not an index array, nor a list: NumPy copies by those)."""
-        if isinstance(node, gast.Constant):
-            return node.value is None or node.value is Ellipsis or type(node.value) in (int, str) \
-                or flags and type(node.value) is bool
-        if isinstance(node, gast.Name):
-            return self.ranks.get(node.id) == 0
-        return isinstance(node, (gast.Slice, gast.Tuple, gast.UnaryOp, gast.USub, gast.UAdd, gast.Load))
+        return all(_basic(n, self.ranks, flags) for a in arguments[1:] for n in nodes.walk(a))
 
     def _rename(self, stmt, out, tests=None):
         """Rename the stale names ``stmt`` reads (making views again before it, in ``out``)."""
-        read = nodes.loaded_names(tests[0]) if tests else self._reads(stmt)
+        read = nodes.loaded_names(tests[0]) if tests else _reads(stmt)
         mapping = {}
         for name in dict.fromkeys(read):
             entry = self.state.get(name)
@@ -366,30 +356,11 @@ class _Walk:
                     node.id = mapping[node.id]
             self.changed = True
             return
-        table = getattr(stmt, anno.KEY, {})
-        for key, value in table.items():
-            if key in _FACTS or key == _AUGMENTS:
-                continue
-            names = [value] if isinstance(value, str) else value if isinstance(value, (list, tuple, set)) \
-                else []
-            if key not in _NAMED and any(isinstance(n, str) and n in mapping for n in names):
-                return  # (a name kept in an annotation this pass does not know: left as written)
-        for key, value in list(table.items()):
-            if key in _NAMED and isinstance(value, str) and value in mapping:
-                table[key] = mapping[value]
-            elif key not in _FACTS and key != _AUGMENTS:
-                _rename_nodes(value, mapping)
-        _rename_nodes(stmt, mapping)
+        if not _renamed(stmt, mapping):
+            return
         if anno.get(stmt, "kind") == "return":
             self.core.result = nodes.copy(stmt.value)
         self.changed = True
-
-    def _reads(self, stmt) -> list:
-        read = nodes.loaded_names(stmt)
-        for key, value in getattr(stmt, anno.KEY, {}).items():
-            if (key in _NAMED or key == _AUGMENTS) and isinstance(value, str):
-                read.append(value)
-        return read
 
     def _again(self, cls, stmt, out):
         """Make the view of class ``cls`` again before ``stmt`` (in ``out``): its name."""
@@ -416,6 +387,45 @@ class _Walk:
         self._set(name, (cls, True))
         self.order[name] = next(self.clock)
         return name
+
+
+def _basic(node, ranks, flags=False) -> bool:
+    """A part of a basic index or a static argument: a number, a slice, a tuple, a name
+    of a number (not an index array, nor a list: NumPy copies by those)."""
+    if isinstance(node, gast.Constant):
+        return node.value is None or node.value is Ellipsis or type(node.value) in (int, str) \
+            or flags and type(node.value) is bool
+    if isinstance(node, gast.Name):
+        return ranks.get(node.id) == 0
+    return isinstance(node, (gast.Slice, gast.Tuple, gast.UnaryOp, gast.USub, gast.UAdd, gast.Load))
+
+
+def _reads(stmt) -> list:
+    read = nodes.loaded_names(stmt)
+    for key, value in getattr(stmt, anno.KEY, {}).items():
+        if (key in _NAMED or key == _AUGMENTS) and isinstance(value, str):
+            read.append(value)
+    return read
+
+
+def _renamed(stmt, mapping) -> bool:
+    """Rename the names of ``mapping`` in ``stmt`` and in the annotations that name arrays;
+    False (nothing renamed) where an annotation this pass does not know holds one."""
+    table = getattr(stmt, anno.KEY, {})
+    for key, value in table.items():
+        if key in _FACTS or key == _AUGMENTS:
+            continue
+        names = [value] if isinstance(value, str) else value if isinstance(value, (list, tuple, set)) \
+            else []
+        if key not in _NAMED and any(isinstance(n, str) and n in mapping for n in names):
+            return False  # (a name kept in an annotation this pass does not know: left as written)
+    for key, value in list(table.items()):
+        if key in _NAMED and isinstance(value, str) and value in mapping:
+            table[key] = mapping[value]
+        elif key not in _FACTS and key != _AUGMENTS:
+            _rename_nodes(value, mapping)
+    _rename_nodes(stmt, mapping)
+    return True
 
 
 def _rename_nodes(value, mapping):

@@ -51,27 +51,23 @@ Before/after, with ``Net.forward(self, x)`` being ``return x @ self.w``::
 """
 from __future__ import annotations
 
-import builtins
 import dataclasses
 import inspect
 import types
 
 import gast
-import numpy as np
 
-from .. import anno, errors, nodes, runtime
-from ..rules import registry
-from . import desugar, exits, parse, resolve, validate
+from .. import anno, nodes
+from . import resolve
+from .folding import fold_decided_kinds, kinds_of  # noqa: F401 - the pipeline's, through this module
+from .inline_callees import InlinedCallees, _located
+from .inline_objects import (_MISSING, KnownObjects, _changes_objects, _descriptor, _leaks, _root,
+                             is_object)  # (is_object: the pipeline's too)
 
-_MISSING = object()
 _RESERVED = ("np", "rt", "cp")
 # Expressions evaluated conditionally, or whose calls must stay where they are.
 _OPAQUE = (gast.BoolOp, gast.IfExp, gast.Lambda, gast.Dict, gast.ListComp, gast.SetComp, gast.DictComp,
            gast.GeneratorExp)
-_NOT_INLINED = (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef, gast.Lambda, gast.Global,
-                gast.Nonlocal, gast.Yield, gast.YieldFrom, gast.Await, gast.ListComp, gast.SetComp,
-                gast.DictComp, gast.GeneratorExp, gast.Try, gast.With, gast.Delete)
-_TRANSFORMS = ("srcgrad.api", "srcgrad.higher", "srcgrad.checking", "srcgrad.dispatch", "srcgrad.pipeline")
 _DEPTH = 16  # nesting of inlined calls (a chain of helpers)
 _UNROLL = 64  # the most layers a loop over a model's list of layers is unrolled for
 
@@ -138,26 +134,7 @@ def transform(fdef: gast.FunctionDef, fn, free: resolve.FreeNames, objects: dict
     return inliner.inlined
 
 
-def is_object(value) -> bool:
-    """An instance of a class of the user's (a model), whose methods can be inlined."""
-    cls = type(value)
-    return hasattr(value, "__dict__") and not isinstance(value, (type, types.FunctionType, types.ModuleType,
-                                                                 types.MethodType)) \
-        and cls.__module__ not in ("builtins",) and not registry.is_numpy(cls)
-
-
-@dataclasses.dataclass
-class _Target:
-    fn: types.FunctionType
-    prefix: str
-    receiver: gast.expr | None = None   # bound to the first parameter (a method's self)
-    receiver_path: tuple | None = None  # (parameter index, attributes) of the receiver object
-    receiver_value: object = None
-    classes: list = dataclasses.field(default_factory=list)  # what the code is specialised on
-    methods: list = dataclasses.field(default_factory=list)  # (see Inlined), once it is inlined
-
-
-class _Inliner:
+class _Inliner(KnownObjects, InlinedCallees):
     def __init__(self, fdef, fn, free, objects):
         self.fn, self.free = fn, free
         self.inlined = Inlined()
@@ -239,68 +216,6 @@ class _Inliner:
                 _replace(parents, call, value)
         return out
 
-    def _located(self, node):
-        """``(object, (parameter index, path))`` of ``m.a.b[0]``, a chain of fields and constant
-        list indices from a known object, or None."""
-        if isinstance(node, gast.Name):
-            return self.known.get(node.id)
-        if isinstance(node, gast.Attribute):
-            base = self._located(node.value)
-            if base is None or not hasattr(base[0], "__dict__") or _descriptor(type(base[0]), node.attr):
-                return None
-            value = vars(base[0]).get(node.attr, _MISSING)
-            return None if value is _MISSING else (value, (base[1][0], base[1][1] + (node.attr,)))
-        k = _int_index(node.slice) if isinstance(node, gast.Subscript) else None
-        if k is not None:
-            base = self._located(node.value)
-            if base is None or type(base[0]) not in (list, tuple) or not -len(base[0]) <= k < len(base[0]):
-                return None
-            k %= len(base[0])
-            node.slice = nodes.const(k)  # (`[-1]` as the index it is: the ranks read constant indices)
-            self.inlined.classes[(base[1][0], base[1][1], type(base[0]), len(base[0]))] = None
-            return base[0][k], (base[1][0], base[1][1] + (k,))
-        return None
-
-    def _decided_by_field(self, test):
-        """True or False for ``obj.field is None`` / ``is not None`` (``not`` of one) where the
-        field of a known object holds None or an array, a number, a layer: decided when
-        compiling, the field's type guarded (a bias set to None later compiles the code
-        again); None for any other test."""
-        if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
-            inner = self._decided_by_field(test.operand)
-            return None if inner is None else not inner
-        if not (isinstance(test, gast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (gast.Is, gast.IsNot))
-                and isinstance(test.comparators[0], gast.Constant) and test.comparators[0].value is None
-                and isinstance(test.left, gast.Attribute)) \
-                or self.stored_fields is None or test.left.attr in self.stored_fields:
-            return None
-        located = self._located(test.left)
-        if located is None:
-            return None
-        value, (index, path) = located
-        if value is not None and not isinstance(value, (np.ndarray, int, float, str)) and not is_object(value):
-            return None
-        self.inlined.classes[(index, path, type(value), None)] = None
-        return (value is None) == isinstance(test.ops[0], gast.Is)
-
-    def _listed_items(self, root):
-        """``self.seq[0]`` of a known object whose class lists its items in a field of its own
-        (a ``Sequential``'s ``layers``: ``_items``) reads ``self.seq.layers[0]``, that list's
-        item, its class guarded (Python would run the class's ``__getitem__``, which does so)."""
-        for node in list(nodes.walk(root)):
-            if not (isinstance(node, gast.Subscript) and isinstance(node.ctx, gast.Load)) \
-                    or isinstance(node.slice, gast.Slice):  # (a slice of a Sequential is a Sequential)
-                continue
-            located = self._located(node.value)
-            if located is None:
-                continue
-            obj, (index, path) = located
-            listed = getattr(type(obj), "_items", None)
-            if isinstance(listed, str) and is_object(obj) and not _descriptor(type(obj), listed) \
-                    and type(vars(obj).get(listed)) in (list, tuple):
-                self.inlined.classes[(index, path, type(obj), None)] = None
-                node.value = gast.Attribute(value=node.value, attr=listed, ctx=gast.Load())
-
     def _keep(self, call, out):
         """A call that is not inlined but runs before one that is: its value into a name."""
         name = self._fresh("_call")
@@ -346,52 +261,6 @@ class _Inliner:
             out += self.block(body, stack)
         out.append(_located(nodes.assign(name, nodes.name(each)), loop))  # what the loop leaves bound
         return out
-
-    # ---- targets ----------------------------------------------------------
-    def _target(self, call) -> _Target | None:
-        if any(isinstance(a, gast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-            return None
-        func = call.func
-        value = anno.get(func, "resolved", _MISSING)
-        if value is not _MISSING:
-            if isinstance(value, types.FunctionType) and isinstance(func, (gast.Name, gast.Attribute)):
-                return _Target(value, _prefix(value.__name__))
-            return None
-        if isinstance(func, gast.Name) and func.id in self.known:
-            obj, path = self.known[func.id]
-            return self._object_call(obj, path, func, _prefix(func.id))
-        if isinstance(func, gast.Subscript):  # `self.layers[0](x)`
-            located = self._located(func)
-            if located is not None and is_object(located[0]):
-                return self._object_call(located[0], located[1], func, _prefix(type(located[0]).__name__.lower()))
-        if isinstance(func, gast.Attribute) and isinstance(func.value, gast.Name) and func.value.id in self.known:
-            obj, (index, attrs) = self.known[func.value.id]
-            own = vars(obj)
-            if func.attr in own:
-                if _descriptor(type(obj), func.attr) or not is_object(own[func.attr]):
-                    return None
-                return self._object_call(own[func.attr], (index, attrs + (func.attr,)), func, _prefix(func.attr))
-            method = inspect.getattr_static(type(obj), func.attr, None)
-            if isinstance(method, types.FunctionType) and _plain_reads(type(obj)):
-                return _Target(method, _prefix(func.attr), func.value, (index, attrs), obj,
-                               [(index, attrs, type(obj), None)], [(type(obj), func.attr, method)])
-        return None
-
-    def _object_call(self, obj, path, receiver, prefix) -> _Target | None:
-        """Calling an object: its class's ``__call__``, or ``forward`` for an ``nn.Module``."""
-        cls = type(obj)
-        call = inspect.getattr_static(cls, "__call__", None)
-        if not isinstance(call, types.FunctionType) or "forward" in vars(obj) or "__call__" in vars(obj) \
-                or not _plain_reads(cls):
-            return None
-        target, chain = call, [("__call__", call)]
-        if getattr(call, "__srcgrad_calls_forward__", False):
-            target = inspect.getattr_static(cls, "forward", None)
-            if not isinstance(target, types.FunctionType) or getattr(target, "__srcgrad_abstract__", False):
-                return None
-            chain.append(("forward", target))
-        return _Target(target, prefix, receiver, path, obj, [(path[0], path[1], cls, None)],
-                       [(cls, name, f) for name, f in chain])
 
     # ---- one call ---------------------------------------------------------
     def _inline(self, call, target, stack, site):
@@ -494,103 +363,6 @@ class _Inliner:
         anno.set(site, "consumed", True)
         return lines + [final], None
 
-    def _builtin_there(self, name) -> bool:
-        """Whether ``name``, read by a callee, is a builtin in the caller's code too."""
-        caller = self.fn
-        return anno.get(name, "resolved", _MISSING) is getattr(builtins, name.id, _MISSING) \
-            and name.id not in caller.__globals__ and name.id not in caller.__code__.co_freevars \
-            and name.id not in self.free.names and name.id not in self.own
-
-    def _parsed(self, fn, literals=None, kinds=None):
-        """``fn``'s checked tree and free names, or None where it is not inlined; ``literals``
-        (``{parameter: literal node}``, the call's) are put in and the branches they decide
-        folded first, so that a branch the call never takes neither stops the inlining nor
-        is differentiated (``plot(ax)`` under ``if ax:`` given ``ax=None``); ``kinds``
-        (``{parameter: TreeRank}`` of the displays the call gives) decide ``isinstance``."""
-        key = (fn, tuple(sorted((p, type(c.value).__name__, c.value) for p, c in (literals or {}).items())),
-               tuple(sorted((p, repr(k)) for p, k in (kinds or {}).items())))
-        if key in self.parsed:
-            return self.parsed[key]
-        self.parsed[key] = None
-        code = fn.__code__
-        if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
-                            | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE) \
-                or code.co_freevars and self.fn.__globals__.get("__name__") == "srcgrad.generated" \
-                or registry.lookup(fn) is not None or hasattr(fn, "defadjoint") \
-                or runtime.is_gradient_function(fn) \
-                or fn.__module__ and fn.__module__.split(".")[0] in ("numpy", "scipy", "cupy") \
-                or fn.__module__ in _TRANSFORMS:  # (`grad(f)` made inside the function: called as it is)
-            return None
-        try:
-            fdef = parse.transform(fn)
-            desugar.transform(fdef, fn)
-            callee_free = resolve.transform(fdef, fn)
-            if literals:
-                stored = {n.id for n in nodes.walk(fdef) if isinstance(n, gast.Name)
-                          and isinstance(n.ctx, (gast.Store, gast.Del))}
-                _put_literals(fdef.body, {p: c for p, c in literals.items() if p not in stored})
-                fdef.body = _folded(fdef.body)
-            if kinds:
-                fold_decided_kinds(fdef, kinds)
-            if not fdef.body or not isinstance(fdef.body[-1], (gast.Return, gast.Raise)):
-                fdef.body.append(_located(gast.Return(value=nodes.const(None)), fdef))  # (Python's own)
-            exits.transform(fdef)
-            validate.transform(fdef)
-        except errors.SrcgradError:
-            return None  # compiled on its own at run time, as before, where the error shows
-        inside = [n for s in fdef.body for n in nodes.walk(s)]
-        local = resolve.local_names(fdef)
-        if any(isinstance(n, _NOT_INLINED) for n in inside) \
-                or (fn.__module__ or "").startswith("srcgrad") and any(isinstance(n, gast.Raise) for n in inside) \
-                or any(isinstance(n, gast.Return) for s in fdef.body[:-1] for n in nodes.walk(s)) \
-                or any(isinstance(n, (gast.Attribute, gast.Subscript)) and isinstance(n.ctx, gast.Store)
-                       and _root(n) not in local for n in inside) \
-                or any(isinstance(n, gast.Attribute) and isinstance(n.ctx, gast.Store) for n in inside) \
-                or _stores_object_entries(inside) \
-                or "__class__" in callee_free.names:
-            return None
-        # Every name it reads is its own or resolved in its module (else the caller's
-        # namespace would answer for it).
-        # A builtin (`range`) is the same one there unless the caller binds that name.
-        if any(isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load) and n.id not in local
-               and n.id not in callee_free.names and not self._builtin_there(n) for n in nodes.walk(fdef)):
-            return None
-        from ..analysis.mutation import _changed_in_place  # (the reading of a callee's writes)
-        # A callee that changes its arguments in place (`buf.append(h)`, `y[0] = v`) is inlined:
-        # the change is then the caller's own, which normalize and the sharing analysis follow
-        # (or refuse) as if written there.  One that changes a global is not.
-        if _changed_in_place(fdef.body, set(callee_free.names), fn):
-            return None
-        if self._writes_outside(fn, literals):
-            return None  # (a run-time call: `dispatch.unchanging` and the reverse pass judge it there)
-        self.parsed[key] = (fdef, callee_free)
-        return self.parsed[key]
-
-    @staticmethod
-    def _writes_outside(fn, literals) -> bool:
-        """Whether calling ``fn`` (given ``literals``) may write, in place, into what its caller
-        can reach other than its arguments (a global array, through ``exec`` or ``setattr``):
-        such a call stays a run-time one, which is checked there."""
-        # (its raw source: resolve rewrites a global read live, `G`, as its scope's `module.G`,
-        # which the analysis does not read as a global)
-        from ..analysis import outside  # (read from the source, with the branches the literals decide folded)
-        try:
-            tree = parse.transform(fn)
-        except errors.SrcgradError:
-            return True
-        namespace = fn.__globals__
-        resolved = {id(n): namespace.get(n.func.id) for n in nodes.walk(tree)
-                    if isinstance(n, gast.Call) and isinstance(n.func, gast.Name)}
-        for call in nodes.walk(tree):
-            if isinstance(call, gast.Call) and id(call) in resolved:
-                anno.set(call.func, "resolved", resolved[id(call)])
-        if literals:
-            _put_literals(tree.body, literals)
-            tree.body = _folded(tree.body) or [gast.Pass()]
-        # (its own statements only: a function it calls is judged where it is inlined, with the
-        # literals it is given, or checked when it runs)
-        return bool(outside.Writes().of_tree(fn, tree, own=True))
-
     # ---- names ------------------------------------------------------------
     def _fresh(self, base: str) -> str:
         # `conv2`, not `conv_2`: normalize spells the versions of `conv` that way.
@@ -651,20 +423,6 @@ def _replace(parents, node, value):
     parents[id(value)] = (parent, field, index)
 
 
-def _located(stmt, call):
-    """A statement the inliner writes (a binding): at the call's line."""
-    for node in nodes.walk(stmt):
-        anno.inherit(node, call)
-    return stmt
-
-
-def _prefix(name: str) -> str:
-    """What a call's renamed locals start with: the function's or layer's name
-    (``<lambda>``: ``lambda``)."""
-    name = "".join(c for c in name if c.isalnum() or c == "_").strip("_")
-    return name if name and not name[0].isdigit() else "f"
-
-
 def _literal_arguments(target, call) -> dict:
     """``{parameter: literal}`` for the parameters ``call`` gives a literal (or leaves a
     literal default): None, a bool, a number or a string."""
@@ -705,187 +463,10 @@ def _display_kinds(target, call, known=None) -> dict:
     return out
 
 
-_TESTED = {gast.If: ("test",), gast.BoolOp: ("values",), gast.UnaryOp: ("operand",), gast.Call: ("args",),
-           gast.IfExp: ("test",)}
-
-
-def _user_function(fn) -> bool:
-    return isinstance(fn, types.FunctionType) and not (fn.__module__ or "").split(".")[0] in (
-        "numpy", "scipy", "cupy", "srcgrad", "builtins")
-
-
-def _put_literals(stmts, literals: dict) -> None:
-    """Each read of a parameter in ``literals`` (one the callee never assigns) as its literal
-    where a branch tests it or a call is given it (``if ax:``, ``mode == "same"``,
-    ``plot(ax, x)``); elsewhere the parameter stays, bound to it as any argument is."""
-    def put(node):
-        if isinstance(node, gast.Name) and node.id in literals and isinstance(node.ctx, gast.Load):
-            return anno.inherit(nodes.copy(literals[node.id]), node)
-        if isinstance(node, gast.Compare) and any(put(n) is not n for n in [node.left, *node.comparators]):
-            # Decided by literals: its value (else left as it is: `2 is x` would be Python's warning).
-            decided = _decided(gast.Compare(left=put(node.left), ops=node.ops,
-                                            comparators=[put(c) for c in node.comparators]))
-            return node if decided is _UNDECIDED else anno.inherit(nodes.const(decided), node)
-        return node
-
-    for parent in [n for s in stmts for n in nodes.walk(s)]:
-        if isinstance(parent, gast.Call):
-            if _user_function(anno.get(parent.func, "resolved", None)):  # (it may be inlined in turn)
-                for k in parent.keywords:
-                    k.value = put(k.value)
-            else:
-                continue
-        for field, value in gast.iter_fields(parent):
-            if field not in _TESTED.get(type(parent), ()):
-                continue
-            if isinstance(value, list):
-                value[:] = [put(item) for item in value]
-            else:
-                setattr(parent, field, put(value))
-
-
-def kinds_of(fdef, param_ranks: dict) -> dict:
-    """``{parameter: rank}`` of the parameters ``fdef`` never assigns, whose rank is known."""
-    assigned = {n.id for s in fdef.body for n in nodes.walk(s) if isinstance(n, gast.Name)
-                and not isinstance(n.ctx, gast.Load)}
-    return {p: r for p, r in param_ranks.items() if p not in assigned and r is not None}
-
-
-def fold_decided_kinds(fdef, param_ranks: dict) -> None:
-    """Each ``isinstance(p, T)`` of a parameter ``p`` the function never assigns, whose kind
-    the code is specialised on and decides it, as its value, and the ``if``s it decides
-    folded (``_folded``): a pytree helper's ``if isinstance(v, (list, tuple)):`` compiled
-    for a list, or for an array, keeps the one branch that runs (the other, `v * v` of a
-    list, would be refused).  ``param_ranks``: ``{parameter: rank}`` as the pipeline's (an
-    int for an array or a number, a ``TreeRank`` for a structure)."""
-    kinds = kinds_of(fdef, param_ranks)
-    if not kinds:
-        return
-    changed = False
-    for node in nodes.walk(fdef):
-        for field, value in gast.iter_fields(node):
-            if isinstance(value, gast.Call):
-                decided = _decided_kind(value, kinds)
-                if decided is not None:
-                    setattr(node, field, anno.inherit(nodes.const(decided), value))
-                    changed = True
-    if changed:
-        fdef.body = _folded(fdef.body) or [gast.Pass()]
-
-
-def _decided_kind(call, kinds):
-    if not (anno.get(call.func, "resolved") is isinstance and len(call.args) == 2 and not call.keywords
-            and isinstance(call.args[0], gast.Name) and call.args[0].id in kinds):
-        return None
-    types = {anno.get(k, "resolved") for k in (call.args[1].elts if isinstance(call.args[1], gast.Tuple)
-                                                 else [call.args[1]])}
-    if not types or not types <= {list, tuple, dict}:
-        return None
-    rank = kinds[call.args[0].id]
-    kind = getattr(rank, "kind", None)
-    if isinstance(rank, int) or kind == "object":
-        return False  # an array or a number; an object of the user's
-    if kind == "sequence":
-        return True if {list, tuple} <= types else False if not types & {list, tuple} else None
-    if kind == "mapping":
-        return True if dict in types else None
-    return None
-
-
-def _folded(stmts) -> list:
-    """``stmts`` with each ``if`` whose test literals decide (``if ax:`` given ``ax=None``,
-    ``if mode == "same":``) replaced by the branch it takes: the other never runs, so it
-    is neither inlined nor differentiated (nor refused)."""
-    out = []
-    for stmt in stmts:
-        for field in ("body", "orelse"):
-            if isinstance(getattr(stmt, field, None), list) and not isinstance(stmt, gast.FunctionDef):
-                setattr(stmt, field, _folded(getattr(stmt, field)))
-        if not isinstance(stmt, gast.FunctionDef):
-            _FoldedChoices().visit(stmt)
-        decided = _decided(stmt.test) if isinstance(stmt, gast.If) else _UNDECIDED
-        if decided is _UNDECIDED:
-            out.append(stmt)
-        else:
-            out += stmt.body if decided else stmt.orelse
-        if out and isinstance(out[-1], (gast.Return, gast.Raise)):
-            break  # (what follows never runs)
-    return out
-
-
-class _FoldedChoices(gast.NodeTransformer):
-    """``a if c else b`` whose test literals decide (``-np.inf if maximum else 0.0`` given
-    ``maximum=True``): the branch it takes."""
-
-    def visit_IfExp(self, node):
-        self.generic_visit(node)
-        decided = _decided(node.test)
-        return node if decided is _UNDECIDED else (node.body if decided else node.orelse)
-
-    def visit_Lambda(self, node):
-        return node  # (its own scope: its parameters may shadow the literal's name)
-
-
-_UNDECIDED = object()
-_COMPARISONS = {gast.Eq: lambda a, b: a == b, gast.NotEq: lambda a, b: a != b,
-                gast.Is: lambda a, b: a is b, gast.IsNot: lambda a, b: a is not b}
-
-
-def _decided(test):
-    """The truth of ``test`` where literals alone decide it, else ``_UNDECIDED``."""
-    if isinstance(test, gast.Constant):
-        return bool(test.value)
-    if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
-        inner = _decided(test.operand)
-        return inner if inner is _UNDECIDED else not inner
-    if isinstance(test, gast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARISONS \
-            and isinstance(test.left, gast.Constant) and isinstance(test.comparators[0], gast.Constant):
-        left, right = test.left.value, test.comparators[0].value
-        if isinstance(test.ops[0], (gast.Is, gast.IsNot)) and not (left is None or right is None
-                                                                   or isinstance(left, bool) or isinstance(right, bool)):
-            return _UNDECIDED  # (`is` between other literals: Python's interning decides)
-        return bool(_COMPARISONS[type(test.ops[0])](left, right))
-    if isinstance(test, gast.BoolOp):  # (left to right: a part before the deciding one may call)
-        stop = not isinstance(test.op, gast.And)
-        for value in test.values:
-            part = _decided(value)
-            if part is _UNDECIDED or part == stop:
-                return part
-        return not stop
-    return _UNDECIDED
-
-
 def _literal(value) -> bool:
     if isinstance(value, tuple):
         return all(_literal(v) for v in value)
     return value is None or type(value) in (bool, int, float, str)
-
-
-def _descriptor(cls, attr) -> bool:
-    """Whether reading ``attr`` from an instance of ``cls`` may run code of the class's
-    (a property or another descriptor, ``__getattribute__``): not the value stored."""
-    static = inspect.getattr_static(cls, attr, None)
-    return static is not None and hasattr(type(static), "__get__") or not _plain_reads(cls)
-
-
-def _plain_reads(cls) -> bool:
-    return inspect.getattr_static(cls, "__getattribute__") is object.__getattribute__
-
-
-def _stores_object_entries(inside) -> bool:
-    """Whether a callee replaces an entry of a container an object holds (``self.cache[k] = v``,
-    ``P[k] = v`` on ``P = self.parameters``): state, as a stored attribute is (not inlined)."""
-    fields = {t.id for n in inside if isinstance(n, gast.Assign) and isinstance(n.value, gast.Attribute)
-              for t in n.targets if isinstance(t, gast.Name)}
-    return any(isinstance(n, gast.Subscript) and isinstance(n.ctx, gast.Store)
-               and (isinstance(n.value, gast.Attribute) or isinstance(n.value, gast.Name) and n.value.id in fields)
-               for n in inside)
-
-
-def _root(node):
-    while isinstance(node, (gast.Attribute, gast.Subscript)):
-        node = node.value
-    return node.id if isinstance(node, gast.Name) else None
 
 
 def _same_binding(caller, callee, name) -> bool:
@@ -894,131 +475,3 @@ def _same_binding(caller, callee, name) -> bool:
         and name not in callee.__code__.co_freevars
 
 
-def _leaks(body, known) -> bool:
-    """Whether a call that is not inlined (and is not NumPy's, or another function
-    with a rule) is given a known object or an object it holds: it could change
-    which layers the object holds while the code runs."""
-    values = {name: value for name, (value, _) in known.items()}
-
-    def holds_object(node):
-        # A whole chain is one value: `model.w` is an array, though `model` is an object.
-        if isinstance(node, (gast.Name, gast.Attribute, gast.Subscript, gast.Starred)):
-            value = _chain_value(node, values)
-            if value is not None:
-                return _may_hold_object(value)
-        return any(holds_object(child) for child in gast.iter_child_nodes(node))
-    for _ in range(2):  # twice: a loop's second iteration sees what the first bound
-        for stmt in nodes.statements(body):
-            if isinstance(stmt, gast.Assign):
-                found = _chain_value(stmt.value, values)
-                if found is None and holds_object(stmt.value):  # `pair = (model.conv, x)`
-                    found = _MISSING
-                if found is not None:
-                    # (`kh, kw = conv.kernel_size`: numbers, not objects; parts of anything else may be)
-                    parts = None if isinstance(found, tuple) and not _may_hold_object(found) else _MISSING
-                    for n in (n for t in stmt.targets for n in nodes.walk(t)):
-                        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
-                            values[n.id] = found if isinstance(stmt.targets[0], gast.Name) else parts
-            elif isinstance(stmt, gast.For) and holds_object(stmt.iter):
-                for n in nodes.walk(stmt.target):
-                    if isinstance(n, gast.Name):
-                        values[n.id] = _MISSING
-    for call in (n for s in body for n in nodes.walk(s) if isinstance(n, gast.Call)):
-        if registry.lookup(anno.get(call.func, "resolved", None)) is not None:
-            continue
-        arguments = call.args + [k.value for k in call.keywords]
-        if isinstance(call.func, gast.Attribute) and any(map(holds_object, arguments)) is False:
-            # (`self.history.append(h.mean())`: a list of the object's that holds no layer, given
-            # none, stays one: the object's layers are the same)
-            held = _chain_value(call.func.value, values)
-            if type(held) in (list, dict) and not any(map(_may_hold_object, held.values() if type(held) is dict
-                                                          else held)):
-                continue
-        if any(holds_object(part) for part in arguments + [call.func]):
-            return True
-    return False
-
-
-_NONE = object()  # (a field holding None: a value, not an object; see _chain_value)
-
-
-def _may_hold_object(value) -> bool:
-    if type(value) is tuple:  # (a layer's kernel size or axes: numbers; a list could be given a layer)
-        return any(_may_hold_object(item) for item in value)
-    return value is _MISSING or is_object(value) or isinstance(value, (list, tuple, dict))
-
-
-def _chain_value(node, values):
-    """The value of ``name.attr[...]...`` rooted at a known object, ``_MISSING`` where
-    it cannot be read now, None for any other expression."""
-    if isinstance(node, gast.Starred):
-        node = node.value
-    if isinstance(node, gast.Name):
-        return values.get(node.id)
-    if isinstance(node, gast.Attribute):
-        base = _chain_value(node.value, values)
-        if base is None or base is _MISSING:
-            return base
-        if hasattr(base, "__dict__") and not isinstance(base, np.ndarray):
-            value = vars(base).get(node.attr, _MISSING)
-            return _NONE if value is None else value  # (None: "not a chain" below)
-        return None  # an array's (or a number's) attribute or method: no object of the user's
-    if isinstance(node, gast.Subscript):
-        base = _chain_value(node.value, values)
-        if base is None or base is _MISSING:
-            return base
-        if isinstance(base, np.ndarray) and base.dtype != object:
-            return None  # (an array's entries or rows: no object of the user's)
-        index = node.slice.value if isinstance(node.slice, gast.Constant) else None
-        return base[index] if type(base) in (list, tuple) and type(index) is int and -len(base) <= index < len(base) \
-            else _MISSING
-    return None
-
-
-def _int_index(node):
-    """The integer a constant index spells (``0``, ``-1``), or None."""
-    if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
-        k = _int_index(node.operand)
-        return None if k is None else -k
-    return node.value if isinstance(node, gast.Constant) and type(node.value) is int else None
-
-
-def _changes_objects(fdef, objects=()) -> bool:
-    """Whether the function may change which objects its objects hold (``m.conv = c``,
-    ``del m.conv``, ``setattr``): then none of their methods is taken as known.  A store
-    into a field under which none of ``objects`` (nor what they hold) keeps an object
-    (``self.cache = h``, ``self.calls += 1``) changes no layer: a field it makes holds no
-    object the code was compiled for (a call through it is dispatched when it runs)."""
-    holding = None
-    for node in nodes.walk(fdef):
-        if isinstance(node, gast.Attribute) and isinstance(node.ctx, gast.Store):
-            if holding is None:
-                holding = _fields_holding_objects(objects)
-            if node.attr in holding:
-                return True
-        elif isinstance(node, gast.Attribute) and isinstance(node.ctx, gast.Del):
-            return True
-        if isinstance(node, gast.Call) and anno.get(node.func, "resolved", None) in (setattr, delattr):
-            return True
-    return False
-
-
-def _fields_holding_objects(objects) -> set:
-    """The attribute names under which ``objects``, or objects they hold (in fields, lists,
-    tuples and dicts), hold an object of the user's or a container: one walk of the models."""
-    names, seen, stack = set(), set(), list(objects)
-    while stack:
-        value = stack.pop()
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
-        if isinstance(value, (list, tuple)):
-            stack.extend(value)
-        elif isinstance(value, dict):
-            stack.extend(value.values())
-        elif is_object(value):
-            for key, field in vars(value).items():
-                if is_object(field) or isinstance(field, (list, tuple, dict)):
-                    names.add(key)
-                    stack.append(field)
-    return names
