@@ -195,8 +195,6 @@ def circles(graph: dict) -> list[set[str]]:
     return found
 
 
-# The circles still to break (issue "the house"): each names modules that import each
-# other's private names.  A new circle fails the test; a broken one must leave this list.
 def test_no_circle_of_imports():
     assert circles(GRAPH) == []
 
