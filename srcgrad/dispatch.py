@@ -23,7 +23,7 @@ from .pipeline import rank_of_argument
 from .analysis.outside import Writes, stores, stores_refusal
 from .rules import registry
 from .transforms.anf import array_method
-from .transforms.reverse import _MUTATING_METHODS, _mutated_parameters
+from .analysis.mutation import _MUTATING_METHODS, _mutated_parameters
 
 
 _CHANGED: dict = {}  # code object -> the parameters its function changes in place

@@ -2,9 +2,10 @@
 it may give back, and which statements write into what they are given.
 
 Read from a callee's source (``inspect.getsource``), once per code object where cached;
-conservative (True: all of them) where the source cannot be read.  The reverse pass
-asks it of each call it does not inline (a helper that changes its argument, ``np.copyto``
-into one, a method that appends), and ``analysis/outside`` of what a callee writes.
+conservative (True: all of them) where the source cannot be read.  The reverse pass's
+refusals (``analysis/in_place.py``) ask it of each call it does not inline (a helper that
+changes its argument, ``np.copyto`` into one, a method that appends), and
+``analysis/outside`` of what a callee writes.
 
 Requires: nothing of the compiler's (gast trees of the user's source).
 Guarantees: nothing is changed.
@@ -165,33 +166,45 @@ def _changed_in_place(body, params, fn=None, returned=None) -> set:
     """The names of ``params`` that the statements ``body`` change in place (and, into
     ``returned``, those a ``return`` may give back).  ``fn``: the function whose body it
     is, to find what the names it calls refer to."""
-    found = set()
-    namespace = dict(getattr(fn, "__globals__", None) or {})
-    for name, cell in zip(getattr(getattr(fn, "__code__", None), "co_freevars", ()),
-                          getattr(fn, "__closure__", None) or ()):
-        try:
-            namespace[name] = cell.cell_contents
-        except ValueError:
-            pass
+    changes = _InPlaceChanges(params, fn, returned)
+    changes.visit(body)
+    return changes.found
 
-    def called(func):
+
+class _InPlaceChanges:
+    """One walk of a function's body in program order (a loop's body twice), following
+    which names may share memory with a parameter, collecting the parameters changed."""
+
+    def __init__(self, params, fn=None, returned=None):
+        self.found, self.returned = set(), returned
+        self.namespace = dict(getattr(fn, "__globals__", None) or {})
+        for name, cell in zip(getattr(getattr(fn, "__code__", None), "co_freevars", ()),
+                              getattr(fn, "__closure__", None) or ()):
+            try:
+                self.namespace[name] = cell.cell_contents
+            except ValueError:
+                pass
+        # Names that may share memory with a parameter, in program order: `z = y`, `z = y[1:]`,
+        # `z = y.T`, `z = y.reshape(2, 2)`, `z = np.reshape(y, ...)`; `y = np.copy(y)` ends it.
+        self.owner = {p: p for p in params}
+
+    def called(self, func):
         """What a call's function names refers to (None: not known)."""
         if isinstance(func, gast.Name):
-            return namespace.get(func.id)
+            return self.namespace.get(func.id)
         if isinstance(func, gast.Attribute):
-            obj = called(func.value)
+            obj = self.called(func.value)
             return getattr(obj, func.attr, None) if obj is not None else None
         return None
-    # Names that may share memory with a parameter, in program order: `z = y`, `z = y[1:]`,
-    # `z = y.T`, `z = y.reshape(2, 2)`, `z = np.reshape(y, ...)`; `y = np.copy(y)` ends it.
-    owner = {p: p for p in params}
 
-    def base(node):
+    def base(self, node):
+        """The parameter whose memory ``node`` may share, or None."""
+        owner, base = self.owner, self.base
         while True:
             if isinstance(node, gast.Call):
                 func = node.func
                 if not (isinstance(func, gast.Attribute) and func.attr in _VIEW_FUNCTIONS):
-                    target = called(func)
+                    target = self.called(func)
                     if target is not None and _may_return_argument(target):
                         # `b = ident(a)`: any argument may come back
                         parts = node.args + [k.value for k in node.keywords]
@@ -218,72 +231,69 @@ def _changed_in_place(body, params, fn=None, returned=None) -> set:
             else:
                 return owner.get(node.id) if isinstance(node, gast.Name) else None
 
-    def iterated(node):
+    def iterated(self, node):
         """What a loop over ``node`` binds its target to may share memory with: the rows of
         an array, the items of a container, of ``enumerate``/``zip``/``reversed`` of one."""
         if isinstance(node, gast.Call) and isinstance(node.func, gast.Name) \
                 and node.func.id in ("enumerate", "zip", "reversed", "list", "tuple", "iter", "sorted"):
-            return next((b for b in map(iterated, node.args) if b is not None), None)
+            return next((b for b in map(self.iterated, node.args) if b is not None), None)
         if isinstance(node, (gast.List, gast.Tuple, gast.Set)):
-            return next((b for b in map(base, node.elts) if b is not None), None)
-        return base(node)
+            return next((b for b in map(self.base, node.elts) if b is not None), None)
+        return self.base(node)
 
-    def visit(stmts):
+    def bind(self, target, source):
+        """``target`` (a store) now shares memory with parameter ``source`` (None: with none)."""
+        for n in nodes.walk(target):
+            if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
+                if source is None:
+                    self.owner.pop(n.id, None)
+                else:
+                    self.owner[n.id] = source
+
+    def visit(self, stmts):
         for stmt in stmts:
             if isinstance(stmt, (gast.For, gast.While)):
-                source = iterated(stmt.iter) if isinstance(stmt, gast.For) else None
-                for n in (nodes.walk(stmt.target) if isinstance(stmt, gast.For) else ()):
-                    if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
-                        if source is None:
-                            owner.pop(n.id, None)
-                        else:
-                            owner[n.id] = source  # `for r in [a]: r[0] = 0`
-                visit(stmt.body)
-                visit(stmt.body)  # the second iteration sees what the first aliased
-                visit(stmt.orelse)
+                if isinstance(stmt, gast.For):
+                    self.bind(stmt.target, self.iterated(stmt.iter))  # `for r in [a]: r[0] = 0`
+                self.visit(stmt.body)
+                self.visit(stmt.body)  # the second iteration sees what the first aliased
+                self.visit(stmt.orelse)
                 continue
             if isinstance(stmt, (gast.If, gast.With, gast.Try)):
                 for field in ("body", "orelse", "finalbody"):
-                    visit(getattr(stmt, field, None) or [])
+                    self.visit(getattr(stmt, field, None) or [])
                 for handler in getattr(stmt, "handlers", []):
-                    visit(handler.body)
+                    self.visit(handler.body)
                 continue
             if isinstance(stmt, gast.FunctionDef):
                 continue
-            if isinstance(stmt, gast.Return) and returned is not None and stmt.value is not None \
-                    and base(stmt.value) is not None:
-                returned.append(base(stmt.value))
-            for node in nodes.walk(stmt):
-                targets = node.targets if isinstance(node, gast.Assign) else [node.target] \
-                    if isinstance(node, gast.AugAssign) else []
-                for t in targets:
-                    if isinstance(t, gast.Name) and isinstance(node, gast.AugAssign) and t.id in owner \
-                            or not isinstance(t, gast.Name) and base(t) is not None:
-                        found.add(base(t))
-                if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) \
-                        and node.func.attr in _MUTATING_METHODS and base(node.func.value) is not None:
-                    found.add(base(node.func.value))
-                if isinstance(node, gast.Call):  # np.copyto(a, v), np.negative(a, out=a), rng.shuffle(a)
-                    found.update(b for b in map(base, _written_arguments(node)) if b is not None)
+            if isinstance(stmt, gast.Return) and self.returned is not None and stmt.value is not None \
+                    and self.base(stmt.value) is not None:
+                self.returned.append(self.base(stmt.value))
+            self.changes(stmt)
             if isinstance(stmt, gast.Assign):
-                source = base(stmt.value)
+                source = self.base(stmt.value)
                 for t in stmt.targets:
-                    for n in nodes.walk(t):
-                        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
-                            if source is None:
-                                owner.pop(n.id, None)
-                            else:
-                                owner[n.id] = source
-    visit(body)
-    return found
+                    self.bind(t, source)
+
+    def changes(self, stmt):
+        """Collect the parameters ``stmt`` changes in place: ``a *= k``, ``a[i] = v``,
+        ``a.append(v)``, ``np.copyto(a, v)`` on a name sharing a parameter's memory."""
+        base = self.base
+        for node in nodes.walk(stmt):
+            targets = node.targets if isinstance(node, gast.Assign) else [node.target] \
+                if isinstance(node, gast.AugAssign) else []
+            for t in targets:
+                if isinstance(t, gast.Name) and isinstance(node, gast.AugAssign) and t.id in self.owner \
+                        or not isinstance(t, gast.Name) and base(t) is not None:
+                    self.found.add(base(t))
+            if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) \
+                    and node.func.attr in _MUTATING_METHODS and base(node.func.value) is not None:
+                self.found.add(base(node.func.value))
+            if isinstance(node, gast.Call):  # np.copyto(a, v), np.negative(a, out=a), rng.shuffle(a)
+                self.found.update(b for b in map(base, _written_arguments(node)) if b is not None)
 
 
-# Constructors that copy the values they are given: without a rule, a gradient through
-# them would silently be zero.
 def _is_srcgrad_grad(fn) -> bool:
     """``srcgrad.grad`` itself (reverse mode sits below the API: by its module and name)."""
     return getattr(fn, "__module__", None) == "srcgrad.api" and getattr(fn, "__name__", None) == "grad"
-
-
-# Calls for their effect that read their arguments only: print, and the check after a call
-# that what the code was specialised on is unchanged (in gradient code that forward mode reads).

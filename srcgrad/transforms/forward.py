@@ -20,11 +20,11 @@ column (``rt.batch_each``); a write into an array (``y[i] = v``) rebinds ``y_dot
 holds every column, else a copy that does (no other name sharing ``y`` is read after
 the write: ``analysis/sharing.py`` refuses that).  What it cannot batch soundly (calls
 compiled apart, properties, operands of unknown kind) raises
-:class:`NotBatchable`: the caller loops over the columns instead.
+:class:`NotBatchable`: the caller loops over the columns instead (``forward_batched``).
 
 Tangent rules come from the registry (``Rule.tangent``): a tangent rule
 function inlined by ``templates.instantiate_tangent``, or one of the
-derivations of :data:`~srcgrad.rules.registry.TANGENTS` applied here.
+derivations of :data:`~srcgrad.rules.registry.TANGENTS` applied here (``forward_rules``).
 
 Before/after (``wrt=x``)::
 
@@ -42,9 +42,9 @@ import gast
 
 from .. import anno, errors, nodes, templates
 from ..analysis import outside
-from ..analysis.ranks import rank_of
-from ..rules.registry import lookup as registry_lookup
 from ..tree import TreeRank
+from .forward_batched import NotBatchable, _batch_helpers, _BatchedTangents  # (callers catch forward.NotBatchable)
+from .forward_rules import _DONE, _PrimitiveTangents, _replaced
 
 
 @dataclasses.dataclass
@@ -58,20 +58,6 @@ class Tangents:
 
 def transform(core, activity, ranks, wrt, backend, batched=False) -> Tangents:
     return _Forward(core, activity, ranks, backend, batched).run(wrt)
-
-
-class NotBatchable(Exception):
-    """The program has a step whose batched tangent srcgrad does not write: take the
-    columns one at a time.  (Never shown to the user: ``higher`` loops instead.)"""
-
-
-# Forward mode's runtime helpers and their batched forms (renamed in batched code,
-# outside the per-column lambdas of ``rt.batch_each``).
-_BATCHED_HELPERS = {"zeros_tangent": "batch_zeros", "broadcast_tangent": "batch_broadcast",
-                    "cast_tangent": "batch_cast", "reduction_tangent": "batch_reduction_tangent"}
-# Linear primitives whose batched tangent is a reshape of the column axis's rows.
-_RESHAPES = {"numpy.reshape", "numpy.ravel", "numpy.squeeze", "numpy.expand_dims"}
-_MATMULS = {"_operator.matmul", "numpy.matmul"}
 
 
 def checked_copy(core):
@@ -96,7 +82,11 @@ def _copied(value):
     return value
 
 
-class _Forward:
+class _Forward(_PrimitiveTangents, _BatchedTangents):
+    """The tangent sweep of one function: each statement followed by its tangent's.  A
+    primitive's tangent is a part of its own (``forward_rules``; batched,
+    ``forward_batched``)."""
+
     def __init__(self, core, activity, ranks, backend, batched=False):
         self.core, self.activity, self.ranks, self.backend = core, activity, ranks, backend
         self.batched = batched
@@ -316,275 +306,6 @@ class _Forward:
             self._emit(out, gast.Expr(value=value), None)  # keeps the two lists in step
         return out
 
-    # ---- primitives -------------------------------------------------------
-    def _op_tangent(self, stmt, target, out):
-        """The tangent expression of ``target = <primitive>(atoms)`` (None: zero)."""
-        rule, bound = anno.get(stmt, "rule"), anno.get(stmt, "bound")
-        varying = [p for p in rule.diff_params if self._varies(bound.get(p))]
-        if not varying:
-            return None
-        if rule is registry_lookup(getattr) and not self._plain_field(bound):
-            # Maybe a property: dispatch.jvp_field runs its getter's own forward mode.
-            self._unbatchable()
-            origin = anno.get(stmt, "origin")
-            stmt.targets = [nodes.tuple_([nodes.name(target, "store"),
-                                          nodes.name(self._dot_name(target), "store")], "store")]
-            stmt.value = nodes.call("dispatch.jvp_field", [
-                nodes.copy(bound["obj"]), nodes.copy(bound["name"]), self._tangent_of(bound["obj"]),
-                nodes.const(origin.where if origin else "?")])
-            return _DONE
-        for operand in self._unknown_operands(stmt):
-            # Its kind is known when the code runs: an array's tangent rule, or refused there
-            # (batched, its rank too: the batched forms read it from the arrays).
-            origin = anno.get(stmt, "origin")
-            check = gast.Expr(value=nodes.call("rt.array_operand", [
-                nodes.name(operand), nodes.const(origin.where if origin else "?")]))
-            self._emit(out, anno.set(check, "impure", True), None)
-        how = rule.tangent
-        if how is None:
-            raise errors.at(stmt.value, f"forward mode has no tangent rule for `{rule.name}`, which is "
-                            f"given `{nodes.loaded_names(bound[varying[0]])[0]}`, whose tangent it would need",
-                            "register one with srcgrad.deftangent (`@f.defjvp` for a srcgrad.custom_adjoint), "
-                            "or use reverse mode (srcgrad.vjp)", kind=errors.NoDerivativeRuleError)
-        if self.batched:
-            return self._batched_tangent(stmt, rule, bound, varying, target, out)
-        if how == "linear":
-            return self._cast(rule, bound, target, self._applied(stmt, rule, {p: None for p in varying}))
-        if how == "bilinear":
-            terms = [self._applied(stmt, rule, {p: index}) for p in varying
-                     for index in self._slots(bound[p], rule, p)]
-            total = terms[0]
-            for term in terms[1:]:
-                total = nodes.binop(total, "+", term)
-            return total
-        if how == "reduction":
-            return self._reduction(stmt, rule, bound, varying, target, out)
-        site = self._site(stmt, rule, bound, target, out)
-        if how == "pointwise":
-            return self._pointwise(rule, bound, site, varying, target, out)
-        # A tangent rule function.
-        if not templates.self_contained(how):  # a rule of yours calling your own helpers: run as it is
-            name = self.core.fresh(f"{getattr(how, '__name__', 'tangent')}")
-            self.extras[name] = how
-            keywords = [(p, nodes.copy(a)) for p, a in bound.items()] + [
-                (p + "_dot", site.bindings[p + "_dot"]) for p in rule.diff_params]
-            return nodes.call(name, [nodes.name(target)], keywords)
-        statements, value = templates.instantiate_tangent(rule, site)
-        self._emit_all(out, statements)
-        return value
-
-    def _reduction(self, stmt, rule, bound, varying, target, out):
-        """``sum(adjoint(ones) * a_dot, axis)``: see ``registry.TANGENTS``."""
-        site = self._site(stmt, rule, bound, target, out)
-        (param,) = varying
-        ones = self.core.fresh()
-        self._emit(out, ones, nodes.call(f"{self.module}.ones_like", [nodes.name(target)]))
-        site.bindings["ans_bar"] = nodes.name(ones)
-        site.wanted = {param}
-        statements, adjoints = templates.instantiate(rule, site)
-        self._emit_all(out, statements)
-        return nodes.call("rt.reduction_tangent", [
-            adjoints[param], site.bindings[param + "_dot"],
-            nodes.copy(bound.get("axis", nodes.const(None))),
-            nodes.copy(bound.get("keepdims", nodes.const(False)))])
-
-    def _pointwise(self, rule, bound, site, varying, target, out):
-        """The adjoint formula applied to each input's tangent: see ``registry.TANGENTS``."""
-        total, full, terms = None, False, set()
-        same = self._same_shape(rule, bound)
-        for param in varying:
-            site.bindings["ans_bar"] = site.bindings[param + "_dot"]
-            site.wanted = {param}
-            site.same_shape = set(bound)  # no unbroadcast: the tangent has the output's shape
-            statements, adjoints = templates.instantiate(rule, site)
-            self._emit_all(out, statements)
-            if param not in adjoints:
-                continue
-            full = full or param in same
-            terms.add(param)
-            total = adjoints[param] if total is None else nodes.binop(total, "+", adjoints[param])
-        if total is None:
-            return None
-        # An elementwise output has the broadcast shape of its array arguments: when
-        # each of them has a term, so has the sum of the terms.
-        full = full or rule.elementwise and all(
-            p in terms or rank_of(a, self.ranks) == 0 for p, a in bound.items()
-            if isinstance(a, gast.Name) or isinstance(a, (gast.List, gast.Tuple)))
-        return total if full else nodes.call("rt.broadcast_tangent", [total, nodes.name(target)])
-
-    # ---- batched tangents ---------------------------------------------------
-    def _unbatchable(self):
-        if self.batched:
-            raise NotBatchable
-
-    def _batched_tangent(self, stmt, rule, bound, varying, target, out):
-        """The batched tangent expression of ``target = <primitive>(atoms)``."""
-        how, name = rule.tangent, rule.name
-        if how == "pointwise" and rule.elementwise and name.split(".")[0] in ("numpy", "_operator") \
-                and name not in ("numpy.float64", "numpy.float32"):
-            site = self._site(stmt, rule, bound, target, out)
-            for param in varying:  # each tangent lifted to the output's rank, so columns stay first
-                atom = bound[param]
-                if rank_of(atom, self.ranks) != rank_of(nodes.name(target), self.ranks) \
-                        or rank_of(atom, self.ranks) is None:
-                    lifted = self.core.fresh(f"{atom.id}_dot" if isinstance(atom, gast.Name) else None)
-                    self._emit(out, lifted, nodes.call("rt.batch_aligned", [site.bindings[param + "_dot"],
-                                                                            nodes.name(target)]))
-                    site.bindings[param + "_dot"] = nodes.name(lifted)
-                    self.lifted.add(lifted)
-            return self._pointwise(rule, bound, site, varying, target, out)
-        if how == "linear":
-            (a, *_), atom = varying, bound.get(varying[0])
-            if name == "_operator.getitem" and isinstance(stmt.value, gast.Subscript):
-                return nodes.call("rt.batch_getitem", [self._tangent_of(stmt.value.value),
-                                                       templates._slices_as_calls(nodes.copy(stmt.value.slice))])
-            if isinstance(stmt.value, gast.Attribute) and "obj" in bound and self._plain_field(bound):
-                return self._applied(stmt, rule, {p: None for p in varying})  # a structure's field
-            plain_array = varying == ["a"] and isinstance(atom, gast.Name) and isinstance(
-                rank_of(atom, self.ranks), int)
-            if plain_array and name in _RESHAPES and "order" not in bound:
-                return nodes.call("rt.batch_reshape", [self._tangent_of(atom), nodes.name(target)])
-            if plain_array and name in ("numpy.sum", "numpy.mean") and set(bound) <= {"a", "axis", "keepdims"}:
-                return nodes.call(f"{self.module}.{name.split('.')[1]}", [self._tangent_of(atom)], [
-                    ("axis", nodes.call("rt.batch_axis", [nodes.copy(bound.get("axis", nodes.const(None))),
-                                                          nodes.copy(atom)])),
-                    ("keepdims", nodes.copy(bound.get("keepdims", nodes.const(False))))])
-            return self._cast(rule, bound, target, self._each(
-                self._applied(stmt, rule, {p: None for p in varying}), target))
-        if how == "bilinear":
-            terms = []
-            for p in varying:
-                for index in self._slots(bound[p], rule, p):
-                    if name in _MATMULS and all(isinstance(bound.get(q), gast.Name) for q in ("x1", "x2")):
-                        operands = [self._tangent_of(bound[q]) if q == p else nodes.copy(bound[q])
-                                    for q in ("x1", "x2")]
-                        terms.append(nodes.call("rt.batch_matmul", operands + [nodes.const(1 if p == "x1" else 2)]))
-                    else:
-                        terms.append(self._each(self._applied(stmt, rule, {p: index}), target))
-            total = terms[0]
-            for term in terms[1:]:
-                total = nodes.binop(total, "+", term)
-            return total
-        if how == "reduction":
-            return self._reduction(stmt, rule, bound, varying, target, out)
-        if how in (None,) or isinstance(how, str):
-            raise NotBatchable
-        site = self._site(stmt, rule, bound, target, out)
-        if name == "srcgrad.tree.add":  # the adjoints' accumulation: vectorised
-            return nodes.call("rt.batch_add", [site.bindings["a_dot"], site.bindings["b_dot"], nodes.name(target)])
-        helper = self.core.fresh(getattr(how, "__name__", "tangent"))
-        self.extras[helper] = how
-        keywords = [(p, nodes.copy(a)) for p, a in bound.items()] + [
-            (p + "_dot", site.bindings[p + "_dot"]) for p in rule.diff_params]
-        return self._each(nodes.call(helper, [nodes.name(target)], keywords), target)
-
-    def _each(self, expression, target):
-        """``rt.batch_each(lambda x_dot: <expression>, x_dot)``: ``expression``, linear
-        in the batched tangents it reads, applied to one column of them at a time."""
-        batched = list(dict.fromkeys(n for n in nodes.loaded_names(expression) if n in self._batched_names()))
-        if not batched:
-            return nodes.call("rt.zeros_tangent", [nodes.name(target)])
-        text = f"rt.batch_each(lambda {', '.join(batched)}: {nodes.to_source(expression).strip()}, " \
-               f"{', '.join(batched)})"
-        return nodes.expr(text)
-
-    def _batched_names(self) -> set:
-        return set(self.dot.values()) | self.lifted
-
-    def _emit_all(self, out, statements):
-        for s in statements:
-            self._emit(out, s, None)
-
-    def _site(self, stmt, rule, bound, target, out):
-        bindings = {"ans": nodes.name(target), **bound}
-        for param in rule.diff_params:
-            atom = bound.get(param)
-            if not self._varies(atom):
-                bindings[param + "_dot"] = nodes.const(None)
-                continue
-            tangent = self._tangent_of(atom)
-            rank = rank_of(atom, self.ranks)
-            if rule.name.split(".")[0] == "numpy" and (isinstance(atom, gast.Name) and (
-                    isinstance(rank, TreeRank) or rank is None and atom.id in self.call_results)
-                    or self.batched and isinstance(atom, (gast.List, gast.Tuple))):
-                # A list or tuple NumPy reads as an array: its tangent too (not `+` of tuples).
-                temp = self.core.fresh()
-                self._emit(out, temp, nodes.call("rt.batch_asarray" if self.batched else f"{self.module}.asarray",
-                                                 [tangent]))
-                tangent = nodes.name(temp)
-                self.lifted.add(temp)
-            bindings[param + "_dot"] = tangent
-        return templates.Site(
-            bindings=bindings,
-            ndim=lambda atom: r if isinstance(r := rank_of(atom, self.ranks), int) else None,
-            structure=lambda atom: (True if isinstance(r := rank_of(atom, self.ranks), TreeRank)
-                                    else False if isinstance(r, int) else None),
-            same_shape=set(), wanted=set(), hints={}, fresh=self.core.fresh, module_name=self.module)
-
-    def _cast(self, rule, bound, target, value):
-        """A primitive with a ``dtype`` (or reading another array's) may round its output
-        to integers: the tangent is then zero (``rt.cast_tangent``)."""
-        dtype = bound.get("dtype")
-        casts = rule.zero_params or dtype is not None and not (
-            isinstance(dtype, gast.Constant) and dtype.value is None)
-        return nodes.call("rt.cast_tangent", [value, nodes.name(target)]) if casts else value
-
-    def _slots(self, atom, rule, param):
-        """The places a bilinear primitive's tangent puts one tangent at a time: the
-        parameter itself, or each varying item of a sequence parameter (``einsum``'s)."""
-        if param in rule.sequence_params and isinstance(atom, (gast.List, gast.Tuple)):
-            return [i for i, e in enumerate(atom.elts) if self._varies(e)]
-        return [None]
-
-    def _applied(self, stmt, rule, replace):
-        """The primitive's own expression with the arguments of ``replace``'s parameters
-        replaced by their tangents (index ``i``: only that item of a sequence; the
-        other items of a sequence of which some vary: zeros)."""
-        places = _argument_nodes(stmt.value, rule)
-        if places is None:
-            raise errors.at(stmt.value, f"forward mode cannot tell which argument of "
-                            f"`{nodes.to_source(stmt.value)}` is `{next(iter(replace))}`",
-                            "pass the arguments by position", kind=errors.NoDerivativeRuleError)
-        mapping = {}
-        for param, index in replace.items():
-            node = places.get(param)
-            if isinstance(node, tuple):  # *operands: the call's own arguments
-                items = [node[index]] if index is not None else [n for n in node if self._varies(n)]
-                for item in items:
-                    mapping[id(item)] = self._tangent_of(item)
-            elif isinstance(node, (gast.List, gast.Tuple)) and param in rule.sequence_params:
-                mapping[id(node)] = type(node)(
-                    elts=[self._tangent_of(e) if index is None or i == index else nodes.copy(e)
-                          for i, e in enumerate(node.elts)], ctx=gast.Load())
-            elif node is not None:
-                mapping[id(node)] = self._tangent_of(node)
-        return _replaced(stmt.value, mapping)
-
-    def _same_shape(self, rule, bound):
-        """Parameters of an elementwise rule that provably have the output's shape."""
-        if not rule.elementwise or any(isinstance(a, (gast.Tuple, gast.List)) for a in bound.values()):
-            return set()
-        arrays = {p: a for p, a in bound.items() if isinstance(a, gast.Name)
-                  or isinstance(a, gast.Constant) and isinstance(a.value, (int, float))}
-        return {p for p, a in arrays.items() if all(
-            rank_of(b, self.ranks) == 0 or isinstance(b, gast.Name) and isinstance(a, gast.Name) and b.id == a.id
-            for q, b in arrays.items() if q != p)}
-
-    def _plain_field(self, bound) -> bool:
-        rank, name = rank_of(bound["obj"], self.ranks), templates.static_value(bound["name"])
-        return isinstance(rank, TreeRank) and any(key == name for key, _ in rank)
-
-    def _unknown_operands(self, stmt) -> list:
-        """The varying operands of ``a * b`` that may be objects of a class of the user's
-        (their rank unknown when compiling: what a function returned)."""
-        value = stmt.value
-        operands = [value.left, value.right] if isinstance(value, gast.BinOp) else \
-            [value.operand] if isinstance(value, gast.UnaryOp) else []
-        unknown = anno.get(stmt, "maybe_object", ())
-        return [atom.id for atom in operands if isinstance(atom, gast.Name) and atom.id in unknown
-                and self._active(atom) and not isinstance(rank := rank_of(atom, self.ranks), int)
-                and not (isinstance(rank, TreeRank) and rank.kind != "object")]
-
     # ---- calls of the user's functions -------------------------------------
     def _varies_call(self, stmt) -> bool:
         receiver = anno.get(stmt, "receiver")
@@ -644,9 +365,6 @@ class _Forward:
         return [stmt]
 
 
-_DONE = object()
-
-
 def _passed_through(value) -> bool:
     """Whether a tangent expression may be another name's tangent itself (a name, or a
     helper that returns its argument when it can), not a new array."""
@@ -655,51 +373,3 @@ def _passed_through(value) -> bool:
         return _passed_through(value.args[0])  # (a new array where they change it)
     return isinstance(value, gast.Name) or isinstance(value, gast.Call) \
         and nodes.to_source(value.func).strip().startswith("rt.")
-
-
-def _argument_nodes(value, rule):
-    """Parameter -> the node of ``value`` that is its argument (a tuple of nodes for
-    ``*operands``), or None where the spelling does not say."""
-    if isinstance(value, gast.BinOp):
-        return {"x1": value.left, "x2": value.right}
-    if isinstance(value, gast.UnaryOp):
-        return {"x": value.operand}
-    if isinstance(value, gast.Subscript):
-        return {"a": value.value}
-    if isinstance(value, gast.Attribute):  # x.T, obj.name
-        return {"a": value.value, "obj": value.value}
-    if isinstance(value, gast.Call) and rule.signature is not None:
-        try:
-            bound = rule.signature.bind_partial(*value.args, **{k.arg: k.value for k in value.keywords})
-        except TypeError:
-            return None
-        return dict(bound.arguments)
-    return None
-
-
-def _replaced(node, mapping):
-    """A copy of ``node`` in which each node whose id is in ``mapping`` is replaced."""
-    if id(node) in mapping:
-        return mapping[id(node)]
-    if isinstance(node, list):
-        return [_replaced(n, mapping) for n in node]
-    if not isinstance(node, gast.AST):
-        return node
-    new = nodes.copy(node) if not node._fields else type(node)(
-        **{f: _replaced(getattr(node, f, None), mapping) for f in node._fields})
-    if anno.KEY in node.__dict__:
-        new.__dict__[anno.KEY] = dict(node.__dict__[anno.KEY])
-    return new
-
-
-
-def _batch_helpers(node):
-    """Forward mode's runtime helpers in ``node`` renamed to their batched forms, except
-    inside the per-column lambdas of ``rt.batch_each`` (which see unbatched tangents)."""
-    if isinstance(node, gast.Lambda):
-        return
-    if isinstance(node, gast.Attribute) and isinstance(node.value, gast.Name) and node.value.id == "rt" \
-            and node.attr in _BATCHED_HELPERS:
-        node.attr = _BATCHED_HELPERS[node.attr]
-    for child in gast.iter_child_nodes(node):
-        _batch_helpers(child)
