@@ -4,7 +4,7 @@ compiled at its first call; a NumPy function through its rule; an operator, a
 field or a property of an object; a callee checked for changes to its arguments.
 
 Above the API (it makes ``GradientFunction``s) and the pipeline, unlike the
-runtime helpers (``srcgrad/runtime.py``), which the rules and passes use too.
+runtime helpers (``srcgrad/runtime/``), which the rules and passes use too.
 """
 from __future__ import annotations
 

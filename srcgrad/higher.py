@@ -3,7 +3,7 @@ reverse mode generated.
 
 A gradient function's code is ordinary Python, loaded with its source
 (``emit.load`` registers it with linecache), and the runtime helpers it calls
-have rules of their own (``rules/adjoints.py``): so ``srcgrad.jvp`` can
+have rules of their own (transposes beside them in ``runtime/``): so ``srcgrad.jvp`` can
 transform it again.  ``jvp(grad(f))`` at ``x`` along ``v`` gives ``(∇f(x),
 H(x) v)`` for about the cost of two gradients (forward-over-reverse: Pearlmutter
 1994, "Fast exact multiplication by the Hessian"; Griewank & Walther 2008, §5.4).

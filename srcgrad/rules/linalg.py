@@ -21,6 +21,8 @@ from ..runtime import (corrcoef_adjoint, corrcoef_tangent, cov_adjoint, cov_tang
                        qr_adjoint, qr_tangent, slogdet_adjoint, solve_adjoint, solve_tangent, svd_adjoint,
                        svd_tangent, tensordot_adjoint, trace_adjoint, unbroadcast)
 from . import _ndim
+# the helpers' transposes (beside them in runtime/), for higher order: srcgrad.hvp
+from ..runtime import (diag_adjoint_transposed, einsum_adjoints_dot, einsum_adjoints_transposed_rule)
 from .registry import defadjoint, deftangent
 
 
@@ -103,6 +105,11 @@ def einsum(ans_bar, ans, subscripts, *operands, out=None, dtype=None, order="K",
     return einsum_adjoints(subscripts, ans_bar, operands, optimize)
 
 
+defadjoint(einsum_adjoints, diff=("ans_bar", "operands"), sequence=("operands",))(
+    einsum_adjoints_transposed_rule)
+deftangent(einsum_adjoints)(einsum_adjoints_dot)
+
+
 @defadjoint(np.linalg.norm, ndim=functools.partial(_ndim.reduced, array="x"), tangent="reduction")
 def norm(ans_bar, ans, x, ord=None, axis=None, keepdims=False):  # noqa: A002
     """2-norm/Frobenius by default: ``x_bar = ans_bar * x / ans``; 0 at a zero norm."""
@@ -124,6 +131,9 @@ def trace(ans_bar, ans, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
 def diag(ans_bar, ans, v, k=0):
     """A vector's matrix: its diagonal read back; a matrix's diagonal: scattered onto it."""
     return diag_adjoint(ans_bar, v, k)
+
+
+defadjoint(diag_adjoint, diff=("ans_bar",), zero=("v",), tangent="linear")(diag_adjoint_transposed)
 
 
 @defadjoint(np.linalg.inv, ndim=_ndim.same_as("a"))

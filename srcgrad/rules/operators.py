@@ -14,6 +14,8 @@ import numpy as np
 
 from ..runtime import is_constant, log_of_base, matmul_lhs, matmul_rhs, unbroadcast
 from . import _ndim
+# the helpers' transposes (beside them in runtime/), for higher order: srcgrad.hvp
+from ..runtime import (matmul_lhs_transposed, matmul_rhs_transposed)
 from .registry import defadjoint, deftangent
 
 
@@ -118,3 +120,7 @@ def matmul(ans_bar, ans, x1, x2):
     if np.ndim(x1) == 2 and np.ndim(x2) == 2:
         return ans_bar @ x2.T, x1.T @ ans_bar
     return matmul_lhs(ans_bar, x1, x2), matmul_rhs(ans_bar, x1, x2)
+
+
+defadjoint(matmul_lhs, diff=("g", "x2"), zero=("x1",), tangent="bilinear")(matmul_lhs_transposed)
+defadjoint(matmul_rhs, diff=("g", "x1"), zero=("x2",), tangent="bilinear")(matmul_rhs_transposed)

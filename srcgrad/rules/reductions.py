@@ -19,7 +19,10 @@ from ..runtime import (average_adjoint, average_tangent, broadcast_reduced, coun
                        sorted_adjoint, sorted_tangent, nanmean_adjoint, prod_adjoint, nanvar_adjoint, quantile_adjoint,
                        quantile_tangent, std_adjoint, unbroadcast, var_adjoint)
 from . import _ndim
-from .registry import defadjoint, deftangent
+# the helpers' transposes (beside them in runtime/), for higher order: srcgrad.hvp
+from ..runtime import (broadcast_reduced_transposed, items_extremum_adjoint_transposed,
+                       max_adjoint_transposed, quantile_adjoint_transposed, quantile_tangent_transposed)
+from .registry import defadjoint, deftangent, nondifferentiable
 
 _reduced = functools.partial(_ndim.reduced, array="a")
 
@@ -46,6 +49,10 @@ def sum(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False, initia
     return broadcast_reduced(ans_bar, a, axis, keepdims)
 
 
+defadjoint(broadcast_reduced, diff=("g",), zero=("x",), tangent="linear")(broadcast_reduced_transposed)
+nondifferentiable(count_reduced)  # an element count
+
+
 @defadjoint(np.mean, ndim=_reduced, tangent="linear")
 def mean(ans_bar, ans, a, axis=None, dtype=None, out=None, keepdims=False):
     if not (is_constant(dtype) and dtype is None):
@@ -64,6 +71,9 @@ def max(ans_bar, ans, a, axis=None, out=None, keepdims=False, initial=None, wher
     if not (is_constant(where) and where is True):
         return max_adjoint(ans_bar, ans, np.where(where, a, np.nan), axis, keepdims)
     return max_adjoint(ans_bar, ans, a, axis, keepdims)
+
+
+defadjoint(max_adjoint, diff=("g",), zero=("m", "x"), tangent="linear")(max_adjoint_transposed)
 
 
 @defadjoint(np.min, np.amin, np.nanmin, ndim=_reduced, tangent="reduction")
@@ -174,6 +184,10 @@ def builtin_max(ans_bar, ans, iterable, *, key=None, default=None):
     return items_extremum_adjoint(ans_bar, ans, iterable)
 
 
+defadjoint(items_extremum_adjoint, diff=("ans_bar",), zero=("ans", "items"), tangent="linear")(
+    items_extremum_adjoint_transposed)
+
+
 @deftangent(builtins.max, builtins.min)
 def builtin_max_tangent(ans, iterable, *, key=None, default=None, iterable_dot=None):
     return items_extremum_tangent(ans, iterable, iterable_dot)
@@ -223,10 +237,16 @@ def quantile(ans_bar, ans, a, q, axis=None, out=None, overwrite_input=False, met
     return quantile_adjoint(ans_bar, a, q, axis, keepdims)
 
 
+defadjoint(quantile_adjoint, diff=("ans_bar",), zero=("a",), tangent="linear")(quantile_adjoint_transposed)
+
+
 @deftangent(np.quantile)
 def quantile_dot(ans, a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False,
                  *, weights=None, a_dot=None):
     return quantile_tangent(a_dot, a, q, axis, keepdims)
+
+
+defadjoint(quantile_tangent, diff=("a_dot",), zero=("a",), tangent="linear")(quantile_tangent_transposed)
 
 
 @defadjoint(np.percentile, diff=("a",), refuse=_quantile_refuse)

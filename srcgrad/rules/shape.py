@@ -33,7 +33,11 @@ from ..runtime import (broadcast_arrays_adjoint, meshgrid_adjoint, rollaxis_dest
                        inserted_tangent as inserted_list_tangent, without_key_adjoint, merged_adjoints,
                        fromkeys_adjoint, tolist_adjoint)
 from . import _ndim
-from .registry import defadjoint, deftangent
+# the helpers' transposes (beside them in runtime/), for higher order: srcgrad.hvp
+from ..runtime import (dtype_adjoint_transposed, gather_adjoint_transposed, gathered, gathered_transposed,
+                       getitem_adjoint_transposed, real_input_transposed, reshape_back_transposed,
+                       sort_adjoint_transposed, unflattened_adjoint_transposed, window_adjoint_transposed)
+from .registry import defadjoint, deftangent, nondifferentiable
 
 
 def _order_refuse(statics):
@@ -51,6 +55,9 @@ def reshape(ans_bar, ans, a, shape=None, order="C"):
     if is_constant(order) and order == "C":
         return np.reshape(ans_bar, np.shape(a))
     return reshape_back(ans_bar, a, order)
+
+
+defadjoint(reshape_back, diff=("g",), zero=("a",), tangent="linear")(reshape_back_transposed)
 
 
 @defadjoint(np.ravel, ndim=_ndim.fixed(1), refuse=_order_refuse, tangent="linear")
@@ -88,6 +95,9 @@ def real(ans_bar, ans, val):
     return real_input(ans_bar, val)
 
 
+defadjoint(real_input, diff=("g",), zero=("val",), tangent="linear")(real_input_transposed)
+
+
 @defadjoint(np.imag, ndim=_ndim.same_as("val"), tangent="linear")
 def imag(ans_bar, ans, val):
     """The imaginary part of a real array is zeros."""
@@ -116,6 +126,9 @@ def copy(ans_bar, ans, a):
 def sliding_window_view(ans_bar, ans, x, window_shape, axis=None, subok=False, writeable=False):
     """The windows of a convolution or pooling layer; overlapping windows add up."""
     return window_adjoint(ans_bar, x, window_shape, axis)
+
+
+defadjoint(window_adjoint, diff=("g",), zero=("x",), tangent="linear")(window_adjoint_transposed)
 
 
 @defadjoint(np.concatenate, sequence=("arrays",), tangent="linear")
@@ -171,6 +184,10 @@ def flatten_rule(ans_bar, ans, value):
 def unflatten_rule(ans_bar, ans, vector):
     """``value = unflatten(vector)``: each leaf is a piece of ``vector``, reshaped."""
     return unflattened_adjoint(ans_bar, ans)
+
+
+defadjoint(unflattened_adjoint, diff=("ans_bar",), zero=("ans",), tangent="linear")(
+    unflattened_adjoint_transposed)
 
 
 @defadjoint(runtime.read_back, diff=("value",), tangent="linear")
@@ -373,6 +390,9 @@ def getitem(ans_bar, ans, a, index):
     return getitem_adjoint(ans_bar, a, index)
 
 
+defadjoint(getitem_adjoint, diff=("g",), zero=("a",), tangent="linear")(getitem_adjoint_transposed)
+
+
 def _field_ndim(ndims, statics):
     parent, name = ndims.get("obj"), statics.get("name")
     return parent.get(name) if hasattr(parent, "get") else None
@@ -428,6 +448,9 @@ def cumsum(ans_bar, ans, a, axis=None, dtype=None, out=None):
     return cumsum_adjoint(ans_bar, a, axis)
 
 
+defadjoint(dtype_adjoint, diff=("g",), tangent="linear")(dtype_adjoint_transposed)
+
+
 def _diff_refuse(statics):
     if statics.get("prepend") is not None or statics.get("append") is not None:
         return ("srcgrad differentiates `np.diff` without `prepend=`/`append=`",
@@ -445,6 +468,9 @@ def diff(ans_bar, ans, a, n=1, axis=-1, prepend=None, append=None):
 def sort(ans_bar, ans, a, axis=-1, kind=None, order=None, stable=None):
     """Each element gets the adjoint of the place it moved to (``rt.sort_adjoint``)."""
     return sort_adjoint(ans_bar, a, axis)
+
+
+defadjoint(sort_adjoint, diff=("ans_bar",), zero=("a",), tangent="linear")(sort_adjoint_transposed)
 
 
 @deftangent(np.sort)
@@ -527,6 +553,11 @@ def partition_tangent(ans, a, kth, axis=-1, kind="introselect", order=None, a_do
 def tile(ans_bar, ans, A, reps):
     """Each copy's adjoint, summed (``rt.gather_adjoint``)."""
     return gather_adjoint(ans_bar, A, np.tile(positions(A), reps))
+
+
+nondifferentiable(positions)  # integers
+defadjoint(gather_adjoint, diff=("g",), zero=("a", "where"), tangent="linear")(gather_adjoint_transposed)
+defadjoint(gathered, diff=("u",), zero=("where",), tangent="linear")(gathered_transposed)
 
 
 @defadjoint(np.repeat, diff=("a",), tangent="linear")
