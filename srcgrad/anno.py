@@ -74,9 +74,6 @@ class Key(_Documented):
     FLAGS = "flags", (
         "True on a ``while`` test that exits joined with its break/return flags (plain booleans, "
         "lowered as they are).  → exits.  ← anf.")
-    STATIC = "static", (
-        "True on an expression to count as an atom (``nodes.is_atom``).  ← nodes.  No pass sets it "
-        "(never has since the first commit): a stale read, kept documented while it is read.")
 
     # -- every core statement: anf ----------------------------------------------------------
     KIND = "kind", (

@@ -349,7 +349,7 @@ def loaded_names(node) -> list[str]:
 
 
 def is_atom(node) -> bool:
-    return isinstance(node, (gast.Name, gast.Constant)) or anno.has(node, "static")
+    return isinstance(node, (gast.Name, gast.Constant))
 
 
 def statements(body):
