@@ -19,6 +19,7 @@ import gc
 
 import gast
 
+from .anno import Kind
 from . import anno, backends, errors, nodes, runtime
 from .analysis import activity, ranks, sharing
 from .specialise import Compiled, Guards, programs_run, rank_of_argument, rank_of_layout  # noqa: F401 - the API's
@@ -228,7 +229,7 @@ def differentiate_reverse(ctx):
     live_out = set(sweeps.adjoints.values()) | set(sweeps.intermediates.values())
     # A nested def reads the names it captures when it is called, which the optimizer's
     # liveness does not see: they stay as the source assigns them.
-    live_out |= {n for s in nodes.statements(core.body) if anno.get(s, "kind") == "def"
+    live_out |= {n for s in nodes.statements(core.body) if anno.get(s, "kind") == Kind.DEF
                  for n in anno.get(s, "captures")}
     if options.mode not in ("grad", "pullback") or options.has_aux:
         live_out |= set(nodes.loaded_names(core.result))

@@ -17,6 +17,7 @@ import types
 import gast
 import numpy as np
 
+from .anno import Kind
 from . import anno, errors, nodes, tree
 from .rules import registry
 from .transforms import inline, resolve
@@ -139,7 +140,7 @@ class Guards:
             out.append(stmt)
             # (An operator or a field dispatched when it runs is a call too: a class's
             # `__mul__` or a property's getter may swap a layer as much as a method may.)
-            if anno.get(stmt, "kind") == "call":
+            if anno.get(stmt, "kind") == Kind.CALL:
                 origin = anno.get(stmt, "origin")
                 where = origin.where if origin else "?"
                 self.origins.setdefault(where, origin)

@@ -13,6 +13,7 @@ import dataclasses
 
 import gast
 
+from ..anno import Kind
 from .. import anno, nodes
 
 
@@ -30,9 +31,9 @@ def _target(stmt):
         return stmt.targets[0].id
     if isinstance(stmt, gast.FunctionDef):
         return stmt.name
-    if anno.get(stmt, "kind") == "setitem":
+    if anno.get(stmt, "kind") == Kind.SETITEM:
         return anno.get(stmt, "array")  # an in-place write changes the array
-    if anno.get(stmt, "kind") == "append":
+    if anno.get(stmt, "kind") == Kind.APPEND:
         return anno.get(stmt, "list")
     return None
 
@@ -40,29 +41,29 @@ def _target(stmt):
 def derivative_inputs(stmt) -> list[str]:
     """Names whose adjoints a statement's adjoint feeds."""
     kind = anno.get(stmt, "kind")
-    if kind == "copy":
+    if kind == Kind.COPY:
         return nodes.loaded_names(stmt.value)
-    if kind == "op":
+    if kind == Kind.OP:
         rule, bound = anno.get(stmt, "rule"), anno.get(stmt, "bound")
         names = []
         for param in rule.diff_params:
             names += nodes.loaded_names(bound[param]) if param in bound else []
         return names
-    if kind == "unknown":
+    if kind == Kind.UNKNOWN:
         return nodes.loaded_names(stmt.value)
-    if kind == "def":
+    if kind == Kind.DEF:
         return list(anno.get(stmt, "captures"))
-    if kind == "append":
+    if kind == Kind.APPEND:
         return nodes.loaded_names(anno.get(stmt, "value")) + [anno.get(stmt, "list")]
-    if kind in ("pop", "item"):
+    if kind in (Kind.POP, Kind.ITEM):
         return [anno.get(stmt, "list")]
-    if kind == "setitem":
+    if kind == Kind.SETITEM:
         return nodes.loaded_names(anno.get(stmt, "value")) + [anno.get(stmt, "array")]
-    if kind == "aggregate":
+    if kind == Kind.AGGREGATE:
         return [n for a in anno.get(stmt, "elements").values() for n in nodes.loaded_names(a)]
-    if kind == "unpack":
+    if kind == Kind.UNPACK:
         return [anno.get(stmt, "source")]
-    if kind == "call":
+    if kind == Kind.CALL:
         receiver = anno.get(stmt, "receiver")
         names = nodes.loaded_names(receiver) if receiver is not None else []
         names += [n for a in anno.get(stmt, "args") for n in nodes.loaded_names(a)]

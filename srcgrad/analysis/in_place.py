@@ -23,6 +23,7 @@ import types
 
 import gast
 
+from ..anno import Kind
 from .. import anno, errors, nodes, runtime
 from ..rules.registry import is_numpy as registry_is_numpy
 from ..rules.registry import lookup as registry_lookup
@@ -61,7 +62,7 @@ class _InPlaceWrites:
                             "write the update as an assignment (`y[idx] = v`, `y = y + v`; `np.add.at(y, "
                             "idx, x)` of a name is followed), or assign the call's result",
                             kind=errors.UnsupportedSyntaxError)
-        if anno.get(stmt, "kind") == "unknown" and fn is not None and not registry_is_numpy(fn):
+        if anno.get(stmt, "kind") == Kind.UNKNOWN and fn is not None and not registry_is_numpy(fn):
             # A callable without a rule (a functools.partial, a callable object): what it
             # writes into outside its arguments is checked as a function's is.
             self._check_outside_writes(stmt, fn)
@@ -187,7 +188,7 @@ class _InPlaceWrites:
                 continue
             rule, bound = anno.get(stmt, "rule"), anno.get(stmt, "bound") or {}
             parts = list(bound.values())
-            if anno.get(stmt, "kind") == "copy" and isinstance(stmt.value, gast.Name):
+            if anno.get(stmt, "kind") == Kind.COPY and isinstance(stmt.value, gast.Name):
                 parts, step = [stmt.value], None
             elif rule in (field, item) and len(parts) >= 2 and isinstance(parts[1], gast.Constant):
                 step = ("attr" if rule is field else "item", parts[1].value)
@@ -222,7 +223,7 @@ class _InPlaceWrites:
         if self.local_defs is None:  # (found once: the first `def` of each name)
             self.local_defs = {}
             for s in nodes.statements(self.core.body):
-                if isinstance(s, gast.FunctionDef) and anno.get(s, "kind") == "def":
+                if isinstance(s, gast.FunctionDef) and anno.get(s, "kind") == Kind.DEF:
                     self.local_defs.setdefault(s.name, s)
         local = self.local_defs.get(call.func.id)
         if local is None:

@@ -18,6 +18,7 @@ import functools
 import gast
 import numpy as np
 
+from ..anno import Kind
 from .. import anno, errors, nodes, templates
 from ..rules.registry import label as registry_label
 from ..tree import TreeRank
@@ -58,7 +59,7 @@ class _Nondifferentiable:
         """``map(...)``, ``zip(...)``, ``list(...)`` run as they are: refused where given a value being
         differentiated."""
         rule = anno.get(stmt, "rule")
-        if anno.get(stmt, "kind") == "nondiff" and rule is not None and rule.name in _CONTAINERS:
+        if anno.get(stmt, "kind") == Kind.NONDIFF and rule is not None and rule.name in _CONTAINERS:
             varied = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
             if varied:
                 kind = rule.name.split(".")[1]
@@ -96,7 +97,7 @@ class _Nondifferentiable:
         (``np.linalg.norm(x, ord=p)``'s ``ord``).  A function declared with
         ``nondifferentiable`` has zero derivative in every argument: nothing to refuse."""
         kind, rule = anno.get(stmt, "kind"), anno.get(stmt, "rule")
-        if kind == "nondiff" and rule is not None and not rule.zero_derivative \
+        if kind == Kind.NONDIFF and rule is not None and not rule.zero_derivative \
                 and rule.name not in _CONTAINERS:
             varied = [n for n in nodes.loaded_names(stmt.value) if n in self.activity.varied]
             if varied:
@@ -110,7 +111,7 @@ class _Nondifferentiable:
                                 "compute the value from NumPy functions srcgrad differentiates, or "
                                 "register a rule with srcgrad.defadjoint",
                                 kind=errors.NoDerivativeRuleError)
-        if kind != "op":
+        if kind != Kind.OP:
             return
         bound = anno.get(stmt, "bound")
         for param, atom in bound.items():

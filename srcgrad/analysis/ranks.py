@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gast
 
+from ..anno import Kind
 from .. import anno, nodes
 from ..rules.registry import elementwise_ndim
 from ..templates import UNKNOWN, static_value
@@ -43,7 +44,7 @@ def infer(body, param_ranks: dict, callee_core=None) -> dict:
             if isinstance(stmt, gast.For):
                 env[stmt.target.id] = 0  # every core loop iterates over a range
             elif isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name):
-                if anno.get(stmt, "kind") == "copy" and isinstance(stmt.value, gast.Name) \
+                if anno.get(stmt, "kind") == Kind.COPY and isinstance(stmt.value, gast.Name) \
                         and stmt.value.id not in env:
                     continue  # not yet known (a name a later pass over a loop binds): no information
                 target = stmt.targets[0].id
@@ -117,14 +118,14 @@ def _parameter_ranks(fn, arg_ranks) -> tuple:
 
 def _rank(stmt, env, callee_core):
     value, kind = stmt.value, anno.get(stmt, "kind")
-    if kind == "copy":
+    if kind == Kind.COPY:
         return rank_of(value, env)
-    if kind == "unpack":  # `a, b = m`: m's rows, or the entries of a tuple passed in
+    if kind == Kind.UNPACK:  # `a, b = m`: m's rows, or the entries of a tuple passed in
         rank = env.get(anno.get(stmt, "source"))
         if isinstance(rank, TreeRank):
             return rank.get(anno.get(stmt, "index")) if rank.kind == "sequence" else None
         return rank - 1 if isinstance(rank, int) and rank > 0 else None
-    if kind == "call" and isinstance(value, gast.Call) and anno.has(value.func, "resolved") \
+    if kind == Kind.CALL and isinstance(value, gast.Call) and anno.has(value.func, "resolved") \
             and not value.keywords and not any(isinstance(a, gast.Starred) for a in value.args):
         ranks = tuple(r if isinstance(r, int) else None for r in (rank_of(a, env) for a in value.args))
         callee = anno.get(value.func, "resolved")

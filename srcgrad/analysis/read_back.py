@@ -17,6 +17,7 @@ import operator
 
 import gast
 
+from ..anno import Kind
 from .. import anno, nodes, runtime, templates
 from ..rules.registry import lookup as registry_lookup
 from .mutation import _CONTAINER_MUTATORS
@@ -36,10 +37,10 @@ class StoresReadBack:
         self.body, self.reads_after_calls = body, None
         # The fields this function stores or grows: an earlier call of it (a layer called
         # twice, a cell in a loop) may have kept them, which a read here must not take in.
-        self.kept_names = {s.targets[0].attr for s in nodes.statements(body) if anno.get(s, "kind") == "setattr"} \
+        self.kept_names = {s.targets[0].attr for s in nodes.statements(body) if anno.get(s, "kind") == Kind.SETATTR} \
             | {self.grows(s)[1] for s in nodes.statements(body) if self.grows(s) is not None} \
             | {self.entry_store(s)[1] for s in nodes.statements(body)
-               if anno.get(s, "kind") == "setentry" and self.entry_store(s) is not None}
+               if anno.get(s, "kind") == Kind.SETENTRY and self.entry_store(s) is not None}
 
     def _containers(self, body):
         """``self.held``: name -> (object, field, the name holding the field) for ``_t = obj.f``
@@ -55,7 +56,7 @@ class StoresReadBack:
                 loads = nodes.loaded_names(stmt)
             for n in loads:
                 uses[n] = uses.get(n, 0) + 1
-            rule = anno.get(stmt, "rule") if anno.get(stmt, "kind") == "op" else None
+            rule = anno.get(stmt, "rule") if anno.get(stmt, "kind") == Kind.OP else None
             if rule is field and isinstance(stmt.targets[0], gast.Name):
                 name = templates.static_value(anno.get(stmt, "bound")["name"])
                 if isinstance(name, str):
@@ -76,7 +77,7 @@ class StoresReadBack:
                 growing[receiver] = growing.get(receiver, 0) + 1
             elif anno.get(stmt, "checks") is not None:  # (`rt.not_in_place(_t, k, ...)` before `_t[k] += v`)
                 growing[anno.get(stmt, "checks")] = growing.get(anno.get(stmt, "checks"), 0) + 1
-            elif anno.get(stmt, "kind") == "op" and anno.get(stmt, "rule") is read_back:
+            elif anno.get(stmt, "kind") == Kind.OP and anno.get(stmt, "rule") is read_back:
                 # (an entry read right after it was stored: the stored value, not a read of the field)
                 container = anno.get(stmt, "bound").get("container")
                 if isinstance(container, gast.Name):
@@ -92,9 +93,9 @@ class StoresReadBack:
         """The name ``stmt`` grows (``_t.append(v)``, ``_t.update(d)``, or run for its effect on
         an object being differentiated, ``rt.keeping_fields(_t, "append", where, v)``), or None."""
         value = getattr(stmt, "value", None)
-        if anno.get(stmt, "kind") == "setentry":
+        if anno.get(stmt, "kind") == Kind.SETENTRY:
             return anno.get(stmt, "holder")
-        if not (isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") == "call" and isinstance(value, gast.Call)
+        if not (isinstance(stmt, gast.Expr) and anno.get(stmt, "kind") == Kind.CALL and isinstance(value, gast.Call)
                 and isinstance(value.func, gast.Attribute)):
             return None
         if nodes.to_source(value.func).strip() == "rt.keeping_fields" and len(value.args) >= 2 \
@@ -132,13 +133,13 @@ class StoresReadBack:
         kind = anno.get(stmt, "kind")
         target = stmt.targets[0].id if isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name) \
             else None
-        if kind == "op" and anno.get(stmt, "rule") is registry_lookup(getattr):
+        if kind == Kind.OP and anno.get(stmt, "rule") is registry_lookup(getattr):
             if target in self.receivers:
                 return None  # (only reaches a container to grow it)
             if keyed and target in self.held and self.keys_read(target, None) is not None:
                 return None  # (its entries' reads say which it reads)
             return templates.static_value(anno.get(stmt, "bound")["name"])
-        if kind == "op" and anno.get(stmt, "rule") is registry_lookup(operator.getitem) \
+        if kind == Kind.OP and anno.get(stmt, "rule") is registry_lookup(operator.getitem) \
                 and isinstance(anno.get(stmt, "bound").get("a"), gast.Name) \
                 and anno.get(stmt, "bound")["a"].id in self.held:
             # `P["k"]` on `P = self.parameters`: a read of the field (`P["k"] = v` may have replaced it)
@@ -150,9 +151,9 @@ class StoresReadBack:
             if keyed and type(key) in (str, int, bool) and self.keys_read(base, None) is not None:
                 return _entry_name(field, key)
             return field
-        if self.grows(stmt) is not None or kind == "setentry":
+        if self.grows(stmt) is not None or kind == Kind.SETENTRY:
             return None
-        calls = kind == "call" or kind == "unknown" and isinstance(getattr(stmt, "value", None), gast.Call)
+        calls = kind == Kind.CALL or kind == Kind.UNKNOWN and isinstance(getattr(stmt, "value", None), gast.Call)
         return "" if calls else None  # (a `raise` is "unknown" too: it ends the path)
 
     def _reads_in(self, stmts) -> set:
@@ -173,9 +174,9 @@ class StoresReadBack:
                 later = frozenset(around)
             elif isinstance(stmt, gast.If):
                 later = self._walk(stmt.body, later) | self._walk(stmt.orelse, later)
-            elif anno.get(stmt, "kind") == "setattr":
+            elif anno.get(stmt, "kind") == Kind.SETATTR:
                 self.read_after[id(stmt)] = stmt.targets[0].attr in later or "" in later
-            elif anno.get(stmt, "kind") == "setentry" and self.entry_store(stmt) is not None:
+            elif anno.get(stmt, "kind") == Kind.SETENTRY and self.entry_store(stmt) is not None:
                 key = templates.static_value(anno.get(stmt, "index"))
                 key = key if type(key) in (str, int, bool) else templates.UNKNOWN
                 self.read_after[id(stmt)] = _touches(later, self.entry_store(stmt)[1], key)
@@ -196,7 +197,7 @@ class StoresReadBack:
             text = origin.text.strip() if origin is not None else ""
             later = "a call after it (of code srcgrad does not inline: a layer that keeps state of its own) " \
                 f"may read `.{attr}`: "
-            if anno.get(store, "kind") == "setentry" and "[" in text:
+            if anno.get(store, "kind") == Kind.SETENTRY and "[" in text:
                 held = text[:text.index("[")]
                 return later + (f"collect the values in a local dict and store them after the loop or the call "
                                 f"(`values[key] = v` in the loop, `{held}.update(values)` after it)")

@@ -24,6 +24,7 @@ import types
 
 import gast
 
+from ..anno import Kind
 from .. import anno, errors, nodes, runtime, templates
 from ..rules.registry import lookup as registry_lookup
 from . import outside
@@ -54,7 +55,7 @@ class Refusals(_InPlaceWrites, _ObjectState, _Nondifferentiable):
         """Read which stores ``body`` reads back now, before the reverse pass rewrites a
         statement (an operator dispatched when it runs becomes a call then, which must not
         change what the stores before it see)."""
-        if any(anno.get(s, "kind") in ("setattr", "setentry", "call") for s in nodes.statements(body)):
+        if any(anno.get(s, "kind") in (Kind.SETATTR, Kind.SETENTRY, Kind.CALL) for s in nodes.statements(body)):
             self.stores = StoresReadBack(self.core.body)
 
     def check(self, stmt) -> bool:
@@ -68,14 +69,14 @@ class Refusals(_InPlaceWrites, _ObjectState, _Nondifferentiable):
         if anno.get(stmt, "manager"):
             self._check_manager(stmt)
             return True
-        if isinstance(stmt, gast.Expr) and kind in ("unknown", "nondiff"):
+        if isinstance(stmt, gast.Expr) and kind in (Kind.UNKNOWN, Kind.NONDIFF):
             self._check_discarded_call(stmt)
             return True
         if anno.has(stmt, "constructs"):
             self._check_construction(stmt)
             return True
         self._check_container_builtin(stmt)
-        if kind == "call":
+        if kind == Kind.CALL:
             self._check_local_def(stmt)
             return isinstance(stmt.value, gast.Call) and self._checked_call(stmt) or isinstance(stmt, gast.Expr)
         checks = _STATEMENT_CHECKS.get(kind)

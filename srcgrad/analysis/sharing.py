@@ -41,6 +41,7 @@ import re
 import gast
 import numpy as np
 
+from ..anno import Kind
 from .. import anno, errors, nodes
 from ..rules import registry
 
@@ -85,7 +86,7 @@ def check(body, ranks, params=()) -> dict:
     Raises:
         UnsupportedSyntaxError: at the write, naming the other name and where it was made.
     """
-    writes = [s for s in nodes.statements(body) if anno.get(s, "kind") == "setitem"]
+    writes = [s for s in nodes.statements(body) if anno.get(s, "kind") == Kind.SETITEM]
     augmented = [s for s in nodes.statements(body) if anno.has(s, "augments")]  # `y += v` (in place)
     if not writes and not augmented:
         return {}
@@ -156,7 +157,7 @@ def _into_new_arrays(body, ranks, views, params) -> dict:
                     new.pop(n, None)
                     enclosing.pop(n, None)
                 continue
-            if anno.get(stmt, "kind") == "setitem":
+            if anno.get(stmt, "kind") == Kind.SETITEM:
                 array = anno.get(stmt, "array")
                 if array in new:
                     found[id(stmt)] = stmts[new[array] + 1:at]
@@ -166,7 +167,7 @@ def _into_new_arrays(body, ranks, views, params) -> dict:
             bound = set(nodes.assigned_names(stmt))
             shared = {t for t, _ in _sharing(stmt, ranks, views)}
             kind = anno.get(stmt, "kind")
-            made = bound - shared if kind not in ("call", "unknown") and isinstance(stmt, gast.Assign) \
+            made = bound - shared if kind not in (Kind.CALL, Kind.UNKNOWN) and isinstance(stmt, gast.Assign) \
                 and not anno.has(stmt, "augments") else set()  # (`y += v`: the same array)
             for n in bound:
                 new.pop(n, None)
@@ -221,14 +222,14 @@ class Memory:
             # memory of what each name is, follows containers to the lists they hold)
             pairs = [] if container and holds is None else \
                 _holding_pairs(stmt, ranks, views) if container else _sharing(stmt, ranks, views)
-            if container and holds is not None and anno.get(stmt, "kind") == "op":
+            if container and holds is not None and anno.get(stmt, "kind") == Kind.OP:
                 contents.update(_copied_items(stmt))
             for target, source in pairs:
                 edges.append((target, source))
                 self.made.setdefault(target, stmt)
             shared = {t for t, _ in pairs}
             for target in nodes.assigned_names(stmt):
-                if target not in shared or container or anno.get(stmt, "kind") in ("call", "unknown"):
+                if target not in shared or container or anno.get(stmt, "kind") in (Kind.CALL, Kind.UNKNOWN):
                     self.points.setdefault(target, set()).add(target)  # (a new container is one of its own)
         # A name the function never binds (a module a global is read through, `G.A`; a
         # closure variable) is one object from outside: two reads of `G.A` may be one array.
@@ -269,8 +270,8 @@ def _holds(stmt) -> bool:
     """Whether ``stmt`` puts values into a container: a display, an append, a field, an entry
     (``hs[t] = h``, ``self.cache[k] = h``), a new list or dict of another's items."""
     kind = anno.get(stmt, "kind")
-    return kind in ("aggregate", "append", "setattr", "setitem", "setentry") \
-        or kind == "op" and getattr(anno.get(stmt, "rule"), "name", None) in _CONTAINER_COPIES
+    return kind in (Kind.AGGREGATE, Kind.APPEND, Kind.SETATTR, Kind.SETITEM, Kind.SETENTRY) \
+        or kind == Kind.OP and getattr(anno.get(stmt, "rule"), "name", None) in _CONTAINER_COPIES
 
 
 def _takes(stmt, lists) -> bool:
@@ -288,10 +289,10 @@ def _holding_pairs(stmt, ranks, views):
     """``(holder, held)`` pairs of a statement that puts values into a container: the
     container and each value (or, for a new list or dict of another's items, that one)."""
     kind = anno.get(stmt, "kind")
-    if kind in ("aggregate", "append", "setattr") or kind == "op":
-        return _sharing(stmt, ranks, views) if kind != "op" else \
+    if kind in (Kind.AGGREGATE, Kind.APPEND, Kind.SETATTR) or kind == Kind.OP:
+        return _sharing(stmt, ranks, views) if kind != Kind.OP else \
             [(t, s) for t in nodes.assigned_names(stmt) for s in nodes.loaded_names(stmt.value)]
-    holder = anno.get(stmt, "array") if kind == "setitem" else anno.get(stmt, "holder")
+    holder = anno.get(stmt, "array") if kind == Kind.SETITEM else anno.get(stmt, "holder")
     return [(holder, v) for v in nodes.loaded_names(anno.get(stmt, "value"))] if holder else []
 
 
@@ -384,26 +385,26 @@ def _user(name) -> str:
 def _sharing(stmt, ranks, views):
     """``(target, source)`` pairs of names a statement makes share memory."""
     kind = anno.get(stmt, "kind")
-    if kind == "setattr":  # obj.w = y: obj holds y
+    if kind == Kind.SETATTR:  # obj.w = y: obj holds y
         obj, value = stmt.targets[0].value, anno.get(stmt, "value")
         return [(n, v) for n in nodes.loaded_names(obj) for v in nodes.loaded_names(value)]
-    if kind == "append":
+    if kind == Kind.APPEND:
         return [(anno.get(stmt, "list"), v) for v in nodes.loaded_names(anno.get(stmt, "value"))]
     if not isinstance(stmt, gast.Assign):
         return []
     targets = nodes.assigned_names(stmt)
     if not targets or not isinstance(stmt.targets[0], (gast.Name, gast.Tuple)):
         return []
-    if kind == "copy":
+    if kind == Kind.COPY:
         sources = nodes.loaded_names(stmt.value)
-    elif kind == "nondiff" and _returns_argument(stmt):
+    elif kind == Kind.NONDIFF and _returns_argument(stmt):
         sources = [n for a in stmt.value.args + [k.value for k in stmt.value.keywords]
                    for n in nodes.loaded_names(a)]
-    elif kind == "op" and _user_rule(anno.get(stmt, "rule")):
+    elif kind == Kind.OP and _user_rule(anno.get(stmt, "rule")):
         # A function with a rule of the user's (@custom_adjoint): it may return one of its
         # arguments (a straight-through estimator `def st(x): return x`).
         sources = [n for a in (anno.get(stmt, "bound") or {}).values() for n in nodes.loaded_names(a)]
-    elif kind == "op":
+    elif kind == Kind.OP:
         rule = anno.get(stmt, "rule")
         if rule not in views and not _may_not_copy(stmt, rule):
             return []
@@ -417,9 +418,9 @@ def _sharing(stmt, ranks, views):
         bound = anno.get(stmt, "bound") or {}
         first = next(iter(bound.values()), None)
         sources = nodes.loaded_names(first) if first is not None else []
-    elif kind in ("call", "unknown") and all(ranks.get(t) == 0 for t in targets):
+    elif kind in (Kind.CALL, Kind.UNKNOWN) and all(ranks.get(t) == 0 for t in targets):
         return []  # a number: no array's memory
-    elif kind in ("aggregate", "unpack", "pop", "call", "unknown"):
+    elif kind in (Kind.AGGREGATE, Kind.UNPACK, Kind.POP, Kind.CALL, Kind.UNKNOWN):
         value = stmt.value
         if isinstance(value, gast.Call):  # its arguments (and receiver), not the function's name
             parts = value.args + [k.value for k in value.keywords]
@@ -427,13 +428,13 @@ def _sharing(stmt, ranks, views):
                 parts.append(value.func.value)
             value = gast.Tuple(elts=parts, ctx=gast.Load())
         sources = nodes.loaded_names(value)
-        if kind == "unpack":
+        if kind == Kind.UNPACK:
             sources.append(anno.get(stmt, "source"))
-        if kind == "pop":
+        if kind == Kind.POP:
             sources.append(anno.get(stmt, "list"))
     else:
         return []
-    return [(t, s) for t in targets for s in sources if ranks.get(s) != 0 or kind in ("aggregate", "copy")]
+    return [(t, s) for t in targets for s in sources if ranks.get(s) != 0 or kind in (Kind.AGGREGATE, Kind.COPY)]
 
 
 def _returns_argument(stmt) -> bool:

@@ -21,6 +21,7 @@ import re
 
 import gast
 
+from ..anno import Kind
 from .. import anno, errors, nodes, templates
 from ..rules.registry import lookup as registry_lookup
 from ..tree import TreeRank
@@ -36,7 +37,7 @@ class _ObjectState:
         """``y = obj.name`` where a call before it (or an earlier call of this function: state
         it keeps, read in the next call) may have stored the field as bookkeeping, with no
         adjoint: read through ``rt.field``, which refuses such a value when the code runs."""
-        if not (anno.get(stmt, "kind") == "op" and anno.get(stmt, "rule") is registry_lookup(getattr)
+        if not (anno.get(stmt, "kind") == Kind.OP and anno.get(stmt, "rule") is registry_lookup(getattr)
                 and isinstance(stmt.value, gast.Attribute) and isinstance(stmt.value.value, gast.Name)):
             return
         if self.stores is None:
@@ -146,13 +147,13 @@ class _ObjectState:
                                 for t in nodes.assigned_names(s)}
         defs = self.definitions
         stmt = defs.get(name)
-        if stmt is None or anno.get(stmt, "kind") != "op":
+        if stmt is None or anno.get(stmt, "kind") != Kind.OP:
             return False
         field, item = registry_lookup(getattr), registry_lookup(operator.getitem)
 
         def read_from_object(atom, depth=0):  # `self.calls`, `self.dv["n"]`
             source = defs.get(atom.id) if isinstance(atom, gast.Name) else None
-            if source is None or anno.get(source, "kind") != "op" or depth > 8:
+            if source is None or anno.get(source, "kind") != Kind.OP or depth > 8:
                 return False
             rule = anno.get(source, "rule")
             return rule is field or rule is item and read_from_object(anno.get(source, "bound").get("a"), depth + 1)
@@ -174,9 +175,9 @@ class _ObjectState:
                          xs in nodes.assigned_names(s) for s in nodes.statements(loop.body)))]
         for holder in flat:
             kind = anno.get(holder, "kind")
-            if kind == "aggregate":
+            if kind == Kind.AGGREGATE:
                 outer, items = holder.targets[0].id, anno.get(holder, "elements").values()
-            elif kind == "append":  # `out.append(row)`, then `row.append(h)`
+            elif kind == Kind.APPEND:  # `out.append(row)`, then `row.append(h)`
                 outer, items = anno.get(holder, "list"), [anno.get(holder, "value")]
             else:
                 continue

@@ -57,6 +57,7 @@ import re
 import gast
 import numpy as np
 
+from ..anno import Kind
 from .. import anno, nodes
 from ..rules import registry
 
@@ -83,7 +84,7 @@ def transform(core, ranks, keep=()) -> bool:
     """Rename reads of aliases and stale views in ``core.body`` (in place); see the module.
     Reads of the names in ``keep`` (those ``hooks=``/``intermediates=`` ask the adjoint of)
     are left as written."""
-    if not any(anno.get(s, "kind") == "setitem" or anno.has(s, "augments")
+    if not any(anno.get(s, "kind") == Kind.SETITEM or anno.has(s, "augments")
                for s in nodes.statements(core.body)):
         return False  # (nothing changes an array in place: every name holds its value)
     walk = _Walk(core, ranks, set(keep))
@@ -126,7 +127,7 @@ class _Walk:
         self.view_rules_getitem = registry.lookup(operator.getitem)
         self.as_given = {registry.lookup(fn) for fn in (np.asarray, np.asanyarray)} - {None}
         self.written = {anno.get(s, "array") for s in nodes.statements(core.body)
-                        if anno.get(s, "kind") == "setitem"}  # (arrays, whatever their rank)
+                        if anno.get(s, "kind") == Kind.SETITEM}  # (arrays, whatever their rank)
         self.changed = False
 
     # ---- state ------------------------------------------------------------
@@ -256,7 +257,7 @@ class _Walk:
             bound.update(nodes.assigned_names(stmt))
             if isinstance(stmt, gast.FunctionDef):
                 bound.add(stmt.name)
-            if anno.get(stmt, "kind") == "setitem":
+            if anno.get(stmt, "kind") == Kind.SETITEM:
                 written.add(anno.get(stmt, "array"))
             if anno.has(stmt, "augments"):
                 written.add(anno.get(stmt, "augments"))
@@ -274,7 +275,7 @@ class _Walk:
     def _effect(self, stmt):
         kind = anno.get(stmt, "kind")
         targets = nodes.assigned_names(stmt)
-        if kind == "copy" and len(targets) == 1 and isinstance(stmt.value, gast.Name):
+        if kind == Kind.COPY and len(targets) == 1 and isinstance(stmt.value, gast.Name):
             source = self._track(stmt.value.id)
             self._bound(targets[0])
             if source is not None and (self._array(targets[0]) or self.ranks.get(targets[0]) is None):
@@ -295,12 +296,12 @@ class _Walk:
             elif entry is not None:  # (changed in place, or a new number: the names are left as written)
                 self._forget(entry[0])
             return
-        if kind == "setitem":
+        if kind == Kind.SETITEM:
             entry = self.state.get(anno.get(stmt, "array"))
             if entry is not None:
                 self._changed_in_place(entry[0])
             return
-        if kind == "setattr":  # (`v.shape = s` changes what `v[0]` is: its views are not made again)
+        if kind == Kind.SETATTR:  # (`v.shape = s` changes what `v[0]` is: its views are not made again)
             for name in nodes.loaded_names(stmt.targets[0]):
                 entry = self.state.get(name)
                 if entry is not None:
@@ -308,7 +309,7 @@ class _Walk:
                         self._forget(view)
         for name in targets:
             self._bound(name)
-        if kind == "op" and len(targets) == 1 and self._view(stmt):
+        if kind == Kind.OP and len(targets) == 1 and self._view(stmt):
             base = next(iter(anno.get(stmt, "bound").values())).id
             entry = self._track(base)
             cls = next(self.classes)
@@ -358,7 +359,7 @@ class _Walk:
             return
         if not _renamed(stmt, mapping):
             return
-        if anno.get(stmt, "kind") == "return":
+        if anno.get(stmt, "kind") == Kind.RETURN:
             self.core.result = nodes.copy(stmt.value)
         self.changed = True
 

@@ -16,6 +16,7 @@ import re
 
 import gast
 
+from ..anno import Kind
 from .. import anno, nodes, templates
 from ..analysis import sharing
 
@@ -134,7 +135,7 @@ def reverse_module(fn, core, forward, backward, sweeps, options, backend, wrt, r
     touched = {n for s in nodes.statements(backward) for n in nodes.assigned_names(s)} | {
         s.targets[0].value.id for s in nodes.statements(backward)
         if isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Subscript)}
-    written = {anno.get(s, "array") for s in nodes.statements(core.body) if anno.get(s, "kind") == "setitem"}
+    written = {anno.get(s, "array") for s in nodes.statements(core.body) if anno.get(s, "kind") == Kind.SETITEM}
     shown = options.mode not in ("vjp", "pullback") and (options.mode != "grad" or options.has_aux)
     overwritten = shown and bool(written) and rank_env is not None and any(
         memory.overlap(n, a) for memory in [sharing.Memory(core.body, rank_env, core.params)]

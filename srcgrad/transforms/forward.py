@@ -40,6 +40,7 @@ import dataclasses
 
 import gast
 
+from ..anno import Kind
 from .. import anno, errors, nodes, templates
 from ..analysis import outside
 from ..tree import TreeRank
@@ -99,9 +100,9 @@ class _Forward(_PrimitiveTangents, _BatchedTangents):
         # Where tangents are written in place (`y_dot[i] = v_dot`), a tangent that is another
         # name's (`z_dot = x_dot` for `z = x + c`, a new array) is copied, so that the write
         # reaches exactly the names whose primals it reaches.
-        self.writes = any(anno.get(s, "kind") == "setitem" and activity.active(anno.get(s, "array"))
+        self.writes = any(anno.get(s, "kind") == Kind.SETITEM and activity.active(anno.get(s, "array"))
                           for s in flat)
-        self.call_results = {s.targets[0].id for s in flat if anno.get(s, "kind") == "call"
+        self.call_results = {s.targets[0].id for s in flat if anno.get(s, "kind") == Kind.CALL
                              and isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Name)}
         # Values whose tangent is zero by their rule (`x * 0.0`, whose tangent must not meet
         # the inf of `0.0 ** 0.5`'s derivative): constants from there on, as reverse mode's
@@ -110,7 +111,7 @@ class _Forward(_PrimitiveTangents, _BatchedTangents):
         bound = collections.Counter(n for s in flat for n in nodes.assigned_names(s))
         self.once = {n for n, count in bound.items() if count == 1} - {
             anno.get(s, "array") or anno.get(s, "list") for s in flat
-            if anno.get(s, "kind") in ("setitem", "append", "pop", "item")}
+            if anno.get(s, "kind") in (Kind.SETITEM, Kind.APPEND, Kind.POP, Kind.ITEM)}
 
     # ---- names ------------------------------------------------------------
     def _dot_name(self, var):
@@ -188,7 +189,7 @@ class _Forward(_PrimitiveTangents, _BatchedTangents):
         value's way on (``acc.add(v)`` doing ``self.total = ...``; a method known only when
         it runs is checked then, ``dispatch.unchanging``).  Its tangent would be lost."""
         varied = self.activity.varied
-        if kind == "setattr":
+        if kind == Kind.SETATTR:
             value = anno.get(stmt, "value")
             if isinstance(value, gast.Name) and value.id in varied:
                 raise errors.at(stmt, "storing a value that is being differentiated in the attribute "
@@ -196,7 +197,7 @@ class _Forward(_PrimitiveTangents, _BatchedTangents):
                                 "follow it from there", "return it (with has_aux=True), or keep it in a local name",
                                 kind=errors.UnsupportedSyntaxError)
             return
-        if kind != "call" or not isinstance(getattr(stmt, "value", None), gast.Call):
+        if kind != Kind.CALL or not isinstance(getattr(stmt, "value", None), gast.Call):
             return
         call = stmt.value
         given = [n for a in call.args + [k.value for k in call.keywords] for n in nodes.loaded_names(a)
@@ -222,7 +223,7 @@ class _Forward(_PrimitiveTangents, _BatchedTangents):
         out = [stmt]
         kind = anno.get(stmt, "kind")
         self._check_kept(stmt, kind)
-        if kind == "setitem":
+        if kind == Kind.SETITEM:
             array, value = anno.get(stmt, "array"), anno.get(stmt, "value")
             if self.activity.active(array):
                 if self.batched:  # (rebound: a column-wide copy where the tangent's memory is not its own)
@@ -238,36 +239,36 @@ class _Forward(_PrimitiveTangents, _BatchedTangents):
                     else nodes.call("rt.zeros_tangent", [nodes.copy(value)])  # (a list's item: of its shape)
                 self._emit(out, nodes.assign(target, written), None)
             return out
-        if kind in ("append", "pop", "item"):
+        if kind in (Kind.APPEND, Kind.POP, Kind.ITEM):
             return out + self._list_tangent(stmt, kind)
         if not (isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name)):
             return out
         target = stmt.targets[0].id
         if not self.activity.active(target):
             return out
-        if kind == "call" and self._varies_call(stmt):
+        if kind == Kind.CALL and self._varies_call(stmt):
             return self._call_tangent(stmt, target)
         value = None
-        if kind == "copy":
+        if kind == Kind.COPY:
             value = self._tangent_of(stmt.value) if self._active(stmt.value) else None
-        elif kind == "unpack" and self.activity.active(anno.get(stmt, "source")) and self.batched \
+        elif kind == Kind.UNPACK and self.activity.active(anno.get(stmt, "source")) and self.batched \
                 and isinstance(stmt.value, gast.Subscript):  # (the source may be an array)
             value = nodes.call("rt.batch_getitem", [nodes.name(self._dot_name(stmt.value.value.id)),
                                                     templates._slices_as_calls(nodes.copy(stmt.value.slice))])
-        elif kind == "unpack" and self.activity.active(anno.get(stmt, "source")):
+        elif kind == Kind.UNPACK and self.activity.active(anno.get(stmt, "source")):
             value = _replaced(stmt.value, {id(stmt.value.value): nodes.name(self._dot_name(stmt.value.value.id))})
-        elif kind == "aggregate":
+        elif kind == Kind.AGGREGATE:
             value = self._display_tangent(stmt.value)
-        elif kind == "op":
+        elif kind == Kind.OP:
             value = self._op_tangent(stmt, target, out)
         if value is _DONE:  # (the statement computes its tangent itself)
             return out
-        if value is None and kind == "op" and target in self.once:
+        if value is None and kind == Kind.OP and target in self.once:
             self.zero.add(target)
             return out
         if value is None:
             value = nodes.call("rt.zeros_tangent", [nodes.name(target)])
-        elif self.writes and kind == "op" and _passed_through(value):
+        elif self.writes and kind == Kind.OP and _passed_through(value):
             value = nodes.call("rt.own_tangent", [value])  # a new array's tangent: its own memory
         self._emit(out, self._dot_name(target), value)
         return out
@@ -289,12 +290,12 @@ class _Forward(_PrimitiveTangents, _BatchedTangents):
             return []
         listed = nodes.name(self._dot_name(xs))
         out = []
-        if kind == "append":
+        if kind == Kind.APPEND:
             call = nodes.call(gast.Attribute(value=listed, attr="append", ctx=gast.Load()),
                               [self._tangent_of(anno.get(stmt, "value"))])
             self._emit(out, gast.Expr(value=call), None)
             return out
-        if kind == "pop":
+        if kind == Kind.POP:
             value = nodes.call(gast.Attribute(value=listed, attr="pop", ctx=gast.Load()),
                                [nodes.copy(anno.get(stmt, "index"))])
         else:
@@ -302,7 +303,7 @@ class _Forward(_PrimitiveTangents, _BatchedTangents):
         target = stmt.targets[0].id if isinstance(stmt, gast.Assign) else None
         if target is not None and self.activity.active(target):
             self._emit(out, self._dot_name(target), value)
-        elif kind == "pop":
+        elif kind == Kind.POP:
             self._emit(out, gast.Expr(value=value), None)  # keeps the two lists in step
         return out
 

@@ -20,6 +20,7 @@ import heapq
 
 import gast
 
+from ..anno import Kind
 from .. import anno, nodes
 from . import coalesce
 
@@ -67,7 +68,7 @@ def _defined(stmt):
 
 
 def _pure(stmt) -> bool:
-    return anno.get(stmt, "kind") not in ("unknown", "setattr") and not anno.get(stmt, "impure", False)
+    return anno.get(stmt, "kind") not in (Kind.UNKNOWN, Kind.SETATTR) and not anno.get(stmt, "impure", False)
 
 
 def _header_names(stmt) -> set:
@@ -289,7 +290,7 @@ def _same_shape_map(forward) -> dict:
         if _defined(stmt) in multiple:
             continue
         rule = anno.get(stmt, "rule")
-        if anno.get(stmt, "kind") == "op" and rule.elementwise:
+        if anno.get(stmt, "kind") == Kind.OP and rule.elementwise:
             bound = list(anno.get(stmt, "bound").values())
             arrays = [a for a in bound if isinstance(a, gast.Name)]
             scalars = all(isinstance(a, gast.Constant) and (a.value is None or type(a.value) in (int, float))

@@ -26,6 +26,7 @@ import re
 
 import gast
 
+from ..anno import Kind
 from .. import anno, nodes, runtime
 from ..analysis import refusals
 from ..analysis.nondifferentiable import _builtin_rule
@@ -105,21 +106,21 @@ class _Reverse(_ControlFlow, _CallAdjoints, _RuleAdjoints, _ContainerAdjoints):
         self.bound_within = None      # id(compound statement) -> names bound inside it, when needed
         self.indexed = None           # names read by index or iterated (_indexed_names), when needed
         self.call_results = {s.targets[0].id for s in nodes.statements(core.body)
-                             if anno.get(s, "kind") == "call" and isinstance(s, gast.Assign)
+                             if anno.get(s, "kind") == Kind.CALL and isinstance(s, gast.Assign)
                              and isinstance(s.targets[0], gast.Name)}
         changes = {s: anno.get(s, "kind") for s in nodes.statements(core.body)
-                   if anno.get(s, "kind") in ("append", "pop", "item")}
+                   if anno.get(s, "kind") in (Kind.APPEND, Kind.POP, Kind.ITEM)}
         # Lists changed in place: their adjoint is a list of adjoints, one per item.
         self.lists = {anno.get(s, "list") for s in changes}
         # Lists and dicts whose items are written (`hs[t] = h`, known when the code runs):
         # an item unpacked from one (`a, b = hs`) gives its adjoint at once, where the
         # writes' adjoints, before the definition in the backward sweep, read it.
         self.entries_written = {anno.get(s, "array") for s in nodes.statements(core.body)
-                                if anno.get(s, "kind") == "setitem" and anno.get(s, "generic")}
+                                if anno.get(s, "kind") == Kind.SETITEM and anno.get(s, "generic")}
         # Lists that pop changes, or whose items are read (`xs[i]`): the backward sweep
         # puts them back as they were at each point, so an adjoint that starts there
         # (`rt.zeros_each`) has their length then, and `xs_bar[i]` is `xs[i]`'s.
-        self.popped = {anno.get(s, "list") for s, kind in changes.items() if kind in ("pop", "item")}
+        self.popped = {anno.get(s, "list") for s, kind in changes.items() if kind in (Kind.POP, Kind.ITEM)}
 
     def run(self, wrt, result) -> Sweeps:
         seed_base = f"{result.id}_bar" if isinstance(result, gast.Name) else "result_bar"
@@ -153,7 +154,7 @@ class _Reverse(_ControlFlow, _CallAdjoints, _RuleAdjoints, _ContainerAdjoints):
         for stmt in nodes.statements(self.core.body):
             if isinstance(stmt, gast.If):
                 self.prebound.update(s.value.id for s in stmt.body + stmt.orelse
-                                     if anno.get(s, "kind") == "copy" and isinstance(s.value, gast.Name)
+                                     if anno.get(s, "kind") == Kind.COPY and isinstance(s.value, gast.Name)
                                      and s.value.id in self.core.maybe_unbound)
         prebind = [anno.set(nodes.assign(v, nodes.call("rt.Unbound", [nodes.const(re.sub(r"_\d+$", "", v))])),
                             "prebound", True) for v in sorted(self.prebound)]
@@ -253,9 +254,9 @@ class _Reverse(_ControlFlow, _CallAdjoints, _RuleAdjoints, _ContainerAdjoints):
         if not self.activity.active(target):
             return
         kind = anno.get(stmt, "kind")
-        if kind == "unknown":
+        if kind == Kind.UNKNOWN:
             raise self.refusals.no_rule(stmt)
-        if kind == "unpack":
+        if kind == Kind.UNPACK:
             return self._unpack_adjoint(stmt, target)
         if target in self.unpacked:
             # `a, b = h`: the parts join h's other contributions (`h[1]`, `np.sum(h)`) as the
@@ -269,23 +270,23 @@ class _Reverse(_ControlFlow, _CallAdjoints, _RuleAdjoints, _ContainerAdjoints):
                          self.group)
         # Before this assignment the name held another value, with its own adjoint.
         self.defined.discard(target)
-        if kind == "copy":
+        if kind == Kind.COPY:
             if self._active_name(stmt.value):
                 self._accumulate(stmt.value.id, g)
             return
-        if kind == "call":
+        if kind == Kind.CALL:
             self._call_adjoint(stmt, target, g)
             return
-        if kind == "item":
+        if kind == Kind.ITEM:
             self._item_adjoint(stmt, g)
             return
-        if kind == "aggregate":
+        if kind == Kind.AGGREGATE:
             for key, atom in anno.get(stmt, "elements").items():
                 if self._active_name(atom):  # (the adjoint may be sparse: only the items read)
                     self._accumulate(atom.id, nodes.call("rt.entry", [nodes.copy(g), nodes.const(key),
                                                                       nodes.name(atom.id)]))
             return
-        if kind != "op":
+        if kind != Kind.OP:
             return
         if anno.get(stmt, "rule") is registry_lookup(getattr) and not self._plain_field(stmt):
             self._field_adjoint(stmt, target, g)
@@ -348,7 +349,7 @@ class _Reverse(_ControlFlow, _CallAdjoints, _RuleAdjoints, _ContainerAdjoints):
 
 # The statements whose adjoint is a method of their own, by kind.
 _STATEMENT_ADJOINTS = {
-    "setitem": _Reverse._setitem_adjoint,
-    "append": _Reverse._append_adjoint,
-    "pop": _Reverse._pop_adjoint,
+    Kind.SETITEM: _Reverse._setitem_adjoint,
+    Kind.APPEND: _Reverse._append_adjoint,
+    Kind.POP: _Reverse._pop_adjoint,
 }

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gast
 
+from ..anno import Kind
 from .. import anno, nodes
 from ..analysis.activity import derivative_inputs as activity_inputs
 
@@ -116,7 +117,7 @@ class _ControlFlow:
             if isinstance(s, gast.Assign) and s.targets[0].__class__ is gast.Name \
                     and self.activity.active(s.targets[0].id):
                 reads.update(activity_inputs(s))
-            elif anno.get(s, "kind") in ("setitem", "append") \
+            elif anno.get(s, "kind") in (Kind.SETITEM, Kind.APPEND) \
                     and self.activity.active(anno.get(s, "array") or anno.get(s, "list")):
                 # `y[i] = v`, `xs.append(v)`: each iteration's write adds to v's adjoint.
                 reads.update(activity_inputs(s))
