@@ -11,7 +11,7 @@ import pytest
 
 import srcgrad
 from srcgrad import nn, tree
-from tests.modes.test_higher import CASES, IDS, gradient_difference, loop_branch
+from tests.modes.higher_cases import CASES, IDS, gradient_difference, loop_branch
 
 
 def columns(f, args, wrt, jvp):
@@ -237,7 +237,7 @@ def test_jacrev_float32_stays_float32(case):
 def test_hessian_of_a_model_runs_batched_and_equals_hvp_column_by_column(case):
     """An srcgrad.nn model's parameters (a structure: its gradient, and the tangent of
     that, sparse): one batched run per chunk, its leaves put in the model's place."""
-    from tests.modes.test_higher import _leaves, _model_cases
+    from tests.modes.higher_cases import _leaves, _model_cases
     from srcgrad import tree
     f, model, x, y = _model_cases(np.float64)[case]
     H = srcgrad.hessian(f, chunk_size=16)

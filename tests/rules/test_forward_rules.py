@@ -1,4 +1,4 @@
-"""Every tangent rule, through the compiler, on the rows of ``test_rules.py``.
+"""Every tangent rule, through the compiler, on the rows of ``rule_table.py``.
 
 For each primitive's expressions ``srcgrad.jvp`` (forward mode, all inputs)
 is checked two ways: its tangent ``J v`` against central differences of the
@@ -14,7 +14,7 @@ import operator
 
 import numpy as np
 import pytest
-from tests.rules.test_rules import CASES, assert_close, difference, inner, like, user_function
+from tests.rules.rule_table import CASES, assert_close, difference, inner, like, user_function
 
 import srcgrad
 from srcgrad.rules import registry

@@ -1,6 +1,6 @@
 """Second derivatives through every derivative rule: ``hvp`` (forward mode over the
 gradient code, which calls the rules' adjoint helpers) against central differences of
-``grad``, for each expression of tests/rules/test_rules.py's table.
+``grad``, for each expression of the table in tests/rules/rule_table.py.
 
 An expression whose second derivative srcgrad refuses is listed in ``REFUSED``, with
 the reason; the refusal must name the user's line and say "second derivative".  A listed
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import srcgrad
-from tests.rules.test_rules import CASES, linalg, signal, special, stats
+from tests.rules.rule_table import CASES, linalg, signal, special, stats
 
 # expression -> why forward mode over its gradient code is refused (for now): the runtime
 # helper its adjoint calls uses Python that forward mode does not follow yet.

@@ -402,7 +402,7 @@ def test_svd_full_matrices_extra_columns_are_refused_when_read():
                                          ("np.linalg.qr(x, mode='complete')[1]", "mode='reduced'"),
                                          ("np.linalg.pinv(x, hermitian=True)", "hermitian=False")])
 def test_linalg_forms_without_a_rule_are_refused(expr, match):
-    from tests.rules.test_rules import user_function
+    from tests.rules.rule_table import user_function
 
     with pytest.raises(srcgrad.SrcgradError, match=match):
         srcgrad.grad(user_function(f"np.sum({expr})", ("x",)))(np.eye(3) + 0.1)

@@ -1,4 +1,4 @@
-"""Issue 14's rule list and the second list below, audited: every function they name has a row in ``test_rules.py``'s table
+"""Issue 14's rule list and the second list below, audited: every function they name has a row in ``rule_table.py``
 (dot-product and finite-difference checks), or zero derivative, or is refused for a reason that
 ``docs/rules.md`` gives by name.  ``python -m tests.rules.test_rules_coverage`` prints the counts."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 import srcgrad
 from srcgrad.rules import registry
-from tests.rules.test_rules import ROWS, special, stats
+from tests.rules.rule_table import ROWS, special, stats
 
 NUMPY = ("log2 log10 exp2 arcsinh arccosh arctanh deg2rad rad2deg degrees radians arctan2 hypot fmax fmin "
          "sinc logaddexp2 cbrt true_divide floor_divide mod fmod abs "
