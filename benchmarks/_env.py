@@ -122,7 +122,7 @@ from one run on the machine named in the section, so compare ratios, not
 absolute times, across machines.
 
 These are not tests: CI runs each harness only in `--quick` mode
-(`tests/test_benchmarks_smoke.py`), which checks that it runs and that the
+(`tests/examples/test_benchmarks_smoke.py`), which checks that it runs and that the
 gradients agree, never how fast anything is.
 """
 

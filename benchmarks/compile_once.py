@@ -96,7 +96,7 @@ def _mixture_vi():
     except ImportError:
         return None
     # tests/real/conftest.py loads the program in both flavours (its own name here: under
-    # pytest, `conftest` is tests/conftest.py).
+    # pytest, it is `tests.real.conftest`).
     spec = importlib.util.spec_from_file_location("_real_programs", ROOT / "tests" / "real" / "conftest.py")
     programs = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(programs)

@@ -1,9 +1,9 @@
-"""Shared test helpers: central finite differences in float64."""
+"""The settings of every test run: the hypothesis profile and ``--record-generated``.
+
+The helpers tests share are modules of the ``tests`` package (``tests/finite_differences.py``)."""
 from __future__ import annotations
 
 import tempfile
-
-import numpy as np
 
 try:  # the suite is deterministic: property tests draw the same examples on every run
     from hypothesis import configuration as _hypothesis_configuration
@@ -15,30 +15,6 @@ else:
     _hypothesis_configuration.set_hypothesis_home_dir(tempfile.mkdtemp(prefix="srcgrad_hypothesis_"))
     _hypothesis_settings.register_profile("srcgrad", derandomize=True, database=None, print_blob=True)
     _hypothesis_settings.load_profile("srcgrad")
-
-
-def numerical_grad(f, args, index, eps=1e-6):
-    """Central finite-difference gradient of scalar ``f(*args)`` w.r.t. ``args[index]``.
-
-    Source: central difference (f(x+h) - f(x-h)) / 2h, error O(h^2)
-    (Nocedal & Wright, Numerical Optimization, 2nd ed., §8.1).
-    """
-    args = list(args)
-    x = np.array(args[index], dtype=np.float64, order="C")  # reshape(-1) below must be a view
-    grad = np.zeros_like(x)
-    flat = x.reshape(-1)
-    gflat = grad.reshape(-1)
-    for i in range(flat.size):
-        old = flat[i]
-        flat[i] = old + eps
-        args[index] = x.copy() if x.ndim else float(x)
-        plus = float(f(*args))
-        flat[i] = old - eps
-        args[index] = x.copy() if x.ndim else float(x)
-        minus = float(f(*args))
-        flat[i] = old
-        gflat[i] = (plus - minus) / (2 * eps)
-    return grad
 
 
 def pytest_addoption(parser):

@@ -1,0 +1,2 @@
+"""Python constructs in differentiated programs: control flow, calls, containers, objects,
+iterators, generators, lambdas, unpacking."""
