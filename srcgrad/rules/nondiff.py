@@ -25,7 +25,7 @@ nondifferentiable(array_attribute)  # `v.ndim` ... of a value of a kind known wh
 nondifferentiable(np.floor, np.ceil, np.round, np.rint, np.trunc, np.sign, np.isnan,
                   np.isinf, np.isfinite, np.all, np.any, np.count_nonzero)
 # floor(x1 / x2): integer-valued, so piecewise constant; derivative 0 wherever it is defined
-# (as `//`, which transforms/anf.py declares).
+# (as `//`, which transforms/lower_expressions.py declares).
 nondifferentiable(np.floor_divide)
 nondifferentiable(np.searchsorted)  # insertion indices: integers
 nondifferentiable(np.spacing)  # the gap to the next float: piecewise constant (as math.ulp)
