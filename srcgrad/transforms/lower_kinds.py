@@ -20,6 +20,7 @@ import operator
 import gast
 import numpy as np
 
+from ..anno import Kind
 from .. import anno, nodes, runtime
 from ..rules import registry
 from ..tree import TreeRank
@@ -67,9 +68,9 @@ class _Kinds:
             # function's too: a write into it is the sharing analysis's to check.
             self.made_by[new] = self.made_by[viewed.id]
         kind = annotations.get("kind")
-        if kind == "aggregate":
+        if kind == Kind.AGGREGATE:
             self.containers.add(new)
-        elif kind == "copy" and isinstance(value, gast.Name):
+        elif kind == Kind.COPY and isinstance(value, gast.Name):
             self.aliased.add(value.id)  # two names for one value now
             if self.made_by.get(value.id, (False,))[0] and not any(
                     value.id in known for known in (self.containers, self.own_lists, self.lists, self.dicts)):
@@ -87,11 +88,11 @@ class _Kinds:
                 self.tuples.add(new)
                 if value.id in self.aggregates:
                     self.aggregates[new] = self.aggregates[value.id]
-        elif kind == "copy" and isinstance(value, gast.Constant):
+        elif kind == Kind.COPY and isinstance(value, gast.Constant):
             self.scalars.add(new)
         if self._holds_array(annotations, value):
             self.arrays.add(new)
-        elif kind == "op" and annotations.get("rule") in _LIST_ADJOINTS:
+        elif kind == Kind.OP and annotations.get("rule") in _LIST_ADJOINTS:
             self._own_list(new)  # (a list adjoint in gradient code, popped by the appends)
         elif annotations.get("rule") is not None and annotations["rule"].name in _CONTAINER_MAKERS:
             self.runtime_lists.add(new)
@@ -99,13 +100,13 @@ class _Kinds:
                 self.runtime_sequences.add(new)
             elif annotations["rule"].name in _MAPPING_MAKERS:
                 self.runtime_mappings.add(new)
-        elif kind == "copy" and isinstance(value, gast.Name) and value.id in self.runtime_lists:
+        elif kind == Kind.COPY and isinstance(value, gast.Name) and value.id in self.runtime_lists:
             self.runtime_lists.add(new)
             for known in (self.runtime_sequences, self.runtime_mappings):
                 if value.id in known:
                     known.add(new)
             self.copied_from[new] = value.id  # (`ys = hs`: one list, two names)
-        elif kind == "op" and annotations.get("rule") is registry.lookup(operator.getitem) \
+        elif kind == Kind.OP and annotations.get("rule") is registry.lookup(operator.getitem) \
                 and isinstance(value, gast.Subscript) and isinstance(value.slice, gast.Slice) \
                 and isinstance(value.value, gast.Name) and value.value.id in self.runtime_lists:
             self.runtime_lists.add(new)  # (`hs[1:]` of such a list: a new list of its items)
@@ -206,10 +207,10 @@ class _Kinds:
 
     def _holds_array(self, annotations, value) -> bool:
         kind, rule = annotations.get("kind"), annotations.get("rule")
-        if kind == "copy":  # (a number is an array's kind; a string, None or bytes is not)
+        if kind == Kind.COPY:  # (a number is an array's kind; a string, None or bytes is not)
             return isinstance(value, gast.Constant) and isinstance(value.value, (bool, int, float, complex)) \
                 or isinstance(value, gast.Name) and value.id in self.arrays
-        if kind == "op":
+        if kind == Kind.OP:
             if rule in (registry.lookup(getattr), registry.lookup(runtime.iterated)) \
                     or rule is not None and rule.name in _CONTAINER_MAKERS:
                 return False  # a field of an object (a parameter array or a sub-layer), a sequence
@@ -217,9 +218,9 @@ class _Kinds:
                 base = annotations["bound"]["a"]
                 return isinstance(base, gast.Name) and base.id in self.arrays
             return rule not in _LIST_ADJOINTS
-        if kind == "unpack":  # `a, b = m`: the rows of an array
+        if kind == Kind.UNPACK:  # `a, b = m`: the rows of an array
             return annotations["source"] in self.arrays or annotations["source"] in self.field_arrays
-        return kind == "nondiff" and not isinstance(value, gast.Attribute) and "constructs" not in annotations \
+        return kind == Kind.NONDIFF and not isinstance(value, gast.Attribute) and "constructs" not in annotations \
             and not (rule is not None and rule.name in _GENERATOR_MAKERS | _CONTAINER_MAKERS)  # `rng.normal(...)`
 
     def _holds_array_rank(self, atom) -> bool:
@@ -235,9 +236,9 @@ class _Kinds:
 def _makes_new_array(annotations, value) -> bool:
     """Whether a statement's value is a new array, shared with no other name."""
     kind = annotations.get("kind")
-    if kind == "op" and nodes.copies_by_index(value):
+    if kind == Kind.OP and nodes.copies_by_index(value):
         return True  # `a[[0, 2]]`: a copy
-    if kind == "op":
+    if kind == Kind.OP:
         return annotations["rule"] not in {registry.lookup(v) for v in _VIEWS} \
             and not isinstance(value, gast.Attribute)  # x.T is a view
-    return kind in ("nondiff", "aggregate") and not isinstance(value, (gast.Attribute, gast.Subscript))
+    return kind in (Kind.NONDIFF, Kind.AGGREGATE) and not isinstance(value, (gast.Attribute, gast.Subscript))

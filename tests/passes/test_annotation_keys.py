@@ -34,6 +34,7 @@ _ANNO_FUNCTIONS = {"get", "set", "has", "pop", "setdefault"}
 
 
 @functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None)
 def _modules() -> dict[str, ast.Module]:
     return {str(p.relative_to(ROOT)): ast.parse(p.read_text(), str(p))
             for p in sorted(ROOT.rglob("*.py")) if p != ROOT / "anno.py"}
@@ -104,6 +105,13 @@ def _outer_dicts(node) -> list:
     return []
 
 
+@functools.lru_cache(maxsize=None)
+def _all_annotating_functions() -> dict:
+    """``_annotating_functions`` over all of srcgrad at once: a pass's walk is a class of mixins
+    in several modules (anf's ``_emit`` is called from ``lower_*.py``)."""
+    return _annotating_functions(ast.Module(body=[s for t in _modules().values() for s in t.body], type_ignores=[]))
+
+
 def _annotating_functions(tree) -> dict:
     """``{name: (def, parameters)}``: the functions that set their ``**kwargs`` on a statement
     as annotations, or pass them on to one that does; ``parameters``, their named parameters
@@ -156,7 +164,7 @@ def _keys_in(path: str, tree) -> list[tuple[str, str]]:
             for value in values or ():
                 at(call, value)
     # keyword annotations, and what is written into the dicts of them
-    annotating = _annotating_functions(tree)
+    annotating = _all_annotating_functions()
     for name, (f, params) in annotating.items():
         kwarg = f.args.kwarg.arg
         for node in ast.walk(f):
@@ -213,7 +221,7 @@ def _kinds_in(path: str, tree) -> list[tuple[str, str]]:
         if isinstance(node, ast.Tuple) and len(node.elts) == 2 and isinstance(node.elts[0], ast.Constant) \
                 and node.elts[0].value == "kind":
             kinds += [(k, f"{path}:{node.lineno}") for k in _constant_strings(node.elts[1])]
-    annotating = _annotating_functions(tree)
+    annotating = _all_annotating_functions()
     for call in ast.walk(tree):
         if isinstance(call, ast.Call) and _called_name(call) in annotating:
             for k in call.keywords:
