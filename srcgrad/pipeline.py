@@ -20,7 +20,7 @@ import gc
 import gast
 
 from .anno import Kind
-from . import anno, backends, errors, nodes, runtime
+from . import anno, backends, errors, ir, nodes, runtime
 from .analysis import activity, ranks, sharing
 from .specialise import Compiled, Guards, programs_run, rank_of_argument, rank_of_layout  # noqa: F401 - the API's
 from .transforms import (aliases, anf, desugar, emit, exits, forward, inline, optimize, parse, resolve, reverse,
@@ -81,7 +81,7 @@ class Context:
     free: resolve.FreeNames = None  # what its free names denote
     kinds: dict = None  # what the argument kinds decide (`isinstance(xs, list)`)
     inlined: inline.Inlined = None  # the calls inlined, and the classes they were inlined for
-    core: anf.Core = None  # normalized: one primitive per statement
+    core: ir.Core = None  # normalized: one primitive per statement
     scope_ranks: dict = None  # ranks of the data read live from a scope (`model.G`)
     wrt: tuple = ()  # the parameters differentiated, as the code names them
     rank_env: dict = None

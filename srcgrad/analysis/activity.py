@@ -5,7 +5,7 @@ A value is *varied* if it depends differentiably on a ``wrt`` parameter and
 (Hascoët & Pascual, "The Tapenade automatic differentiation tool", TOMS 2013,
 §3.1).  Only active values get adjoints: no ``x_bar`` for data ``x``.
 
-Requires: a :class:`~srcgrad.transforms.anf.Core` program (single assignment).
+Requires: a :class:`~srcgrad.ir.Core` program (single assignment).
 """
 from __future__ import annotations
 

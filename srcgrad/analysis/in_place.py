@@ -7,7 +7,7 @@ global) would give that adjoint the changed value.  These checks refuse such a s
 at the user's line, or, where what a call writes is known only when the code runs (a
 method), have the generated code check it there (``dispatch.unchanging``).
 
-Requires: a :class:`~srcgrad.transforms.anf.Core` program, its activity and ranks, and
+Requires: a :class:`~srcgrad.ir.Core` program, its activity and ranks, and
 the free names' values at compile time; the statements as the reverse pass visits them
 (last first).
 Guarantees: a statement is refused (``errors.UnsupportedSyntaxError``) or left as it is,

@@ -7,7 +7,7 @@ by calling it, spread by ``*`` into a call whose length is unknown, or an object
 through its class's ``__getitem__``: its derivative would be lost, so the reverse pass
 refuses the statement at the user's line, saying what to write instead.
 
-Requires: a :class:`~srcgrad.transforms.anf.Core` program, its activity and ranks.
+Requires: a :class:`~srcgrad.ir.Core` program, its activity and ranks.
 Guarantees: nothing is changed; a statement is refused
 (``errors.UnsupportedSyntaxError``, ``errors.NoDerivativeRuleError``) or passes.
 """

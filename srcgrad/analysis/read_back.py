@@ -6,7 +6,7 @@ field, or a call of the user's code that is not inlined (which may read it), may
 it.  The reverse pass keeps such a store as bookkeeping, with no adjoint, only where
 nothing reads it back (``analysis/state.py``).
 
-Requires: a :class:`~srcgrad.transforms.anf.Core` body, read before the reverse pass
+Requires: a :class:`~srcgrad.ir.Core` body, read before the reverse pass
 rewrites it (an operator dispatched when it runs becomes a call then).
 Guarantees: nothing is changed; one backward walk of the body (and one forward walk, at
 the first question of ``after_call``).

@@ -13,7 +13,7 @@ The reverse pass asks, for each statement of the forward sweep as it visits it (
 first), ``check(stmt)`` before building its adjoint, and the other public methods where
 an adjoint needs them (``check_underived``, ``check_spread``, ``check_holders``...).
 
-Requires: a :class:`~srcgrad.transforms.anf.Core` program, its activity and ranks, and
+Requires: a :class:`~srcgrad.ir.Core` program, its activity and ranks, and
 the free names' values at compile time (``resolve.FreeNames.names``).
 Guarantees: what is not refused is left as it is, or rewritten to be checked when it
 runs; the order in which the statements are asked decides which refusal comes first.

@@ -23,7 +23,7 @@ integer index of a vector (``s = y[0]``) is a number, not a view.
 known arguments, are read by then as the array's present name or made again after
 the write, so what is left here is what the compiler cannot follow by name.
 
-Requires: a :class:`~srcgrad.transforms.anf.Core` body and its ranks.
+Requires: a :class:`~srcgrad.ir.Core` body and its ranks.
 Guarantees: nothing is changed; raises :class:`~srcgrad.errors.UnsupportedSyntaxError`.
 
 Example (refused at the write; ``np.copy(c)`` instead of ``c`` makes it right)::

@@ -8,7 +8,7 @@ back (``analysis/read_back.py``), and the generated code records it (``rt.kept``
 value being differentiated that is read back, or a list changed after another list, tuple
 or dict took it in, is refused here.
 
-Requires: a :class:`~srcgrad.transforms.anf.Core` program, its activity and ranks; the
+Requires: a :class:`~srcgrad.ir.Core` program, its activity and ranks; the
 statements as the reverse pass visits them.
 Guarantees: a store is refused, left as it is, or its value (or the object it reaches)
 wrapped in the runtime's record of it; a field read after such a store is read through

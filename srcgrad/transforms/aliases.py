@@ -26,7 +26,7 @@ a view, an alias bound again in a loop).  What the rewrite decides is only which
 of several names for one array a statement reads, so a wrong guess is a
 refusal, never a wrong gradient (``_AUGMENTS`` says what that needs).
 
-Requires: a :class:`~srcgrad.transforms.anf.Core` body and its ranks (arrays are
+Requires: a :class:`~srcgrad.ir.Core` body and its ranks (arrays are
 the names of a known rank above 0, and values of unknown rank written by index;
 an augmented assignment changes only the first in place).
 Guarantees: reads are renamed (statements, their ``bound``/``index``/``value``

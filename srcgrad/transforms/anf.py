@@ -52,10 +52,10 @@ from __future__ import annotations
 
 import builtins
 import collections
-import dataclasses
 
 import gast
 
+from ..ir import Core  # noqa: F401 - the form this pass makes (read as ir.Core too)
 from .. import anno, nodes
 from ..templates import UNKNOWN
 from ..tree import TreeRank
@@ -71,52 +71,6 @@ from .lower_objects import _Objects
 from .lower_statements import _Statements, parameters
 from .lower_writes import _ItemWrites
 from .numpy_spellings import METHODS as _METHODS, array_method  # noqa: F401 (read from here: dispatch, tests)
-
-
-@dataclasses.dataclass
-class Core:
-    """A function in core form.
-
-    Attributes:
-        name: the user's function name.
-        params: parameter names, in order.
-        body: core statements (the last is ``return <atom>``).
-        result: the returned atom.
-        names: every identifier in use, so later passes can make fresh ones.
-    """
-
-    name: str
-    params: list
-    body: list
-    result: gast.expr
-    names: set
-    counter: list = dataclasses.field(default_factory=lambda: [0])
-    final_names: dict = dataclasses.field(default_factory=dict)  # user name -> its last SSA name
-    maybe_unbound: set = dataclasses.field(default_factory=set)  # bound on some paths only
-    renamed: dict = dataclasses.field(default_factory=dict)  # user name -> its name here (`_rename_reserved`)
-
-    def fresh(self, base: str | None = None) -> str:
-        """A new name: ``_t<n>`` for temporaries, else ``base``, ``base_2``, ..."""
-        if base is None:
-            while True:
-                self.counter[0] += 1
-                candidate = f"_t{self.counter[0]}"
-                if candidate not in self.names:
-                    break
-        else:
-            # (from the last one given: ``names`` only grows, so base ... base_k are still
-            # taken, and a name reused on every line does not try them all each time)
-            k = self._given.get(base, 1)
-            candidate = base if k == 1 else f"{base}_{k}"
-            while candidate in self.names:
-                k += 1
-                candidate = f"{base}_{k}"
-            self._given[base] = k
-        self.names.add(candidate)
-        return candidate
-
-    def __post_init__(self):
-        self._given = {}  # base -> k of the last name fresh(base) gave (a copy starts afresh)
 
 
 def drop_decided_checks(body, ranks) -> None:

@@ -1,6 +1,6 @@
 """Pass 6 (forward mode) — each statement followed by its tangent.
 
-Requires: a :class:`~.anf.Core` program, its activity and ranks (as ``reverse``).
+Requires: a :class:`~srcgrad.ir.Core` program, its activity and ranks (as ``reverse``).
 Guarantees: one statement list, the core body without its ``return``, in which
 each statement that assigns an active value ``v`` is followed by the statements
 computing its tangent ``v_dot`` (the directional derivative along the tangents

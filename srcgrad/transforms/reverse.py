@@ -1,6 +1,6 @@
 """Pass 6 — reverse: the forward sweep and the backward sweep.
 
-Requires: a :class:`~.anf.Core` program, its activity and ranks.
+Requires: a :class:`~srcgrad.ir.Core` program, its activity and ranks.
 Guarantees: ``forward`` is the core body without its ``return``; ``backward``
 holds, in reverse order, each active statement's adjoint instantiated from
 its rule.  The adjoint of ``v`` is ``v_bar``; its first contribution assigns,

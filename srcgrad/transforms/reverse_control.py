@@ -6,7 +6,7 @@ forward iteration (and each branch taken in a loop) pushes the values its backwa
 iteration reads onto a stack (``loop1_stack``), which the backward iteration pops.
 
 Requires: what :class:`~.reverse._Reverse` holds (its ``__init__`` sets the state these
-methods read); a :class:`~.anf.Core` body whose loops carry their ``carried`` and
+methods read); a :class:`~srcgrad.ir.Core` body whose loops carry their ``carried`` and
 ``first_defined`` annotations.
 Guarantees: the backward block of each compound statement, appended to the backward
 sweep; the pushes inserted into the forward sweep's loops and branches, the stacks'

@@ -16,7 +16,7 @@ ROOT = pathlib.Path(srcgrad.__file__).parent
 
 # Lowest first.  A module belongs to the layer of its longest prefix here.
 LAYERS = [
-    ("leaf", ("srcgrad.anno", "srcgrad.errors", "srcgrad.tree", "srcgrad.backends",
+    ("leaf", ("srcgrad.anno", "srcgrad.ir", "srcgrad.errors", "srcgrad.tree", "srcgrad.backends",
               # the runtime's modules, which the package srcgrad.runtime gathers into one namespace:
               *sorted(f"srcgrad.runtime.{p.stem}" for p in (ROOT / "runtime").glob("[!_]*.py")))),
     ("runtime", ("srcgrad.runtime",)),
