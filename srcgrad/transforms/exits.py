@@ -30,8 +30,6 @@ After (the loop's variable is bound only in the iterations that run)::
             if not _break:
                 s = s + x[i]
     return s
-
-(The examples in the passes' docstrings are checked: ``tests/passes/test_pass_docstrings.py``.)
 """
 from __future__ import annotations
 

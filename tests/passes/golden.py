@@ -1,20 +1,23 @@
-"""The program as one pass leaves it: ``after(step, fn, ranks)`` runs the pipeline's
-steps on ``fn`` up to and including ``step`` and returns the program's text there.
+"""The program as one pass leaves it: ``after(pass_name, fn, ranks)`` runs the
+pipeline's steps on ``fn`` up to and including the one that runs that pass and returns
+the program's text there (``test_golden_passes.py``); and the before/after examples of
+the passes' docstrings, read and run (``test_pass_docstrings.py``).
 
-The steps are ``pipeline.FRONT`` and ``REVERSE`` (``FORWARD`` for ``forward``), called
-in order on a ``pipeline.Context`` as ``pipeline._compile`` calls them; nothing is
-loaded.  What is printed is what the pass made:
+The steps are ``pipeline.REVERSE``'s (``FORWARD``'s for ``forward`` or ``mode="jvp"``),
+called in order on a ``pipeline.Context`` as ``pipeline._compile`` calls them; nothing
+is loaded.  What is printed is what the pass made:
 
-- ``desugar`` (``read_source``: parse, desugar, resolve), ``inline``, ``exits``,
-  ``validate``: the user's function (``ctx.fdef``);
-- ``normalize``, ``aliases`` (the ``analyze`` step): the core body (``ctx.core.body``);
-- ``reverse``, ``forward``, ``optimize``: the sweeps, ``ctx.forward`` then a line
-  ``# backward`` then ``ctx.backward`` (reverse mode); ``forward`` alone in forward mode;
-- ``emit``: the module's text (``ctx.text``), as ``srcgrad.show`` would show it.
+- ``desugar`` (the ``read_source`` step: parse, desugar, resolve), ``inline``,
+  ``exits``, ``validate``: the user's function (``ctx.fdef``);
+- ``normalize`` (``anf``), ``aliases`` (the ``analyze`` step): the core body
+  (``ctx.core.body``);
+- ``reverse``, ``forward``, ``optimize`` (``coalesce``): the sweeps, ``ctx.forward``,
+  then a line ``# backward`` and ``ctx.backward`` (reverse mode);
+- ``emit``: the module's text (``ctx.text``), what ``Compiled.source`` holds.
 
-Comment markers (the ``# file:line`` headers) are rendered as comments by
-``emit.render``; the lines the reverse pass groups under them are printed as
-they are."""
+Comment markers are rendered as comments (``emit.render``); a line of the user's file
+is written ``fn:line``, counted from the function's ``def`` (``lines_from_def``).
+"""
 from __future__ import annotations
 
 import ast

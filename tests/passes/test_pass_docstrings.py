@@ -31,8 +31,11 @@ CHECKED = {
 # validate has no example (it only refuses: tests/soundness/test_errors.py).
 LEFT = ("anf", "validate")
 
-CASES = [(module, i, example) for module in CHECKED
-         for i, example in enumerate(golden.examples(importlib.import_module(f"srcgrad.transforms.{module}").__doc__))]
+def _examples(module):
+    return golden.examples(importlib.import_module(f"srcgrad.transforms.{module}").__doc__)
+
+
+CASES = [(module, i, example) for module in CHECKED for i, example in enumerate(_examples(module))]
 
 
 def test_every_checked_module_has_an_example():
