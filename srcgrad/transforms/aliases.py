@@ -34,18 +34,42 @@ annotations, ``array``; not ``augments``: see ``_AUGMENTS``), views are made aga
 their ranks added to ``ranks``; one walk over the body (a loop's or branch's
 body once).  Returns whether anything changed.
 
-Example::
+Before (an alias read after an augmented assignment)::
 
-    v = x * 1.0                     v = x * 1.0
-    a = v                           a = v
-    _t2 = a[2]             ->       _t2 = v[2]
-    v[1] = _t3                      v[1] = _t3
-    v_2 = a * 1.0                   v_2 = v * 1.0
+    v = x * 1.0
+    a = v
+    v += 2.0
+    return np.sum(a * 3.0)
 
-    w = v[0:2]                      w = v[0:2]
-    v[0] = _t2             ->       v[0] = _t2
-    _t3 = np.sum(w)                 w_2 = v[0:2]
-                                    _t3 = np.sum(w_2)
+After ``normalize``::
+
+    a = v
+    v_2 = v + 2.0
+    _t1 = a * 3.0
+
+After::
+
+    a = v
+    v_2 = v + 2.0
+    _t1 = v_2 * 3.0
+
+Before (a view read after a write into its base)::
+
+    v = x * 1.0
+    w = v[0:2]
+    v[0] = 3.0
+    return np.sum(w)
+
+After ``normalize``::
+
+    v[0] = 3.0
+    result = np.sum(w)
+
+After::
+
+    v[0] = 3.0
+    w_2 = v[0:2]
+    result = np.sum(w_2)
 """
 from __future__ import annotations
 

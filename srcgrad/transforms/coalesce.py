@@ -20,15 +20,32 @@ body is live on entry with what it reads before binding it), names bound before
 the sweep runs count as bound at its entry, and names a nested function reads are never renamed (it may run
 later, when the shared name holds something else).
 
-Before/after (backward sweep of ``for t in ...: if c: s = s + ...``)::
+Before (``wrt=a``)::
 
-    for t in reversed(range(3)):            for t in reversed(range(3)):
-        s_3_bar = s_bar                         if c:
-        if c:                                       x_bar = x_bar + s_bar * ...
-            s_bar = s_3_bar
-            x_bar = x_bar + s_3_bar * ...
+    s = 0.0
+    for t in range(3):
+        if c:
+            s = s + a * t
+    return s
+
+After ``reverse`` (its backward sweep: single assignment's copies of ``s``'s adjoint)::
+
+    for t in reversed(range(3)):
+        s = loop1_stack.pop()
+        s_3_bar = s_bar
+        if c:
+            s_2_bar = s_3_bar
+            s_bar = s_2_bar
+            _t1_bar = s_2_bar
+            a_bar = a_bar + _t1_bar * t
         else:
             s_bar = s_3_bar
+
+After (``optimize``, which coalesces each sweep: one name, no copies)::
+
+    for t in reversed(range(3)):
+        if c:
+            a_bar += s_bar * t
 """
 from __future__ import annotations
 

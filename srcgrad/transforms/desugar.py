@@ -49,14 +49,23 @@ lambdas, starred displays) in ``desugar_expressions``; ``map``, ``filter``, ``zi
 and ``partial`` in ``desugar_functional``; generator functions in ``desugar_generators``; lambda
 lifting in ``desugar_closures``; the nodes they share in ``desugar_nodes``.
 
-Before/after::
+Before::
 
-    h = [layer(x) for layer in self.layers]     h = []
-                                                 for layer in self.layers:
-                                                     h.append(layer(x))
-    s = sum(np.sum(w ** 2) for w in ws)          s = 0
-                                                 for w in ws:
-                                                     s = s + np.sum(w ** 2)
+    ys = [np.sin(v) for v in x if v > 0]
+    s = sum(y ** 2 for y in ys)
+    return (t := s * 2.0) * t
+
+After::
+
+    ys = []
+    for v in x:
+        if v > 0:
+            ys.append(np.sin(v))
+    s = 0
+    for y in ys:
+        s = s + y ** 2
+    t = s * 2.0
+    return t * t
 """
 from __future__ import annotations
 

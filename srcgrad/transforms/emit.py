@@ -7,6 +7,33 @@ and backend and explaining each stack and trip count; its imports; one
 ``# file:line  source`` comment per user statement in each sweep; source text (via the
 stdlib's ``ast.unparse``) registered with ``linecache`` under a name of its own so
 tracebacks and ``pdb`` show the generated lines.  Identical input gives byte-identical text.
+
+Before (in ``model.py``)::
+
+    def f(x):
+        h = np.tanh(x)
+        return np.sum(h * x)
+
+After::
+
+    # srcgrad: reverse mode of f (model.py:1) | wrt: x | backend: numpy
+    import numpy as np
+    from srcgrad import runtime as rt
+
+    def f_grad(x, result_bar=1.0):
+        # ---- forward sweep ----
+        # model.py:2  h = np.tanh(x)
+        h = np.tanh(x)
+        # model.py:3  return np.sum(h * x)
+        _t1 = h * x
+        # ---- backward sweep ----
+        # model.py:3  return np.sum(h * x)
+        _t1_bar = rt.fill_like(_t1, result_bar)
+        h_bar = rt.unbroadcast(_t1_bar * x, h)
+        x_bar = rt.unbroadcast(_t1_bar * h, x)
+        # model.py:2  h = np.tanh(x)
+        x_bar = x_bar + h_bar * (1 - h ** 2)
+        return x_bar
 """
 from __future__ import annotations
 

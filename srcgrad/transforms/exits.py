@@ -9,15 +9,27 @@ the code after the loop, under ``if not <break flag>:`` when the loop breaks
 (it runs only when the loop ended by itself).  The flags are ordinary
 booleans, so the reverse pass records them like any branch condition.
 
-Before/after::
+Before::
 
-    for i in range(n):               _break = False
-        if x[i] > 3:                 for i in range(n):
-            break                        if not _break:
-        s = s + x[i]                         if x[i] > 3:
-                                                 _break = True
-                                             if not _break:
-                                                 s = s + x[i]
+    s = 0.0
+    for i in range(n):
+        if x[i] > 3:
+            break
+        s = s + x[i]
+    return s
+
+After (the loop's variable is bound only in the iterations that run)::
+
+    s = 0.0
+    _break = False
+    for _i in range(n):
+        if not _break:
+            i = _i
+            if x[i] > 3:
+                _break = True
+            if not _break:
+                s = s + x[i]
+    return s
 """
 from __future__ import annotations
 

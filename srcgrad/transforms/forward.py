@@ -26,12 +26,19 @@ Tangent rules come from the registry (``Rule.tangent``): a tangent rule
 function inlined by ``templates.instantiate_tangent``, or one of the
 derivations of :data:`~srcgrad.rules.registry.TANGENTS` applied here (``forward_rules``).
 
-Before/after (``wrt=x``)::
+Before (``wrt=x``)::
 
-    _t1 = x @ w1               →   _t1 = x @ w1
-    h = np.tanh(_t1)               _t1_dot = x_dot @ w1
-                                   h = np.tanh(_t1)
-                                   h_dot = _t1_dot * (1 - h ** 2)
+    h = np.tanh(x @ w1)
+    return np.sum(h)
+
+After::
+
+    _t1 = x @ w1
+    _t1_dot = x_dot @ w1
+    h = np.tanh(_t1)
+    h_dot = _t1_dot * (1 - h ** 2)
+    result = np.sum(h)
+    result_dot = np.sum(h_dot)
 """
 from __future__ import annotations
 

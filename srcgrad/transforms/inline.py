@@ -43,11 +43,26 @@ conditional expressions and ``while`` tests (evaluated conditionally).  Object
 paths are used only while nothing else can change the object: the function
 stores no attribute, and no call that is not inlined is given (part of) it.
 
-Before/after, with ``Net.forward(self, x)`` being ``return x @ self.w``::
+A helper of the module inlined (a method of an object parameter, ``model(x)`` with
+``Net.forward`` returning ``x @ self.w``, becomes ``x @ model.w`` the same way); the
+callee's ``y`` is renamed apart from the caller's, its return is the caller's assignment.
 
-    def loss(model, x):                     def loss(model, x):
-        return np.sum(model(x))                 model_out = x @ model.w  # its line's comment
-                                                return np.sum(model_out)
+Before::
+
+    def affine(x, w):
+        y = x @ w
+        return y + 1.0
+
+    def loss(x, w):
+        y = affine(x, w)
+        return np.sum(y * y)
+
+After::
+
+    def loss(x, w):
+        affine_y = x @ w
+        y = affine_y + 1.0
+        return np.sum(y * y)
 """
 from __future__ import annotations
 

@@ -21,12 +21,20 @@ by a loop, is gone:
 A name holding such an iterator that a loop iterates but that does not fit is refused
 at that read (normalize indexes what a loop iterates over; an iterator has no length).
 
-Before/after::
+Before::
 
-    it = iter(X)                  it = list(X)
-    first = next(it)              first = it[0]
-    for x in it:                  for x in it[1:]:
-        s = s + x                     s = s + x
+    it = iter(np.tanh(x))
+    s = next(it)
+    for v in it:
+        s = s + v
+    return s
+
+After (``iter(x)`` of the parameter itself would be ``x``: ``s = x[0]``)::
+
+    it = list(np.tanh(x))
+    s = it[0]
+    for v in it[1:]:
+        s = s + v
 """
 from __future__ import annotations
 

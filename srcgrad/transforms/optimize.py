@@ -8,10 +8,26 @@ passes run once each, in the order in which they enable one another, and
 each is linear in the code's length (``transform`` says why that order).  The
 gradient tests run with the passes on and off (``optimize=False``).
 
-Before/after::
+Before (``wrt=x``)::
 
-    _t2 = _t1 ** 2                      (dropped: nothing reads _t2 now)
-    _t2_bar = np.full_like(_t2, r)  →   _t2_bar = np.full_like(_t1, r)
+    return np.sum((x - y) ** 2)
+
+After ``reverse`` (the forward sweep; after ``# backward``, the backward sweep)::
+
+    _t1 = x - y
+    _t2 = _t1 ** 2
+    result = np.sum(_t2)
+    # backward
+    _t2_bar = rt.fill_like(_t2, result_bar)
+    _t1_bar = _t2_bar * (2 * _t1)
+    x_bar = rt.unbroadcast(_t1_bar, x)
+
+After (``_t2`` and ``result`` dead, the seed's fill forwarded into its one use)::
+
+    _t1 = x - y
+    # backward
+    _t1_bar = result_bar * (2 * _t1)
+    x_bar = rt.unbroadcast(_t1_bar, x)
 """
 from __future__ import annotations
 

@@ -14,9 +14,15 @@ from their rules (``reverse_rules``), lists and writes into arrays
 (``reverse_containers``); what is refused is ``analysis/refusals.py``'s, asked of each
 statement before its adjoint.
 
-Before/after (active ``h``)::
+Before (``wrt=h``)::
 
-    h_relu = np.maximum(h, 0)   →   h_bar = h_relu_bar * (h > 0)
+    h_relu = np.maximum(h, 0)
+    return np.sum(h_relu)
+
+After (the backward sweep)::
+
+    h_relu_bar = rt.fill_like(h_relu, result_bar)
+    h_bar = h_relu_bar * (h > 0)
 """
 from __future__ import annotations
 
