@@ -23,12 +23,28 @@ those that only a nested loop updates, which need no copy at this level).  Loops
 ``zip`` and ``reversed`` become index loops over ``range`` (``reversed(xs)`` under
 ``enumerate`` or ``zip``: ``xs[::-1]``).
 
-Before/after::
+Before::
 
-    return np.sum((y_pred - y) ** 2)   →   _t1 = y_pred - y
-                                           _t2 = _t1 ** 2
-                                           result = np.sum(_t2)
-                                           return result
+    s = 0.0
+    for v in x:
+        s = s + v * 2
+    return np.sum((x - y) ** 2) + s
+
+After (``s`` is carried: the body's ``s_2`` copied back to it at the end of each iteration)::
+
+    s = 0.0
+    _t1 = len(x)
+    for _i in range(_t1):
+        v_2 = x[_i]
+        _t2 = v_2 * 2
+        s_2 = s + _t2
+        s = s_2
+        v = v_2
+    _t3 = x - y
+    _t4 = _t3 ** 2
+    _t5 = np.sum(_t4)
+    result = _t5 + s
+    return result
 
 The walk is one class, :class:`_Lowering`, whose state (``__init__``: what it knows of
 each name) every job reads; each job is a mixin in a module of its own, beside this one:
