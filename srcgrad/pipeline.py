@@ -23,8 +23,8 @@ from .anno import Kind
 from . import anno, backends, errors, ir, nodes, runtime
 from .analysis import activity, ranks, sharing
 from .specialise import Compiled, Guards, programs_run, rank_of_argument, rank_of_layout  # noqa: F401 - the API's
-from .transforms import (aliases, anf, desugar, emit, exits, forward, inline, optimize, parse, resolve, reverse,
-                         validate)
+from .transforms import (aliases, anf, desugar, emit, exits, forward, inline, optimize, parse, resolve, resugar,
+                         reverse, validate)
 
 MODES = ("grad", "value_and_grad", "vjp", "jvp", "pullback")
 
@@ -279,6 +279,19 @@ def optimize_sweeps(ctx):
                                                        arrays=arrays, shared=ctx.shared, **kw)
 
 
+def resugar_sweeps(ctx):
+    """7a. The code a person would write: a temporary read once folded into its read,
+    ``a, b = t`` and ``a or b`` as written (after optimize: what it keeps is final; before
+    guard_calls: a check after a call stays after it).  With ``optimize=False`` the code
+    stays as normalized."""
+    if ctx.options.optimize:
+        kept = set(ctx.optimized["live_out"]) | set(ctx.optimized["outside"]) | set(ctx.prebound)
+        kept |= set(nodes.loaded_names(ctx.core.result))
+        if ctx.tangents is not None:
+            kept |= set(nodes.loaded_names(ctx.tangents.result))
+        ctx.forward, ctx.backward = resugar.transform(ctx.forward, ctx.backward, kept)
+
+
 def guard_calls(ctx):
     """7b. After a call of the user's code that was not inlined, the code checks what it
     was specialised on (the call may swap a layer, patch a method, rebind a function)."""
@@ -298,8 +311,8 @@ def assemble(ctx):
 
 
 FRONT = [read_source, fold_argument_kinds, inline_calls, structure_exits, validate_source, normalize, analyze]
-REVERSE = FRONT + [differentiate_reverse, optimize_sweeps, guard_calls, assemble]
-FORWARD = FRONT + [check_refusals, differentiate_forward, optimize_sweeps, guard_calls, assemble]
+REVERSE = FRONT + [differentiate_reverse, optimize_sweeps, resugar_sweeps, guard_calls, assemble]
+FORWARD = FRONT + [check_refusals, differentiate_forward, optimize_sweeps, resugar_sweeps, guard_calls, assemble]
 
 
 def _load(ctx) -> Compiled:
