@@ -26,21 +26,36 @@ stacks and whatever ``optimize=False`` asked to see.  A statement another is
 folded into keeps its own annotations (``group``: its ``# file:line``); the
 unpacking takes its first item's.
 
-Before/after (``oh = (h + 2 * ph - kh) // sh + 1`` and ``kh, kw = self.kernel_size``)::
+Before (``wrt=x``)::
 
-    _t40 = 2 * ph                                   oh = (h + 2 * ph - kh) // sh + 1
-    _t41 = h + _t40                                 kh, kw = conv.kernel_size
-    _t42 = _t41 - kh
-    _t43 = _t42 // sh
-    oh = _t43 + 1
-    _t5 = conv.kernel_size
-    _t6 = len(_t5)
-    _t7 = _t6 != 2
-    if _t7:
-        _t8 = ValueError('wrong number of values to unpack (expected 2) (at layers.py:76)')
-        raise _t8
-    kh = _t5[0]
-    kw = _t5[1]
+    def f(x, size, pad):
+        kh, kw = size
+        n = (x.shape[0] + 2 * pad - kh) // kw + 1
+        return np.sum(x[:n] ** 2)
+
+After ``optimize``::
+
+    _t1 = len(size)
+    _t2 = _t1 != 2
+    if _t2:
+        _t3 = ValueError('wrong number of values to unpack (expected 2) (at model.py:2)')
+        raise _t3
+    kh = size[0]
+    kw = size[1]
+    _t4 = x.shape
+    _t5 = _t4[0]
+    _t6 = 2 * pad
+    _t7 = _t5 + _t6
+    _t8 = _t7 - kh
+    _t9 = _t8 // kw
+    n = _t9 + 1
+    _t10 = x[:n]
+
+After::
+
+    kh, kw = size
+    n = (x.shape[0] + 2 * pad - kh) // kw + 1
+    _t10 = x[:n]
 """
 from __future__ import annotations
 

@@ -46,6 +46,7 @@ STEPS = {
     "forward": pipeline.differentiate_forward,
     "optimize": pipeline.optimize_sweeps,
     "coalesce": pipeline.optimize_sweeps,  # (optimize calls it on each sweep)
+    "resugar": pipeline.resugar_sweeps,
     "emit": pipeline.assemble,
 }
 

@@ -18,7 +18,7 @@ import pytest
 import srcgrad
 from srcgrad import anno, api, nodes
 from srcgrad.transforms import resugar
-from tests.conftest import numerical_grad
+from tests.finite_differences import numerical_grad
 
 
 def sugar(code, backward="", kept=(), effects=(), one_group=False):
