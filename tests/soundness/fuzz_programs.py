@@ -531,7 +531,7 @@ _DIR = tempfile.mkdtemp(prefix="srcgrad_fuzz_")
 def load(source: str, edits=()):
     """Write ``source`` to a new module file and import it (so inspect.getsource works);
     then apply ``edits`` (``(old, new)`` pairs) to the file, as a user editing it would."""
-    name = f"srcgrad_fuzz_{os.getpid()}_{next(_modules)}"
+    name = f"srcgrad_fuzz_{next(_modules)}"  # (the folder is the process's own: the same names each run)
     path = os.path.join(_DIR, name + ".py")
     with open(path, "w") as f:
         f.write(source)
