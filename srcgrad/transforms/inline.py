@@ -71,6 +71,7 @@ import inspect
 import types
 
 import gast
+import numpy as np
 
 from .. import anno, nodes
 from . import resolve
@@ -333,6 +334,10 @@ class _Inliner(KnownObjects, InlinedCallees):
         for name, value in callee_free.names.items():
             if name in self.free.names and self.free.names[name] is value and (
                     isinstance(value, types.ModuleType) or _same_binding(self.fn, target.fn, name)):
+                renamed_free[name] = name
+            elif name == "np" and value is np and name not in self.free.names and name not in self.own:
+                # (NumPy under its usual name, `np` in layers.py: the generated code's own `np`, so
+                # `np.inf` stays `np.inf`; a callee's local of that name is renamed, `np` being taken)
                 renamed_free[name] = name
             elif name not in self.taken and name not in self.free.names:  # (the caller's, another value)
                 self.taken.add(name)

@@ -251,3 +251,26 @@ def test_a_gru_whose_reset_gate_is_rt(index):
     args = [r.standard_normal((3, 5)) * 0.5 for _ in range(3)] + [r.standard_normal((5, 2))]
     np.testing.assert_allclose(srcgrad.grad(gru, wrt=index)(*args), numerical_grad(gru, args, index),
                                rtol=1e-6, atol=1e-8)
+
+
+class _PaddedPool(srcgrad.nn.Module):
+    def __init__(self):
+        self.conv = srcgrad.nn.Conv2d(1, 2, 3, padding=1)
+        self.pool = srcgrad.nn.MaxPool2d(2, padding=1)  # (functional.py reads `-np.inf`)
+
+    def forward(self, x):
+        return self.pool(self.conv(x))
+
+
+def _pooled_loss(model, x):
+    return np.sum(model(x) ** 2)
+
+
+def test_numpy_read_by_inlined_layers_keeps_its_name():
+    """Layers from other modules (layers.py, functional.py) read NumPy as `np`, as the code
+    does: `np.inf`, not `np4.inf`."""
+    import re
+    model, x = _PaddedPool(), np.random.default_rng(0).standard_normal((2, 1, 5, 5))
+    code = srcgrad.source(srcgrad.grad(_pooled_loss), model, x)
+    assert "-np.inf" in code and not re.search(r"\bnp\d+\b", code)
+    srcgrad.testing.check_grads(_pooled_loss, (model, x), wrt=1)
