@@ -105,6 +105,16 @@ def test_value_and_grad_of_the_rnn():
         np.testing.assert_allclose(g, e, rtol=1e-10)
 
 
+def test_jvp_of_the_scalar_loop():
+    value, tangent = srcgrad.jvp(scalar_loop, backend="numba")(0.7, 1.0)
+    assert (value, tangent) == pytest.approx(srcgrad.jvp(scalar_loop)(0.7, 1.0), rel=1e-12)
+
+
+def test_vjp_is_refused():
+    with pytest.raises(errors.UnsupportedSyntaxError, match="vjp returns a pullback closure"):
+        srcgrad.vjp(scalar_loop, backend="numba")(0.7)
+
+
 def test_the_code_shown_is_what_numba_compiles():
     text = srcgrad.source(srcgrad.grad(scalar_loop, backend="numba"), 0.5)
     assert "backend: numba" in text and "from srcgrad.backends import numba_runtime as rt" in text
