@@ -188,8 +188,9 @@ def grad(f=None, wrt=0, *, backend: str | None = None, optimize: bool = True,
             there (``wrt="scale"`` on ``f(x, scale=s)``).  Entries of
             ``*args``/``**kwargs`` are checked at each call.
         argnum: HIPS autograd's name for ``wrt`` (its ports run as written).
-        backend: the array library of the generated code: ``"numpy"`` or
-            ``"cupy"`` (the same program retargeted to CuPy, for the GPU);
+        backend: the array library of the generated code: ``"numpy"``,
+            ``"cupy"`` (the same program retargeted to CuPy, for the GPU) or
+            ``"numba"`` (compiled by ``numba.njit``, for loop-heavy code: docs/numba.md);
             default: :func:`srcgrad.set_default_backend`'s choice, else NumPy.
         optimize: run the optimization passes (turn off to read the raw sweeps).
         has_aux: ``f`` returns ``(loss, aux)``; the gradient function then

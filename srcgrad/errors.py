@@ -153,7 +153,7 @@ def group_comment(filename: str, line: int):
     return None, 0, ""
 
 
-def _user_origin(filename: str, line: int):
+def user_origin(filename: str, line: int):
     """The user's line (an ``Origin``) that line ``line`` of the generated code
     ``filename`` came from, following forward-over-reverse code (whose comments name
     the gradient code's lines) up to the user's; None where no comment says."""
@@ -178,7 +178,7 @@ def user_lines(tb) -> list:
     comments that head each group of generated lines)."""
     found = []
     while tb is not None:
-        origin = _user_origin(tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+        origin = user_origin(tb.tb_frame.f_code.co_filename, tb.tb_lineno)
         if origin is not None:
             found.append(origin)
         tb = tb.tb_next
@@ -195,7 +195,7 @@ def note_user_lines(error: BaseException) -> None:
     added, tb = [], error.__traceback__
     while tb is not None:
         filename, line = tb.tb_frame.f_code.co_filename, tb.tb_lineno
-        origin = _user_origin(filename, line)
+        origin = user_origin(filename, line)
         if origin is not None:
             part = next((text.strip()[7:-5] for text in reversed(linecache.getlines(filename)[:line])
                          if text.strip().startswith("# ---- ") and text.strip().endswith(" ----")),

@@ -23,8 +23,8 @@ from .anno import Kind
 from . import anno, backends, errors, ir, nodes, runtime
 from .analysis import activity, ranks, sharing
 from .specialise import Compiled, Guards, programs_run, rank_of_argument, rank_of_layout  # noqa: F401 - the API's
-from .transforms import (aliases, anf, desugar, emit, exits, forward, inline, optimize, parse, resolve, resugar,
-                         reverse, validate)
+from .transforms import (aliases, anf, desugar, emit, exits, forward, inline, numba_subset, optimize, parse,
+                         resolve, resugar, reverse, validate)
 
 MODES = ("grad", "value_and_grad", "vjp", "jvp", "pullback")
 
@@ -307,6 +307,8 @@ def assemble(ctx):
     else:
         ctx.module = emit.reverse_module(ctx.fn, ctx.core, ctx.forward, ctx.backward, ctx.sweeps, ctx.options,
                                          ctx.backend, ctx.wrt, ctx.rank_env)
+    if ctx.options.backend == "numba":  # (numba's subset: rewritten, or refused at the user's line)
+        ctx.module = numba_subset.transform(ctx.module, ctx.fn, ctx.options.mode, ctx.param_ranks)
     ctx.text = emit.render(ctx.module)
 
 
@@ -331,7 +333,9 @@ def _load(ctx) -> Compiled:
     errors.register_generated(filename, fn.__code__.co_filename)
     emit.load(ctx.text, filename, namespace)
     namespace[backend.MODULE_NAME] = backend.module()  # the module the backend chose (tests: a stand-in)
-    return Compiled(ctx.text, namespace[emit.function_name(ctx.core, ctx.options)], ctx.free, namespace,
+    # (numba: compiled by numba.njit at its first call)
+    function = backend.compiled(namespace[emit.function_name(ctx.core, ctx.options)], ctx.core.name)
+    return Compiled(ctx.text, function, ctx.free, namespace,
                     functools.partial(compile_function, fn, ctx.options, ctx.param_ranks, ctx.link), ctx.inlined,
                     ctx.guards)
 

@@ -1,8 +1,9 @@
 """Array backends: what differs between array libraries lives here, in one place."""
 from . import cupy as cupy_backend
+from . import numba as numba_backend
 from . import numpy as numpy_backend
 
-BACKENDS = {"numpy": numpy_backend, "cupy": cupy_backend}
+BACKENDS = {"numpy": numpy_backend, "cupy": cupy_backend, "numba": numba_backend}
 _default = ["numpy"]
 
 
@@ -16,7 +17,7 @@ def get(name: str | None):
 
 
 def set_default_backend(name: str) -> None:
-    """Choose the backend once for a whole program (``"numpy"`` or ``"cupy"``).
+    """Choose the backend once for a whole program (``"numpy"``, ``"cupy"`` or ``"numba"``).
 
     Gradient functions made afterwards without ``backend=`` use it.
 

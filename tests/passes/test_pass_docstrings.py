@@ -35,6 +35,7 @@ CHECKED = {
 # Not checked here, and why.
 LEFT = {
     "validate": "no example: it changes nothing, it refuses (tests/soundness/test_errors.py)",
+    "numba_subset": "backend='numba' only (golden.STEPS run NumPy's): tests/modes/test_numba_backend.py checks it",
     "resolve": "its example is an annotation (`resolved=numpy.exp`), not code",
     "lower_*": "normalize's parts: anf's example shows them at work",
 }
