@@ -330,22 +330,8 @@ class _Inliner(KnownObjects, InlinedCallees):
                 lines.append(_located(nodes.assign(mapping[p], nodes.copy(arg)), call))
         for name in sorted(resolve.local_names(fdef) - set(mapping)):
             mapping[name] = self._local(name, target.prefix)
-        renamed_free = {}
-        for name, value in callee_free.names.items():
-            if name in self.free.names and self.free.names[name] is value and (
-                    isinstance(value, types.ModuleType) or _same_binding(self.fn, target.fn, name)):
-                renamed_free[name] = name
-            elif name == "np" and value is np and name not in self.free.names and name not in self.own:
-                # (NumPy under its usual name, `np` in layers.py: the generated code's own `np`, so
-                # `np.inf` stays `np.inf`; a callee's local of that name is renamed, `np` being taken)
-                renamed_free[name] = name
-            elif name not in self.taken and name not in self.free.names:  # (the caller's, another value)
-                self.taken.add(name)
-                renamed_free[name] = name
-            else:
-                renamed_free[name] = self._fresh(f"{name}")
-            mapping[name] = renamed_free[name]
-            self.free.names[renamed_free[name]] = value
+        renamed_free = self._free_names_of(callee_free, target)
+        mapping.update(renamed_free)
         if callee_free.names or callee_free.guards:
             self.inlined.free.append((callee_free, renamed_free))
         nodes.rename(fdef.body, mapping)
@@ -382,6 +368,26 @@ class _Inliner(KnownObjects, InlinedCallees):
         anno.inherit(final, last)
         anno.set(site, "consumed", True)
         return lines + [final], None
+
+    def _free_names_of(self, callee_free, target) -> dict:
+        """The names the callee's free names take in the caller: their own where they denote the
+        same thing there, or where the caller has no such name, else fresh ones."""
+        renamed_free = {}
+        for name, value in callee_free.names.items():
+            if name in self.free.names and self.free.names[name] is value and (
+                    isinstance(value, types.ModuleType) or _same_binding(self.fn, target.fn, name)):
+                renamed_free[name] = name
+            elif name == "np" and value is np and name not in self.free.names and name not in self.own:
+                # (NumPy under its usual name, `np` in layers.py: the generated code's own `np`, so
+                # `np.inf` stays `np.inf`; a callee's local of that name is renamed, `np` being taken)
+                renamed_free[name] = name
+            elif name not in self.taken and name not in self.free.names:  # (the caller's, another value)
+                self.taken.add(name)
+                renamed_free[name] = name
+            else:
+                renamed_free[name] = self._fresh(f"{name}")
+            self.free.names[renamed_free[name]] = value
+        return renamed_free
 
     # ---- names ------------------------------------------------------------
     def _fresh(self, base: str) -> str:
