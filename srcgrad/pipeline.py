@@ -4,7 +4,7 @@ called on a ``Context`` that carries what the steps before it made.
 
     parse, desugar, resolve → fold argument kinds → inline → exits → validate → normalize (ANF)
         → analyze (ranks, aliases, activity, sharing)
-        → reverse   → optimize → guard calls → assemble, emit and load
+        → reverse → optimize → resugar → guard calls → assemble (→ numba's subset) → emit and load
           (forward mode: refusals → forward → the same tail)
 
 What a program is specialised on, and its cache, are in ``specialise.py``; assembling
@@ -300,21 +300,31 @@ def guard_calls(ctx):
 
 
 def assemble(ctx):
-    """8. The output function, as one module's source text."""
+    """8. The output function, as one module."""
     if ctx.options.mode == "jvp":
         ctx.module = emit.forward_module(ctx.fn, ctx.core, ctx.forward, ctx.tangents, ctx.options, ctx.backend,
                                          ctx.wrt, ctx.prebound)
     else:
         ctx.module = emit.reverse_module(ctx.fn, ctx.core, ctx.forward, ctx.backward, ctx.sweeps, ctx.options,
                                          ctx.backend, ctx.wrt, ctx.rank_env)
-    if ctx.options.backend == "numba":  # (numba's subset: rewritten, or refused at the user's line)
+
+
+def numba_subset_module(ctx):
+    """8b. (``backend="numba"``) The module in the subset numba compiles: rewritten, or
+    refused at the user's line."""
+    if ctx.options.backend == "numba":
         ctx.module = numba_subset.transform(ctx.module, ctx.fn, ctx.options.mode, ctx.param_ranks)
+
+
+def render(ctx):
+    """8c. The module's source text."""
     ctx.text = emit.render(ctx.module)
 
 
 FRONT = [read_source, fold_argument_kinds, inline_calls, structure_exits, validate_source, normalize, analyze]
-REVERSE = FRONT + [differentiate_reverse, optimize_sweeps, resugar_sweeps, guard_calls, assemble]
-FORWARD = FRONT + [check_refusals, differentiate_forward, optimize_sweeps, resugar_sweeps, guard_calls, assemble]
+TAIL = [optimize_sweeps, resugar_sweeps, guard_calls, assemble, numba_subset_module, render]
+REVERSE = FRONT + [differentiate_reverse] + TAIL
+FORWARD = FRONT + [check_refusals, differentiate_forward] + TAIL
 
 
 def _load(ctx) -> Compiled:

@@ -47,7 +47,7 @@ STEPS = {
     "optimize": pipeline.optimize_sweeps,
     "coalesce": pipeline.optimize_sweeps,  # (optimize calls it on each sweep)
     "resugar": pipeline.resugar_sweeps,
-    "emit": pipeline.assemble,
+    "emit": pipeline.render,
 }
 
 
