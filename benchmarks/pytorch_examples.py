@@ -53,7 +53,10 @@ import math
 import sys
 import time
 
-from benchmarks import _env
+if not __package__:  # (run as a file, ``python benchmarks/pytorch_examples.py``: the repository's root)
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+
+from benchmarks import _env  # noqa: E402
 
 if __name__ == "__main__":
     _env.pin_threads(1)
