@@ -1144,6 +1144,7 @@ def run(names, quick=False):
                 ours.append(_median_ms(srcgrad_step, repeats))
             rows.append((name, np.dtype(dtype).name, min(ours), min(theirs), min(ours) / min(theirs),
                          compile_s, worst))
+            print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)  # (progress)
     return rows
 
 
