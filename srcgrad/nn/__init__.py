@@ -12,6 +12,8 @@ from .functional import (binary_cross_entropy, binary_cross_entropy_with_logits,
 from .layers import (ELU, GELU, AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d,
                      ConvTranspose2d, Dropout, Dropout2d, Embedding, Flatten, LayerNorm, LeakyReLU, Linear,
                      LogSoftmax, MaxPool2d, ReLU, Sequential, Sigmoid, Softmax, Tanh)
+from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss,
+                   SmoothL1Loss)
 from .module import Module
 from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .transformer import (MultiheadAttention, TransformerEncoder, TransformerEncoderLayer,
@@ -22,7 +24,8 @@ __all__ = [
     "AdaptiveAvgPool2d", "Flatten", "ReLU", "Tanh", "Sigmoid", "LeakyReLU", "ELU", "GELU", "Softmax",
     "LogSoftmax", "Dropout", "Dropout2d", "Embedding", "LayerNorm", "BatchNorm1d", "BatchNorm2d", "RNNCell",
     "LSTMCell", "GRUCell", "RNN", "LSTM", "GRU", "MultiheadAttention", "TransformerEncoderLayer",
-    "TransformerEncoder", "generate_square_subsequent_mask", "mse_loss", "l1_loss", "smooth_l1_loss",
+    "TransformerEncoder", "generate_square_subsequent_mask", "MSELoss", "L1Loss", "SmoothL1Loss", "NLLLoss",
+    "CrossEntropyLoss", "BCELoss", "BCEWithLogitsLoss", "mse_loss", "l1_loss", "smooth_l1_loss",
     "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "functional",
     "init", "utils",
 ]

@@ -53,35 +53,57 @@ class Linear(Module):
 class Conv2d(Module):
     """2-D convolution (cross-correlation, as PyTorch) over sliding windows of the input.
 
-    ``x`` (N, C, H, W) -> (N, out, H', W'), ``x``'s dtype (float32 or float64); the
-    windows as an (N H' W', C kh kw) patch matrix (the transpose of a contiguous
+    ``x`` (N, C, H, W) -> (N, out, H', W'), ``x``'s dtype (float32 or float64),
+    ``H' = (H + pad_top + pad_bottom - dilation (kh - 1) - 1) // stride + 1``; weight
+    (out, C / groups, kh, kw).  ``stride``, ``dilation`` an int or a pair; ``padding`` an int,
+    a pair, ``"valid"`` (none) or ``"same"`` (H' = H: ``dilation (k - 1)`` in all, the odd one
+    at the bottom and right, as PyTorch's; stride 1 only); ``groups`` splits the channels into
+    that many independent convolutions (PyTorch's arguments; ``padding_mode="zeros"`` only).
+    ``stride`` and ``padding`` are kept as given (an int or a pair, as :class:`MaxPool2d`).
+
+    The windows as an (N H' W', C kh kw) patch matrix (the transpose of a contiguous
     (C kh kw, N H' W') one) times the (C kh kw, out) weights
     (im2col: Chellapilla, Puri and Simard 2006), so the forward, the weight's adjoint
-    ``patches.T @ y_bar`` and the input's adjoint are each one BLAS matrix product.
+    ``patches.T @ y_bar`` and the input's adjoint are each one BLAS matrix product (one
+    batched product over the groups).
     """
 
-    _constant_fields = ("kernel_size",)  # (hyper-parameters: read as constants, no gradient)
+    # (hyper-parameters: read as constants, no gradient)
+    _constant_fields = ("kernel_size", "_stride_pair", "_pads", "_dilation_pair")
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True,
-                 dtype=np.float64, rng=None):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", dtype=np.float64, rng=None):
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be "
+                             f"divisible by groups ({groups})")
+        if padding_mode != "zeros":
+            raise ValueError(f"Conv2d takes only padding_mode='zeros', got {padding_mode!r}")
         self.kernel_size, self.stride, self.padding = _pair(kernel_size), stride, padding
+        self.dilation, self.groups = dilation, groups
+        self._stride_pair, self._dilation_pair = _pair(stride), _pair(dilation)
+        self._pads = _conv_pads(padding, self.kernel_size, self._stride_pair, self._dilation_pair)
         self.in_channels, self.out_channels = in_channels, out_channels
-        shape = (out_channels, in_channels) + self.kernel_size
+        shape = (out_channels, in_channels // groups) + self.kernel_size
         self.weight = init.kaiming_uniform(shape, dtype=dtype, rng=rng)
-        fan = in_channels * self.kernel_size[0] * self.kernel_size[1]
-        self.bias = init.uniform_bias(out_channels, fan, dtype, rng) if bias else None
+        self.bias = init.uniform_bias(out_channels, init.fan_in(shape), dtype, rng) if bias else None
 
     def forward(self, x):
         n, c, h, w = x.shape
         kh, kw = self.kernel_size
-        p, s = self.padding, self.stride
-        if p > 0:
-            padded = np.zeros((n, c, h + 2 * p, w + 2 * p), dtype=x.dtype)
-            padded[:, :, p:p + h, p:p + w] = x
+        # (indexed, not unpacked: see ``functional.pool2d``)
+        sh, sw = self._stride_pair[0], self._stride_pair[1]
+        dh, dw = self._dilation_pair[0], self._dilation_pair[1]
+        top, bottom, left, right = self._pads[0], self._pads[1], self._pads[2], self._pads[3]
+        if top > 0 or bottom > 0 or left > 0 or right > 0:
+            padded = np.zeros((n, c, h + top + bottom, w + left + right), dtype=x.dtype)
+            padded[:, :, top:top + h, left:left + w] = x
             x = padded
-        windows = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(2, 3))
-        if s > 1:
-            windows = windows[:, :, ::s, ::s]
+        windows = np.lib.stride_tricks.sliding_window_view(x, (dh * (kh - 1) + 1, dw * (kw - 1) + 1),
+                                                           axis=(2, 3))
+        if dh > 1 or dw > 1:
+            windows = windows[:, :, :, :, ::dh, ::dw]
+        if sh > 1 or sw > 1:
+            windows = windows[:, :, ::sh, ::sw]
         oh, ow = windows.shape[2], windows.shape[3]
         # im2col: one column per output pixel, one row per (channel, kernel offset), so
         # that the forward and both adjoints are single matrix products (BLAS); an einsum
@@ -89,7 +111,14 @@ class Conv2d(Module):
         # this order, the copy's inner loop runs along an image row rather than along a
         # kh x kw window (2x faster for 3x3); BLAS takes the transposed matrix as it is.
         cols = np.reshape(np.transpose(windows, (1, 4, 5, 0, 2, 3)), (c * kh * kw, n * oh * ow))
-        y = cols.T @ np.reshape(self.weight, (self.out_channels, c * kh * kw)).T
+        if self.groups == 1:
+            y = cols.T @ np.reshape(self.weight, (self.out_channels, c * kh * kw)).T
+        else:  # (groups, N H' W', C kh kw / groups) @ (groups, C kh kw / groups, out / groups)
+            g, size = self.groups, c // self.groups * kh * kw
+            per_group = np.reshape(cols, (g, size, n * oh * ow))
+            kernels = np.reshape(self.weight, (g, self.out_channels // g, size))
+            y = np.transpose(per_group, (0, 2, 1)) @ np.transpose(kernels, (0, 2, 1))
+            y = np.reshape(np.transpose(y, (1, 0, 2)), (n * oh * ow, self.out_channels))
         if self.bias is not None:
             y = y + self.bias
         # Rows are channels-last pixels: the (N, out, H', W') result is a transposed view.
@@ -98,6 +127,28 @@ class Conv2d(Module):
     def extra_repr(self):
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
                 f"stride={self.stride}, padding={self.padding}")
+
+
+def _conv_pads(padding, kernel_size, stride, dilation):
+    """``(top, bottom, left, right)`` zeros around the image for ``padding`` (an int, a pair,
+    ``"valid"`` or ``"same"``: PyTorch's ``_ConvNd``, the odd one after the image).
+
+    Raises:
+        ValueError: an unknown string, or ``"same"`` with a stride other than 1 (as PyTorch)."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0, 0, 0, 0)
+        if padding != "same":
+            raise ValueError(f"Invalid padding string {padding!r}, should be one of ('valid', 'same')")
+        if stride != (1, 1):
+            raise ValueError("padding='same' is not supported for strided convolutions")
+        pads = []
+        for k, d in zip(kernel_size, dilation):
+            total = d * (k - 1)
+            pads += [total // 2, total - total // 2]
+        return tuple(pads)
+    ph, pw = _pair(padding)
+    return (ph, ph, pw, pw)
 
 
 class ConvTranspose2d(Module):
@@ -290,7 +341,11 @@ class Flatten(Module):
 
 
 class ReLU(Module):
-    """``max(x, 0)``; derivative 0 at 0."""
+    """``max(x, 0)``; derivative 0 at 0.  ``inplace`` is taken and ignored (a new array is
+    the same value; NumPy code is not differentiated through in-place activations)."""
+
+    def __init__(self, inplace=False):
+        self.inplace = inplace
 
     def forward(self, x):
         return np.maximum(x, 0)
@@ -311,8 +366,8 @@ class LeakyReLU(Module):
 
     _constant_fields = ("negative_slope",)  # (hyper-parameters: read as constants, no gradient)
 
-    def __init__(self, negative_slope=0.01):
-        self.negative_slope = negative_slope
+    def __init__(self, negative_slope=0.01, inplace=False):
+        self.negative_slope, self.inplace = negative_slope, inplace  # (``inplace`` ignored, as ReLU's)
 
     def forward(self, x):
         return F.leaky_relu(x, self.negative_slope)

@@ -55,6 +55,25 @@ LAYERS = {
                        (2, 2, 5)),
     "Conv2d": (lambda: nn.Conv2d(2, 3, 3, stride=2, padding=1), lambda: tnn.Conv2d(2, 3, 3, stride=2, padding=1),
                (2, 2, 6, 5)),
+    "Conv2d-pairs": (lambda: nn.Conv2d(2, 3, (3, 2), stride=(2, 1), padding=(1, 2), bias=False),
+                     lambda: tnn.Conv2d(2, 3, (3, 2), stride=(2, 1), padding=(1, 2), bias=False),
+                     (2, 2, 7, 5)),
+    "Conv2d-dilation": (lambda: nn.Conv2d(2, 3, 3, stride=2, padding=2, dilation=(2, 1)),
+                        lambda: tnn.Conv2d(2, 3, 3, stride=2, padding=2, dilation=(2, 1)), (2, 2, 9, 7)),
+    "Conv2d-groups": (lambda: nn.Conv2d(4, 6, 3, padding=1, groups=2),
+                      lambda: tnn.Conv2d(4, 6, 3, padding=1, groups=2), (2, 4, 5, 5)),
+    "Conv2d-depthwise": (lambda: nn.Conv2d(3, 3, 2, groups=3), lambda: tnn.Conv2d(3, 3, 2, groups=3),
+                         (2, 3, 4, 5)),
+    "Conv2d-same-even-kernel": (lambda: nn.Conv2d(2, 3, (4, 3), padding="same", dilation=(1, 2)),
+                                lambda: tnn.Conv2d(2, 3, (4, 3), padding="same", dilation=(1, 2)),
+                                (2, 2, 6, 7)),
+    "Conv2d-valid": (lambda: nn.Conv2d(2, 2, 3, padding="valid"),
+                     lambda: tnn.Conv2d(2, 2, 3, padding="valid"), (1, 2, 5, 5)),
+    # (after a layer: torch refuses an in-place activation of a leaf it differentiates)
+    "ReLU-inplace": (lambda: nn.Sequential(nn.Linear(4, 3), nn.ReLU(True)),
+                     lambda: tnn.Sequential(tnn.Linear(4, 3), tnn.ReLU(True)), (3, 4)),
+    "LeakyReLU-inplace": (lambda: nn.Sequential(nn.Linear(4, 3), nn.LeakyReLU(0.2, inplace=True)),
+                          lambda: tnn.Sequential(tnn.Linear(4, 3), tnn.LeakyReLU(0.2, inplace=True)), (3, 4)),
     "Sequential": (lambda: nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.BatchNorm2d(2), nn.GELU(),
                                          nn.MaxPool2d(2), nn.Flatten(), nn.LayerNorm(8), nn.Linear(8, 3)).eval(),
                    lambda: tnn.Sequential(tnn.Conv2d(1, 2, 3, padding=1), tnn.BatchNorm2d(2), tnn.GELU(),
@@ -187,6 +206,44 @@ LOSSES = {
     "nll": (F.nll_loss, torch.nn.functional.nll_loss, "labels"),
 }
 WEIGHT = rng.uniform(0.5, 2.0, (4, 3))
+LABEL_WEIGHT = rng.uniform(0.5, 2.0, 3)
+
+CRITERIA = {  # the layers (``criterion = nn.NLLLoss()``), each with its kind of target
+    "MSELoss": (lambda r: nn.MSELoss(reduction=r), lambda r: tnn.MSELoss(reduction=r), "real"),
+    "L1Loss": (lambda r: nn.L1Loss(reduction=r), lambda r: tnn.L1Loss(reduction=r), "real"),
+    "SmoothL1Loss": (lambda r: nn.SmoothL1Loss(reduction=r, beta=0.5),
+                     lambda r: tnn.SmoothL1Loss(reduction=r, beta=0.5), "real"),
+    "NLLLoss": (lambda r: nn.NLLLoss(LABEL_WEIGHT, reduction=r, ignore_index=1),
+                lambda r: tnn.NLLLoss(torch.tensor(LABEL_WEIGHT), reduction=r, ignore_index=1), "labels"),
+    "CrossEntropyLoss": (lambda r: nn.CrossEntropyLoss(reduction=r, label_smoothing=0.1),
+                         lambda r: tnn.CrossEntropyLoss(reduction=r, label_smoothing=0.1), "labels"),
+    "BCELoss": (lambda r: nn.BCELoss(WEIGHT, reduction=r),
+                lambda r: tnn.BCELoss(torch.tensor(WEIGHT), reduction=r), "probability"),
+    "BCEWithLogitsLoss": (lambda r: nn.BCEWithLogitsLoss(reduction=r, pos_weight=POS_WEIGHT),
+                          lambda r: tnn.BCEWithLogitsLoss(reduction=r, pos_weight=torch.tensor(POS_WEIGHT)),
+                          "real-target01"),
+}
+
+
+def criterion_of(criterion, prediction, target):
+    return np.sum(criterion(prediction, target))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("name", CRITERIA)
+def test_loss_layer_matches_pytorch(name, reduction):
+    ours, theirs, kind = CRITERIA[name]
+    prediction = rng.uniform(0.05, 0.95, (4, 3)) if kind == "probability" else rng.standard_normal((4, 3))
+    target = rng.uniform(0, 1, (4, 3)) if kind != "real" else rng.standard_normal((4, 3))
+    if kind == "labels":
+        target = np.array([0, 2, 1, 2])
+    pt = torch.tensor(prediction, requires_grad=True)
+    out = theirs(reduction)(pt, torch.tensor(target))
+    out.sum().backward()
+    criterion = ours(reduction)
+    np.testing.assert_allclose(criterion(prediction, target), out.detach().numpy(), rtol=1e-7, atol=1e-12)
+    g = srcgrad.grad(criterion_of, wrt=1)(criterion, prediction, target)
+    np.testing.assert_allclose(g, pt.grad.numpy(), rtol=1e-7, atol=1e-12)
 POS_WEIGHT = rng.uniform(0.5, 3.0, 3)
 
 

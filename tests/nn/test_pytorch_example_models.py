@@ -1,7 +1,10 @@
 """PyTorch's example models written with srcgrad.nn (``benchmarks/pytorch_examples.py``: the
-MNIST CNN, the VAE, the word language model's LSTM), loaded from the torch model's
-``state_dict``: every parameter's gradient equals torch's, float64 to 1e-7 and float32 to
-1e-3 (relative to the largest), at small sizes.  Skipped without torch."""
+MNIST CNN, the VAE, the word language model's LSTM, GRU and Transformer, DCGAN, the
+LSTMCell time-sequence predictor, the MNIST RNN, the siamese ResNet-18, REINFORCE,
+actor-critic, the GCN), loaded from the torch model's ``state_dict``: the loss and every
+parameter's gradient equal torch's, float64 to 1e-7 and float32 to 1e-3 (relative to the
+largest), and so do the buffers a training step updates (BatchNorm's running statistics), at
+small sizes.  Skipped without torch."""
 from __future__ import annotations
 
 import numpy as np
