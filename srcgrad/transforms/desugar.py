@@ -182,6 +182,14 @@ class _Desugar(Expressions, Functional):
                             body=[_at(append, stmt)], orelse=[], type_comment=None)
             self.statement(_at(loop, stmt), out)
             return
+        if isinstance(stmt, gast.With) and stmt.body and isinstance(stmt.body[-1], gast.Return):
+            # `with m: ...; return e` is `with m: ...; r = e` then `return r`: Python evaluates `e`
+            # in the block, leaves it (`__exit__`), then returns
+            returned, ret = self.fresh("_returned"), stmt.body[-1]
+            stmt.body[-1] = _at(nodes.assign(returned, ret.value or nodes.const(None)), ret)
+            self.statement(stmt, out)
+            self.statement(_at(gast.Return(value=nodes.name(returned)), ret), out)
+            return
         if isinstance(stmt, gast.With):
             # (exits would turn these into flags that skip the rest of the body: and `__exit__`.)
             leaving = next((n for n in _leaving(stmt.body, loop=False)), None)

@@ -22,7 +22,7 @@ from .inline_objects import _MISSING, _root
 
 _NOT_INLINED = (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef, gast.Lambda, gast.Global,
                 gast.Nonlocal, gast.Yield, gast.YieldFrom, gast.Await, gast.ListComp, gast.SetComp,
-                gast.DictComp, gast.GeneratorExp, gast.Try, gast.With, gast.Delete)
+                gast.DictComp, gast.GeneratorExp, gast.Try, gast.Delete)
 _TRANSFORMS = ("srcgrad.api", "srcgrad.higher", "srcgrad.checking", "srcgrad.dispatch", "srcgrad.pipeline")
 
 

@@ -474,7 +474,10 @@ def _apply(f, w):
 
 def leaving_a_with_block(x, ws):
     with TIMER:
-        return np.sum(x)
+        if np.sum(x) > 0:
+            return np.sum(x)  # (early, from inside the block: refused)
+        y = np.sum(x ** 2)
+    return y
 
 
 @pytest.mark.parametrize("f, words", [
@@ -486,6 +489,61 @@ def test_forward_only_statements_refused_at_the_line(f, words):
     with pytest.raises(srcgrad.UnsupportedSyntaxError) as info:
         srcgrad.grad(f, wrt=(0, 1))(X, WS)
     assert words in str(info.value) and "test_syntax.py" in str(info.value)
+
+
+# ---- `return` as the last statement of a `with` block: evaluated inside, returned after `__exit__` ----
+def returning_from_a_with_block(x, ws):
+    with np.errstate(divide="ignore"), TIMER:
+        return np.sum(np.tanh(np.log(x * x) @ ws[0]))
+
+
+def _causal_mask(n):
+    with np.errstate(divide="ignore"):  # (log 0 = -inf: the example's own mask)
+        return np.log(np.tril(np.ones((n, n))))
+
+
+class CachedMask(srcgrad.nn.Module):
+    """The word-language-model Transformer's way: a mask made by a method under
+    `np.errstate`, cached on the model at the first call."""
+
+    def __init__(self):
+        self.lin, self.mask = srcgrad.nn.Linear(3, 3), None
+
+    def causal_mask(self, n):
+        with np.errstate(divide="ignore"):
+            return np.log(np.tril(np.ones((n, n))))
+
+    def forward(self, x):
+        if self.mask is None:
+            self.mask = self.causal_mask(len(x))
+        scores = self.lin(x) @ x.T + self.mask + _causal_mask(len(x))
+        return np.sum(np.exp(np.maximum(scores, -30.0)) ** 2)
+
+
+def _cached_mask_loss(model, x):
+    return model(x)
+
+
+@pytest.mark.parametrize("mode", ["grad", "value_and_grad", "jvp"])
+def test_return_at_the_end_of_a_with_block(mode):
+    TIMER.entered = TIMER.left = 0
+    x = np.array([0.5, 0.0, 2.0])  # (log 0 in the block, which ignores it)
+    with np.errstate(divide="raise", invalid="ignore"):  # (outside it, a division by zero raises)
+        if mode == "jvp":
+            srcgrad.jvp(returning_from_a_with_block, wrt=1)(x, WS, [np.ones((3, 3))])
+        else:
+            getattr(srcgrad, mode)(returning_from_a_with_block, wrt=1)(x, WS)
+        with pytest.raises(FloatingPointError):
+            np.log(np.zeros(1))  # (the block's setting was undone)
+    assert TIMER.entered == TIMER.left == 1
+    check_grads(returning_from_a_with_block, (X, WS), wrt=(0, 1))
+
+
+def test_a_mask_made_under_errstate_and_cached_on_the_model():
+    model, x = CachedMask(), np.random.default_rng(0).standard_normal((4, 3))
+    first = srcgrad.grad(_cached_mask_loss)(model, x)  # (makes the mask: stored with no adjoint)
+    assert np.isneginf(model.mask[0, 1]) and model.mask[1, 0] == 0.0 and first.mask is None
+    check_grads(_cached_mask_loss, (model, x), wrt=(0, 1))  # (then a field like any other)
 
 
 # ---- an exception raised inside a `with` block reaches __exit__ (with rt.managed(m): ...) -----------
