@@ -185,10 +185,8 @@ class TransformerModel(nn.Module):
         self.decoder = nn.Linear(ninp, ntoken)
 
     def _generate_square_subsequent_mask(self, sz):
-        # (log 0 = -inf above the diagonal, on purpose; NumPy warns once.  Not silenced with
-        # ``with np.errstate(divide="ignore"):`` here: srcgrad then takes the mask for a
-        # differentiated value and refuses ``self.src_mask = mask`` below, a false refusal)
-        return np.log(np.tril(np.ones((sz, sz))))
+        with np.errstate(divide="ignore"):  # (log 0 = -inf above the diagonal, as the example)
+            return np.log(np.tril(np.ones((sz, sz))))
 
     def forward(self, src, has_mask=True):
         if has_mask:
