@@ -167,6 +167,23 @@ class _Desugar(Expressions, Functional):
             self.statement(stmt, out)
         return out
 
+    def returned_after(self, stmt, out) -> bool:
+        """``with m: ...; return e`` as ``with m: ...; r = e`` then ``return r`` (Python evaluates
+        ``e`` in the block, leaves it, then returns): True where it wrote that into ``out``.  Any
+        other exit from the block is refused (exits would turn it into flags that skip the rest
+        of the body: and ``__exit__``)."""
+        if stmt.body and isinstance(stmt.body[-1], gast.Return):
+            returned, ret = self.fresh("_returned"), stmt.body[-1]
+            stmt.body[-1] = _at(nodes.assign(returned, ret.value or nodes.const(None)), ret)
+            self.statement(stmt, out)
+            self.statement(_at(gast.Return(value=nodes.name(returned)), ret), out)
+            return True
+        leaving = next((n for n in _leaving(stmt.body, loop=False)), None)
+        if leaving is not None:
+            raise errors.at(leaving, f"srcgrad cannot leave a `with` block early (`{type(leaving).__name__.lower()}`"
+                            ") yet", "set a flag in the block and act on it after the block")
+        return False
+
     def statement(self, stmt, out):
         if isinstance(stmt, gast.FunctionDef):
             out.append(stmt)
@@ -182,20 +199,8 @@ class _Desugar(Expressions, Functional):
                             body=[_at(append, stmt)], orelse=[], type_comment=None)
             self.statement(_at(loop, stmt), out)
             return
-        if isinstance(stmt, gast.With) and stmt.body and isinstance(stmt.body[-1], gast.Return):
-            # `with m: ...; return e` is `with m: ...; r = e` then `return r`: Python evaluates `e`
-            # in the block, leaves it (`__exit__`), then returns
-            returned, ret = self.fresh("_returned"), stmt.body[-1]
-            stmt.body[-1] = _at(nodes.assign(returned, ret.value or nodes.const(None)), ret)
-            self.statement(stmt, out)
-            self.statement(_at(gast.Return(value=nodes.name(returned)), ret), out)
+        if isinstance(stmt, gast.With) and self.returned_after(stmt, out):
             return
-        if isinstance(stmt, gast.With):
-            # (exits would turn these into flags that skip the rest of the body: and `__exit__`.)
-            leaving = next((n for n in _leaving(stmt.body, loop=False)), None)
-            if leaving is not None:
-                raise errors.at(leaving, f"srcgrad cannot leave a `with` block early (`{type(leaving).__name__.lower()}`"
-                                ") yet", "set a flag in the block and act on it after the block")
         if isinstance(stmt, gast.Assert):
             if not sys.flags.optimize:  # (`python -O` drops asserts: so does the gradient)
                 failed = gast.Raise(exc=nodes.call("AssertionError", [stmt.msg] if stmt.msg else []), cause=None)
