@@ -17,8 +17,9 @@ import types
 import gast
 import numpy as np
 
-from .. import anno, nodes
+from .. import anno, errors, nodes
 from ..rules import registry
+from . import parse
 
 _MISSING = object()
 
@@ -191,36 +192,102 @@ def _leaks(body, known) -> bool:
             if value is not None:
                 return _may_hold_object(value)
         return any(holds_object(child) for child in gast.iter_child_nodes(node))
-    for _ in range(2):  # twice: a loop's second iteration sees what the first bound
-        for stmt in nodes.statements(body):
-            if isinstance(stmt, gast.Assign):
-                found = _chain_value(stmt.value, values)
-                if found is None and holds_object(stmt.value):  # `pair = (model.conv, x)`
-                    found = _MISSING
-                if found is not None:
-                    # (`kh, kw = conv.kernel_size`: numbers, not objects; parts of anything else may be)
-                    parts = None if isinstance(found, tuple) and not _may_hold_object(found) else _MISSING
-                    for n in (n for t in stmt.targets for n in nodes.walk(t)):
-                        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
-                            values[n.id] = found if isinstance(stmt.targets[0], gast.Name) else parts
-            elif isinstance(stmt, gast.For) and holds_object(stmt.iter):
-                for n in nodes.walk(stmt.target):
-                    if isinstance(n, gast.Name):
-                        values[n.id] = _MISSING
-    for call in (n for s in body for n in nodes.walk(s) if isinstance(n, gast.Call)):
-        if registry.lookup(anno.get(call.func, "resolved", None)) is not None:
-            continue
-        arguments = call.args + [k.value for k in call.keywords]
-        if isinstance(call.func, gast.Attribute) and any(map(holds_object, arguments)) is False:
-            # (`self.history.append(h.mean())`: a list of the object's that holds no layer, given
-            # none, stays one: the object's layers are the same)
-            held = _chain_value(call.func.value, values)
-            if type(held) in (list, dict) and not any(map(_may_hold_object, held.values() if type(held) is dict
-                                                          else held)):
-                continue
-        if any(holds_object(part) for part in arguments + [call.func]):
+    def may_be_object(node):
+        # (what a layer whose call keeps its layers returns, BatchNorm's `y`, is no object either)
+        if isinstance(node, gast.Call) and (_layer_call(node, values, holds_object) or _numpys(node)):
+            return False
+        if isinstance(node, (gast.BinOp, gast.UnaryOp)):
+            return any(map(may_be_object, [getattr(node, f) for f in ("left", "right", "operand") if hasattr(node, f)]))
+        return holds_object(node)
+
+    def bind(stmt):
+        if isinstance(stmt, gast.Assign):
+            found = _chain_value(stmt.value, values)
+            if found is None and may_be_object(stmt.value):  # `pair = (model.conv, x)`
+                found = _MISSING
+            if found is not None:  # (else: what the name held before stays, the safe side)
+                # (`kh, kw = conv.kernel_size`: numbers, not objects; parts of anything else may be)
+                parts = None if isinstance(found, tuple) and not _may_hold_object(found) else _MISSING
+                for n in (n for t in stmt.targets for n in nodes.walk(t)):
+                    if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
+                        values[n.id] = found if isinstance(stmt.targets[0], gast.Name) else parts
+        elif isinstance(stmt, gast.For) and holds_object(stmt.iter):
+            for n in nodes.walk(stmt.target):
+                if isinstance(n, gast.Name):
+                    values[n.id] = _MISSING
+
+    def leaks_at(stmt) -> bool:
+        own = [getattr(stmt, "iter", None) or stmt.test] if isinstance(stmt, (gast.For, gast.While, gast.If)) \
+            else [stmt]
+        return any(_call_leaks(call, values, holds_object) for part in own for n in [part]
+                   for call in nodes.walk(n) if isinstance(call, gast.Call))
+    # What each call is given is read where it is made (`out = model.bn(out)` then binds `out` to
+    # what may be an object, after the call); then again, in a loop, with what a later statement
+    # of the loop (or of the function) bound: its next iteration may see that.
+    looped = {id(s) for loop in nodes.statements(body) if isinstance(loop, (gast.For, gast.While))
+              for s in nodes.statements(loop.body + loop.orelse)}
+    for stmt in nodes.statements(body):
+        if leaks_at(stmt):
             return True
+        bind(stmt)
+    for stmt in nodes.statements(body):
+        bind(stmt)
+    return any(leaks_at(stmt) for stmt in nodes.statements(body) if id(stmt) in looped)
+
+
+def _call_leaks(call, values, holds_object) -> bool:
+    """Whether ``call`` (not inlined, not a function with a rule) is given a known object or one it
+    holds, or is one's method, given ``values`` (what each name holds here)."""
+    if registry.lookup(anno.get(call.func, "resolved", None)) is not None:
+        return False
+    arguments = call.args + [k.value for k in call.keywords]
+    if isinstance(call.func, gast.Attribute) and any(map(holds_object, arguments)) is False:
+        # (`self.history.append(h.mean())`: a list of the object's that holds no layer, given
+        # none, stays one: the object's layers are the same)
+        held = _chain_value(call.func.value, values)
+        if type(held) in (list, dict) and not any(map(_may_hold_object, held.values() if type(held) is dict
+                                                      else held)):
+            return False
+    if any(holds_object(part) for part in arguments + [call.func]):
+        return not _layer_call(call, values, holds_object)
     return False
+
+
+def _numpys(call) -> bool:
+    """Whether ``call`` is NumPy's (``np.tanh(...)``): it returns an array or a number."""
+    resolved = anno.get(call.func, "resolved", None)
+    return isinstance(resolved, np.ufunc) or (getattr(resolved, "__module__", None) or "").split(".")[0] == "numpy"
+
+
+def _layer_call(call, values, holds_object) -> bool:
+    """Whether ``call`` calls a known layer whose call keeps the layers it holds and returns
+    none of them (BatchNorm keeping its running statistics), given no object: it is called
+    when the code runs, and the guards after the call check what the code was compiled for."""
+    held = _chain_value(call.func, values)
+    arguments = call.args + [k.value for k in call.keywords]
+    return is_object(held) and not any(map(holds_object, arguments)) and _changes_no_layer(held)
+
+
+def _changes_no_layer(layer) -> bool:
+    """Whether calling ``layer`` (its ``__call__``, or the ``forward`` that a Module's
+    ``__call__`` runs) stores nothing under a field that holds an object (its stores are
+    bookkeeping: a cache, running statistics) and returns no object it holds."""
+    cls = type(layer)
+    call = getattr(cls, "__call__", None)
+    method = getattr(cls, "forward", None) if getattr(call, "__srcgrad_calls_forward__", False) else call
+    if not isinstance(method, types.FunctionType):
+        return False
+    try:
+        fdef = parse.transform(method)
+    except errors.SrcgradError:
+        return False
+    holding = _fields_holding_objects([layer])
+    def an_object(node):  # (`return self`, `return self.conv`, `return x, self.cache`)
+        return isinstance(node, gast.Name) and node.id in ("self", fdef.args.args[0].id if fdef.args.args else "self") \
+            or isinstance(node, gast.Attribute) and node.attr in holding \
+            or isinstance(node, (gast.Tuple, gast.List)) and any(map(an_object, node.elts))
+    returns = [n.value for n in nodes.walk(fdef) if isinstance(n, gast.Return) and n.value is not None]
+    return not _changes_objects(fdef, [layer]) and not any(map(an_object, returns))
 
 
 _NONE = object()  # (a field holding None: a value, not an object; see _chain_value)

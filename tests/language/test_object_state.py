@@ -475,7 +475,8 @@ class RunningMean:
 def test_state_an_earlier_call_kept_read_by_the_next_with_respect_to_the_input_is_refused(loss):
     made = (StatefulCell(RS.randn(2, 2)), RS.randn(3, 4, 2)) if loss.__code__.co_varnames[0] == "cell" \
         else (RunningMean(), X)
-    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="reads back"):
+    # (refused when it runs, or, where the object's calls are inlined, when compiling)
+    with pytest.raises(srcgrad.errors.UnsupportedSyntaxError, match="reads back|is read after it"):
         srcgrad.grad(loss, wrt=1)(*made)
 
 

@@ -577,3 +577,47 @@ def test_a_layer_without_parameters_is_read_as_the_layer_it_holds():
     source = srcgrad.source(srcgrad.grad(_summed_model), model, x)
     assert "vjp_field" not in source and "vjp_method" not in source  # (the layer and its `p`: read as such)
     check_grads(_summed_model, (model, x), wrt=0)
+
+
+class _ResidualBlock(nn.Module):
+    """torchvision's BasicBlock at small sizes: BatchNorm in training mode keeps running
+    statistics (stores into its fields), the other layers around it."""
+
+    def __init__(self):
+        self.lin1, self.bn1 = nn.Linear(3, 3), nn.BatchNorm1d(3)
+        self.lin2, self.bn2 = nn.Linear(3, 3), nn.BatchNorm1d(3)
+
+    def forward(self, x):
+        identity = x
+        out = np.tanh(self.bn1(self.lin1(x)))
+        out = self.bn2(self.lin2(out))
+        return np.tanh(out + identity)
+
+
+def _residual_loss(model, x):
+    return np.sum(model(x) ** 2)
+
+
+def test_a_layer_keeping_running_statistics_leaves_the_others_inlined():
+    """BatchNorm's call is made when the code runs (its stores are bookkeeping), checked after
+    by the guards; it changes no layer and returns none, so the Linear layers around it are
+    inlined rather than the whole model compiled for layers known only when it runs."""
+    from tests.finite_differences import numerical_grad
+    model, x = _ResidualBlock(), np.random.default_rng(0).standard_normal((5, 3))
+    code = srcgrad.source(srcgrad.grad(_residual_loss), model, x)
+    assert "vjp_method(model, 'bn1'" in code and "specialised.check" in code  # (called, then checked)
+    assert "vjp_method(model, 'lin1'" not in code and "lin1.weight" in code  # (Linear: inlined)
+    before, count = model.bn1.running_mean.copy(), int(model.bn1.num_batches_tracked)
+    grads = srcgrad.grad(_residual_loss)(model, x)
+    assert not np.allclose(model.bn1.running_mean, before)  # (updated by the call, once)
+    assert int(model.bn1.num_batches_tracked) == count + 1
+    for layer in ("lin1", "lin2"):
+        def loss_of(w, layer=layer):
+            old = getattr(model, layer).weight
+            getattr(model, layer).weight = w
+            try:
+                return _residual_loss(model, x)
+            finally:
+                getattr(model, layer).weight = old
+        numeric = numerical_grad(loss_of, [getattr(model, layer).weight.copy()], 0)
+        np.testing.assert_allclose(getattr(grads, layer).weight, numeric, rtol=1e-5, atol=1e-7)
