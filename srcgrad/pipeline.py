@@ -164,13 +164,13 @@ def inline_calls(ctx):
 
 
 def structure_exits(ctx):
-    """3. break/continue/early return become flags, so later passes see structured control
+    """3a. break/continue/early return become flags, so later passes see structured control
     flow only (before validate, which then rejects none)."""
     exits.transform(ctx.fdef)
 
 
 def validate_source(ctx):
-    """3b. What srcgrad does not differentiate at all (``global``, ``try``...), refused at its line."""
+    """3. What srcgrad does not differentiate at all (``global``, ``try``...), refused at its line."""
     validate.transform(ctx.fdef)
 
 

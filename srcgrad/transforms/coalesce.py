@@ -1,4 +1,4 @@
-"""Pass 7b — coalesce: two names joined by a copy become one name.
+"""Pass 7 (optimize's last step) — coalesce: two names joined by a copy become one name.
 
 Requires: a sweep (forward or backward statement list) and the names it may
 not rename.
