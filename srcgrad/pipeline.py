@@ -303,10 +303,10 @@ def assemble(ctx):
     """8. The output function, as one module."""
     if ctx.options.mode == "jvp":
         ctx.module = emit.forward_module(ctx.fn, ctx.core, ctx.forward, ctx.tangents, ctx.options, ctx.backend,
-                                         ctx.wrt, ctx.prebound)
+                                         ctx.wrt, ctx.prebound, checks=ctx.guards.name)
     else:
         ctx.module = emit.reverse_module(ctx.fn, ctx.core, ctx.forward, ctx.backward, ctx.sweeps, ctx.options,
-                                         ctx.backend, ctx.wrt, ctx.rank_env)
+                                         ctx.backend, ctx.wrt, ctx.rank_env, checks=ctx.guards.name)
 
 
 def numba_subset_module(ctx):

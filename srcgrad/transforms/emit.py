@@ -146,7 +146,13 @@ def load(text: str, filename: str, namespace: dict) -> dict:
     return namespace
 
 
-def reverse_module(fn, core, forward, backward, sweeps, options, backend, wrt, rank_env=None):
+def _checks_note(checks) -> list:
+    """The header line saying what ``specialised.check(...)`` is (bound when the code is loaded)."""
+    return [f"{checks}.check(...): after a call not inlined, that the layers and functions this code "
+            "was compiled for are still there"] if checks else []
+
+
+def reverse_module(fn, core, forward, backward, sweeps, options, backend, wrt, rank_env=None, checks=None):
     """The module of a reverse-mode program: ``f_grad(*params, seed=1.0)`` (or
     ``f_value_and_grad``, ``f_pullback(*params, y_bar)``), or ``f_vjp(*params)`` returning
     the value and its pullback closure."""
@@ -156,7 +162,8 @@ def reverse_module(fn, core, forward, backward, sweeps, options, backend, wrt, r
     header = [
         nodes.comment(f"srcgrad: reverse mode of {core.name} ({origin}) | wrt: "
                       f"{', '.join(options.wrt)} | backend: {options.backend}"),
-    ] + [nodes.comment(f"  {note}") for note in _notes(forward, sweeps.notes) + _callee_notes(sweeps.callees)]
+    ] + [nodes.comment(f"  {note}") for note in _notes(forward, sweeps.notes) + _callee_notes(sweeps.callees)
+         + _checks_note(checks)]
     imports = _imports(forward + backward, backend)
     result = core.result
     touched = {n for s in nodes.statements(backward) for n in nodes.assigned_names(s)} | {
@@ -207,7 +214,7 @@ def reverse_module(fn, core, forward, backward, sweeps, options, backend, wrt, r
     return nodes.module(header + imports + [fdef])
 
 
-def forward_module(fn, core, body, tangents, options, backend, wrt, prebound):
+def forward_module(fn, core, body, tangents, options, backend, wrt, prebound, checks=None):
     """The module of a forward-mode program: ``f_jvp(*params, *tangents) -> (value, tangent)``.
     ``prebound``: names a merge copy may read before any path bound them (None first)."""
     result = nodes.tuple_([nodes.copy(core.result), tangents.result])
@@ -217,6 +224,7 @@ def forward_module(fn, core, body, tangents, options, backend, wrt, prebound):
     mode = "forward mode, batched columns," if options.batched else "forward mode"
     header = [nodes.comment(f"srcgrad: {mode} of {core.name} ({origin}) | wrt: "
                             f"{', '.join(options.wrt)} | backend: {options.backend}")]
+    header += [nodes.comment(f"  {note}") for note in _checks_note(checks)]
     imports = _imports(body, backend)
     params = core.params + [tangents.tangents[p] for p in wrt]
     fdef = nodes.function(function_name(core, options), params,

@@ -274,3 +274,23 @@ def test_numpy_read_by_inlined_layers_keeps_its_name():
     code = srcgrad.source(srcgrad.grad(_pooled_loss), model, x)
     assert "-np.inf" in code and not re.search(r"\bnp\d+\b", code)
     srcgrad.testing.check_grads(_pooled_loss, (model, x), wrt=1)
+
+
+def test_the_header_says_what_the_checks_after_calls_are():
+    """`specialised.check(...)` is bound when the code is loaded: the header names it."""
+    model, x = _ResidualLike(), np.ones((4, 3))
+    code = srcgrad.source(srcgrad.grad(_guarded_loss), model, x)
+    assert "specialised.check((" in code
+    assert "#   specialised.check(...): after a call not inlined" in code
+
+
+class _ResidualLike(srcgrad.nn.Module):
+    def __init__(self):
+        self.lin, self.bn = srcgrad.nn.Linear(3, 3), srcgrad.nn.BatchNorm1d(3)  # (BatchNorm: called, checked after)
+
+    def forward(self, x):
+        return self.bn(self.lin(x)) + x
+
+
+def _guarded_loss(model, x):
+    return np.sum(model(x) ** 2)
