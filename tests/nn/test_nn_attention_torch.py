@@ -17,7 +17,7 @@ from srcgrad import nn
 from srcgrad.nn import functional as F
 
 torch = pytest.importorskip("torch")
-from tests.nn.torch_oracle import compare_with_torch  # noqa: E402
+from tests.nn.torch_oracle import check_against_torch  # noqa: E402
 
 rng = np.random.default_rng(31)
 tnn = torch.nn
@@ -181,7 +181,7 @@ def test_transformer_encoder_matches_pytorch(name, mode):
     assert list(module.state_dict()) == list(torch_module.state_dict())
     if mode == "eval":
         module.eval(), torch_module.eval()
-    compare_with_torch(module, torch_module, rng.standard_normal(shape), torch)
+    check_against_torch(module, torch_module, rng.standard_normal(shape), torch)
 
 
 def encoder_with_masks(encoder, x, mask, padding_mask, bar):

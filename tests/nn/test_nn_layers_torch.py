@@ -15,7 +15,7 @@ from srcgrad.nn import functional as F
 from srcgrad.testing import check_grads
 
 torch = pytest.importorskip("torch")
-from tests.nn.torch_oracle import compare_with_torch  # noqa: E402
+from tests.nn.torch_oracle import check_against_torch  # noqa: E402
 
 rng = np.random.default_rng(23)
 tnn = torch.nn
@@ -91,7 +91,7 @@ def test_layer_matches_pytorch(name):
     with torch.no_grad():  # LayerNorm starts at ones and zeros: move them so they count
         for p in torch_layer.parameters():
             p.add_(0.1 * torch.randn(p.shape, dtype=p.dtype))
-    compare_with_torch(layer, torch_layer, rng.standard_normal(shape), torch)
+    check_against_torch(layer, torch_layer, rng.standard_normal(shape), torch)
 
 
 def test_state_dict_names_are_pytorchs():
@@ -110,7 +110,7 @@ def test_embedding_matches_pytorch(padding_idx):
         with torch.no_grad():  # a loaded padding row is read as it is (its gradient stays zero)
             theirs.weight[padding_idx] = 0.5
     indices = np.array([[0, 1, 5], [1, 1, 2]])
-    compare_with_torch(ours, theirs, indices, torch, x_grad=False)
+    check_against_torch(ours, theirs, indices, torch, x_grad=False)
 
 
 def test_embedding_initialisation_is_standard_normal():
@@ -396,7 +396,7 @@ def test_conv_transpose2d_matches_pytorch(name):
     with torch.no_grad():  # (moved off their initial values, as the other layers')
         for p in theirs.parameters():
             p.add_(0.1 * torch.randn(p.shape, dtype=p.dtype))
-    compare_with_torch(ours, theirs, rng.standard_normal(shape), torch)
+    check_against_torch(ours, theirs, rng.standard_normal(shape), torch)
 
 
 def transposed_with_size(layer, x, size, bar):

@@ -13,7 +13,7 @@ from srcgrad import nn, optim
 from srcgrad.testing import check_grads
 
 torch = pytest.importorskip("torch")
-from tests.nn.torch_oracle import compare_with_torch  # noqa: E402
+from tests.nn.torch_oracle import check_against_torch  # noqa: E402
 
 rng = np.random.default_rng(7)
 tnn = torch.nn
@@ -48,7 +48,7 @@ def test_recurrent_layer_matches_pytorch(name):
     torch.manual_seed(1)
     torch_layer, layer = theirs(), ours()
     assert list(layer.state_dict()) == list(torch_layer.state_dict())
-    compare_with_torch(layer, torch_layer, rng.standard_normal(shape), torch)
+    check_against_torch(layer, torch_layer, rng.standard_normal(shape), torch)
 
 
 def run_with_state(layer, x, state, bars):

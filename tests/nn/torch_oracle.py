@@ -47,7 +47,7 @@ def torch_weighted(out, bars, torch):
     return (out * bars).sum()
 
 
-def compare_with_torch(layer, torch_layer, x, torch, *, rtol=1e-7, atol=1e-9, seed=0, x_grad=True,
+def check_against_torch(layer, torch_layer, x, torch, *, rtol=1e-7, atol=1e-9, seed=0, x_grad=True,
                        load=True):
     """Load ``torch_layer``'s weights into ``layer``, then assert that the outputs and the
     gradients (input, every parameter) agree; returns the largest relative difference seen."""

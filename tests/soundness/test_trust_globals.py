@@ -32,7 +32,7 @@ def _fresh_globals():
     _reset()
 
 
-def _check(f, x, optimize):
+def check_gradient(f, x, optimize):
     """srcgrad's gradient of ``f`` at ``x`` against central differences, the globals
     reset before each evaluation (``f`` rebinds them)."""
     got = srcgrad.grad(f, optimize=optimize)(x)
@@ -81,7 +81,7 @@ def before_and_after_three(x):
 @pytest.mark.parametrize("f, factors", [(before_and_after_one, (2.0, 2.0)), (before_and_after_two, None),
                                         (before_and_after_three, None)])
 def test_a_global_rebound_one_two_three_calls_deep(f, factors, optimize):
-    got = _check(f, X, optimize)
+    got = check_gradient(f, X, optimize)
     if factors is not None:  # d/dx (x*x + 2x) = 2x + 2: the second read is the new value
         np.testing.assert_allclose(got, factors[0] * X + factors[1])
 
@@ -96,7 +96,7 @@ def rebinding_in_a_loop(x):
 
 @pytest.mark.parametrize("optimize", OPT)
 def test_a_global_rebound_in_each_iteration_of_a_loop(optimize):
-    got = _check(rebinding_in_a_loop, X, optimize)
+    got = check_gradient(rebinding_in_a_loop, X, optimize)
     np.testing.assert_allclose(got, 6.0 + 8.0 * X)
 
 
@@ -110,7 +110,7 @@ def saved_for_the_backward_sweep(x):
 
 @pytest.mark.parametrize("optimize", OPT)
 def test_each_iterations_value_is_saved_for_the_backward_sweep(optimize):
-    _check(saved_for_the_backward_sweep, X, optimize)
+    check_gradient(saved_for_the_backward_sweep, X, optimize)
 
 
 class Scaled:
@@ -165,7 +165,7 @@ def array_rebound(x):
 
 @pytest.mark.parametrize("optimize", OPT)
 def test_a_global_array_rebound_to_another_array(optimize):
-    got = _check(array_rebound, X, optimize)
+    got = check_gradient(array_rebound, X, optimize)
     np.testing.assert_allclose(got, [1.0, 2.0, 3.0] - np.sin(X) * [-2.0, 0.5, 4.0])
 
 

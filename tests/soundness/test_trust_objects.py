@@ -22,7 +22,7 @@ from tests.finite_differences import numerical_grad
 X0 = np.array([0.3, -1.2, 0.7])
 
 
-def check(f, args, index=0, optimize=True, rtol=1e-6, atol=1e-6):
+def check_gradient(f, args, index=0, optimize=True, rtol=1e-6, atol=1e-6):
     got = srcgrad.grad(f, wrt=index, optimize=optimize)(*args)
     want = numerical_grad(f, args, index)
     np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
@@ -85,7 +85,7 @@ def squares_stacked(v):
 def test_decorated_function_given_to_grad_is_the_wrapper(f, factor, offset, optimize):
     got = srcgrad.grad(f, optimize=optimize)(X0)
     np.testing.assert_allclose(got, factor * X0 + offset)
-    check(f, (X0,), optimize=optimize)
+    check_gradient(f, (X0,), optimize=optimize)
 
 
 @pytest.mark.parametrize("optimize", [True, False])
@@ -95,7 +95,7 @@ def test_decorated_callees_in_a_loop(optimize):
         for i in range(3):
             s = s + squares_twice(x * i) + squares_plus(x) + squares_stacked(x)
         return s
-    got = check(loss, (X0,), optimize=optimize)
+    got = check_gradient(loss, (X0,), optimize=optimize)
     np.testing.assert_allclose(got, 2 * 5 * 2 * X0 + 3 * (2 * X0 + 1) + 3 * (4 * X0 + 2))
 
 
@@ -129,7 +129,7 @@ def test_decorated_method(optimize):
 
     def built_inside(x):
         return Scaled(np.ones(3), 2.0).energy(x)
-    check(built_inside, (X0,), optimize=optimize)
+    check_gradient(built_inside, (X0,), optimize=optimize)
 
 
 def test_decorator_on_custom_adjoint_primitive_keeps_both():
@@ -279,7 +279,7 @@ def test_closure_variables_named_like_builtins(optimize):
             return np.sum(filter(x * abs) * ord)
         return f
     f = make()
-    check(f, (X0,), optimize=optimize)
+    check_gradient(f, (X0,), optimize=optimize)
     np.testing.assert_allclose(srcgrad.grad(f, optimize=optimize)(X0),
                                3.0 * (1 - np.tanh(3 * X0) ** 2) * np.array([1.0, 2.0, 3.0]))
 
@@ -519,7 +519,7 @@ def nt_in_a_list(x):
 @pytest.mark.parametrize("f", [nt_fields, nt_keywords_mixed, nt_typed_default, nt_loop_and_callee,
                                nt_in_a_list])
 def test_named_tuple_made_inside(f, optimize):
-    check(f, (X0,), optimize=optimize)
+    check_gradient(f, (X0,), optimize=optimize)
 
 
 def nt_loss(t):
@@ -788,7 +788,7 @@ def made_in_a_helper(x):
 @pytest.mark.parametrize("f", [made_property, made_method_and_fields, made_dataclass_in_a_loop,
                                made_in_a_helper])
 def test_object_made_inside_from_its_fields(f, optimize):
-    check(f, (X0,), optimize=optimize)
+    check_gradient(f, (X0,), optimize=optimize)
 
 
 def test_object_made_inside_float32():

@@ -28,7 +28,7 @@ X = np.array([0.3, -1.2, 0.7])
 XP = np.array([0.6, 1.3, 0.8])  # positive: scales of random draws
 
 
-def check(f, x, optimize, atol=1e-6, reseed=None):
+def check_gradient(f, x, optimize, atol=1e-6, reseed=None):
     """grad(f) against central differences in float64, and float32 stays float32 and close."""
     if reseed:
         reseed()
@@ -47,7 +47,7 @@ def check(f, x, optimize, atol=1e-6, reseed=None):
     return g
 
 
-def refused(f, *args, kind=errors.UserCodeError, match=None, line_of=None):
+def assert_refused(f, *args, kind=errors.UserCodeError, match=None, line_of=None):
     with pytest.raises(kind, match=match) as info:
         srcgrad.grad(f)(*args)
     assert __file__.rsplit("/", 1)[-1] in str(info.value)
@@ -117,7 +117,7 @@ CREATION = [full_scalar, full_rows, full_like_item, linspace_ends, linspace_open
 @OPT
 @pytest.mark.parametrize("f", CREATION, ids=[f.__name__ for f in CREATION])
 def test_creation_functions_given_a_differentiated_value(f, optimize):
-    check(f, X, optimize)
+    check_gradient(f, X, optimize)
 
 
 def full_int(x):
@@ -182,7 +182,7 @@ RANDOM = [normal_loc, normal_loc_scale, normal_keywords, uniform_bounds, exponen
 def test_random_draws_are_differentiated_by_reparameterisation(f, optimize):
     """With the seed reset before every evaluation the draw is a smooth function of its
     parameters: finite differences see ``loc + scale * z`` with ``z`` fixed."""
-    check(f, XP, optimize, atol=1e-5, reseed=_seed)
+    check_gradient(f, XP, optimize, atol=1e-5, reseed=_seed)
 
 
 GEN = np.random.default_rng(0)
@@ -200,7 +200,7 @@ def generator_passed_in(x, rng):
 def test_generator_methods_are_differentiated(optimize):
     def reseed():
         GEN.bit_generator.state = np.random.default_rng(11).bit_generator.state
-    check(generator_method, XP, optimize, atol=1e-5, reseed=reseed)
+    check_gradient(generator_method, XP, optimize, atol=1e-5, reseed=reseed)
     g = srcgrad.grad(generator_passed_in, optimize=optimize)(XP.copy(), np.random.default_rng(3))
     expected = numerical_grad(lambda x: generator_passed_in(x, np.random.default_rng(3)), [XP.copy()], 0)
     np.testing.assert_allclose(g, expected, rtol=1e-5, atol=1e-5)
@@ -230,9 +230,9 @@ def generator_gamma(x, rng):
 
 
 def test_other_random_draws_given_a_differentiated_value_are_refused():
-    err = refused(gamma_of_x, X, kind=errors.NoDerivativeRuleError, match="np.random.gamma")
+    err = assert_refused(gamma_of_x, X, kind=errors.NoDerivativeRuleError, match="np.random.gamma")
     assert "reparameterisation" in str(err)
-    refused(poisson_of_x, X, kind=errors.NoDerivativeRuleError, match="poisson")
+    assert_refused(poisson_of_x, X, kind=errors.NoDerivativeRuleError, match="poisson")
     with pytest.raises(errors.NoDerivativeRuleError, match="gamma"):  # known only when it runs
         srcgrad.grad(generator_gamma)(X.copy(), np.random.default_rng(0))
 
@@ -253,12 +253,12 @@ def complex_of_x(x):
 
 
 def test_a_parameter_without_a_derivative_given_a_differentiated_value_is_refused():
-    refused(norm_with_active_order, X, kind=errors.NoDerivativeRuleError, match="`ord`")
-    refused(var_with_active_ddof, X, kind=errors.NoDerivativeRuleError, match="`ddof`")
+    assert_refused(norm_with_active_order, X, kind=errors.NoDerivativeRuleError, match="`ord`")
+    assert_refused(var_with_active_ddof, X, kind=errors.NoDerivativeRuleError, match="`ddof`")
 
 
 def test_a_class_without_a_rule_given_a_differentiated_value_is_refused():
-    refused(complex_of_x, X, kind=errors.UserCodeError)
+    assert_refused(complex_of_x, X, kind=errors.UserCodeError)
 
 
 def argmax_and_shape(x):
@@ -268,7 +268,7 @@ def argmax_and_shape(x):
 
 @OPT
 def test_zero_derivative_functions_stay_accepted(optimize):
-    check(argmax_and_shape, X, optimize)
+    check_gradient(argmax_and_shape, X, optimize)
 
 
 # ---- integers: casts, writes, reductions -----------------------------------------------
@@ -375,7 +375,7 @@ EINSUM = [einsum_three, einsum_ellipsis, einsum_trace_times, einsum_diagonal, ei
 @OPT
 @pytest.mark.parametrize("f", EINSUM, ids=[f.__name__ for f in EINSUM])
 def test_einsum_every_form(f, optimize):
-    check(f, X, optimize, atol=1e-5)
+    check_gradient(f, X, optimize, atol=1e-5)
 
 
 def einsum_sublists_from_a_variable(x):
@@ -384,7 +384,7 @@ def einsum_sublists_from_a_variable(x):
 
 
 def test_einsum_sublists_known_only_when_running_are_refused():
-    refused(einsum_sublists_from_a_variable, X, kind=errors.NoDerivativeRuleError, match="subscripts")
+    assert_refused(einsum_sublists_from_a_variable, X, kind=errors.NoDerivativeRuleError, match="subscripts")
 
 
 # ---- np.linalg.norm of matrices: every order, refused at compile time only if NumPy would --
@@ -415,7 +415,7 @@ NORMS = [norm_two, norm_nuclear, norm_orders_in_a_loop]
 @OPT
 @pytest.mark.parametrize("f", NORMS, ids=[f.__name__ for f in NORMS])
 def test_matrix_norms(f, optimize):
-    check(f, X, optimize, atol=1e-5)
+    check_gradient(f, X, optimize, atol=1e-5)
 
 
 def vector_norms(x):
@@ -424,7 +424,7 @@ def vector_norms(x):
 
 @OPT
 def test_vector_norms_in_a_helper(optimize):
-    check(vector_norms, X, optimize, atol=1e-5)
+    check_gradient(vector_norms, X, optimize, atol=1e-5)
 
 
 # ---- x ** y at a zero base ---------------------------------------------------------------
@@ -508,7 +508,7 @@ INDEX_CONCAT = [r_pair, r_with_scalar, r_with_slice, c_pair, c_matrix_and_column
 @OPT
 @pytest.mark.parametrize("f", INDEX_CONCAT, ids=[f.__name__ for f in INDEX_CONCAT])
 def test_r_and_c_carry_the_gradient(f, optimize):
-    check(f, X, optimize)
+    check_gradient(f, X, optimize)
 
 
 def r_with_directive(x):
@@ -520,8 +520,8 @@ def r_slice_from_x(x):
 
 
 def test_r_forms_without_a_rule_are_refused():
-    refused(r_with_directive, X, kind=errors.NoDerivativeRuleError)
-    refused(r_slice_from_x, X, kind=errors.NoDerivativeRuleError)
+    assert_refused(r_with_directive, X, kind=errors.NoDerivativeRuleError)
+    assert_refused(r_slice_from_x, X, kind=errors.NoDerivativeRuleError)
 
 
 # ---- primitives known only when running (passed in): the same rules, the same refusals --
@@ -567,7 +567,7 @@ def linspace_with_step(x):
 
 
 def test_linspace_retstep_is_refused_at_the_users_line():
-    refused(linspace_with_step, X, kind=errors.NoDerivativeRuleError, match="retstep")
+    assert_refused(linspace_with_step, X, kind=errors.NoDerivativeRuleError, match="retstep")
 
 
 def sum_of_a_list_display(x):
@@ -613,7 +613,7 @@ LAYER = Layer(0.5)
 
 @OPT
 def test_rules_reached_through_methods_in_a_loop(optimize):
-    check(through_methods, X, optimize, atol=1e-5, reseed=_seed)
+    check_gradient(through_methods, X, optimize, atol=1e-5, reseed=_seed)
 
 
 def zero_base_literal_factor(x, s):
