@@ -11,6 +11,7 @@ whether a call that is not inlined is given one (then none is taken as known).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import types
 
@@ -268,6 +269,15 @@ def _layer_call(call, values, holds_object) -> bool:
     return is_object(held) and not any(map(holds_object, arguments)) and _changes_no_layer(held)
 
 
+@functools.lru_cache(maxsize=256)
+def _parsed_method(method):
+    """``method``'s source as a tree (read, not changed), once per method; None without source."""
+    try:
+        return parse.transform(method)
+    except errors.SrcgradError:
+        return None
+
+
 def _changes_no_layer(layer) -> bool:
     """Whether calling ``layer`` (its ``__call__``, or the ``forward`` that a Module's
     ``__call__`` runs) stores nothing under a field that holds an object (its stores are
@@ -277,9 +287,8 @@ def _changes_no_layer(layer) -> bool:
     method = getattr(cls, "forward", None) if getattr(call, "__srcgrad_calls_forward__", False) else call
     if not isinstance(method, types.FunctionType):
         return False
-    try:
-        fdef = parse.transform(method)
-    except errors.SrcgradError:
+    fdef = _parsed_method(method)
+    if fdef is None:
         return False
     holding = _fields_holding_objects([layer])
     def an_object(node):  # (`return self`, `return self.conv`, `return x, self.cache`)
